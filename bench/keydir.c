@@ -1,0 +1,244 @@
+/*
+ * bench/keydir.c — kvbench keydir: memory per key and operation speed of the
+ * key directory.
+ *
+ *   kvbench keydir [--keys N] [--key-size B] [--seed S] [--json]
+ *
+ * Inserts N uniformly random keys of B bytes (entries without TTL), then
+ * looks every key up once in a random order and walks the whole directory in
+ * key order. Prints keys, keydir_memory() bytes, bytes per key, overhead per
+ * key beyond the key bytes, and ns per insert, per lookup and per walked key.
+ */
+#include "bench.h"
+#include "keydir.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BENCH_KEYS_MAX 1000000000ull /* key bytes are held in memory */
+
+struct kdb_opts {
+	uint64_t keys;
+	uint64_t key_size;
+	uint64_t seed;
+	bool json;
+};
+
+static uint64_t kdb_rng(uint64_t *s)
+{
+	/* splitmix64 */
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double kdb_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void kdb_usage(FILE *f)
+{
+	fprintf(f, "usage: kvbench keydir [--keys N] [--key-size B] [--seed S] [--json]\n"
+	           "  --keys N       keys to insert (default 1000000)\n"
+	           "  --key-size B   bytes per key, 1..%u (default 16)\n"
+	           "  --seed S       random seed (default 1)\n"
+	           "  --json         print one JSON object instead of text\n",
+	        KD_KEY_MAX);
+}
+
+static int kdb_number(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr, "kvbench keydir: %s must be a number in %" PRIu64 "..%" PRIu64
+		                ", not '%s'\n",
+		        name, lo, hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = NULL;
+		size_t nlen = strcspn(a, "=");
+		static const char *const with_value[] = {"--keys", "--key-size", "--seed"};
+		bool takes = false;
+
+		if (strcmp(a, "--json") == 0) {
+			o->json = true;
+			continue;
+		}
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			kdb_usage(stdout);
+			return 1;
+		}
+		for (size_t j = 0; j < sizeof with_value / sizeof with_value[0]; j++)
+			if (strlen(with_value[j]) == nlen && strncmp(a, with_value[j], nlen) == 0)
+				takes = true;
+		if (!takes) {
+			fprintf(stderr, "kvbench keydir: unknown option '%s'\n", a);
+			kdb_usage(stderr);
+			return -EINVAL;
+		}
+		if (a[nlen] == '=') {
+			val = a + nlen + 1;
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			fprintf(stderr, "kvbench keydir: %s needs a value\n", a);
+			return -EINVAL;
+		}
+		int rv;
+		if (strncmp(a, "--keys", nlen) == 0 && nlen == 6)
+			rv = kdb_number("--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
+		else if (strncmp(a, "--key-size", nlen) == 0)
+			rv = kdb_number("--key-size", val, 1, KD_KEY_MAX, &o->key_size);
+		else
+			rv = kdb_number("--seed", val, 0, UINT64_MAX, &o->seed);
+		if (rv != 0)
+			return rv;
+	}
+	return 0;
+}
+
+struct kdb_walk {
+	uint64_t n;
+	uint64_t sum; /* keeps the visitor from being optimised away */
+};
+
+static int kdb_visit(void *arg, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	struct kdb_walk *w = arg;
+	w->n++;
+	w->sum += key[len - 1] + e->version;
+	return 0;
+}
+
+int bench_keydir(int argc, char **argv)
+{
+	struct kdb_opts o = {.keys = 1000000, .key_size = 16, .seed = 1};
+	struct keydir *kd = NULL;
+	uint8_t *keys = NULL;
+	uint64_t *order = NULL;
+	int rv, code = 1;
+
+	if ((rv = kdb_parse(argc, argv, &o)) != 0)
+		return rv > 0 ? 0 : 2;
+	if (o.keys * o.key_size > 64ull << 30) {
+		fprintf(stderr, "kvbench keydir: keys x key-size over 64 GiB\n");
+		return 2;
+	}
+
+	keys = malloc(o.keys * o.key_size);
+	order = malloc(o.keys * sizeof *order);
+	if (keys == NULL || order == NULL) {
+		fprintf(stderr, "kvbench keydir: out of memory for %" PRIu64 " keys\n", o.keys);
+		goto out;
+	}
+	uint64_t s = o.seed;
+	for (uint64_t i = 0; i < o.keys * o.key_size; i += 8) {
+		uint64_t r = kdb_rng(&s);
+		size_t n = o.keys * o.key_size - i < 8 ? o.keys * o.key_size - i : 8;
+		memcpy(keys + i, &r, n);
+	}
+	for (uint64_t i = 0; i < o.keys; i++)
+		order[i] = i;
+	for (uint64_t i = o.keys; i > 1; i--) {
+		uint64_t j = kdb_rng(&s) % i;
+		uint64_t t = order[i - 1];
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+	if ((rv = keydir_new(&kd)) != 0) {
+		fprintf(stderr, "kvbench keydir: keydir_new: %s\n", strerror(-rv));
+		goto out;
+	}
+
+	/* Insert. */
+	struct kd_entry e = {0};
+	double t0 = kdb_now_ns();
+	for (uint64_t i = 0; i < o.keys; i++) {
+		e.version = i + 1;
+		e.seg = (uint32_t)(i >> 16);
+		e.off = (uint32_t)i * 64;
+		e.size = 100;
+		if ((rv = keydir_put(kd, keys + i * o.key_size, o.key_size, &e, NULL, NULL)) != 0) {
+			fprintf(stderr, "kvbench keydir: keydir_put: %s\n", strerror(-rv));
+			goto out;
+		}
+	}
+	double t_insert = kdb_now_ns() - t0;
+	size_t count = keydir_count(kd);
+	size_t mem = keydir_memory(kd);
+
+	/* Lookups of present keys, in random order. */
+	uint64_t misses = 0, sum = 0;
+	t0 = kdb_now_ns();
+	for (uint64_t i = 0; i < o.keys; i++) {
+		struct kd_entry got;
+		if (keydir_get(kd, keys + order[i] * o.key_size, o.key_size, &got) != 0)
+			misses++;
+		else
+			sum += got.off;
+	}
+	double t_lookup = kdb_now_ns() - t0;
+	if (misses != 0) {
+		fprintf(stderr, "kvbench keydir: %" PRIu64 " inserted keys not found\n", misses);
+		goto out;
+	}
+
+	/* Ordered walk of everything. */
+	struct kdb_walk w = {0, sum};
+	t0 = kdb_now_ns();
+	if ((rv = keydir_walk(kd, NULL, 0, true, false, kdb_visit, &w)) != 0) {
+		fprintf(stderr, "kvbench keydir: keydir_walk: %s\n", strerror(-rv));
+		goto out;
+	}
+	double t_walk = kdb_now_ns() - t0;
+	if (w.n != count) {
+		fprintf(stderr, "kvbench keydir: walk visited %" PRIu64 " of %zu keys\n", w.n, count);
+		goto out;
+	}
+
+	double per_key = (double)mem / (double)count;
+	double overhead = per_key - (double)o.key_size;
+	double ins = t_insert / (double)o.keys, look = t_lookup / (double)o.keys;
+	double walk = t_walk / (double)count;
+	if (o.json) {
+		printf("{\"bench\":\"keydir\",\"keys\":%zu,\"key_size\":%" PRIu64 ",\"seed\":%" PRIu64
+		       ",\"memory_bytes\":%zu,\"bytes_per_key\":%.2f,\"overhead_per_key\":%.2f"
+		       ",\"insert_ns_per_op\":%.1f,\"lookup_ns_per_op\":%.1f"
+		       ",\"walk_ns_per_key\":%.1f}\n",
+		       count, o.key_size, o.seed, mem, per_key, overhead, ins, look, walk);
+	} else {
+		printf("keydir: %zu keys of %" PRIu64 " random bytes (seed %" PRIu64 ")\n", count,
+		       o.key_size, o.seed);
+		printf("  memory            %zu bytes\n", mem);
+		printf("  bytes/key         %.2f\n", per_key);
+		printf("  overhead/key      %.2f bytes beyond the key\n", overhead);
+		printf("  insert            %.1f ns/op\n", ins);
+		printf("  lookup            %.1f ns/op (random hits)\n", look);
+		printf("  ordered walk      %.1f ns/key\n", walk);
+	}
+	code = 0;
+out:
+	keydir_free(kd);
+	free(order);
+	free(keys);
+	return code;
+}

@@ -1,0 +1,33 @@
+/* kvbench.c — kvbench: benchmarks of kvd's engine and its peers. */
+#include "bench.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: kvbench COMMAND [options]\n"
+	           "commands:\n"
+	           "  engine   db_bench-style workloads: kvd engine against RocksDB and LevelDB\n"
+	           "  keydir   key-directory memory per key and speed\n"
+	           "run 'kvbench COMMAND --help' for the options of a command\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "keydir") == 0)
+		return bench_keydir(argc - 1, argv + 1);
+	if (strcmp(argv[1], "engine") == 0)
+		return bench_engine(argc - 1, argv + 1);
+	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

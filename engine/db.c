@@ -1,0 +1,622 @@
+/*
+ * db.c — open, close, options, the segment table, META, stats, maintenance
+ * (interval sync, hint files, the background thread).
+ *
+ * Files in a database directory:
+ *   LOCK                      flock()ed while open; never removed
+ *   META                      compact revision (written before a compaction)
+ *   <id>.seg                  segments; <id>.hint their hint files
+ *   merge-<seq>.commit        the last merge's retired segments and relocations
+ *   *.tmp                     a write that did not finish; removed at open
+ */
+#include "db.h"
+
+#include "crc.h"
+#include "endian_util.h"
+#include "hint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void kv_options_init(struct kv_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->segment_size = 64ull << 20;
+	o->sync = KV_SYNC_ALWAYS;
+	o->sync_interval_ms = 100;
+	o->history_versions = 1;
+	o->history_ms = 0;
+	o->max_key_size = KV_KEY_SIZE_MAX;
+	o->max_value_size = 16u << 20;
+	o->max_keys = 0;
+	o->merge_ratio_pct = 50;
+	o->merge_min_bytes = 16ull << 20;
+	o->io = KV_IO_AUTO;
+	o->background = true;
+	o->external_loop = false;
+	o->create_if_missing = true;
+}
+
+static uint64_t realtime_ms(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t db_now(kv_db *db)
+{
+	return db->opt.clock(db->opt.clock_arg);
+}
+
+bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now)
+{
+	(void)db;
+	return expiry_ms != 0 && expiry_ms <= now;
+}
+
+int db_fsync_dir(kv_db *db)
+{
+	return io_fsync(db->opt.fault, db->dirfd);
+}
+
+/* ---- segment table ----------------------------------------------------- */
+
+static size_t segtab_lower(kv_db *db, uint32_t id)
+{
+	size_t lo = 0, hi = db->nsegs;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (db->segs[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct seg *segtab_find_locked(kv_db *db, uint32_t id)
+{
+	size_t i = segtab_lower(db, id);
+
+	return i < db->nsegs && db->segs[i]->id == id ? db->segs[i] : NULL;
+}
+
+int segtab_insert_locked(kv_db *db, struct seg *s)
+{
+	size_t i;
+
+	if (db->nsegs == db->capsegs) {
+		size_t cap = db->capsegs ? db->capsegs * 2 : 16;
+		struct seg **nv = realloc(db->segs, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		db->segs = nv;
+		db->capsegs = cap;
+	}
+	i = segtab_lower(db, s->id);
+	memmove(db->segs + i + 1, db->segs + i, (db->nsegs - i) * sizeof(*db->segs));
+	db->segs[i] = s;
+	db->nsegs++;
+	return 0;
+}
+
+void segtab_remove_locked(kv_db *db, uint32_t id)
+{
+	size_t i = segtab_lower(db, id);
+
+	if (i >= db->nsegs || db->segs[i]->id != id)
+		return;
+	seg_unref(db->segs[i]);
+	memmove(db->segs + i, db->segs + i + 1, (db->nsegs - i - 1) * sizeof(*db->segs));
+	db->nsegs--;
+}
+
+int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_loc)
+{
+	struct seg *s;
+	int hops;
+
+	pthread_mutex_lock(&db->seg_mu);
+	for (hops = 0; hops < 4; hops++) {
+		uint64_t to;
+		if ((s = segtab_find_locked(db, loc_seg(loc))) != NULL) {
+			seg_ref(s);
+			pthread_mutex_unlock(&db->seg_mu);
+			*ret_seg = s;
+			*ret_loc = loc;
+			return 0;
+		}
+		if (reloc_get(&db->reloc, loc, &to) != 0)
+			break;
+		loc = to;
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+	return -ENOENT;
+}
+
+/* ---- META -------------------------------------------------------------- */
+
+#define META_MAGIC "KVDMETA\1"
+#define META_SIZE 28u
+
+int db_meta_write(kv_db *db, uint64_t floor)
+{
+	uint8_t buf[META_SIZE];
+	int fd, rv;
+
+	memcpy(buf, META_MAGIC, 8);
+	put_le32(buf + 8, 1);
+	put_le32(buf + 12, 0);
+	put_le64(buf + 16, floor);
+	put_le32(buf + 24, crc32c(buf, 24));
+	fd = openat(db->dirfd, "META.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	rv = io_pwrite_full(db->opt.fault, fd, buf, sizeof(buf), 0);
+	if (rv == 0)
+		rv = io_fdatasync(db->opt.fault, fd);
+	close(fd);
+	if (rv == 0 && renameat(db->dirfd, "META.tmp", db->dirfd, "META") != 0)
+		rv = -errno;
+	if (rv == 0)
+		rv = db_fsync_dir(db);
+	return rv;
+}
+
+int db_meta_read(kv_db *db, uint64_t *ret_floor)
+{
+	uint8_t buf[META_SIZE];
+	int fd, rv;
+
+	if ((fd = openat(db->dirfd, "META", O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	rv = io_pread_full(db->opt.fault, fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (rv != 0)
+		return rv == -EIO ? KV_ECORRUPT : rv;
+	if (memcmp(buf, META_MAGIC, 8) != 0 || crc32c(buf, 24) != get_le32(buf + 24))
+		return KV_ECORRUPT;
+	if (get_le32(buf + 8) != 1)
+		return KV_EFORMAT;
+	*ret_floor = get_le64(buf + 16);
+	return 0;
+}
+
+/* ---- hint files for sealed segments ------------------------------------ */
+
+struct hint_gen {
+	struct hint_writer w;
+};
+
+static int hint_gen_rec(void *arg, const struct seg_scan_rec *r)
+{
+	struct hint_gen *g = arg;
+	struct hint_ent e = {
+		.type = r->h.type,
+		.flags = r->h.flags,
+		.key_len = r->h.key_len,
+		.version = r->h.version,
+		.off = (uint32_t)r->off,
+		.size = (uint32_t)r->size,
+		.expiry_ms = r->h.expiry_ms,
+		.key = r->key,
+	};
+	return hint_writer_add(&g->w, &e);
+}
+
+/* Scans one sealed segment and writes its hint file. */
+static int write_hint(kv_db *db, struct seg *s)
+{
+	struct hint_gen g;
+	struct seg_scan_result res;
+	int rv;
+
+	hint_writer_init(&g.w);
+	rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
+	              hint_gen_rec, &g, &res);
+	if (rv == 0 && db->opt.sync != KV_SYNC_ALWAYS)
+		rv = io_fdatasync(db->opt.fault, s->fd);
+	if (rv == 0)
+		rv = hint_writer_finish(&g.w, db->dirfd, s->id, db->opt.fault);
+	hint_writer_release(&g.w);
+	return rv;
+}
+
+int db_write_hints(kv_db *db)
+{
+	struct seg **todo = NULL;
+	size_t n = 0, i;
+	int rv = 0, wrote = 0;
+
+	pthread_mutex_lock(&db->seg_mu);
+	if (db->nsegs > 0 && (todo = malloc(db->nsegs * sizeof(*todo))) == NULL) {
+		pthread_mutex_unlock(&db->seg_mu);
+		return -ENOMEM;
+	}
+	for (i = 0; i < db->nsegs; i++) {
+		struct seg *s = db->segs[i];
+		if (s->sealed && !s->has_hint && !s->retired) {
+			seg_ref(s);
+			todo[n++] = s;
+		}
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+	for (i = 0; i < n; i++) {
+		if (rv == 0) {
+			rv = write_hint(db, todo[i]);
+			if (rv == 0) {
+				pthread_mutex_lock(&db->seg_mu);
+				todo[i]->has_hint = true;
+				pthread_mutex_unlock(&db->seg_mu);
+				wrote++;
+			}
+		}
+		seg_unref(todo[i]);
+	}
+	free(todo);
+	if (wrote > 0) {
+		int r2 = db_fsync_dir(db);
+		if (rv == 0)
+			rv = r2;
+	}
+	return rv;
+}
+
+/* ---- snapshots --------------------------------------------------------- */
+
+void db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n)
+{
+	uint64_t *v = NULL;
+	size_t n;
+
+	pthread_mutex_lock(&db->mu);
+	n = db->nsnaps;
+	if (n > 0 && (v = malloc(n * sizeof(*v))) != NULL)
+		memcpy(v, db->snaps, n * sizeof(*v));
+	else
+		n = 0;
+	pthread_mutex_unlock(&db->mu);
+	*ret = v;
+	*ret_n = n;
+}
+
+/* ---- stats and maintenance --------------------------------------------- */
+
+uint64_t db_reclaimable(kv_db *db)
+{
+	uint64_t dead, retained = atomic_load(&db->retained_bytes);
+
+	pthread_rwlock_rdlock(&db->kd_lock);
+	dead = db->disk_bytes > db->live_bytes ? db->disk_bytes - db->live_bytes : 0;
+	pthread_rwlock_unlock(&db->kd_lock);
+	return dead > retained ? dead - retained : 0;
+}
+
+int kv_stats(kv_db *db, struct kv_stats *ret)
+{
+	struct kv_stats s;
+
+	memset(&s, 0, sizeof(s));
+	pthread_rwlock_rdlock(&db->kd_lock);
+	s.keys = db->live_keys;
+	s.tombstones = db->tombstones;
+	s.live_bytes = db->live_bytes;
+	s.disk_bytes = db->disk_bytes;
+	s.dead_bytes = db->disk_bytes > db->live_bytes ? db->disk_bytes - db->live_bytes : 0;
+	s.keydir_bytes = keydir_memory(db->kd);
+	pthread_rwlock_unlock(&db->kd_lock);
+	pthread_mutex_lock(&db->seg_mu);
+	s.segments = (uint32_t)db->nsegs;
+	pthread_mutex_unlock(&db->seg_mu);
+	s.last_version = atomic_load(&db->committed_version);
+	s.compact_revision = atomic_load(&db->compact_floor);
+	s.merges = atomic_load(&db->merges);
+	s.batches = atomic_load(&db->batches);
+	s.batched_writes = atomic_load(&db->batched_writes);
+	s.syncs = atomic_load(&db->syncs);
+	s.read_only = atomic_load(&db->read_only);
+	s.io_uring = io_backend_is_uring(db->io);
+	*ret = s;
+	return 0;
+}
+
+int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret)
+{
+	*ret = db->rinfo;
+	return 0;
+}
+
+static int sync_active(kv_db *db, void *arg)
+{
+	uint64_t pending = atomic_load(&db->unsynced_bytes);
+	int rv;
+
+	(void)arg;
+	if (db->active == NULL || pending == 0)
+		return 0;
+	if ((rv = io_fdatasync(db->opt.fault, db->active->fd)) != 0) {
+		atomic_store(&db->read_only, true);
+		return rv;
+	}
+	atomic_fetch_sub(&db->unsynced_bytes, pending);
+	atomic_fetch_add(&db->syncs, 1);
+	return 0;
+}
+
+int kv_sync(kv_db *db)
+{
+	return write_barrier(db, sync_active, NULL);
+}
+
+int kv_tick(kv_db *db)
+{
+	uint64_t now = db_now(db), reclaim, total;
+	int rv = 0;
+
+	if (db->opt.sync == KV_SYNC_INTERVAL && atomic_load(&db->unsynced_bytes) > 0 &&
+	    now - db->last_sync_ms >= db->opt.sync_interval_ms) {
+		/* fdatasync may run beside appends: it covers what was written before it */
+		uint64_t pending = atomic_load(&db->unsynced_bytes);
+		int fd = -1;
+		struct seg *s = NULL;
+		pthread_mutex_lock(&db->seg_mu);
+		if (db->nsegs > 0) {
+			s = db->segs[db->nsegs - 1];
+			/* the active segment is the newest non-merged one */
+			for (size_t i = db->nsegs; i-- > 0;) {
+				if (!db->segs[i]->sealed) {
+					s = db->segs[i];
+					break;
+				}
+			}
+			seg_ref(s);
+			fd = s->fd;
+		}
+		pthread_mutex_unlock(&db->seg_mu);
+		if (fd >= 0) {
+			if ((rv = io_fdatasync(db->opt.fault, fd)) != 0)
+				atomic_store(&db->read_only, true);
+			else {
+				atomic_fetch_sub(&db->unsynced_bytes, pending);
+				atomic_fetch_add(&db->syncs, 1);
+			}
+		}
+		seg_unref(s);
+		db->last_sync_ms = now;
+	}
+	if (rv == 0)
+		rv = db_write_hints(db);
+	if (rv != 0)
+		return rv;
+	if (db->opt.merge_ratio_pct == 0 || atomic_load(&db->merging))
+		return 0;
+	reclaim = db_reclaimable(db);
+	pthread_rwlock_rdlock(&db->kd_lock);
+	total = db->disk_bytes;
+	pthread_rwlock_unlock(&db->kd_lock);
+	if (reclaim >= db->opt.merge_min_bytes && total > 0 &&
+	    reclaim * 100 >= total * db->opt.merge_ratio_pct)
+		return 1;
+	return 0;
+}
+
+static void *background_main(void *arg)
+{
+	kv_db *db = arg;
+	uint32_t period = db->opt.sync == KV_SYNC_INTERVAL ? db->opt.sync_interval_ms : 1000;
+
+	if (period == 0)
+		period = 1;
+	if (period > 1000)
+		period = 1000;
+	pthread_mutex_lock(&db->mu);
+	while (!db->closing) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)(period % 1000) * 1000000L;
+		ts.tv_sec += period / 1000 + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&db->bg_cv, &db->mu, &ts);
+		if (db->closing)
+			break;
+		pthread_mutex_unlock(&db->mu);
+		if (kv_tick(db) == 1)
+			kv_merge(db);
+		pthread_mutex_lock(&db->mu);
+	}
+	pthread_mutex_unlock(&db->mu);
+	return NULL;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+static int check_options(const struct kv_options *o)
+{
+	if (o->segment_size < 4096 || o->segment_size > KV_SEGMENT_SIZE_MAX)
+		return -EINVAL;
+	if (o->sync > KV_SYNC_NONE || o->io > KV_IO_PSYNC)
+		return -EINVAL;
+	if (o->sync == KV_SYNC_INTERVAL && o->sync_interval_ms == 0)
+		return -EINVAL;
+	if (o->history_versions == 0)
+		return -EINVAL;
+	if (o->max_key_size == 0 || o->max_key_size > KV_KEY_SIZE_MAX)
+		return -EINVAL;
+	if (o->max_value_size > KV_VALUE_SIZE_MAX)
+		return -EINVAL;
+	if (o->merge_ratio_pct > 100)
+		return -EINVAL;
+	return 0;
+}
+
+static void db_free(kv_db *db)
+{
+	size_t i;
+
+	if (db == NULL)
+		return;
+	for (i = 0; i < db->nsegs; i++)
+		seg_unref(db->segs[i]);
+	free(db->segs);
+	reloc_release(&db->reloc);
+	keydir_free(db->kd);
+	write_release(db);
+	io_backend_close(db->io);
+	if (db->efd >= 0)
+		close(db->efd);
+	if (db->lockfd >= 0)
+		close(db->lockfd);
+	if (db->dirfd >= 0)
+		close(db->dirfd);
+	free(db->snaps);
+	pthread_rwlock_destroy(&db->kd_lock);
+	pthread_mutex_destroy(&db->seg_mu);
+	pthread_mutex_destroy(&db->mu);
+	pthread_mutex_destroy(&db->merge_mu);
+	pthread_cond_destroy(&db->cv);
+	pthread_cond_destroy(&db->bg_cv);
+	free(db->path);
+	free(db);
+}
+
+int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
+{
+	struct kv_options o;
+	kv_db *db;
+	char pid[32];
+	uint64_t t0;
+	int rv, n;
+
+	if (path == NULL || ret_db == NULL)
+		return -EINVAL;
+	if (opts)
+		o = *opts;
+	else
+		kv_options_init(&o);
+	if (o.clock == NULL)
+		o.clock = realtime_ms;
+	if ((rv = check_options(&o)) != 0)
+		return rv;
+	t0 = realtime_ms(NULL);
+
+	if ((db = calloc(1, sizeof(*db))) == NULL)
+		return -ENOMEM;
+	db->dirfd = db->lockfd = db->efd = -1;
+	db->opt = o;
+	pthread_rwlock_init(&db->kd_lock, NULL);
+	pthread_mutex_init(&db->seg_mu, NULL);
+	pthread_mutex_init(&db->mu, NULL);
+	pthread_mutex_init(&db->merge_mu, NULL);
+	pthread_cond_init(&db->cv, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_cond_init(&db->bg_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	reloc_init(&db->reloc);
+	if ((db->path = strdup(path)) == NULL) {
+		rv = -ENOMEM;
+		goto fail;
+	}
+	if (o.create_if_missing && mkdir(path, 0755) != 0 && errno != EEXIST) {
+		rv = -errno;
+		goto fail;
+	}
+	if ((db->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (db->lockfd < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	/* flock: the kernel drops it when the process dies, so a crash never
+	 * leaves a lock that blocks the next start */
+	if (flock(db->lockfd, LOCK_EX | LOCK_NB) != 0) {
+		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
+		goto fail;
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(db->lockfd, 0) != 0 || pwrite(db->lockfd, pid, (size_t)n, 0) != n) {
+		rv = -errno;
+		goto fail;
+	}
+	if ((db->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	if ((rv = io_backend_open(o.io, o.external_loop ? db->efd : -1, o.fault, &db->io)) != 0)
+		goto fail;
+	if ((rv = keydir_new(&db->kd)) != 0)
+		goto fail;
+	if ((rv = recovery_run(db)) != 0)
+		goto fail;
+	db->last_sync_ms = db_now(db);
+	db->rinfo.elapsed_us = (realtime_ms(NULL) - t0) * 1000;
+	if (o.background && !o.external_loop) {
+		if ((rv = -pthread_create(&db->bg, NULL, background_main, db)) != 0)
+			goto fail;
+		db->bg_running = true;
+	}
+	*ret_db = db;
+	return 0;
+fail:
+	db_free(db);
+	return rv;
+}
+
+static int seal_active(kv_db *db, void *arg)
+{
+	int rv;
+
+	(void)arg;
+	if (db->active == NULL || atomic_load(&db->read_only))
+		return 0;
+	if ((rv = sync_active(db, NULL)) != 0)
+		return rv;
+	pthread_mutex_lock(&db->seg_mu);
+	db->active->size = db->tail;
+	db->active->sealed = true;
+	pthread_mutex_unlock(&db->seg_mu);
+	db->active = NULL;
+	return 0;
+}
+
+int kv_close(kv_db *db)
+{
+	int rv, r2;
+
+	if (db == NULL)
+		return 0;
+	pthread_mutex_lock(&db->mu);
+	db->closing = true;
+	/* close drives the remaining queue itself */
+	db->opt.external_loop = false;
+	pthread_cond_broadcast(&db->bg_cv);
+	pthread_mutex_unlock(&db->mu);
+	if (db->bg_running)
+		pthread_join(db->bg, NULL);
+	/* finish what is queued, sync, seal the active segment */
+	rv = write_barrier(db, seal_active, NULL);
+	if (rv == 0 && !atomic_load(&db->read_only)) {
+		r2 = db_write_hints(db);
+		if (rv == 0)
+			rv = r2;
+	}
+	db_free(db);
+	return rv;
+}

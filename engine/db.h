@@ -1,0 +1,195 @@
+/*
+ * db.h — the database handle and what the engine's modules share.
+ *
+ * What a kv_db owns: the directory (LOCK, segments, hints, merge commits,
+ * META), the key directory, the segment table, the relocation map, the write
+ * queue and the write-path state.
+ *
+ * Locks, in the order they may be taken:
+ *   mu       — the write queue, the driver flag, open snapshots, closing.
+ *   kd_lock  — the key directory (rwlock). Only the write-path driver
+ *              modifies it (batch apply, merge swaps run as barriers) and
+ *              holds it exclusively only to do so; the driver reads it without
+ *              the lock. Everyone else reads it shared.
+ *   seg_mu   — the segment table and the relocation map.
+ * A reader looks up the key directory and takes its segment reference while
+ * holding kd_lock shared, so a merge swap can never retire the segment
+ * between the two.
+ *
+ * The write-path driver is whichever thread holds `driving` (set under mu):
+ * a blocking writer waiting for its request, or the event loop inside
+ * kv_process(). Only the driver touches the fields marked [driver].
+ */
+#ifndef KV_DB_H
+#define KV_DB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io.h"
+#include "keydir.h"
+#include "kvengine.h"
+#include "record.h"
+#include "reloc.h"
+#include "segment.h"
+
+/* request flags (kv_req.flags_) */
+enum {
+	REQ_F_BLOCKING = 1u << 0,      /* a thread waits on db->cv for it */
+	REQ_F_DONE = 1u << 1,          /* completed (blocking requests) */
+	REQ_F_BARRIER = 1u << 2,       /* runs a function with no batch in flight */
+	REQ_F_SINGLE_DELETE = 1u << 3, /* kv_delete: a missing key is KV_ENOTFOUND */
+};
+
+#define BATCH_BYTES_MAX (4u << 20)
+#define BATCH_REQS_MAX 4096u
+#define REQ_BYTES_MAX (1ull << 30)
+
+struct barrier {
+	struct kv_req req;
+	int (*fn)(kv_db *db, void *arg);
+	void *arg;
+};
+
+/* One pending key-directory change of the batch being formed. */
+struct ov_ent {
+	const uint8_t *key;
+	uint32_t key_len;
+	uint32_t hash;
+	int32_t next; /* older overlay entry in the same hash bucket, -1 = none */
+	uint32_t rec_off; /* record offset inside the batch buffer */
+	struct kd_entry e;
+};
+
+struct batch {
+	uint8_t *buf;
+	size_t len, cap;
+	struct kv_req *head, *tail; /* requests completed with this batch */
+	size_t nreqs;
+	struct ov_ent *ov;
+	size_t nov, capov;
+	int32_t *ht;
+	size_t htcap;
+	uint64_t first_version;
+	int64_t keys_delta;
+};
+
+struct kv_db {
+	char *path;
+	int dirfd;
+	int lockfd;
+	int efd;
+	struct kv_options opt;
+	struct io_backend *io;
+
+	pthread_rwlock_t kd_lock;
+	struct keydir *kd;
+	/* accounting, written under kd_lock exclusive */
+	uint64_t live_keys;
+	uint64_t tombstones;
+	uint64_t live_bytes;
+	uint64_t disk_bytes;
+
+	pthread_mutex_t seg_mu;
+	struct seg **segs; /* sorted by id */
+	size_t nsegs, capsegs;
+	struct reloc reloc;
+	uint32_t next_seg_id;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct kv_req *q_head, *q_tail;
+	bool driving;
+	bool closing;
+	uint64_t *snaps; /* versions open iterators read at */
+	size_t nsnaps, capsnaps;
+
+	/* [driver] */
+	struct seg *active;
+	uint64_t tail;
+	uint64_t next_version;
+	struct batch batch;
+	bool in_flight;
+
+	_Atomic uint64_t committed_version;
+	atomic_bool read_only;
+	_Atomic uint64_t unsynced_bytes;
+	_Atomic uint64_t compact_floor;
+	atomic_bool merging;
+	_Atomic uint64_t merges;
+	_Atomic uint64_t batches;
+	_Atomic uint64_t batched_writes;
+	_Atomic uint64_t syncs;
+	_Atomic uint64_t retained_bytes; /* kept history after the last merge */
+	_Atomic uint64_t seg_epoch;      /* bumped when merge retires segments */
+	uint64_t last_sync_ms;
+	uint64_t merge_seq;
+
+	pthread_mutex_t merge_mu; /* one merge at a time */
+	pthread_t bg;
+	bool bg_running;
+	pthread_cond_t bg_cv;
+
+	struct kv_recovery_info rinfo;
+};
+
+/* db.c */
+uint64_t db_now(kv_db *db);
+int db_fsync_dir(kv_db *db);
+/* Segment table, under seg_mu. */
+struct seg *segtab_find_locked(kv_db *db, uint32_t id);
+int segtab_insert_locked(kv_db *db, struct seg *s);
+void segtab_remove_locked(kv_db *db, uint32_t id);
+/* Takes a reference on the segment holding loc, following relocations:
+ * *ret_loc is where the record is now. -ENOENT: dropped by merge. */
+int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_loc);
+/* Writes META (compact floor) durably. */
+int db_meta_write(kv_db *db, uint64_t floor);
+int db_meta_read(kv_db *db, uint64_t *ret_floor);
+/* Writes hint files for sealed segments that lack one. */
+int db_write_hints(kv_db *db);
+/* Oldest version an open iterator reads at; UINT64_MAX when none. */
+void db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n);
+uint64_t db_reclaimable(kv_db *db);
+
+/* write.c */
+int write_submit(kv_db *db, struct kv_req *req);
+/* Queues req (REQ_F_BLOCKING set) and waits for it, driving the write path
+ * when no one else does. Returns the request's status. */
+int write_run(kv_db *db, struct kv_req *req);
+/* Runs fn on the write-path driver with no batch in flight. */
+int write_barrier(kv_db *db, int (*fn)(kv_db *db, void *arg), void *arg);
+/* [driver] seals the active segment and starts a new one. */
+int write_roll(kv_db *db);
+void write_release(kv_db *db);
+/* Keeps the accounting of a key-directory change (kd_lock exclusive). */
+void db_account(kv_db *db, const struct kd_entry *e, const struct kd_entry *old, bool replaced);
+void db_account_remove(kv_db *db, const struct kd_entry *old);
+
+/* read.c */
+struct rec_read {
+	struct rec_header h;
+	uint64_t loc;   /* where the record was found */
+	uint8_t *buf;   /* whole record when the value was read, else NULL */
+	const uint8_t *value;
+};
+/* Reads the record at loc (following relocations) and checks that it is a
+ * record of key. With want_value the whole record is read and its crc
+ * checked; otherwise the header and key are read and the header bounds
+ * checked. -ENOENT: the location was dropped by merge. */
+int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_value,
+            struct rec_read *ret);
+void rec_read_release(struct rec_read *r);
+/* Follows key's chain from head to the newest record with version ≤ version.
+ * KV_ENOTFOUND before the key's first version, KV_ECOMPACTED where merge cut
+ * the history. */
+int chain_at_version(kv_db *db, const void *key, size_t key_len, const struct kd_entry *head,
+                     uint64_t version, bool want_value, struct rec_read *ret);
+bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now);
+
+/* recovery.c */
+int recovery_run(kv_db *db);
+
+#endif

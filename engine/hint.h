@@ -1,0 +1,59 @@
+/*
+ * hint.h — hint files: for a sealed segment, one entry per record (key,
+ * version, offset, size, expiry, type, flags) so opening a database never
+ * reads values. Named <segment id>.hint; layout in docs/FORMAT.md.
+ *
+ * Invariants:
+ *   1. A hint file exists only for a sealed segment whose data was synced
+ *      before the hint was written; it is written to a temporary name,
+ *      synced and renamed, so it is either whole or absent.
+ *   2. A hint is used only when its header and trailing checksums match and
+ *      every entry is within bounds; otherwise the segment is scanned.
+ *   3. Entries of an atomic batch are all present or all absent.
+ */
+#ifndef KV_HINT_H
+#define KV_HINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kv_io_fault;
+
+#define HINT_MAGIC "KVDHINT\1"
+#define HINT_FORMAT_VERSION 1u
+#define HINT_HEADER_SIZE 32u
+#define HINT_ENTRY_SIZE 32u
+#define HINT_FOOTER_SIZE 8u
+
+struct hint_ent {
+	uint8_t type;  /* REC_PUT / REC_DELETE */
+	uint8_t flags; /* REC_F_* */
+	uint32_t key_len;
+	uint64_t version;
+	uint32_t off;
+	uint32_t size;
+	uint64_t expiry_ms;
+	const uint8_t *key;
+};
+
+struct hint_writer {
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t count;
+};
+
+void hint_writer_init(struct hint_writer *w);
+int hint_writer_add(struct hint_writer *w, const struct hint_ent *e);
+/* Writes <id>.hint.tmp, syncs it and renames it to <id>.hint. The caller
+ * syncs the directory. Resets the writer. */
+int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct kv_io_fault *f);
+void hint_writer_release(struct hint_writer *w);
+
+typedef int (*hint_visit_fn)(void *arg, const struct hint_ent *e);
+
+/* Loads <id>.hint, checks it whole (KV_ECORRUPT, KV_EFORMAT, -ENOENT), then
+ * calls fn for each entry. seg_size bounds the offsets. */
+int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
+              struct kv_io_fault *f, hint_visit_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * kvengine.h — the kvd storage engine, embeddable.
+ *
+ * A database is a directory holding an append-only log split into segments,
+ * hint files for sealed segments and a few small control files. An in-memory
+ * ordered key directory points at the newest record of every key; every write
+ * gets a version from a per-database 64-bit counter, and older versions are
+ * reached through the previous-location field each record carries.
+ *
+ * Conventions (see STYLE.md):
+ *   - every call returns 0 on success, a negative errno or a negative KV_E*
+ *     code on failure; kv_strerror() names either;
+ *   - outputs go through ret_* parameters, last, untouched on failure;
+ *   - destructors accept NULL;
+ *   - the engine never prints; errors carry the detail.
+ *
+ * Threads: the blocking calls (kv_put, kv_get, kv_scan_*, kv_batch, …) may be
+ * called from any number of threads at once on the same handle. Writers
+ * arriving together share one write and, under KV_SYNC_ALWAYS, one
+ * fdatasync (group commit). kv_submit()/kv_process() are the non-blocking
+ * form of the same write path, for an event loop that owns the database.
+ */
+#ifndef KVENGINE_H
+#define KVENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KV_ENGINE_VERSION "0.1.0"
+
+/* Engine error codes. They are below -4095 so they never collide with a
+ * negative errno. */
+enum {
+	KV_ENOTFOUND = -10001,    /* no such key, or deleted, expired, or no such version */
+	KV_ECONFLICT = -10002,    /* if_version did not match the head version */
+	KV_ECORRUPT = -10003,     /* a record failed its checksum or bounds (data loss) */
+	KV_EREADONLY = -10004,    /* an fsync failed earlier; writes refused until reopen */
+	KV_EKEYSIZE = -10005,     /* key empty or longer than max_key_size */
+	KV_EVALSIZE = -10006,     /* value longer than max_value_size */
+	KV_ECOMPACTED = -10007,   /* requested version is older than retained history */
+	KV_ELOCKED = -10008,      /* another process has the database open */
+	KV_EFORMAT = -10009,      /* on-disk format not understood (version, magic) */
+	KV_ECLOSED = -10010,      /* the database is closing */
+	KV_EMAXKEYS = -10011,     /* max_keys reached */
+	KV_EEND = -10012,         /* iterator exhausted (not an error) */
+	KV_EBATCHSIZE = -10013,   /* a batch larger than the engine accepts */
+};
+
+/* Returns a static, one-line description of a KV_E* code or negative errno. */
+const char *kv_strerror(int err);
+
+/* Hard limits; the options below may only lower them. */
+#define KV_KEY_SIZE_MAX (64u * 1024u)           /* 65536 bytes */
+#define KV_VALUE_SIZE_MAX (128u * 1024u * 1024u) /* 128 MiB */
+#define KV_SEGMENT_SIZE_MAX (2ull * 1024 * 1024 * 1024)
+#define KV_BATCH_OPS_MAX 65536u
+
+/* Passed as if_version: no condition on the head version. */
+#define KV_ANY_VERSION UINT64_MAX
+
+enum kv_sync {
+	KV_SYNC_ALWAYS = 0,   /* a write returns once it is on stable storage */
+	KV_SYNC_INTERVAL = 1, /* fdatasync every sync_interval_ms; a crash may lose that window */
+	KV_SYNC_NONE = 2,     /* written to the page cache; survives a process crash, not a power cut */
+};
+
+enum kv_io {
+	KV_IO_AUTO = 0,  /* io_uring, or pread/pwrite when io_uring cannot be set up */
+	KV_IO_URING = 1, /* io_uring or fail */
+	KV_IO_PSYNC = 2, /* pread/pwrite/fdatasync */
+};
+
+/* Wall clock in milliseconds since the Unix epoch. */
+typedef uint64_t (*kv_clock_fn)(void *arg);
+
+struct kv_io_fault; /* test hook, see engine/io.h */
+
+struct kv_options {
+	uint64_t segment_size;      /* bytes before a segment is sealed; default 64 MiB */
+	enum kv_sync sync;          /* default KV_SYNC_ALWAYS */
+	uint32_t sync_interval_ms;  /* KV_SYNC_INTERVAL period; default 100 */
+	uint32_t history_versions;  /* merge keeps the newest N versions of a key; ≥ 1, default 1 */
+	uint64_t history_ms;        /* merge also keeps versions younger than this; default 0 */
+	uint32_t max_key_size;      /* default KV_KEY_SIZE_MAX */
+	uint32_t max_value_size;    /* default 16 MiB */
+	uint64_t max_keys;          /* live keys allowed; 0 = unlimited */
+	uint32_t merge_ratio_pct;   /* auto-merge when reclaimable bytes reach this % of the log; 0 = never; default 50 */
+	uint64_t merge_min_bytes;   /* and at least this many reclaimable bytes; default 16 MiB */
+	enum kv_io io;              /* default KV_IO_AUTO */
+	bool background;            /* a thread per database for interval sync, hints and auto-merge; default true */
+	bool external_loop;         /* an event loop calls kv_process(); blocking writes wait for it; default false */
+	bool create_if_missing;     /* default true */
+	kv_clock_fn clock;          /* default: CLOCK_REALTIME */
+	void *clock_arg;
+	struct kv_io_fault *fault;  /* test-only I/O fault injection; NULL in production */
+};
+
+/* Fills *o with the defaults above. */
+void kv_options_init(struct kv_options *o);
+
+typedef struct kv_db kv_db;
+
+/*
+ * Opens (or creates) the database in directory path. Takes an exclusive lock
+ * on path/LOCK (released by the kernel if the process dies, so a crash never
+ * leaves a stale lock), loads hint files of sealed segments, replays segments
+ * without hints, truncates a torn tail and starts a new active segment.
+ * Errors: KV_ELOCKED, KV_EFORMAT, -ENOENT (missing and !create_if_missing),
+ * -EINVAL (bad options), -errno from the file system.
+ */
+int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db);
+
+/* What the last kv_open() found and repaired; for logs and `kvd --check`. */
+struct kv_recovery_info {
+	uint32_t segments;          /* segments loaded */
+	uint32_t hints_loaded;      /* segments loaded from hint files */
+	uint32_t hints_rejected;    /* hint files missing a checksum or bounds, segment scanned instead */
+	uint32_t segments_scanned;  /* segments replayed record by record */
+	uint64_t records;           /* records indexed */
+	uint64_t truncated_bytes;   /* torn tail cut off the newest segment */
+	uint32_t corrupt_records;   /* damaged records skipped inside segments */
+	uint64_t corrupt_bytes;     /* bytes skipped with them */
+	uint64_t elapsed_us;        /* time kv_open spent recovering */
+};
+int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret);
+
+/* Finishes queued writes, syncs, writes missing hint files, closes. NULL ok. */
+int kv_close(kv_db *db);
+
+/* ---- writes ------------------------------------------------------------ */
+
+struct kv_write_opts {
+	uint64_t if_version; /* KV_ANY_VERSION (default), 0 = must not exist, else head must be this version */
+	uint64_t ttl_ms;     /* 0 = no expiry; otherwise the value expires ttl_ms after the write */
+};
+/* Zero-initialised options mean "if_version 0"; use this to get the defaults. */
+#define KV_WRITE_OPTS_INIT { KV_ANY_VERSION, 0 }
+
+/* Stores value under key; *ret_version gets the new version. opts may be NULL.
+ * Errors: KV_EKEYSIZE, KV_EVALSIZE, KV_ECONFLICT, KV_EMAXKEYS, KV_EREADONLY,
+ * -ENOSPC, -EIO. */
+int kv_put(kv_db *db, const void *key, size_t key_len, const void *value, size_t value_len,
+           const struct kv_write_opts *opts, uint64_t *ret_version);
+
+/* Writes a tombstone; *ret_version gets its version. KV_ENOTFOUND when the key
+ * does not exist (nothing is written). */
+int kv_delete(kv_db *db, const void *key, size_t key_len, const struct kv_write_opts *opts,
+              uint64_t *ret_version);
+
+enum kv_op_type { KV_OP_PUT = 1, KV_OP_DELETE = 2 };
+
+struct kv_op {
+	enum kv_op_type type;
+	const void *key;
+	size_t key_len;
+	const void *value; /* KV_OP_PUT */
+	size_t value_len;
+	uint64_t if_version; /* KV_ANY_VERSION, 0 = must not exist, or a version */
+	uint64_t ttl_ms;
+	/* results */
+	uint64_t version; /* version given to this op; 0 for a delete of a missing key */
+	int status;       /* 0, or why this op made the batch fail */
+};
+
+/* Applies n ops all-or-nothing, in order (a later op sees an earlier one),
+ * durable together. A delete of a missing key is a no-op (version 0). On a
+ * failed condition nothing is written, the call returns KV_ECONFLICT (or
+ * KV_EMAXKEYS, KV_EKEYSIZE…) and the failing op's status says which. */
+int kv_batch(kv_db *db, struct kv_op *ops, size_t n);
+
+/* ---- reads ------------------------------------------------------------- */
+
+struct kv_read_opts {
+	uint64_t version; /* exact version; 0 = newest */
+	uint64_t as_of;   /* newest version ≤ as_of; 0 = no bound */
+};
+
+struct kv_value {
+	void *data; /* value bytes; release with kv_value_release() */
+	size_t len;
+	uint64_t version;
+	uint64_t timestamp_ms; /* wall clock at the write */
+	uint64_t expiry_ms;    /* 0 = none */
+	void *priv_;
+};
+
+/* Reads the newest value, the value at an exact version, or the newest value
+ * as of a version. A tombstone or an expired value is KV_ENOTFOUND. A version
+ * older than the retained history is KV_ECOMPACTED; a record failing its
+ * checksum is KV_ECORRUPT. opts may be NULL. */
+int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+           struct kv_value *ret);
+void kv_value_release(struct kv_value *v);
+
+struct kv_version {
+	uint64_t version;
+	uint64_t timestamp_ms;
+	uint64_t expiry_ms;
+	bool tombstone;
+	void *data; /* value when requested, else NULL */
+	size_t len;
+	void *priv_;
+};
+
+/* Lists up to limit versions of key, newest first, starting below version
+ * `before` (0 = from the newest). Expired versions are skipped. *ret_list is
+ * malloc'd; free with kv_versions_free(). An unknown key gives 0 versions.
+ * *ret_truncated is set when older history was dropped by merge. */
+int kv_versions(kv_db *db, const void *key, size_t key_len, uint32_t limit, uint64_t before,
+                bool with_values, struct kv_version **ret_list, size_t *ret_count,
+                bool *ret_truncated);
+void kv_versions_free(struct kv_version *list, size_t count);
+
+/* ---- scans ------------------------------------------------------------- */
+
+struct kv_scan_opts {
+	const void *start; /* inclusive lower bound; NULL = first key */
+	size_t start_len;
+	const void *end; /* exclusive upper bound; NULL = past the last key */
+	size_t end_len;
+	const void *prefix; /* only keys beginning with these bytes; NULL = any */
+	size_t prefix_len;
+	uint64_t limit; /* 0 = no limit */
+	bool reverse;
+	bool keys_only;
+	uint64_t as_of; /* read as of this version; 0 = the version when the iterator opened */
+};
+
+struct kv_entry {
+	const void *key; /* valid until the next kv_iter_next()/kv_iter_close() */
+	size_t key_len;
+	const void *value; /* NULL with keys_only */
+	size_t value_len;
+	uint64_t version;
+	uint64_t timestamp_ms; /* 0 with keys_only */
+	uint64_t expiry_ms;
+};
+
+typedef struct kv_iter kv_iter;
+
+/* Opens an ordered (bytewise) iterator. It reads a consistent snapshot — the
+ * database as of opts->as_of or as of the moment it opened — and stays valid
+ * while writes and merges go on: merge keeps the versions an open iterator
+ * still needs. opts may be NULL (everything, forward). */
+int kv_iter_open(kv_db *db, const struct kv_scan_opts *opts, kv_iter **ret);
+/* 0 and *ret filled, KV_EEND when done, or an error (KV_ECORRUPT…). */
+int kv_iter_next(kv_iter *it, struct kv_entry *ret);
+/* The version the iterator reads at. */
+uint64_t kv_iter_version(const kv_iter *it);
+void kv_iter_close(kv_iter *it);
+
+/* ---- maintenance ------------------------------------------------------- */
+
+struct kv_stats {
+	uint64_t keys;           /* live keys (tombstones excluded; expired keys until merged) */
+	uint64_t tombstones;     /* deleted keys still indexed */
+	uint64_t live_bytes;     /* bytes of the newest record of every key */
+	uint64_t dead_bytes;     /* bytes of everything else in the log */
+	uint64_t disk_bytes;     /* segment bytes on disk */
+	uint32_t segments;
+	uint64_t keydir_bytes;   /* memory held by the key directory */
+	uint64_t last_version;
+	uint64_t compact_revision;
+	uint64_t merges;         /* merges completed since open */
+	uint64_t batches;        /* write batches (group commits) since open */
+	uint64_t batched_writes; /* writes carried by them */
+	uint64_t syncs;          /* fdatasync calls on the log since open */
+	bool read_only;          /* set after a failed fsync */
+	bool io_uring;           /* io_uring in use (false: pread/pwrite) */
+};
+int kv_stats(kv_db *db, struct kv_stats *ret);
+
+/* Rewrites all sealed segments, keeping what is live and within retention.
+ * Runs on the calling thread; reads and writes go on meanwhile, paused only
+ * for the swaps. If a merge is running, waits for it, then merges. */
+int kv_merge(kv_db *db);
+
+/* Drops history before revision: afterwards a read as of a version older than
+ * revision gives KV_ECOMPACTED. Persists the revision, then merges. */
+int kv_compact(kv_db *db, uint64_t revision);
+
+/* Makes every acknowledged write durable now (useful under sync=interval|none). */
+int kv_sync(kv_db *db);
+
+/* ---- non-blocking form ---------------------------------------------------
+ *
+ * For an event loop that owns the database (kvd's workers). A request is
+ * caller-owned memory that must stay valid until its done() runs. done() runs
+ * on the thread that calls kv_process(), once, with the request's status;
+ * per-op versions are in ops[i].version.
+ *
+ *   kv_submit()     queue a request; never blocks on I/O.
+ *   kv_event_fd()   becomes readable when kv_process() has something to do.
+ *   kv_process()    reap completed I/O, complete requests, start the next
+ *                   batch; never waits for I/O (except under KV_IO_PSYNC,
+ *                   where the I/O itself runs inline).
+ *   kv_tick()       call at least every sync_interval_ms / second: interval
+ *                   sync, hint writing; returns 1 when a merge is due.
+ */
+struct kv_req {
+	struct kv_op *ops;
+	size_t n;
+	void (*done)(struct kv_req *req, int status);
+	void *arg;
+	/* private */
+	struct kv_req *next_;
+	int status_;
+	uint32_t flags_;
+};
+
+int kv_submit(kv_db *db, struct kv_req *req);
+int kv_event_fd(kv_db *db);
+int kv_process(kv_db *db);
+int kv_tick(kv_db *db);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,825 @@
+/*
+ * merge.c — rewrite the sealed segments, keeping what is live and within
+ * retention; compaction.
+ *
+ * Why it is safe while reads and writes go on:
+ *
+ *   The merge set is every segment sealed when the merge starts (the active
+ *   segment is sealed first, by a barrier). Every record outside the set is
+ *   newer than every record in it, so along a key's chain the records outside
+ *   the set come first and merge only ever rewrites a chain's older part.
+ *
+ *   Merge walks the key directory in key order. For each key it walks the
+ *   chain, decides which records of the set to keep (retention, compact
+ *   revision, open iterators' snapshots, TTL, deletes), and appends the kept
+ *   ones oldest first to an output segment, each pointing at the previous
+ *   kept one. Outputs are written under a temporary name, synced, renamed,
+ *   and only then do key-directory changes that point into them happen —
+ *   as barriers on the write path, so no batch is being formed meanwhile.
+ *   A change is a compare-and-set: if the key still points at the record
+ *   merge saw, it now points at the copy; if a write got there first, the
+ *   new record's previous-location points at the old copy, and merge records
+ *   the relocation old → new instead.
+ *
+ *   Last, a barrier writes the commit file (retired segments, relocations),
+ *   takes the retired segments out of the table and installs the relocation
+ *   map; the files are unlinked after. A crash before the commit leaves old
+ *   and new copies side by side (same versions: recovery keeps one); after
+ *   it, recovery finishes the deletion.
+ *
+ * Invariants:
+ *   1. Merge never drops the newest record of a key unless the key is dead
+ *      (deleted or expired), nothing of it is kept, and the whole chain is in
+ *      the merge set — so no older record can surface again.
+ *   2. A record is copied only after its crc matched; a newest record that
+ *      fails its crc is copied byte for byte, so reads of it still report
+ *      data loss instead of silently falling back to an older value.
+ *   3. One merge at a time (merge_mu).
+ */
+#include "db.h"
+
+#include "hint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MERGE_PAGE 256
+#define OUT_BUF (1u << 20)
+#define APPLY_CHUNK 4096
+
+struct chain_rec {
+	uint64_t ptr; /* location as pointed at (key directory or newer record) */
+	uint64_t loc; /* where it was found */
+	struct rec_header h;
+	bool in_set;
+	bool keep;
+	bool corrupt;
+	uint64_t new_loc;
+};
+
+struct apply {
+	size_t key_off;
+	uint32_t key_len;
+	uint64_t old_loc;
+	uint64_t new_loc; /* 0: nothing of the set kept */
+	bool is_head;
+	struct kd_entry ne;
+};
+
+struct merge_ctx {
+	kv_db *db;
+	uint32_t *set;
+	size_t nset;
+	uint64_t set_bytes;
+	uint64_t now, floor, start_version;
+	uint64_t *snaps;
+	size_t nsnaps;
+
+	/* the output being written */
+	struct seg *out;
+	uint64_t out_len;
+	uint8_t *buf;
+	size_t blen;
+	struct hint_writer hw;
+	struct apply *ap;
+	size_t nap, capap;
+	uint8_t *akeys;
+	size_t aklen, akcap;
+
+	uint32_t *outputs;
+	size_t nout, capout;
+	struct reloc relocs;
+	uint64_t retained;
+	uint64_t corrupt;
+
+	struct chain_rec *ch;
+	size_t nch, capch;
+};
+
+static bool in_set(const struct merge_ctx *m, uint32_t id)
+{
+	size_t lo = 0, hi = m->nset;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->set[mid] == id)
+			return true;
+		if (m->set[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* ---- barriers ---------------------------------------------------------- */
+
+static int merge_start_fn(kv_db *db, void *arg)
+{
+	struct merge_ctx *m = arg;
+	size_t i;
+	int rv;
+
+	if (db->active != NULL && db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0)
+		return rv;
+	m->start_version = atomic_load(&db->committed_version);
+	pthread_mutex_lock(&db->seg_mu);
+	m->set = malloc((db->nsegs + 1) * sizeof(*m->set));
+	if (m->set == NULL) {
+		pthread_mutex_unlock(&db->seg_mu);
+		return -ENOMEM;
+	}
+	for (i = 0; i < db->nsegs; i++) {
+		struct seg *s = db->segs[i];
+		if (s->sealed && !s->retired) {
+			m->set[m->nset++] = s->id;
+			m->set_bytes += s->size;
+		}
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+	return 0;
+}
+
+struct apply_batch {
+	struct merge_ctx *m;
+	size_t from, to;
+	int err;
+};
+
+static int apply_fn(kv_db *db, void *arg)
+{
+	struct apply_batch *ab = arg;
+	struct merge_ctx *m = ab->m;
+	size_t i;
+	int rv = 0;
+
+	pthread_rwlock_wrlock(&db->kd_lock);
+	for (i = ab->from; i < ab->to; i++) {
+		struct apply *a = &m->ap[i];
+		const uint8_t *key = m->akeys + a->key_off;
+		struct kd_entry cur, old;
+		bool replaced;
+
+		if (keydir_get(db->kd, key, a->key_len, &cur) == 0 &&
+		    loc_make(cur.seg, cur.off) == a->old_loc) {
+			if (a->new_loc == 0) {
+				keydir_remove(db->kd, key, a->key_len, &old);
+				db_account_remove(db, &old);
+			} else if (a->is_head) {
+				if ((rv = keydir_put(db->kd, key, a->key_len, &a->ne, &old, &replaced)) != 0)
+					break;
+				db_account(db, &a->ne, &old, replaced);
+			}
+		} else if (a->new_loc != 0) {
+			/* a newer record points at old_loc */
+			if ((rv = reloc_put(&m->relocs, a->old_loc, a->new_loc)) != 0)
+				break;
+		}
+	}
+	pthread_rwlock_unlock(&db->kd_lock);
+	return rv;
+}
+
+struct commit_arg {
+	struct merge_ctx *m;
+	uint64_t seq;
+};
+
+static int commit_fn(kv_db *db, void *arg)
+{
+	struct commit_arg *ca = arg;
+	struct merge_ctx *m = ca->m;
+	struct merge_commit mc = {0};
+	uint64_t freed = 0;
+	size_t i;
+	int rv;
+
+	mc.seq = ca->seq = db->merge_seq + 1;
+	mc.retired = m->set;
+	mc.nretired = m->nset;
+	if ((rv = reloc_entries(&m->relocs, &mc.relocs, &mc.nrelocs)) != 0)
+		return rv;
+	rv = commit_write(db->dirfd, &mc, db->opt.fault);
+	free(mc.relocs);
+	if (rv != 0)
+		return rv;
+	db->merge_seq = mc.seq;
+	pthread_mutex_lock(&db->seg_mu);
+	for (i = 0; i < m->nset; i++) {
+		struct seg *s = segtab_find_locked(db, m->set[i]);
+		if (s == NULL)
+			continue;
+		s->retired = true;
+		freed += s->size;
+		segtab_remove_locked(db, m->set[i]);
+	}
+	reloc_release(&db->reloc);
+	db->reloc = m->relocs;
+	reloc_init(&m->relocs);
+	atomic_fetch_add(&db->seg_epoch, 1);
+	pthread_mutex_unlock(&db->seg_mu);
+	pthread_rwlock_wrlock(&db->kd_lock);
+	db->disk_bytes -= freed < db->disk_bytes ? freed : db->disk_bytes;
+	pthread_rwlock_unlock(&db->kd_lock);
+	return 0;
+}
+
+/* ---- output segments --------------------------------------------------- */
+
+static int out_flush(struct merge_ctx *m)
+{
+	int rv;
+
+	if (m->blen == 0)
+		return 0;
+	rv = io_pwrite_full(m->db->opt.fault, m->out->fd, m->buf, m->blen, m->out_len - m->blen);
+	m->blen = 0;
+	return rv;
+}
+
+static int apply_pending(struct merge_ctx *m)
+{
+	size_t i;
+	int rv;
+
+	for (i = 0; i < m->nap; i += APPLY_CHUNK) {
+		struct apply_batch ab = {m, i, i + APPLY_CHUNK < m->nap ? i + APPLY_CHUNK : m->nap, 0};
+		if ((rv = write_barrier(m->db, apply_fn, &ab)) != 0)
+			return rv;
+	}
+	m->nap = 0;
+	m->aklen = 0;
+	return 0;
+}
+
+/* Makes the current output durable under its final name, publishes it and
+ * applies the key-directory changes that point into it. */
+static int out_finish(struct merge_ctx *m)
+{
+	kv_db *db = m->db;
+	char tmp[SEG_NAME_MAX + 8], name[SEG_NAME_MAX];
+	struct seg *s = m->out;
+	int rv;
+
+	if (s == NULL)
+		return 0;
+	if ((rv = out_flush(m)) != 0)
+		return rv;
+	if ((rv = io_fdatasync(db->opt.fault, s->fd)) != 0)
+		return rv;
+	snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", s->id);
+	seg_name(name, s->id, ".seg");
+	if (renameat(db->dirfd, tmp, db->dirfd, name) != 0)
+		return -errno;
+	if ((rv = hint_writer_finish(&m->hw, db->dirfd, s->id, db->opt.fault)) != 0)
+		return rv;
+	if ((rv = db_fsync_dir(db)) != 0)
+		return rv;
+	s->size = m->out_len;
+	s->sealed = true;
+	s->has_hint = true;
+	pthread_mutex_lock(&db->seg_mu);
+	rv = segtab_insert_locked(db, s);
+	pthread_mutex_unlock(&db->seg_mu);
+	if (rv != 0)
+		return rv;
+	m->out = NULL;
+	pthread_rwlock_wrlock(&db->kd_lock);
+	db->disk_bytes += m->out_len;
+	pthread_rwlock_unlock(&db->kd_lock);
+	return apply_pending(m);
+}
+
+static int out_start(struct merge_ctx *m)
+{
+	kv_db *db = m->db;
+	uint32_t id;
+	int rv;
+
+	pthread_mutex_lock(&db->seg_mu);
+	id = db->next_seg_id++;
+	pthread_mutex_unlock(&db->seg_mu);
+	rv = seg_create(db->dirfd, id, SEG_F_MERGED, m->start_version, m->now, ".tmp",
+	                db->opt.fault, &m->out);
+	if (rv != 0)
+		return rv;
+	if (m->nout == m->capout) {
+		size_t cap = m->capout ? m->capout * 2 : 8;
+		uint32_t *nv = realloc(m->outputs, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		m->outputs = nv;
+		m->capout = cap;
+	}
+	m->outputs[m->nout++] = id;
+	m->out_len = SEG_HEADER_SIZE;
+	m->blen = 0;
+	return 0;
+}
+
+/* Appends one record (already encoded) to the output; *ret_loc gets where. */
+static int out_append(struct merge_ctx *m, const uint8_t *rec, size_t size,
+                      const struct hint_ent *he, uint64_t *ret_loc)
+{
+	struct hint_ent e = *he;
+	int rv;
+
+	if (m->out != NULL && m->out_len > SEG_HEADER_SIZE &&
+	    m->out_len + size > m->db->opt.segment_size && (rv = out_finish(m)) != 0)
+		return rv;
+	if (m->out == NULL && (rv = out_start(m)) != 0)
+		return rv;
+	if (m->blen + size > OUT_BUF && (rv = out_flush(m)) != 0)
+		return rv;
+	if (size > OUT_BUF) {
+		rv = io_pwrite_full(m->db->opt.fault, m->out->fd, rec, size, m->out_len);
+		if (rv != 0)
+			return rv;
+	} else {
+		memcpy(m->buf + m->blen, rec, size);
+		m->blen += size;
+	}
+	e.off = (uint32_t)m->out_len;
+	e.size = (uint32_t)size;
+	if ((rv = hint_writer_add(&m->hw, &e)) != 0)
+		return rv;
+	*ret_loc = loc_make(m->out->id, (uint32_t)m->out_len);
+	m->out_len += size;
+	return 0;
+}
+
+static int add_apply(struct merge_ctx *m, const uint8_t *key, size_t len, const struct apply *a)
+{
+	if (m->nap == m->capap) {
+		size_t cap = m->capap ? m->capap * 2 : 1024;
+		struct apply *nv = realloc(m->ap, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		m->ap = nv;
+		m->capap = cap;
+	}
+	if (m->aklen + len > m->akcap) {
+		size_t cap = m->akcap ? m->akcap : 64 * 1024;
+		uint8_t *nk;
+		while (cap < m->aklen + len)
+			cap *= 2;
+		if ((nk = realloc(m->akeys, cap)) == NULL)
+			return -ENOMEM;
+		m->akeys = nk;
+		m->akcap = cap;
+	}
+	m->ap[m->nap] = *a;
+	m->ap[m->nap].key_off = m->aklen;
+	m->ap[m->nap].key_len = (uint32_t)len;
+	memcpy(m->akeys + m->aklen, key, len);
+	m->aklen += len;
+	m->nap++;
+	return 0;
+}
+
+/* ---- deciding what to keep --------------------------------------------- */
+
+static int chain_push(struct merge_ctx *m, const struct chain_rec *c)
+{
+	if (m->nch == m->capch) {
+		size_t cap = m->capch ? m->capch * 2 : 16;
+		struct chain_rec *nv = realloc(m->ch, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		m->ch = nv;
+		m->capch = cap;
+	}
+	m->ch[m->nch++] = *c;
+	return 0;
+}
+
+/* Loads the chain of key from its head. A dangling or damaged link ends it. */
+static int load_chain(struct merge_ctx *m, const uint8_t *key, size_t len,
+                      const struct kd_entry *head, bool *ret_ended_early)
+{
+	uint64_t ptr = loc_make(head->seg, head->off), last = UINT64_MAX;
+	int rv;
+
+	m->nch = 0;
+	*ret_ended_early = false;
+	while (ptr != 0) {
+		struct chain_rec c;
+		struct rec_read r;
+
+		memset(&c, 0, sizeof(c));
+		rv = read_at(m->db, ptr, key, len, false, &r);
+		if (rv == KV_ECORRUPT && m->nch == 0) {
+			/* the newest record is damaged: keep it as it is */
+			struct seg *s;
+			uint64_t loc;
+			if ((rv = db_seg_acquire(m->db, ptr, &s, &loc)) != 0)
+				return rv == -ENOENT ? 0 : rv;
+			seg_unref(s);
+			c.ptr = ptr;
+			c.loc = loc;
+			c.in_set = in_set(m, loc_seg(loc));
+			c.corrupt = true;
+			c.h.version = head->version;
+			c.h.type = (head->flags & KD_F_TOMBSTONE) ? REC_DELETE : REC_PUT;
+			c.h.expiry_ms = head->expiry_ms;
+			c.h.key_len = (uint32_t)len;
+			m->corrupt++;
+			*ret_ended_early = true;
+			return chain_push(m, &c);
+		}
+		if (rv == -ENOENT || rv == KV_ECORRUPT || (rv == 0 && r.h.version >= last)) {
+			if (rv == KV_ECORRUPT || rv == 0)
+				m->corrupt++;
+			*ret_ended_early = true;
+			return 0;
+		}
+		if (rv != 0)
+			return rv;
+		last = r.h.version;
+		c.ptr = ptr;
+		c.loc = r.loc;
+		c.h = r.h;
+		c.in_set = in_set(m, loc_seg(r.loc));
+		if ((rv = chain_push(m, &c)) != 0)
+			return rv;
+		if (r.h.prev_seg == 0)
+			break;
+		ptr = loc_make(r.h.prev_seg, r.h.prev_off);
+	}
+	return 0;
+}
+
+static void decide(struct merge_ctx *m)
+{
+	kv_db *db = m->db;
+	uint32_t keep_n = db->opt.history_versions;
+	uint64_t keep_ms = db->opt.history_ms;
+	bool any_older_kept = false;
+	size_t i, j;
+
+	for (i = 0; i < m->nch; i++) {
+		struct chain_rec *c = &m->ch[i];
+		bool keep = i < keep_n;
+
+		if (!keep && keep_ms && c->h.timestamp_ms + keep_ms > m->now)
+			keep = true;
+		for (j = 0; j < m->nsnaps && !keep; j++)
+			if (c->h.version <= m->snaps[j] && (i == 0 || m->ch[i - 1].h.version > m->snaps[j]))
+				keep = true;
+		if (keep && m->floor && c->h.version < m->floor && i > 0) {
+			/* superseded at or before the compact revision */
+			for (j = 0; j < i; j++)
+				if (m->ch[j].h.version <= m->floor)
+					keep = false;
+		}
+		if (i > 0 && db_expired(db, c->h.expiry_ms, m->now))
+			keep = false;
+		if (i > 0 && m->ch[i - 1].corrupt)
+			keep = false; /* cannot trust a damaged record's link */
+		c->keep = keep;
+		if (i > 0 && keep)
+			any_older_kept = true;
+	}
+	if (m->nch > 0 && !m->ch[0].corrupt) {
+		struct chain_rec *h = &m->ch[0];
+		bool dead = h->h.type == REC_DELETE || db_expired(db, h->h.expiry_ms, m->now);
+		if (dead && !any_older_kept) {
+			bool hold = h->h.type == REC_DELETE && keep_n > 1 &&
+			            !(m->floor && h->h.version <= m->floor);
+			if (keep_ms && h->h.timestamp_ms + keep_ms > m->now)
+				hold = true;
+			h->keep = hold;
+		}
+	}
+	if (m->nch > 0 && m->ch[0].corrupt)
+		m->ch[0].keep = true;
+}
+
+/* ---- one key ----------------------------------------------------------- */
+
+static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, struct chain_rec *c,
+                       bool is_head, uint64_t prev_new, bool cut)
+{
+	struct hint_ent he;
+	struct rec_read r;
+	int rv;
+
+	if (!c->corrupt) {
+		rv = read_at(m->db, c->ptr, key, len, true, &r);
+		if (rv == KV_ECORRUPT) {
+			m->corrupt++;
+			if (!is_head) {
+				c->keep = false;
+				return 0;
+			}
+			c->corrupt = true;
+		} else if (rv == -ENOENT) {
+			c->keep = false;
+			return 0;
+		} else if (rv != 0) {
+			return rv;
+		}
+	}
+	if (c->corrupt) {
+		/* byte for byte, so a read still reports the damage */
+		struct seg *s;
+		uint64_t loc;
+		uint8_t *raw;
+		uint32_t size;
+		struct kd_entry e;
+		pthread_rwlock_rdlock(&m->db->kd_lock);
+		rv = keydir_get(m->db->kd, key, len, &e);
+		pthread_rwlock_unlock(&m->db->kd_lock);
+		if (rv != 0)
+			return 0;
+		size = e.size;
+		if ((rv = db_seg_acquire(m->db, c->ptr, &s, &loc)) != 0)
+			return rv == -ENOENT ? 0 : rv;
+		if ((raw = malloc(size)) == NULL) {
+			seg_unref(s);
+			return -ENOMEM;
+		}
+		rv = io_pread_full(m->db->opt.fault, s->fd, raw, size, loc_off(loc));
+		seg_unref(s);
+		if (rv != 0) {
+			free(raw);
+			return rv == -EIO ? 0 : rv;
+		}
+		he = (struct hint_ent){
+			.type = (e.flags & KD_F_TOMBSTONE) ? REC_DELETE : REC_PUT,
+			.key_len = (uint32_t)len,
+			.version = e.version,
+			.expiry_ms = e.expiry_ms,
+			.key = key,
+		};
+		rv = out_append(m, raw, size, &he, &c->new_loc);
+		free(raw);
+		return rv;
+	}
+	r.h.flags &= (uint8_t) ~(REC_F_BATCH_MORE | REC_F_HISTORY_CUT);
+	if (cut)
+		r.h.flags |= REC_F_HISTORY_CUT;
+	r.h.prev_seg = loc_seg(prev_new);
+	r.h.prev_off = loc_off(prev_new);
+	rec_encode(r.buf, &r.h, key, r.value);
+	he = (struct hint_ent){
+		.type = r.h.type,
+		.flags = r.h.flags,
+		.key_len = r.h.key_len,
+		.version = r.h.version,
+		.expiry_ms = r.h.expiry_ms,
+		.key = key,
+	};
+	rv = out_append(m, r.buf, (size_t)rec_size(r.h.key_len, r.h.value_len), &he, &c->new_loc);
+	rec_read_release(&r);
+	return rv;
+}
+
+static int merge_key(struct merge_ctx *m, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	struct apply a;
+	size_t first, i;
+	uint64_t prev_new = 0;
+	bool ended_early, older_dropped;
+	int rv;
+
+	if ((rv = load_chain(m, key, len, e, &ended_early)) != 0)
+		return rv;
+	for (first = 0; first < m->nch && !m->ch[first].in_set; first++)
+		;
+	if (first == m->nch)
+		return 0; /* nothing of this key is in the set */
+	decide(m);
+
+	/* oldest first, so each copy points at the copy before it */
+	older_dropped = ended_early;
+	if (m->nch > 0) {
+		const struct chain_rec *oldest = &m->ch[m->nch - 1];
+		if (oldest->h.prev_seg != 0 || (oldest->h.flags & REC_F_HISTORY_CUT))
+			older_dropped = true;
+	}
+	for (i = m->nch; i-- > first;) {
+		struct chain_rec *c = &m->ch[i];
+		if (!c->keep) {
+			older_dropped = true;
+			continue;
+		}
+		rv = copy_record(m, key, len, c, i == 0, prev_new, prev_new == 0 && older_dropped);
+		if (rv != 0)
+			return rv;
+		if (!c->keep) {
+			older_dropped = true;
+			continue;
+		}
+		prev_new = c->new_loc;
+		if (i > 0)
+			m->retained += rec_size(c->h.key_len, c->h.value_len);
+	}
+
+	memset(&a, 0, sizeof(a));
+	a.old_loc = m->ch[first].ptr;
+	a.new_loc = prev_new; /* the newest kept copy */
+	a.is_head = first == 0;
+	if (a.is_head && m->ch[0].keep && a.new_loc != 0) {
+		const struct chain_rec *h = &m->ch[0];
+		a.ne.version = h->h.version;
+		a.ne.seg = loc_seg(h->new_loc);
+		a.ne.off = loc_off(h->new_loc);
+		a.ne.size = e->size;
+		a.ne.flags = e->flags;
+		a.ne.expiry_ms = e->expiry_ms;
+	} else if (a.is_head && !m->ch[0].keep) {
+		a.new_loc = 0; /* the key goes */
+	}
+	return add_apply(m, key, len, &a);
+}
+
+/* ---- the walk ---------------------------------------------------------- */
+
+struct page {
+	uint8_t *keys;
+	size_t klen, kcap;
+	struct {
+		size_t off;
+		uint32_t len;
+		struct kd_entry e;
+	} ent[MERGE_PAGE];
+	size_t n;
+	int err;
+};
+
+static int page_visit(void *arg, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	struct page *p = arg;
+
+	if (p->klen + len > p->kcap) {
+		size_t cap = p->kcap ? p->kcap : 16384;
+		uint8_t *nk;
+		while (cap < p->klen + len)
+			cap *= 2;
+		if ((nk = realloc(p->keys, cap)) == NULL) {
+			p->err = -ENOMEM;
+			return 1;
+		}
+		p->keys = nk;
+		p->kcap = cap;
+	}
+	memcpy(p->keys + p->klen, key, len);
+	p->ent[p->n].off = p->klen;
+	p->ent[p->n].len = (uint32_t)len;
+	p->ent[p->n].e = *e;
+	p->klen += len;
+	return ++p->n == MERGE_PAGE ? 1 : 0;
+}
+
+static void remove_old_commits(kv_db *db, uint64_t keep_seq)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = dup(db->dirfd);
+
+	if (fd < 0)
+		return;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long seq;
+		char tail[16];
+		if (sscanf(de->d_name, "merge-%16llx%15s", &seq, tail) == 2 &&
+		    strcmp(tail, ".commit") == 0 && seq < keep_seq)
+			unlinkat(db->dirfd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+static int merge_run(kv_db *db)
+{
+	struct merge_ctx m;
+	struct page *pg = NULL;
+	uint8_t *cursor = NULL;
+	size_t cursor_len = 0, i;
+	bool started = false;
+	struct commit_arg ca = {&m, 0};
+	int rv;
+
+	memset(&m, 0, sizeof(m));
+	m.db = db;
+	m.now = db_now(db);
+	m.floor = atomic_load(&db->compact_floor);
+	hint_writer_init(&m.hw);
+	reloc_init(&m.relocs);
+	if ((m.buf = malloc(OUT_BUF)) == NULL || (pg = calloc(1, sizeof(*pg))) == NULL) {
+		rv = -ENOMEM;
+		goto out;
+	}
+	if ((rv = write_barrier(db, merge_start_fn, &m)) != 0)
+		goto out;
+	if (m.nset == 0)
+		goto out;
+
+	for (;;) {
+		pg->n = 0;
+		pg->klen = 0;
+		pthread_rwlock_rdlock(&db->kd_lock);
+		keydir_walk(db->kd, started ? cursor : NULL, cursor_len, !started, false, page_visit, pg);
+		pthread_rwlock_unlock(&db->kd_lock);
+		if (pg->err) {
+			rv = pg->err;
+			goto out;
+		}
+		if (pg->n == 0)
+			break;
+		free(m.snaps);
+		db_snapshots(db, &m.snaps, &m.nsnaps);
+		for (i = 0; i < pg->n; i++) {
+			rv = merge_key(&m, pg->keys + pg->ent[i].off, pg->ent[i].len, &pg->ent[i].e);
+			if (rv != 0)
+				goto out;
+		}
+		free(cursor);
+		cursor_len = pg->ent[pg->n - 1].len;
+		if ((cursor = malloc(cursor_len)) == NULL) {
+			rv = -ENOMEM;
+			goto out;
+		}
+		memcpy(cursor, pg->keys + pg->ent[pg->n - 1].off, cursor_len);
+		started = true;
+		if (pg->n < MERGE_PAGE)
+			break;
+	}
+	if ((rv = out_finish(&m)) != 0)
+		goto out;
+	if ((rv = apply_pending(&m)) != 0)
+		goto out;
+	if ((rv = write_barrier(db, commit_fn, &ca)) != 0)
+		goto out;
+	/* the commit is durable: the retired files can go */
+	for (i = 0; i < m.nset; i++) {
+		char name[SEG_NAME_MAX];
+		seg_name(name, m.set[i], ".seg");
+		unlinkat(db->dirfd, name, 0);
+		seg_name(name, m.set[i], ".hint");
+		unlinkat(db->dirfd, name, 0);
+	}
+	remove_old_commits(db, ca.seq);
+	rv = db_fsync_dir(db);
+	atomic_store(&db->retained_bytes, m.retained);
+	atomic_fetch_add(&db->merges, 1);
+out:
+	if (m.out != NULL) {
+		/* an unfinished output: drop it, nothing points into it */
+		char tmp[SEG_NAME_MAX + 8];
+		snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", m.out->id);
+		unlinkat(db->dirfd, tmp, 0);
+		seg_unref(m.out);
+	}
+	free(cursor);
+	if (pg != NULL)
+		free(pg->keys);
+	free(pg);
+	free(m.buf);
+	free(m.set);
+	free(m.snaps);
+	free(m.ap);
+	free(m.akeys);
+	free(m.outputs);
+	free(m.ch);
+	hint_writer_release(&m.hw);
+	reloc_release(&m.relocs);
+	return rv;
+}
+
+int kv_merge(kv_db *db)
+{
+	int rv;
+
+	pthread_mutex_lock(&db->merge_mu);
+	atomic_store(&db->merging, true);
+	rv = merge_run(db);
+	atomic_store(&db->merging, false);
+	pthread_mutex_unlock(&db->merge_mu);
+	return rv;
+}
+
+int kv_compact(kv_db *db, uint64_t revision)
+{
+	int rv;
+
+	if (revision > atomic_load(&db->committed_version))
+		return -EINVAL;
+	if (revision > atomic_load(&db->compact_floor)) {
+		if ((rv = db_meta_write(db, revision)) != 0)
+			return rv;
+		atomic_store(&db->compact_floor, revision);
+	}
+	return kv_merge(db);
+}

@@ -1,0 +1,69 @@
+/*
+ * record.h — the log record: a fixed 48-byte little-endian header, the key,
+ * the value. docs/FORMAT.md has the byte layout.
+ *
+ * Invariants:
+ *   1. crc covers every byte after the crc field: header bytes 4..47, key, value.
+ *   2. A header is trusted only after rec_check_header() accepted its type and
+ *      lengths against the limits and the bytes left in the segment, and the
+ *      whole record only after rec_verify() matched its crc.
+ *   3. prev_seg == 0 means "no older version on disk".
+ */
+#ifndef KV_RECORD_H
+#define KV_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REC_HEADER_SIZE 48u
+
+enum rec_type {
+	REC_PUT = 1,
+	REC_DELETE = 2,
+	/* 3 = blob descriptor, 4 = blob chunk: reserved for large values */
+};
+
+enum {
+	REC_F_BATCH_MORE = 1u << 0,  /* more records of the same atomic batch follow */
+	REC_F_HISTORY_CUT = 1u << 1, /* older versions of this key were dropped by merge */
+	REC_F_CODEC_MASK = 0xf0u,    /* value codec (0 = raw); reserved for compression */
+};
+
+struct rec_header {
+	uint32_t crc;
+	uint8_t type;
+	uint8_t flags;
+	uint32_t key_len;
+	uint32_t value_len;
+	uint64_t version;
+	uint64_t timestamp_ms;
+	uint64_t expiry_ms; /* 0 = none */
+	uint32_t prev_seg;  /* 0 = none */
+	uint32_t prev_off;
+};
+
+static inline uint64_t rec_size(uint64_t key_len, uint64_t value_len)
+{
+	return REC_HEADER_SIZE + key_len + value_len;
+}
+
+/* Writes header, key and value to dst (rec_size bytes) and fills in the crc. */
+void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value);
+
+/* Parses the 48 header bytes without judging them. */
+void rec_decode_header(const uint8_t *src, struct rec_header *ret);
+
+/* 0 when the header's type and lengths are plausible: type known, 1 ≤ key_len
+ * ≤ max_key, value_len ≤ max_value, a delete carries no value, and the whole
+ * record fits in `avail` bytes. KV_ECORRUPT otherwise. */
+int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,
+                     uint64_t avail);
+
+/* 0 when buf (a whole record of rec_size bytes) matches its crc. */
+int rec_verify(const uint8_t *buf, size_t len);
+
+/* CRC of a record given in two pieces (header+key, value), as stored. */
+uint32_t rec_crc2(const uint8_t *head, size_t head_len, const uint8_t *value, size_t value_len);
+
+#endif

@@ -1,0 +1,464 @@
+/*
+ * recovery.c — what kv_open does to a directory before the first request.
+ *
+ *   1. Remove *.tmp leftovers of interrupted writes.
+ *   2. Apply merge commit files: delete the segments they retired that are
+ *      still there (a merge interrupted after its commit), load relocations.
+ *   3. Read META (compact revision).
+ *   4. Load every segment, oldest id first: from its hint file when the hint
+ *      checks out, otherwise by scanning its records. For every key the
+ *      record with the highest version wins; an equal version (a copy left by
+ *      an interrupted merge) keeps the first one seen.
+ *   5. Records of an atomic batch are indexed only when the batch's last
+ *      record is present. The newest non-merged segment is where a crash can
+ *      leave a torn write: it is cut back to the end of its last complete
+ *      batch, and the cut is reported. Damage inside any other segment is
+ *      skipped and reported, never indexed.
+ *   6. The next version is one past the highest version seen in any record or
+ *      segment header, so versions never repeat even when merge dropped the
+ *      newest records.
+ *   7. The newest non-merged segment becomes the active segment again if it
+ *      has room; its now stale hint is removed first. Otherwise a new one is
+ *      started.
+ * Runs single-threaded inside kv_open, before the handle is published.
+ */
+#include "db.h"
+
+#include "hint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct pend {
+	uint8_t *key;
+	uint32_t key_len;
+	struct kd_entry e;
+};
+
+struct rctx {
+	kv_db *db;
+	uint32_t seg;
+	struct pend *p;
+	size_t np, cap;
+	uint64_t pend_start; /* offset of the first record of the open batch */
+	uint64_t max_version;
+	uint64_t records;
+};
+
+static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	struct kd_entry cur, old;
+	bool replaced;
+	int rv;
+
+	if (keydir_get(db->kd, key, len, &cur) == 0 && cur.version >= e->version)
+		return 0; /* an older version, or a merge's duplicate */
+	if ((rv = keydir_put(db->kd, key, len, e, &old, &replaced)) != 0)
+		return rv;
+	db_account(db, e, &old, replaced);
+	return 0;
+}
+
+static void pend_clear(struct rctx *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->np; i++)
+		free(c->p[i].key);
+	c->np = 0;
+}
+
+static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8_t *key,
+                        uint32_t key_len, uint64_t version, uint64_t off, uint64_t size,
+                        uint64_t expiry)
+{
+	struct kd_entry e = {
+		.version = version,
+		.seg = c->seg,
+		.off = (uint32_t)off,
+		.size = (uint32_t)size,
+		.flags = (type == REC_DELETE ? KD_F_TOMBSTONE : 0) | (expiry ? KD_F_TTL : 0),
+		.expiry_ms = expiry,
+	};
+	size_t i;
+	int rv;
+
+	if (version > c->max_version)
+		c->max_version = version;
+	c->records++;
+	if (flags & REC_F_BATCH_MORE) {
+		struct pend *p;
+		if (c->np == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 16;
+			struct pend *np = realloc(c->p, cap * sizeof(*np));
+			if (np == NULL)
+				return -ENOMEM;
+			c->p = np;
+			c->cap = cap;
+		}
+		if (c->np == 0)
+			c->pend_start = off;
+		p = &c->p[c->np];
+		if ((p->key = malloc(key_len)) == NULL)
+			return -ENOMEM;
+		memcpy(p->key, key, key_len);
+		p->key_len = key_len;
+		p->e = e;
+		c->np++;
+		return 0;
+	}
+	for (i = 0; i < c->np; i++)
+		if ((rv = index_entry(c->db, c->p[i].key, c->p[i].key_len, &c->p[i].e)) != 0)
+			return rv;
+	pend_clear(c);
+	return index_entry(c->db, key, key_len, &e);
+}
+
+static int scan_rec(void *arg, const struct seg_scan_rec *r)
+{
+	return index_source(arg, r->h.type, r->h.flags, r->key, r->h.key_len, r->h.version, r->off,
+	                    r->size, r->h.expiry_ms);
+}
+
+static int hint_rec(void *arg, const struct hint_ent *e)
+{
+	return index_source(arg, e->type, e->flags, e->key, e->key_len, e->version, e->off, e->size,
+	                    e->expiry_ms);
+}
+
+/* Opens a segment whose header does not check out, to scan its records. */
+static int seg_open_damaged(kv_db *db, uint32_t id, struct seg **ret)
+{
+	char name[SEG_NAME_MAX];
+	struct stat st;
+	struct seg *s;
+	int fd;
+
+	seg_name(name, id, ".seg");
+	if ((fd = openat(db->dirfd, name, O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || (s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->id = id;
+	s->fd = fd;
+	s->size = (uint64_t)st.st_size;
+	atomic_init(&s->refs, 1);
+	*ret = s;
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct listing {
+	uint32_t *segs;
+	size_t nsegs, capsegs;
+	char **commits;
+	size_t ncommits, capcommits;
+};
+
+static void listing_release(struct listing *l)
+{
+	size_t i;
+
+	free(l->segs);
+	for (i = 0; i < l->ncommits; i++)
+		free(l->commits[i]);
+	free(l->commits);
+}
+
+static bool parse_hex_name(const char *name, const char *ext, uint32_t *ret)
+{
+	char *end;
+	unsigned long v;
+
+	if (strlen(name) != 8 + strlen(ext) || strcmp(name + 8, ext) != 0)
+		return false;
+	errno = 0;
+	v = strtoul(name, &end, 16);
+	if (errno || end != name + 8 || v == 0 || v > UINT32_MAX)
+		return false;
+	*ret = (uint32_t)v;
+	return true;
+}
+
+static int list_dir(kv_db *db, struct listing *l)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd, rv = 0;
+
+	if ((fd = dup(db->dirfd)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
+		const char *n = de->d_name;
+		size_t len = strlen(n);
+		uint32_t id;
+
+		if (len > 4 && strcmp(n + len - 4, ".tmp") == 0) {
+			unlinkat(db->dirfd, n, 0);
+		} else if (parse_hex_name(n, ".seg", &id)) {
+			if (l->nsegs == l->capsegs) {
+				size_t cap = l->capsegs ? l->capsegs * 2 : 64;
+				uint32_t *nv = realloc(l->segs, cap * sizeof(*nv));
+				if (nv == NULL) {
+					rv = -ENOMEM;
+					break;
+				}
+				l->segs = nv;
+				l->capsegs = cap;
+			}
+			l->segs[l->nsegs++] = id;
+		} else if (strncmp(n, "merge-", 6) == 0 && len > 13 &&
+		           strcmp(n + len - 7, ".commit") == 0) {
+			if (l->ncommits == l->capcommits) {
+				size_t cap = l->capcommits ? l->capcommits * 2 : 4;
+				char **nv = realloc(l->commits, cap * sizeof(*nv));
+				if (nv == NULL) {
+					rv = -ENOMEM;
+					break;
+				}
+				l->commits = nv;
+				l->capcommits = cap;
+			}
+			if ((l->commits[l->ncommits] = strdup(n)) == NULL) {
+				rv = -ENOMEM;
+				break;
+			}
+			l->ncommits++;
+		}
+	}
+	closedir(d);
+	if (rv == 0) {
+		qsort(l->segs, l->nsegs, sizeof(*l->segs), cmp_u32);
+		qsort(l->commits, l->ncommits, sizeof(*l->commits), cmp_str);
+	}
+	return rv;
+}
+
+static bool is_retired(const uint32_t *v, size_t n, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
+}
+
+int recovery_run(kv_db *db)
+{
+	struct listing l = {0};
+	struct rctx c = {.db = db};
+	uint32_t *retired = NULL;
+	size_t nretired = 0, i;
+	uint32_t max_id = 0;
+	uint64_t max_base = 0, floor = 0, junk_from = 0;
+	struct seg *tail = NULL, *junk_seg = NULL;
+	int rv;
+
+	if ((rv = list_dir(db, &l)) != 0)
+		goto out;
+
+	/* 2. merge commits */
+	for (i = 0; i < l.ncommits; i++) {
+		struct merge_commit mc;
+		size_t j;
+		rv = commit_load(db->dirfd, l.commits[i], db->opt.fault, &mc);
+		if (rv == KV_ECORRUPT) {
+			/* written under a temporary name and renamed after fsync: a
+			 * damaged one is disk corruption; without it the retired
+			 * segments are kept, which only duplicates data */
+			db->rinfo.corrupt_records++;
+			continue;
+		}
+		if (rv != 0)
+			goto out;
+		if (mc.seq > db->merge_seq)
+			db->merge_seq = mc.seq;
+		for (j = 0; j < mc.nrelocs && rv == 0; j++)
+			rv = reloc_put(&db->reloc, mc.relocs[j].from, mc.relocs[j].to);
+		if (rv == 0 && mc.nretired > 0) {
+			uint32_t *nv = realloc(retired, (nretired + mc.nretired) * sizeof(*nv));
+			if (nv == NULL)
+				rv = -ENOMEM;
+			else {
+				retired = nv;
+				memcpy(retired + nretired, mc.retired, mc.nretired * sizeof(*nv));
+				nretired += mc.nretired;
+			}
+		}
+		commit_release(&mc);
+		if (rv != 0)
+			goto out;
+	}
+
+	/* 3. META */
+	rv = db_meta_read(db, &floor);
+	if (rv == -ENOENT)
+		floor = 0;
+	else if (rv != 0)
+		goto out;
+	atomic_store(&db->compact_floor, floor);
+
+	/* 4. segments */
+	for (i = 0; i < l.nsegs; i++) {
+		uint32_t id = l.segs[i];
+		char name[SEG_NAME_MAX];
+		struct seg *s;
+		bool damaged = false;
+
+		if (id > max_id)
+			max_id = id;
+		if (is_retired(retired, nretired, id)) {
+			seg_name(name, id, ".seg");
+			unlinkat(db->dirfd, name, 0);
+			seg_name(name, id, ".hint");
+			unlinkat(db->dirfd, name, 0);
+			continue;
+		}
+		rv = seg_open(db->dirfd, id, db->opt.fault, &s);
+		if (rv == KV_ECORRUPT) {
+			if ((rv = seg_open_damaged(db, id, &s)) != 0)
+				goto out;
+			if (s->size < SEG_HEADER_SIZE) {
+				/* a crash while the segment was being created: no
+				 * record can have been acknowledged in it */
+				seg_name(name, id, ".seg");
+				unlinkat(db->dirfd, name, 0);
+				seg_unref(s);
+				continue;
+			}
+			damaged = true;
+			db->rinfo.corrupt_records++;
+			db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
+		} else if (rv != 0) {
+			goto out;
+		}
+		if (s->base_version > max_base)
+			max_base = s->base_version;
+		c.seg = id;
+		rv = hint_load(db->dirfd, id, s->size, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec, &c);
+		if (rv == 0) {
+			s->has_hint = true;
+			db->rinfo.hints_loaded++;
+		} else if (rv == -ENOENT || rv == KV_ECORRUPT || rv == KV_EFORMAT) {
+			struct seg_scan_result res;
+			if (rv != -ENOENT)
+				db->rinfo.hints_rejected++;
+			pend_clear(&c);
+			/* a rejected hint indexed nothing (it is checked whole first) */
+			rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX,
+			              KV_VALUE_SIZE_MAX, false, scan_rec, &c, &res);
+			if (rv != 0) {
+				seg_unref(s);
+				goto out;
+			}
+			db->rinfo.segments_scanned++;
+			db->rinfo.corrupt_records += res.corrupt_records;
+			db->rinfo.corrupt_bytes += res.corrupt_bytes;
+			if (c.np > 0) {
+				/* a batch without its last record */
+				res.valid_end = c.pend_start;
+				pend_clear(&c);
+			}
+			if (res.valid_end < s->size) {
+				if (!(s->flags & SEG_F_MERGED) && !damaged) {
+					/* a torn write if this turns out to be the newest
+					 * non-merged segment; decided after the loop */
+					junk_seg = s;
+					junk_from = res.valid_end;
+				} else {
+					db->rinfo.corrupt_records++;
+					db->rinfo.corrupt_bytes += s->size - res.valid_end;
+				}
+			}
+		} else {
+			seg_unref(s);
+			goto out;
+		}
+		pend_clear(&c);
+		db->rinfo.segments++;
+		s->sealed = true;
+		db->disk_bytes += s->size;
+		if ((rv = segtab_insert_locked(db, s)) != 0) {
+			seg_unref(s);
+			goto out;
+		}
+		if (!(s->flags & SEG_F_MERGED) && !damaged) {
+			if (junk_seg != NULL && junk_seg != s) {
+				/* damage at the end of a segment that is not the newest */
+				db->rinfo.corrupt_records++;
+				db->rinfo.corrupt_bytes += junk_seg->size - junk_from;
+				junk_seg = NULL;
+			}
+			tail = s;
+		}
+	}
+	if (junk_seg != NULL) {
+		/* the newest segment ends in a torn write: cut it off */
+		if (ftruncate(junk_seg->fd, (off_t)junk_from) != 0) {
+			rv = -errno;
+			goto out;
+		}
+		if ((rv = io_fdatasync(db->opt.fault, junk_seg->fd)) != 0)
+			goto out;
+		db->rinfo.truncated_bytes += junk_seg->size - junk_from;
+		db->disk_bytes -= junk_seg->size - junk_from;
+		junk_seg->size = junk_from;
+	}
+	db->rinfo.records = c.records;
+	db->next_seg_id = max_id + 1;
+	db->next_version = (c.max_version > max_base ? c.max_version : max_base) + 1;
+	atomic_store(&db->committed_version, db->next_version - 1);
+
+	/* 7. the active segment */
+	if (tail != NULL && tail->size < db->opt.segment_size) {
+		char name[SEG_NAME_MAX];
+		if (tail->has_hint) {
+			/* appending makes the hint stale: remove it durably first */
+			seg_name(name, tail->id, ".hint");
+			if (unlinkat(db->dirfd, name, 0) != 0 || (rv = db_fsync_dir(db)) != 0) {
+				rv = rv ? rv : -errno;
+				goto out;
+			}
+			tail->has_hint = false;
+		}
+		tail->sealed = false;
+		db->active = tail;
+		db->tail = tail->size;
+	} else {
+		db->tail = 0;
+		if ((rv = write_roll(db)) != 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	pend_clear(&c);
+	free(c.p);
+	free(retired);
+	listing_release(&l);
+	return rv;
+}

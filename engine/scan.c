@@ -1,0 +1,389 @@
+/*
+ * scan.c — ordered iterators over a consistent snapshot.
+ *
+ * An iterator reads the database as of one version (its snapshot): the
+ * version committed when it opened, or the as_of it was given. It copies a
+ * page of keys and key-directory entries under kd_lock shared, releases the
+ * lock, and resolves each entry: the newest record when its version is at or
+ * below the snapshot, otherwise the newest older version found along the
+ * key's chain. The next page starts after the last key copied, so writes and
+ * merges go on between pages; merge keeps, for every open iterator, the
+ * version of each key that iterator needs (db->snaps).
+ *
+ * Threads: an iterator is used by one thread at a time; several iterators
+ * may run at once.
+ */
+#include "db.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_KEYS 128
+
+struct page_ent {
+	size_t key_off;
+	uint32_t key_len;
+	struct kd_entry e;
+};
+
+struct kv_iter {
+	kv_db *db;
+	uint64_t snap;
+	bool registered;
+	uint8_t *lo; /* inclusive lower bound (start, prefix) */
+	size_t lo_len;
+	uint8_t *hi; /* exclusive upper bound (end, prefix successor) */
+	size_t hi_len;
+	bool has_lo, has_hi;
+	uint8_t *prefix;
+	size_t prefix_len;
+	bool reverse, keys_only;
+	uint64_t limit, returned;
+
+	uint8_t *cursor; /* last key copied into a page */
+	size_t cursor_len, cursor_cap;
+	bool started, exhausted;
+
+	struct page_ent *pe;
+	size_t np, pi;
+	uint8_t *keys;
+	size_t keys_len, keys_cap;
+
+	struct rec_read rr; /* record behind the entry last returned */
+};
+
+static int cmp_keys(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	if (c != 0)
+		return c;
+	return al < bl ? -1 : al > bl;
+}
+
+static int dup_bytes(const void *src, size_t len, uint8_t **ret)
+{
+	uint8_t *p = malloc(len ? len : 1);
+
+	if (p == NULL)
+		return -ENOMEM;
+	if (len)
+		memcpy(p, src, len);
+	*ret = p;
+	return 0;
+}
+
+/* The smallest key greater than every key with this prefix; false if none
+ * (the prefix is all 0xff). */
+static bool prefix_successor(const uint8_t *p, size_t len, uint8_t *out, size_t *ret_len)
+{
+	while (len > 0 && p[len - 1] == 0xff)
+		len--;
+	if (len == 0)
+		return false;
+	memcpy(out, p, len);
+	out[len - 1]++;
+	*ret_len = len;
+	return true;
+}
+
+static void snap_unregister(kv_db *db, uint64_t v)
+{
+	size_t i;
+
+	pthread_mutex_lock(&db->mu);
+	for (i = 0; i < db->nsnaps; i++) {
+		if (db->snaps[i] == v) {
+			db->snaps[i] = db->snaps[--db->nsnaps];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&db->mu);
+}
+
+void kv_iter_close(kv_iter *it)
+{
+	if (it == NULL)
+		return;
+	if (it->registered)
+		snap_unregister(it->db, it->snap);
+	rec_read_release(&it->rr);
+	free(it->lo);
+	free(it->hi);
+	free(it->prefix);
+	free(it->cursor);
+	free(it->pe);
+	free(it->keys);
+	free(it);
+}
+
+uint64_t kv_iter_version(const kv_iter *it)
+{
+	return it->snap;
+}
+
+int kv_iter_open(kv_db *db, const struct kv_scan_opts *opts, kv_iter **ret)
+{
+	struct kv_scan_opts none;
+	kv_iter *it;
+	int rv;
+
+	if (opts == NULL) {
+		memset(&none, 0, sizeof(none));
+		opts = &none;
+	}
+	if ((opts->start && opts->start_len > KV_KEY_SIZE_MAX) ||
+	    (opts->end && opts->end_len > KV_KEY_SIZE_MAX) ||
+	    (opts->prefix && opts->prefix_len > KV_KEY_SIZE_MAX))
+		return KV_EKEYSIZE;
+	if (opts->as_of != 0 && opts->as_of < atomic_load(&db->compact_floor))
+		return KV_ECOMPACTED;
+	if ((it = calloc(1, sizeof(*it))) == NULL)
+		return -ENOMEM;
+	it->db = db;
+	it->reverse = opts->reverse;
+	it->keys_only = opts->keys_only;
+	it->limit = opts->limit;
+
+	/* lower bound: the larger of start and prefix */
+	if (opts->start && opts->start_len > 0) {
+		if ((rv = dup_bytes(opts->start, opts->start_len, &it->lo)) != 0)
+			goto fail;
+		it->lo_len = opts->start_len;
+		it->has_lo = true;
+	}
+	if (opts->prefix && opts->prefix_len > 0) {
+		uint8_t *succ;
+		size_t succ_len;
+		if ((rv = dup_bytes(opts->prefix, opts->prefix_len, &it->prefix)) != 0)
+			goto fail;
+		it->prefix_len = opts->prefix_len;
+		if (!it->has_lo || cmp_keys(it->prefix, it->prefix_len, it->lo, it->lo_len) > 0) {
+			free(it->lo);
+			if ((rv = dup_bytes(opts->prefix, opts->prefix_len, &it->lo)) != 0)
+				goto fail;
+			it->lo_len = opts->prefix_len;
+			it->has_lo = true;
+		}
+		if ((succ = malloc(opts->prefix_len)) == NULL) {
+			rv = -ENOMEM;
+			goto fail;
+		}
+		if (prefix_successor(it->prefix, it->prefix_len, succ, &succ_len)) {
+			it->hi = succ;
+			it->hi_len = succ_len;
+			it->has_hi = true;
+		} else {
+			free(succ);
+		}
+	}
+	/* upper bound: the smaller of end and the prefix successor */
+	if (opts->end && opts->end_len > 0 &&
+	    (!it->has_hi || cmp_keys(opts->end, opts->end_len, it->hi, it->hi_len) < 0)) {
+		free(it->hi);
+		it->hi = NULL;
+		if ((rv = dup_bytes(opts->end, opts->end_len, &it->hi)) != 0)
+			goto fail;
+		it->hi_len = opts->end_len;
+		it->has_hi = true;
+	}
+
+	pthread_mutex_lock(&db->mu);
+	it->snap = opts->as_of ? opts->as_of : atomic_load(&db->committed_version);
+	if (db->nsnaps == db->capsnaps) {
+		size_t cap = db->capsnaps ? db->capsnaps * 2 : 8;
+		uint64_t *nv = realloc(db->snaps, cap * sizeof(*nv));
+		if (nv == NULL) {
+			pthread_mutex_unlock(&db->mu);
+			rv = -ENOMEM;
+			goto fail;
+		}
+		db->snaps = nv;
+		db->capsnaps = cap;
+	}
+	db->snaps[db->nsnaps++] = it->snap;
+	it->registered = true;
+	pthread_mutex_unlock(&db->mu);
+	*ret = it;
+	return 0;
+fail:
+	kv_iter_close(it);
+	return rv;
+}
+
+static bool in_range(const kv_iter *it, const uint8_t *key, size_t len)
+{
+	if (it->has_lo && cmp_keys(key, len, it->lo, it->lo_len) < 0)
+		return false;
+	if (it->has_hi && cmp_keys(key, len, it->hi, it->hi_len) >= 0)
+		return false;
+	return true;
+}
+
+struct fill {
+	kv_iter *it;
+	int err;
+};
+
+static int fill_visit(void *arg, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	struct fill *f = arg;
+	kv_iter *it = f->it;
+	struct page_ent *pe;
+
+	if (!in_range(it, key, len)) {
+		it->exhausted = true;
+		return 1;
+	}
+	if (it->keys_len + len > it->keys_cap) {
+		size_t cap = it->keys_cap ? it->keys_cap : 4096;
+		uint8_t *nk;
+		while (cap < it->keys_len + len)
+			cap *= 2;
+		if ((nk = realloc(it->keys, cap)) == NULL) {
+			f->err = -ENOMEM;
+			return 1;
+		}
+		it->keys = nk;
+		it->keys_cap = cap;
+	}
+	memcpy(it->keys + it->keys_len, key, len);
+	pe = &it->pe[it->np++];
+	pe->key_off = it->keys_len;
+	pe->key_len = (uint32_t)len;
+	pe->e = *e;
+	it->keys_len += len;
+	return it->np == PAGE_KEYS ? 2 : 0;
+}
+
+static int fill_page(kv_iter *it)
+{
+	struct fill f = {it, 0};
+	const uint8_t *from = NULL;
+	size_t from_len = 0;
+	bool inclusive = true;
+	int rv;
+
+	if (it->pe == NULL && (it->pe = malloc(PAGE_KEYS * sizeof(*it->pe))) == NULL)
+		return -ENOMEM;
+	it->np = it->pi = 0;
+	it->keys_len = 0;
+	if (it->started) {
+		from = it->cursor;
+		from_len = it->cursor_len;
+		inclusive = false;
+	} else if (!it->reverse && it->has_lo) {
+		from = it->lo;
+		from_len = it->lo_len;
+	} else if (it->reverse && it->has_hi) {
+		from = it->hi;
+		from_len = it->hi_len;
+		inclusive = false;
+	}
+	pthread_rwlock_rdlock(&it->db->kd_lock);
+	rv = keydir_walk(it->db->kd, from, from_len, inclusive, it->reverse, fill_visit, &f);
+	pthread_rwlock_unlock(&it->db->kd_lock);
+	if (f.err)
+		return f.err;
+	if (rv == 0)
+		it->exhausted = true;
+	if (it->np > 0) {
+		struct page_ent *last = &it->pe[it->np - 1];
+		if (last->key_len > it->cursor_cap) {
+			uint8_t *nc = realloc(it->cursor, last->key_len);
+			if (nc == NULL)
+				return -ENOMEM;
+			it->cursor = nc;
+			it->cursor_cap = last->key_len;
+		}
+		memcpy(it->cursor, it->keys + last->key_off, last->key_len);
+		it->cursor_len = last->key_len;
+		it->started = true;
+	}
+	return 0;
+}
+
+/* Resolves one page entry at the snapshot. 0 with ret filled, 1 to skip. */
+static int resolve(kv_iter *it, const struct page_ent *pe, uint64_t now, struct kv_entry *ret)
+{
+	kv_db *db = it->db;
+	const uint8_t *key = it->keys + pe->key_off;
+	struct kd_entry e = pe->e;
+	int rv, tries = 0;
+
+	rec_read_release(&it->rr);
+again:
+	if (e.version <= it->snap) {
+		if (e.flags & KD_F_TOMBSTONE)
+			return 1;
+		if ((e.flags & KD_F_TTL) && db_expired(db, e.expiry_ms, now))
+			return 1;
+		if (it->keys_only) {
+			ret->key = key;
+			ret->key_len = pe->key_len;
+			ret->value = NULL;
+			ret->value_len = 0;
+			ret->version = e.version;
+			ret->timestamp_ms = 0;
+			ret->expiry_ms = e.expiry_ms;
+			return 0;
+		}
+		rv = read_at(db, loc_make(e.seg, e.off), key, pe->key_len, true, &it->rr);
+	} else {
+		rv = chain_at_version(db, key, pe->key_len, &e, it->snap, !it->keys_only, &it->rr);
+		if (rv == KV_ENOTFOUND)
+			return 1; /* created after the snapshot */
+	}
+	if ((rv == -ENOENT || rv == KV_ECOMPACTED) && tries++ < 3) {
+		/* merge moved the record after the page was copied: look again */
+		pthread_rwlock_rdlock(&db->kd_lock);
+		rv = keydir_get(db->kd, key, pe->key_len, &e);
+		pthread_rwlock_unlock(&db->kd_lock);
+		if (rv != 0)
+			return 1;
+		goto again;
+	}
+	if (rv == KV_ECOMPACTED || rv == -ENOENT)
+		return 1; /* history before the snapshot is gone */
+	if (rv != 0)
+		return rv;
+	if (it->rr.h.type == REC_DELETE || db_expired(db, it->rr.h.expiry_ms, now)) {
+		rec_read_release(&it->rr);
+		return 1;
+	}
+	ret->key = key;
+	ret->key_len = pe->key_len;
+	ret->value = it->keys_only ? NULL : it->rr.value;
+	ret->value_len = it->keys_only ? 0 : it->rr.h.value_len;
+	ret->version = it->rr.h.version;
+	ret->timestamp_ms = it->rr.h.timestamp_ms;
+	ret->expiry_ms = it->rr.h.expiry_ms;
+	return 0;
+}
+
+int kv_iter_next(kv_iter *it, struct kv_entry *ret)
+{
+	uint64_t now = db_now(it->db);
+	int rv;
+
+	if (it->limit && it->returned >= it->limit)
+		return KV_EEND;
+	for (;;) {
+		if (it->pi == it->np) {
+			if (it->exhausted)
+				return KV_EEND;
+			if ((rv = fill_page(it)) != 0)
+				return rv;
+			if (it->np == 0)
+				return KV_EEND;
+		}
+		rv = resolve(it, &it->pe[it->pi++], now, ret);
+		if (rv == 0) {
+			it->returned++;
+			return 0;
+		}
+		if (rv < 0)
+			return rv;
+	}
+}

@@ -1,0 +1,257 @@
+/* segment.c — segment files and the record scanner. */
+#include "segment.h"
+
+#include "crc.h"
+#include "endian_util.h"
+#include "io.h"
+#include "kvengine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void seg_name(char *buf, uint32_t id, const char *ext)
+{
+	snprintf(buf, SEG_NAME_MAX, "%08x%s", id, ext);
+}
+
+static void seg_header_encode(uint8_t *p, uint32_t id, uint32_t flags, uint64_t base_version,
+                              uint64_t now_ms)
+{
+	memset(p, 0, SEG_HEADER_SIZE);
+	memcpy(p, SEG_MAGIC, 8);
+	put_le32(p + 8, SEG_FORMAT_VERSION);
+	put_le32(p + 12, flags);
+	put_le32(p + 16, id);
+	put_le64(p + 24, base_version);
+	put_le64(p + 32, now_ms);
+	put_le32(p + 60, crc32c(p, 60));
+}
+
+int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, uint64_t now_ms,
+               const char *suffix, struct kv_io_fault *f, struct seg **ret)
+{
+	char name[SEG_NAME_MAX + 8];
+	uint8_t hdr[SEG_HEADER_SIZE];
+	struct seg *s;
+	int fd, rv;
+
+	snprintf(name, sizeof(name), "%08x.seg%s", id, suffix);
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	seg_header_encode(hdr, id, flags, base_version, now_ms);
+	if ((rv = io_pwrite_full(f, fd, hdr, sizeof(hdr), 0)) != 0)
+		goto fail_file;
+	if ((rv = io_fdatasync(f, fd)) != 0)
+		goto fail_file;
+	s->id = id;
+	s->flags = flags;
+	s->fd = fd;
+	s->size = SEG_HEADER_SIZE;
+	s->base_version = base_version;
+	atomic_init(&s->refs, 1);
+	*ret = s;
+	return 0;
+fail_file:
+	close(fd);
+	unlinkat(dirfd, name, 0);
+fail:
+	free(s);
+	return rv;
+}
+
+int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret)
+{
+	char name[SEG_NAME_MAX];
+	uint8_t hdr[SEG_HEADER_SIZE];
+	struct stat st;
+	struct seg *s;
+	int fd, rv;
+
+	seg_name(name, id, ".seg");
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	if ((fd = openat(dirfd, name, O_RDWR | O_CLOEXEC)) < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		rv = -errno;
+		goto fail_fd;
+	}
+	if ((uint64_t)st.st_size < SEG_HEADER_SIZE) {
+		rv = KV_ECORRUPT;
+		goto fail_fd;
+	}
+	if ((rv = io_pread_full(f, fd, hdr, sizeof(hdr), 0)) != 0)
+		goto fail_fd;
+	if (memcmp(hdr, SEG_MAGIC, 8) != 0 || crc32c(hdr, 60) != get_le32(hdr + 60)) {
+		rv = KV_ECORRUPT;
+		goto fail_fd;
+	}
+	if (get_le32(hdr + 8) != SEG_FORMAT_VERSION || get_le32(hdr + 16) != id) {
+		rv = KV_EFORMAT;
+		goto fail_fd;
+	}
+	s->id = id;
+	s->flags = get_le32(hdr + 12);
+	s->base_version = get_le64(hdr + 24);
+	s->fd = fd;
+	s->size = (uint64_t)st.st_size;
+	atomic_init(&s->refs, 1);
+	*ret = s;
+	return 0;
+fail_fd:
+	close(fd);
+fail:
+	free(s);
+	return rv;
+}
+
+void seg_ref(struct seg *s)
+{
+	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void seg_unref(struct seg *s)
+{
+	if (s == NULL)
+		return;
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+}
+
+/* ---- scanning ---------------------------------------------------------- */
+
+#define SCAN_WINDOW (1u << 20)
+
+struct window {
+	struct kv_io_fault *f;
+	int fd;
+	uint64_t file_size;
+	uint8_t *buf;
+	size_t cap;
+	uint64_t start; /* file offset of buf[0] */
+	size_t len;     /* bytes valid in buf */
+};
+
+/* Makes [off, off+need) available in the window; need ≤ file_size - off. */
+static int window_get(struct window *w, uint64_t off, size_t need, const uint8_t **ret)
+{
+	size_t want;
+	int rv;
+
+	if (off >= w->start && off + need <= w->start + w->len) {
+		*ret = w->buf + (off - w->start);
+		return 0;
+	}
+	want = need > SCAN_WINDOW ? need : SCAN_WINDOW;
+	if (want > w->file_size - off)
+		want = (size_t)(w->file_size - off);
+	if (want > w->cap) {
+		uint8_t *nb = realloc(w->buf, want);
+		if (nb == NULL)
+			return -ENOMEM;
+		w->buf = nb;
+		w->cap = want;
+	}
+	if ((rv = io_pread_full(w->f, w->fd, w->buf, want, off)) != 0)
+		return rv;
+	w->start = off;
+	w->len = want;
+	*ret = w->buf;
+	return 0;
+}
+
+/* 0 and *ret_size when a valid record starts at off. */
+static int record_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t max_value,
+                     struct rec_header *h, const uint8_t **ret_rec, uint64_t *ret_size)
+{
+	const uint8_t *p;
+	uint64_t size;
+	int rv;
+
+	if (w->file_size - off < REC_HEADER_SIZE)
+		return KV_ECORRUPT;
+	if ((rv = window_get(w, off, REC_HEADER_SIZE, &p)) != 0)
+		return rv;
+	rec_decode_header(p, h);
+	if ((rv = rec_check_header(h, max_key, max_value, w->file_size - off)) != 0)
+		return rv;
+	size = rec_size(h->key_len, h->value_len);
+	if ((rv = window_get(w, off, (size_t)size, &p)) != 0)
+		return rv;
+	if ((rv = rec_verify(p, (size_t)size)) != 0)
+		return rv;
+	*ret_rec = p;
+	*ret_size = size;
+	return 0;
+}
+
+int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
+             uint32_t max_value, bool want_values, seg_scan_fn cb, void *arg,
+             struct seg_scan_result *ret)
+{
+	struct window w = {.f = f, .fd = fd, .file_size = file_size};
+	struct seg_scan_result res = {.valid_end = SEG_HEADER_SIZE};
+	struct seg_scan_rec r;
+	uint64_t off = SEG_HEADER_SIZE;
+	int rv = 0;
+
+	(void)want_values;
+	while (off < file_size) {
+		const uint8_t *p;
+		uint64_t size;
+
+		rv = record_at(&w, off, max_key, max_value, &r.h, &p, &size);
+		if (rv == KV_ECORRUPT) {
+			/* Look for the next record that checks out. */
+			uint64_t q;
+			for (q = off + 1; q + REC_HEADER_SIZE <= file_size; q++) {
+				rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size);
+				if (rv == 0)
+					break;
+				if (rv != KV_ECORRUPT)
+					goto out;
+			}
+			if (q + REC_HEADER_SIZE > file_size) {
+				rv = 0;
+				break; /* nothing valid after: torn tail */
+			}
+			res.corrupt_records++;
+			res.corrupt_bytes += q - off;
+			if (res.first_corrupt_off == 0)
+				res.first_corrupt_off = off;
+			off = q;
+		} else if (rv != 0) {
+			goto out;
+		}
+		r.key = p + REC_HEADER_SIZE;
+		r.value = r.key + r.h.key_len;
+		r.off = off;
+		r.size = size;
+		if ((rv = cb(arg, &r)) != 0)
+			goto out;
+		res.records++;
+		off += size;
+		res.valid_end = off;
+	}
+	rv = 0;
+out:
+	free(w.buf);
+	if (rv == 0)
+		*ret = res;
+	return rv;
+}

@@ -1,0 +1,91 @@
+/*
+ * segment.h — segment files: a 64-byte header followed by records, named
+ * <id as 8 hex digits>.seg in the database directory; and the scanner that
+ * walks a segment record by record for recovery and hint generation.
+ *
+ * Invariants:
+ *   1. Segment ids are never reused; prev_seg == 0 means "none", so ids start at 1.
+ *   2. Only the active segment is appended to; every other segment is sealed
+ *      and immutable until merge retires it.
+ *   3. A struct seg lives while refs > 0. The segment table holds one
+ *      reference; every reader holds one while it uses fd. The file is closed
+ *      when the last reference goes; a retired segment's file is unlinked
+ *      by merge before that, which is safe for readers still holding fd.
+ * Threads: refs is atomic; the other fields are set before the segment is
+ * published in the table (under db->seg_mu) or by the write-path driver.
+ */
+#ifndef KV_SEGMENT_H
+#define KV_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+struct kv_io_fault;
+
+#define SEG_HEADER_SIZE 64u
+#define SEG_FORMAT_VERSION 1u
+#define SEG_MAGIC "KVDLOG\0\1"
+
+enum {
+	SEG_F_MERGED = 1u << 0, /* written by merge: complete and synced before it got its name */
+};
+
+struct seg {
+	uint32_t id;
+	uint32_t flags; /* SEG_F_* */
+	int fd;
+	uint64_t size;         /* bytes of valid data, header included */
+	uint64_t base_version; /* last version of the database when it was created */
+	atomic_uint refs;
+	bool sealed;
+	bool has_hint;
+	bool retired;
+};
+
+/* Names: buf must hold SEG_NAME_MAX bytes. */
+#define SEG_NAME_MAX 32
+void seg_name(char *buf, uint32_t id, const char *ext);
+
+/* Creates a segment file (name: id + ".seg" + suffix, suffix "" or ".tmp"),
+ * writes and syncs its header. The directory is not synced here. */
+int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, uint64_t now_ms,
+               const char *suffix, struct kv_io_fault *f, struct seg **ret);
+
+/* Opens an existing segment and checks its header (KV_EFORMAT, KV_ECORRUPT). */
+int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret);
+
+void seg_ref(struct seg *s);
+void seg_unref(struct seg *s);
+
+/* ---- scanning ---------------------------------------------------------- */
+
+struct seg_scan_rec {
+	struct rec_header h;
+	const uint8_t *key;   /* h.key_len bytes */
+	const uint8_t *value; /* h.value_len bytes */
+	uint64_t off;         /* offset of the record in the segment */
+	uint64_t size;        /* record size */
+};
+
+struct seg_scan_result {
+	uint64_t valid_end;       /* end of the last good record */
+	uint64_t records;
+	uint32_t corrupt_records; /* damaged regions skipped (resynchronised after) */
+	uint64_t corrupt_bytes;
+	uint64_t first_corrupt_off; /* 0 when none */
+};
+
+/* Calls cb for every record that passes its bounds and crc, in order. A
+ * damaged region is skipped up to the next record that checks out; damage with
+ * nothing valid after it ends the scan at valid_end (a torn tail). cb returns
+ * 0 to go on or a negative error to stop the scan with it. */
+typedef int (*seg_scan_fn)(void *arg, const struct seg_scan_rec *r);
+int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
+             uint32_t max_value, bool want_values, seg_scan_fn cb, void *arg,
+             struct seg_scan_result *ret);
+
+#endif

@@ -1,0 +1,739 @@
+/*
+ * write.c — the write path: queue, batch formation, group commit, apply.
+ *
+ * Requests queue under db->mu. The driver (see db.h) takes every queued
+ * request that fits, checks each against the key directory plus the changes
+ * of the requests before it in the same batch (the overlay), gives versions,
+ * encodes the records into one buffer and writes it with one submission —
+ * followed, under KV_SYNC_ALWAYS, by one linked fdatasync. When every
+ * completion reported full length it applies the overlay to the key
+ * directory and completes the requests. Nothing is visible to readers and no
+ * request is answered before its batch is durable.
+ *
+ * Invariants:
+ *   1. At most one batch is in flight; the next one is formed after the
+ *      previous one was applied, so a batch's conditions see every earlier
+ *      acknowledged write.
+ *   2. Versions are given in queue order, contiguous; a failed batch gives its
+ *      versions back (nothing of it stays on disk: the segment is truncated
+ *      to where the batch began).
+ *   3. The records of one request are contiguous, in one segment; every
+ *      record but its last carries REC_F_BATCH_MORE, so recovery applies a
+ *      request all or nothing.
+ *   4. After a failed fdatasync the database is read-only: the page cache
+ *      may have dropped what the kernel could not write.
+ *
+ * State machine of the driver (drive_step):
+ *   IDLE --form_and_start--> IN_FLIGHT --io_write_poll done--> batch_finish --> IDLE
+ *   IDLE --barrier at queue head--> runs barrier fn --> IDLE
+ */
+#include "db.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ---- overlay: the key-directory changes of the batch being formed ------- */
+
+static uint32_t key_hash(const void *key, size_t len)
+{
+	return (uint32_t)XXH3_64bits(key, len);
+}
+
+static int ov_rehash(struct batch *b, size_t cap)
+{
+	int32_t *ht = malloc(cap * sizeof(*ht));
+	size_t i;
+
+	if (ht == NULL)
+		return -ENOMEM;
+	for (i = 0; i < cap; i++)
+		ht[i] = -1;
+	for (i = 0; i < b->nov; i++) {
+		size_t s = b->ov[i].hash & (cap - 1);
+		b->ov[i].next = ht[s];
+		ht[s] = (int32_t)i;
+	}
+	free(b->ht);
+	b->ht = ht;
+	b->htcap = cap;
+	return 0;
+}
+
+static const struct ov_ent *ov_find(const struct batch *b, const void *key, size_t len, uint32_t h)
+{
+	int32_t i;
+
+	if (b->htcap == 0)
+		return NULL;
+	for (i = b->ht[h & (b->htcap - 1)]; i >= 0; i = b->ov[i].next) {
+		const struct ov_ent *o = &b->ov[i];
+		if (o->hash == h && o->key_len == len && memcmp(o->key, key, len) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+static int ov_push(struct batch *b, const void *key, size_t len, uint32_t h, uint32_t rec_off,
+                   const struct kd_entry *e)
+{
+	struct ov_ent *o;
+	size_t s;
+	int rv;
+
+	if (b->nov == b->capov) {
+		size_t cap = b->capov ? b->capov * 2 : 64;
+		struct ov_ent *nv = realloc(b->ov, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		b->ov = nv;
+		b->capov = cap;
+	}
+	if ((b->nov + 1) * 2 > b->htcap && (rv = ov_rehash(b, b->htcap ? b->htcap * 2 : 64)) != 0)
+		return rv;
+	o = &b->ov[b->nov];
+	o->key = key;
+	o->key_len = (uint32_t)len;
+	o->hash = h;
+	o->rec_off = rec_off;
+	o->e = *e;
+	s = h & (b->htcap - 1);
+	o->next = b->ht[s];
+	b->ht[s] = (int32_t)b->nov;
+	b->nov++;
+	return 0;
+}
+
+/* Drops overlay entries back to mark (newest first, so buckets unwind). */
+static void ov_truncate(struct batch *b, size_t mark)
+{
+	while (b->nov > mark) {
+		struct ov_ent *o = &b->ov[--b->nov];
+		b->ht[o->hash & (b->htcap - 1)] = o->next;
+	}
+}
+
+static int batch_reserve(struct batch *b, size_t more)
+{
+	size_t cap;
+	uint8_t *nb;
+
+	if (b->len + more <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 64 * 1024;
+	while (cap < b->len + more)
+		cap *= 2;
+	if ((nb = realloc(b->buf, cap)) == NULL)
+		return -ENOMEM;
+	b->buf = nb;
+	b->cap = cap;
+	return 0;
+}
+
+static void batch_reset(struct batch *b)
+{
+	b->len = 0;
+	ov_truncate(b, 0);
+	b->head = b->tail = NULL;
+	b->nreqs = 0;
+	b->keys_delta = 0;
+	/* do not keep a huge buffer around after one large batch */
+	if (b->cap > 2 * BATCH_BYTES_MAX) {
+		free(b->buf);
+		b->buf = NULL;
+		b->cap = 0;
+	}
+}
+
+void write_release(kv_db *db)
+{
+	free(db->batch.buf);
+	free(db->batch.ov);
+	free(db->batch.ht);
+	memset(&db->batch, 0, sizeof(db->batch));
+}
+
+/* ---- accounting -------------------------------------------------------- */
+
+void db_account(kv_db *db, const struct kd_entry *e, const struct kd_entry *old, bool replaced)
+{
+	bool is_live = !(e->flags & KD_F_TOMBSTONE);
+
+	db->live_bytes += e->size;
+	if (replaced) {
+		db->live_bytes -= old->size;
+		if (old->flags & KD_F_TOMBSTONE)
+			db->tombstones--;
+		else
+			db->live_keys--;
+	}
+	if (is_live)
+		db->live_keys++;
+	else
+		db->tombstones++;
+}
+
+void db_account_remove(kv_db *db, const struct kd_entry *old)
+{
+	db->live_bytes -= old->size;
+	if (old->flags & KD_F_TOMBSTONE)
+		db->tombstones--;
+	else
+		db->live_keys--;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static int validate_req(kv_db *db, struct kv_req *req)
+{
+	uint64_t bytes = 0;
+	size_t i;
+
+	if (req->flags_ & REQ_F_BARRIER)
+		return 0;
+	if (req->n == 0 || req->ops == NULL)
+		return -EINVAL;
+	if (req->n > KV_BATCH_OPS_MAX)
+		return KV_EBATCHSIZE;
+	for (i = 0; i < req->n; i++) {
+		struct kv_op *op = &req->ops[i];
+		op->status = 0;
+		op->version = 0;
+		if (op->type != KV_OP_PUT && op->type != KV_OP_DELETE)
+			return op->status = -EINVAL;
+		if (op->key_len == 0 || op->key_len > db->opt.max_key_size || op->key == NULL)
+			return op->status = KV_EKEYSIZE;
+		if (op->type == KV_OP_PUT &&
+		    (op->value_len > db->opt.max_value_size || (op->value_len && !op->value)))
+			return op->status = KV_EVALSIZE;
+		bytes += rec_size(op->key_len, op->type == KV_OP_PUT ? op->value_len : 0);
+	}
+	if (bytes > REQ_BYTES_MAX)
+		return KV_EBATCHSIZE;
+	return 0;
+}
+
+int write_submit(kv_db *db, struct kv_req *req)
+{
+	int rv;
+
+	if ((rv = validate_req(db, req)) != 0)
+		return rv;
+	if (!(req->flags_ & REQ_F_BARRIER) && atomic_load(&db->read_only))
+		return KV_EREADONLY;
+	req->next_ = NULL;
+	req->status_ = 0;
+	req->flags_ &= ~(uint32_t)REQ_F_DONE;
+	pthread_mutex_lock(&db->mu);
+	if (db->closing && !(req->flags_ & REQ_F_BARRIER)) {
+		pthread_mutex_unlock(&db->mu);
+		return KV_ECLOSED;
+	}
+	if (db->q_tail)
+		db->q_tail->next_ = req;
+	else
+		db->q_head = req;
+	db->q_tail = req;
+	pthread_mutex_unlock(&db->mu);
+	if (db->opt.external_loop)
+		io_signal(db->efd);
+	return 0;
+}
+
+/* Completes a list of requests (linked by next_). */
+static void complete_list(kv_db *db, struct kv_req *head)
+{
+	struct kv_req *r, *next, *async_head = NULL, **async_tail = &async_head;
+	bool any_blocking = false;
+
+	pthread_mutex_lock(&db->mu);
+	for (r = head; r != NULL; r = next) {
+		next = r->next_;
+		if (r->flags_ & REQ_F_BLOCKING) {
+			r->flags_ |= REQ_F_DONE; /* the waiter may return from here on */
+			any_blocking = true;
+		} else {
+			r->next_ = NULL;
+			*async_tail = r;
+			async_tail = &r->next_;
+		}
+	}
+	if (any_blocking)
+		pthread_cond_broadcast(&db->cv);
+	pthread_mutex_unlock(&db->mu);
+	for (r = async_head; r != NULL; r = next) {
+		next = r->next_;
+		r->done(r, r->status_);
+	}
+}
+
+static void batch_add_req(struct batch *b, struct kv_req *req)
+{
+	req->next_ = NULL;
+	if (b->tail)
+		b->tail->next_ = req;
+	else
+		b->head = req;
+	b->tail = req;
+	b->nreqs++;
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+int write_roll(kv_db *db)
+{
+	struct seg *old = db->active, *ns;
+	uint32_t id;
+	int rv;
+
+	if (old != NULL && db->opt.sync != KV_SYNC_ALWAYS &&
+	    atomic_load(&db->unsynced_bytes) > 0) {
+		if ((rv = io_fdatasync(db->opt.fault, old->fd)) != 0) {
+			atomic_store(&db->read_only, true);
+			return rv;
+		}
+		atomic_store(&db->unsynced_bytes, 0);
+		atomic_fetch_add(&db->syncs, 1);
+	}
+	pthread_mutex_lock(&db->seg_mu);
+	id = db->next_seg_id++;
+	pthread_mutex_unlock(&db->seg_mu);
+	rv = seg_create(db->dirfd, id, 0, atomic_load(&db->committed_version), db_now(db), "",
+	                db->opt.fault, &ns);
+	if (rv != 0)
+		return rv;
+	if ((rv = db_fsync_dir(db)) != 0) {
+		seg_unref(ns);
+		return rv;
+	}
+	pthread_mutex_lock(&db->seg_mu);
+	if ((rv = segtab_insert_locked(db, ns)) != 0) {
+		pthread_mutex_unlock(&db->seg_mu);
+		seg_unref(ns);
+		return rv;
+	}
+	if (old != NULL) {
+		old->size = db->tail;
+		old->sealed = true;
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+	db->active = ns;
+	db->tail = SEG_HEADER_SIZE;
+	pthread_rwlock_wrlock(&db->kd_lock);
+	db->disk_bytes += SEG_HEADER_SIZE;
+	pthread_rwlock_unlock(&db->kd_lock);
+	return 0;
+}
+
+/* ---- forming a batch --------------------------------------------------- */
+
+static uint64_t req_bytes(const struct kv_req *req)
+{
+	uint64_t n = 0;
+	size_t i;
+
+	for (i = 0; i < req->n; i++)
+		n += rec_size(req->ops[i].key_len,
+		              req->ops[i].type == KV_OP_PUT ? req->ops[i].value_len : 0);
+	return n;
+}
+
+/* Looks up the head of key as the batch would leave it. */
+static bool head_of(kv_db *db, const void *key, size_t len, uint32_t h, struct kd_entry *ret)
+{
+	const struct ov_ent *o = ov_find(&db->batch, key, len, h);
+
+	if (o != NULL) {
+		*ret = o->e;
+		return true;
+	}
+	return keydir_get(db->kd, key, len, ret) == 0;
+}
+
+/* Adds req's records to the batch. Returns 1 when it does not fit in what
+ * is left of the batch or the segment (the caller puts it back), 0 otherwise
+ * — with req->status_ set when its conditions failed (nothing written). */
+static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
+{
+	struct batch *b = &db->batch;
+	size_t ov_mark = b->nov, len_mark = b->len, i;
+	uint64_t ver_mark = db->next_version, bytes = req_bytes(req);
+	int64_t keys_mark = b->keys_delta;
+	size_t last_rec = SIZE_MAX;
+	int rv = 0;
+
+	if (b->len > 0 && b->len + bytes > BATCH_BYTES_MAX)
+		return 1;
+	if (db->tail + b->len + bytes > db->opt.segment_size) {
+		/* a request never straddles segments; one larger than a whole
+		 * segment gets a fresh segment to itself */
+		if (b->len > 0)
+			return 1;
+		if (db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0)
+			goto fail;
+	}
+	if ((rv = batch_reserve(b, (size_t)bytes)) != 0)
+		goto fail;
+
+	for (i = 0; i < req->n; i++) {
+		struct kv_op *op = &req->ops[i];
+		uint32_t h = key_hash(op->key, op->key_len);
+		struct kd_entry cur, e;
+		struct rec_header rh;
+		bool found = head_of(db, op->key, op->key_len, h, &cur);
+		bool exists = found && !(cur.flags & KD_F_TOMBSTONE) &&
+		              !((cur.flags & KD_F_TTL) && db_expired(db, cur.expiry_ms, now));
+		uint32_t rec_off;
+
+		if (op->if_version != KV_ANY_VERSION) {
+			bool ok = op->if_version == 0 ? !exists
+			                              : exists && cur.version == op->if_version;
+			if (!ok) {
+				rv = op->status = KV_ECONFLICT;
+				goto fail;
+			}
+		}
+		if (op->type == KV_OP_DELETE && !exists) {
+			op->version = 0;
+			if (req->flags_ & REQ_F_SINGLE_DELETE) {
+				rv = op->status = KV_ENOTFOUND;
+				goto fail;
+			}
+			continue;
+		}
+		if (op->type == KV_OP_PUT && !exists) {
+			if (db->opt.max_keys &&
+			    db->live_keys + (uint64_t)(b->keys_delta + 1) > db->opt.max_keys) {
+				rv = op->status = KV_EMAXKEYS;
+				goto fail;
+			}
+			b->keys_delta++;
+		} else if (op->type == KV_OP_DELETE) {
+			b->keys_delta--;
+		}
+
+		memset(&rh, 0, sizeof(rh));
+		rh.type = op->type == KV_OP_PUT ? REC_PUT : REC_DELETE;
+		rh.flags = REC_F_BATCH_MORE;
+		rh.key_len = (uint32_t)op->key_len;
+		rh.value_len = op->type == KV_OP_PUT ? (uint32_t)op->value_len : 0;
+		rh.version = db->next_version++;
+		rh.timestamp_ms = now;
+		rh.expiry_ms = op->type == KV_OP_PUT && op->ttl_ms ? now + op->ttl_ms : 0;
+		if (found) {
+			rh.prev_seg = cur.seg;
+			rh.prev_off = cur.off;
+		}
+		rec_off = (uint32_t)b->len;
+		rec_encode(b->buf + b->len, &rh, op->key, op->value);
+		b->len += rec_size(rh.key_len, rh.value_len);
+		last_rec = rec_off;
+
+		e.version = rh.version;
+		e.seg = db->active->id;
+		e.off = (uint32_t)(db->tail + rec_off);
+		e.size = (uint32_t)rec_size(rh.key_len, rh.value_len);
+		e.flags = (rh.type == REC_DELETE ? KD_F_TOMBSTONE : 0) | (rh.expiry_ms ? KD_F_TTL : 0);
+		e.expiry_ms = rh.expiry_ms;
+		if ((rv = ov_push(b, op->key, op->key_len, h, rec_off, &e)) != 0)
+			goto fail;
+		op->version = rh.version;
+	}
+	if (last_rec != SIZE_MAX) {
+		/* the last record closes the request: clear its flag, fix its crc */
+		uint8_t *p = b->buf + last_rec;
+		struct rec_header rh;
+		rec_decode_header(p, &rh);
+		rh.flags &= (uint8_t)~REC_F_BATCH_MORE;
+		rec_encode(p, &rh, p + REC_HEADER_SIZE, p + REC_HEADER_SIZE + rh.key_len);
+	}
+	batch_add_req(b, req);
+	return 0;
+fail:
+	ov_truncate(b, ov_mark);
+	b->len = len_mark;
+	b->keys_delta = keys_mark;
+	db->next_version = ver_mark;
+	for (i = 0; i < req->n; i++)
+		req->ops[i].version = 0;
+	req->status_ = rv;
+	batch_add_req(b, req);
+	return 0;
+}
+
+static void batch_finish(kv_db *db, const struct io_result *res)
+{
+	struct batch *b = &db->batch;
+	struct kv_req *r;
+	int err = res->err;
+	size_t i;
+
+	if (err == 0) {
+		pthread_rwlock_wrlock(&db->kd_lock);
+		for (i = 0; i < b->nov; i++) {
+			struct kd_entry old;
+			bool replaced;
+			int rv = keydir_put(db->kd, b->ov[i].key, b->ov[i].key_len, &b->ov[i].e, &old,
+			                    &replaced);
+			if (rv != 0) {
+				/* durable on disk but not indexed: refuse writes until reopen */
+				atomic_store(&db->read_only, true);
+				err = rv;
+				break;
+			}
+			db_account(db, &b->ov[i].e, &old, replaced);
+		}
+		db->disk_bytes += b->len;
+		pthread_rwlock_unlock(&db->kd_lock);
+		db->tail += b->len;
+		atomic_store(&db->committed_version, db->next_version - 1);
+		if (db->opt.sync == KV_SYNC_ALWAYS)
+			atomic_fetch_add(&db->syncs, 1);
+		else
+			atomic_fetch_add(&db->unsynced_bytes, b->len);
+		atomic_fetch_add(&db->batches, 1);
+		atomic_fetch_add(&db->batched_writes, b->nreqs);
+	} else {
+		/* Nothing of a failed batch may survive: cut the segment back. */
+		if (res->sync_failed || ftruncate(db->active->fd, (off_t)db->tail) != 0)
+			atomic_store(&db->read_only, true);
+		db->next_version = b->first_version;
+	}
+	for (r = b->head; r != NULL; r = r->next_) {
+		if (r->status_ == 0 && err != 0) {
+			r->status_ = err;
+			for (i = 0; i < r->n; i++)
+				r->ops[i].version = 0;
+		}
+	}
+	r = b->head;
+	batch_reset(b);
+	db->in_flight = false;
+	complete_list(db, r);
+}
+
+/* Takes the next barrier or run of writes off the queue and starts it.
+ * Returns false when the queue was empty. [driver] */
+static bool form_and_start(kv_db *db)
+{
+	struct batch *b = &db->batch;
+	struct kv_req *req, *rest;
+	uint64_t now;
+	size_t taken = 0;
+
+	pthread_mutex_lock(&db->mu);
+	req = db->q_head;
+	if (req == NULL) {
+		pthread_mutex_unlock(&db->mu);
+		return false;
+	}
+	if (req->flags_ & REQ_F_BARRIER) {
+		struct barrier *br = (struct barrier *)req;
+		db->q_head = req->next_;
+		if (db->q_head == NULL)
+			db->q_tail = NULL;
+		pthread_mutex_unlock(&db->mu);
+		req->next_ = NULL;
+		req->status_ = br->fn(db, br->arg);
+		complete_list(db, req);
+		return true;
+	}
+	/* detach the run of writes up to the next barrier */
+	rest = req;
+	{
+		struct kv_req *last = NULL, *r = req;
+		while (r != NULL && !(r->flags_ & REQ_F_BARRIER) && taken < BATCH_REQS_MAX) {
+			last = r;
+			r = r->next_;
+			taken++;
+		}
+		db->q_head = r;
+		if (r == NULL)
+			db->q_tail = NULL;
+		last->next_ = NULL;
+	}
+	pthread_mutex_unlock(&db->mu);
+
+	now = db_now(db);
+	b->first_version = db->next_version;
+	while (rest != NULL) {
+		struct kv_req *next = rest->next_;
+		if (atomic_load(&db->read_only)) {
+			rest->status_ = KV_EREADONLY;
+			batch_add_req(b, rest);
+		} else if (form_req(db, rest, now) == 1) {
+			/* put it and everything after it back at the queue head */
+			struct kv_req *last = rest;
+			while (last->next_ != NULL)
+				last = last->next_;
+			pthread_mutex_lock(&db->mu);
+			last->next_ = db->q_head;
+			if (db->q_head == NULL)
+				db->q_tail = last;
+			db->q_head = rest;
+			pthread_mutex_unlock(&db->mu);
+			break;
+		}
+		rest = next;
+	}
+	if (b->len == 0) {
+		/* only failed conditions and no-op deletes: nothing to write */
+		struct io_result ok = {0, false};
+		db->in_flight = true;
+		batch_finish(db, &ok);
+		return true;
+	}
+	db->in_flight = true;
+	if (io_write_start(db->io, db->active->fd, b->buf, b->len, db->tail,
+	                   db->opt.sync == KV_SYNC_ALWAYS) != 0) {
+		struct io_result fail = {-EIO, false};
+		batch_finish(db, &fail);
+	}
+	return true;
+}
+
+/* One step of the write path. Returns true when it made progress. [driver] */
+static bool drive_step(kv_db *db, bool wait)
+{
+	if (db->in_flight) {
+		struct io_result res;
+		int r = io_write_poll(db->io, wait, &res);
+		if (r == 0)
+			return false;
+		if (r < 0) {
+			res.err = r;
+			res.sync_failed = false;
+		}
+		batch_finish(db, &res);
+		return true;
+	}
+	return form_and_start(db);
+}
+
+int write_run(kv_db *db, struct kv_req *req)
+{
+	int rv;
+
+	req->flags_ |= REQ_F_BLOCKING;
+	if ((rv = write_submit(db, req)) != 0)
+		return rv;
+	pthread_mutex_lock(&db->mu);
+	while (!(req->flags_ & REQ_F_DONE)) {
+		if (!db->driving && !db->opt.external_loop) {
+			db->driving = true;
+			pthread_mutex_unlock(&db->mu);
+			for (;;) {
+				drive_step(db, true);
+				pthread_mutex_lock(&db->mu);
+				if (req->flags_ & REQ_F_DONE)
+					break;
+				pthread_mutex_unlock(&db->mu);
+			}
+			db->driving = false;
+			pthread_cond_broadcast(&db->cv);
+		} else {
+			pthread_cond_wait(&db->cv, &db->mu);
+		}
+	}
+	rv = req->status_;
+	pthread_mutex_unlock(&db->mu);
+	return rv;
+}
+
+int write_barrier(kv_db *db, int (*fn)(kv_db *db, void *arg), void *arg)
+{
+	struct barrier b;
+
+	memset(&b, 0, sizeof(b));
+	b.req.flags_ = REQ_F_BARRIER;
+	b.fn = fn;
+	b.arg = arg;
+	return write_run(db, &b.req);
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+int kv_put(kv_db *db, const void *key, size_t key_len, const void *value, size_t value_len,
+           const struct kv_write_opts *opts, uint64_t *ret_version)
+{
+	struct kv_op op = {
+		.type = KV_OP_PUT,
+		.key = key,
+		.key_len = key_len,
+		.value = value,
+		.value_len = value_len,
+		.if_version = opts ? opts->if_version : KV_ANY_VERSION,
+		.ttl_ms = opts ? opts->ttl_ms : 0,
+	};
+	struct kv_req req = {.ops = &op, .n = 1};
+	int rv;
+
+	if ((rv = write_run(db, &req)) != 0)
+		return rv;
+	if (ret_version)
+		*ret_version = op.version;
+	return 0;
+}
+
+int kv_delete(kv_db *db, const void *key, size_t key_len, const struct kv_write_opts *opts,
+              uint64_t *ret_version)
+{
+	struct kv_op op = {
+		.type = KV_OP_DELETE,
+		.key = key,
+		.key_len = key_len,
+		.if_version = opts ? opts->if_version : KV_ANY_VERSION,
+	};
+	struct kv_req req = {.ops = &op, .n = 1, .flags_ = REQ_F_SINGLE_DELETE};
+	int rv;
+
+	if ((rv = write_run(db, &req)) != 0)
+		return rv;
+	if (ret_version)
+		*ret_version = op.version;
+	return 0;
+}
+
+int kv_batch(kv_db *db, struct kv_op *ops, size_t n)
+{
+	struct kv_req req = {.ops = ops, .n = n};
+
+	return write_run(db, &req);
+}
+
+int kv_submit(kv_db *db, struct kv_req *req)
+{
+	if (req == NULL || req->done == NULL)
+		return -EINVAL;
+	req->flags_ = 0;
+	return write_submit(db, req);
+}
+
+int kv_event_fd(kv_db *db)
+{
+	return db->efd;
+}
+
+int kv_process(kv_db *db)
+{
+	uint64_t v;
+
+	while (read(db->efd, &v, sizeof(v)) > 0)
+		;
+	pthread_mutex_lock(&db->mu);
+	if (db->driving) {
+		pthread_mutex_unlock(&db->mu);
+		return 0;
+	}
+	db->driving = true;
+	pthread_mutex_unlock(&db->mu);
+	while (drive_step(db, false))
+		;
+	pthread_mutex_lock(&db->mu);
+	db->driving = false;
+	pthread_cond_broadcast(&db->cv);
+	pthread_mutex_unlock(&db->mu);
+	return 0;
+}

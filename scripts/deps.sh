@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs what kvd needs to build, test and benchmark on Debian 12 (run as root).
+set -e
+export DEBIAN_FRONTEND=noninteractive
+PKGS="build-essential meson ninja-build pkg-config cmake
+ liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
+ libisal-dev libxxhash-dev libinih-dev libjansson-dev
+ librocksdb-dev libleveldb-dev liblmdb-dev"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -1,0 +1,180 @@
+/*
+ * testutil.h — helpers shared by the engine tests: temporary directories,
+ * an injectable clock, small assertions on engine calls.
+ */
+#ifndef KV_TESTUTIL_H
+#define KV_TESTUTIL_H
+
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvengine.h"
+
+/* A fresh directory under $TMPDIR (or /tmp); free() the result. */
+static inline char *tu_mkdtemp(const char *tag)
+{
+	const char *base = getenv("TMPDIR");
+	char *p;
+
+	if (base == NULL || *base == '\0')
+		base = "/tmp";
+	if (asprintf(&p, "%s/kvtest-%s-XXXXXX", base, tag) < 0)
+		abort();
+	if (mkdtemp(p) == NULL) {
+		perror("mkdtemp");
+		abort();
+	}
+	return p;
+}
+
+static inline void tu_rmtree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+
+	if (d == NULL) {
+		unlink(path);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char *child;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&child, "%s/%s", path, de->d_name) < 0)
+			abort();
+		if (de->d_type == DT_DIR)
+			tu_rmtree(child);
+		else
+			unlink(child);
+		free(child);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+/* Copies every regular file of src into dst (created). */
+static inline void tu_copydir(const char *src, const char *dst)
+{
+	DIR *d = opendir(src);
+	struct dirent *de;
+	char buf[65536];
+
+	mkdir(dst, 0755);
+	if (d == NULL)
+		abort();
+	while ((de = readdir(d)) != NULL) {
+		char *a, *b;
+		int in, out;
+		ssize_t n;
+		if (de->d_type != DT_REG)
+			continue;
+		if (asprintf(&a, "%s/%s", src, de->d_name) < 0 ||
+		    asprintf(&b, "%s/%s", dst, de->d_name) < 0)
+			abort();
+		in = open(a, O_RDONLY);
+		out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (in < 0 || out < 0)
+			abort();
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, (size_t)n) != n)
+				abort();
+		close(in);
+		close(out);
+		free(a);
+		free(b);
+	}
+	closedir(d);
+}
+
+static inline char *tu_path(const char *dir, const char *fmt, ...)
+{
+	char *name, *p;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&name, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		abort();
+	free(name);
+	return p;
+}
+
+static inline off_t tu_file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Flips one byte of a file at off. */
+static inline void tu_flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char c;
+
+	if (fd < 0 || pread(fd, &c, 1, off) != 1)
+		abort();
+	c ^= 0x5a;
+	if (pwrite(fd, &c, 1, off) != 1)
+		abort();
+	close(fd);
+}
+
+/* Names of the segment files of a database, sorted; returns the count. */
+static inline int tu_list_ext(const char *dir, const char *ext, char names[][64], int max)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0, i, j;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL && n < max) {
+		size_t l = strlen(de->d_name), el = strlen(ext);
+		if (l > el && strcmp(de->d_name + l - el, ext) == 0)
+			snprintf(names[n++], 64, "%s", de->d_name);
+	}
+	closedir(d);
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+			char t[64];
+			memcpy(t, names[j], 64);
+			memcpy(names[j], names[j - 1], 64);
+			memcpy(names[j - 1], t, 64);
+		}
+	return n;
+}
+
+/* A clock the test moves by hand. */
+struct tu_clock {
+	uint64_t ms;
+};
+
+static inline uint64_t tu_clock_read(void *arg)
+{
+	return __atomic_load_n(&((struct tu_clock *)arg)->ms, __ATOMIC_SEQ_CST);
+}
+
+static inline void tu_options(struct kv_options *o, struct tu_clock *clk)
+{
+	kv_options_init(o);
+	o->background = false;
+	if (clk != NULL) {
+		o->clock = tu_clock_read;
+		o->clock_arg = clk;
+	}
+}
+
+#endif
