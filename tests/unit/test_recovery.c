@@ -1,0 +1,535 @@
+/* test_recovery.c — crashes, torn tails at every byte, bad checksums, damaged and missing hints never block open or return bad data. */
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "io.h"
+
+static void opts(struct kv_options *o)
+{
+	kv_options_init(o);
+	o->background = false;
+}
+
+/* Runs fn in a child that opens dir, calls fn, and exits without closing:
+ * what a crash (kill -9) leaves behind. */
+static void crash_after(const char *dir, const struct kv_options *o, void (*fn)(kv_db *db, void *arg),
+                        void *arg)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		kv_db *db;
+		if (kv_open(dir, o, &db) != 0)
+			_exit(10);
+		fn(db, arg);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void put_or_die(kv_db *db, const char *k, const void *v, size_t vlen)
+{
+	if (kv_put(db, k, strlen(k), v, vlen, NULL, NULL) != 0)
+		_exit(11);
+}
+
+static void write_ten(kv_db *db, void *arg)
+{
+	char k[16], v[200];
+
+	(void)arg;
+	for (int i = 0; i < 10; i++) {
+		snprintf(k, sizeof(k), "key%02d", i);
+		memset(v, 'a' + i, sizeof(v));
+		put_or_die(db, k, v, (size_t)(17 * i + 3));
+	}
+}
+
+static void write_last(kv_db *db, void *arg)
+{
+	(void)arg;
+	put_or_die(db, "last", "the-last-value", 14);
+}
+
+static void write_batch(kv_db *db, void *arg)
+{
+	struct kv_op ops[3] = {
+		{.type = KV_OP_PUT, .key = "b1", .key_len = 2, .value = "v1", .value_len = 2,
+		 .if_version = KV_ANY_VERSION},
+		{.type = KV_OP_PUT, .key = "b2", .key_len = 2, .value = "v2", .value_len = 2,
+		 .if_version = KV_ANY_VERSION},
+		{.type = KV_OP_DELETE, .key = "key03", .key_len = 5, .if_version = KV_ANY_VERSION},
+	};
+	(void)arg;
+	if (kv_batch(db, ops, 3) != 0)
+		_exit(12);
+}
+
+static void check_ten(kv_db *db)
+{
+	char k[16], v[200];
+
+	for (int i = 0; i < 10; i++) {
+		struct kv_value val;
+		snprintf(k, sizeof(k), "key%02d", i);
+		memset(v, 'a' + i, sizeof(v));
+		assert_int_equal(kv_get(db, k, strlen(k), NULL, &val), 0);
+		assert_int_equal(val.len, (size_t)(17 * i + 3));
+		assert_memory_equal(val.data, v, val.len);
+		assert_int_equal(val.version, (uint64_t)i + 1);
+		kv_value_release(&val);
+	}
+}
+
+static char *only_segment(const char *dir)
+{
+	char names[8][64];
+	int n = tu_list_ext(dir, ".seg", names, 8);
+
+	assert_int_equal(n, 1);
+	return tu_path(dir, "%s", names[0]);
+}
+
+static void test_torn_tail_every_byte(void **state)
+{
+	char *dir = tu_mkdtemp("torn");
+	char *seg;
+	struct kv_options o;
+	off_t s1, s2;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	seg = only_segment(dir);
+	s1 = tu_file_size(seg);
+	crash_after(dir, &o, write_last, NULL);
+	s2 = tu_file_size(seg);
+	assert_true(s2 > s1);
+	free(seg);
+
+	for (off_t cut = s1; cut <= s2; cut++) {
+		char *copy = tu_mkdtemp("torncopy");
+		struct kv_recovery_info ri;
+		struct kv_value val;
+		kv_db *db;
+		char *cseg;
+
+		tu_copydir(dir, copy);
+		cseg = only_segment(copy);
+		assert_int_equal(truncate(cseg, cut), 0);
+		assert_int_equal(kv_open(copy, &o, &db), 0);
+		assert_int_equal(kv_recovery_info(db, &ri), 0);
+		check_ten(db);
+		if (cut < s2) {
+			assert_int_equal(kv_get(db, "last", 4, NULL, &val), KV_ENOTFOUND);
+			assert_int_equal(ri.truncated_bytes, (uint64_t)(cut - s1));
+			assert_int_equal(tu_file_size(cseg), s1);
+		} else {
+			assert_int_equal(kv_get(db, "last", 4, NULL, &val), 0);
+			assert_int_equal(val.version, 11);
+			kv_value_release(&val);
+			assert_int_equal(ri.truncated_bytes, 0);
+		}
+		assert_int_equal(ri.corrupt_records, 0);
+		/* the repaired database takes writes and survives another crash */
+		assert_int_equal(kv_put(db, "after", 5, "x", 1, NULL, NULL), 0);
+		assert_int_equal(kv_close(db), 0);
+		assert_int_equal(kv_open(copy, &o, &db), 0);
+		assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
+		assert_int_equal(val.version, cut < s2 ? 11 : 12);
+		kv_value_release(&val);
+		check_ten(db);
+		assert_int_equal(kv_close(db), 0);
+		free(cseg);
+		tu_rmtree(copy);
+		free(copy);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_bad_crc_tail(void **state)
+{
+	char *dir = tu_mkdtemp("badcrc");
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_value val;
+	kv_db *db;
+	char *seg;
+	off_t s2;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	crash_after(dir, &o, write_last, NULL);
+	seg = only_segment(dir);
+	s2 = tu_file_size(seg);
+	tu_flip_byte(seg, s2 - 3); /* inside the last value */
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_true(ri.truncated_bytes > 0);
+	check_ten(db);
+	assert_int_equal(kv_get(db, "last", 4, NULL, &val), KV_ENOTFOUND);
+	assert_int_equal(kv_close(db), 0);
+	free(seg);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_batch_all_or_nothing(void **state)
+{
+	char *dir = tu_mkdtemp("batch");
+	char *seg;
+	struct kv_options o;
+	off_t s1, s2;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	seg = only_segment(dir);
+	s1 = tu_file_size(seg);
+	crash_after(dir, &o, write_batch, NULL);
+	s2 = tu_file_size(seg);
+	free(seg);
+	for (off_t cut = s1; cut <= s2; cut++) {
+		char *copy = tu_mkdtemp("batchcopy");
+		struct kv_value val;
+		kv_db *db;
+		char *cseg;
+		bool whole = cut == s2;
+
+		tu_copydir(dir, copy);
+		cseg = only_segment(copy);
+		assert_int_equal(truncate(cseg, cut), 0);
+		assert_int_equal(kv_open(copy, &o, &db), 0);
+		assert_int_equal(kv_get(db, "b1", 2, NULL, &val), whole ? 0 : KV_ENOTFOUND);
+		if (whole)
+			kv_value_release(&val);
+		assert_int_equal(kv_get(db, "b2", 2, NULL, &val), whole ? 0 : KV_ENOTFOUND);
+		if (whole)
+			kv_value_release(&val);
+		assert_int_equal(kv_get(db, "key03", 5, NULL, &val), whole ? KV_ENOTFOUND : 0);
+		if (!whole)
+			kv_value_release(&val);
+		assert_int_equal(kv_close(db), 0);
+		free(cseg);
+		tu_rmtree(copy);
+		free(copy);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* Many small segments, closed cleanly (all sealed, all with hints). */
+static void fill_segments(const char *dir, struct kv_options *o, int n)
+{
+	kv_db *db;
+	char k[32], v[64];
+
+	opts(o);
+	o->segment_size = 4096;
+	assert_int_equal(kv_open(dir, o, &db), 0);
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "seg-key-%05d", i);
+		snprintf(v, sizeof(v), "value-%05d-%040d", i, i);
+		assert_int_equal(kv_put(db, k, strlen(k), v, strlen(v), NULL, NULL), 0);
+	}
+	assert_int_equal(kv_close(db), 0);
+}
+
+static int check_all(kv_db *db, int n, int *ret_corrupt)
+{
+	char k[32], v[64];
+	int ok = 0, corrupt = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct kv_value val;
+		int rv;
+		snprintf(k, sizeof(k), "seg-key-%05d", i);
+		snprintf(v, sizeof(v), "value-%05d-%040d", i, i);
+		rv = kv_get(db, k, strlen(k), NULL, &val);
+		if (rv == 0) {
+			/* whatever is returned is exactly what was written */
+			assert_int_equal(val.len, strlen(v));
+			assert_memory_equal(val.data, v, val.len);
+			kv_value_release(&val);
+			ok++;
+		} else {
+			assert_true(rv == KV_ECORRUPT || rv == KV_ENOTFOUND);
+			corrupt++;
+		}
+	}
+	*ret_corrupt = corrupt;
+	return ok;
+}
+
+/* Finds the offset of needle in a file; -1 if absent. */
+static off_t find_in_file(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "rb");
+	static char buf[1 << 16];
+	size_t n, nl = strlen(needle);
+	off_t at = -1;
+
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	for (size_t i = 0; i + nl <= n; i++)
+		if (memcmp(buf + i, needle, nl) == 0) {
+			at = (off_t)i;
+			break;
+		}
+	return at;
+}
+
+static void test_corrupt_sealed_segment(void **state)
+{
+	char *dir = tu_mkdtemp("sealed");
+	char names[256][64];
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_value val;
+	kv_db *db;
+	char *seg = NULL, *hint;
+	int nseg, ok, corrupt;
+	off_t at = -1;
+
+	(void)state;
+	fill_segments(dir, &o, 400);
+	nseg = tu_list_ext(dir, ".seg", names, 256);
+	assert_true(nseg > 5);
+	/* damage the value of key 00100, in a sealed segment in the middle */
+	for (int i = 0; i < nseg; i++) {
+		seg = tu_path(dir, "%s", names[i]);
+		at = find_in_file(seg, "value-00100-");
+		if (at >= 0)
+			break;
+		free(seg);
+		seg = NULL;
+	}
+	assert_non_null(seg);
+	tu_flip_byte(seg, at + 20);
+
+	/* with its hint: opens, the damaged record reads as data loss */
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_get(db, "seg-key-00100", 13, NULL, &val), KV_ECORRUPT);
+	ok = check_all(db, 400, &corrupt);
+	assert_int_equal(ok, 399);
+	assert_int_equal(corrupt, 1);
+	assert_int_equal(kv_close(db), 0);
+
+	/* without its hint: the scan skips and reports the damaged record */
+	hint = strdup(seg);
+	strcpy(hint + strlen(hint) - 4, ".hint");
+	assert_int_equal(unlink(hint), 0);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.corrupt_records, 1);
+	assert_true(ri.corrupt_bytes > 0);
+	assert_int_equal(ri.truncated_bytes, 0);
+	assert_int_equal(ri.segments_scanned, 1);
+	ok = check_all(db, 400, &corrupt);
+	assert_int_equal(ok, 399);
+	assert_int_equal(kv_get(db, "seg-key-00100", 13, NULL, &val), KV_ENOTFOUND);
+	assert_int_equal(kv_close(db), 0);
+	free(hint);
+	free(seg);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_hint_fallback(void **state)
+{
+	char *dir = tu_mkdtemp("hint");
+	char names[256][64];
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	kv_db *db;
+	char *hint;
+	int nh, corrupt;
+
+	(void)state;
+	fill_segments(dir, &o, 300);
+	nh = tu_list_ext(dir, ".hint", names, 256);
+	assert_true(nh > 3);
+	/* reopen: everything from hints */
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.hints_rejected, 0);
+	assert_int_equal(ri.segments_scanned, 0);
+	assert_int_equal(ri.hints_loaded, (uint32_t)nh);
+	assert_int_equal(check_all(db, 300, &corrupt), 300);
+	assert_int_equal(kv_close(db), 0);
+
+	/* a damaged hint is rejected and its segment scanned */
+	hint = tu_path(dir, "%s", names[1]);
+	tu_flip_byte(hint, tu_file_size(hint) / 2);
+	free(hint);
+	/* a truncated one too */
+	hint = tu_path(dir, "%s", names[2]);
+	assert_int_equal(truncate(hint, tu_file_size(hint) - 7), 0);
+	free(hint);
+	/* a missing one is just scanned */
+	hint = tu_path(dir, "%s", names[3]);
+	assert_int_equal(unlink(hint), 0);
+	free(hint);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.hints_rejected, 2);
+	assert_int_equal(ri.segments_scanned, 3);
+	assert_int_equal(ri.corrupt_records, 0);
+	assert_int_equal(check_all(db, 300, &corrupt), 300);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_damaged_segment_header(void **state)
+{
+	char *dir = tu_mkdtemp("hdr");
+	char names[256][64];
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	kv_db *db;
+	char *p;
+	int corrupt;
+
+	(void)state;
+	fill_segments(dir, &o, 200);
+	assert_true(tu_list_ext(dir, ".seg", names, 256) > 3);
+	p = tu_path(dir, "%s", names[1]);
+	tu_flip_byte(p, 3); /* the magic */
+	free(p);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.corrupt_records, 1);
+	assert_int_equal(check_all(db, 200, &corrupt), 200);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void crash_idle(kv_db *db, void *arg)
+{
+	(void)db;
+	(void)arg;
+}
+
+static void test_stale_lock_after_crash(void **state)
+{
+	char *dir = tu_mkdtemp("lock");
+	struct kv_options o;
+	kv_db *db;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	crash_after(dir, &o, crash_idle, NULL);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	check_ten(db);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_leftover_tmp_files(void **state)
+{
+	char *dir = tu_mkdtemp("tmp");
+	struct kv_options o;
+	kv_db *db;
+	char *t;
+	FILE *f;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	t = tu_path(dir, "000000ff.seg.tmp");
+	f = fopen(t, "w");
+	fputs("partial merge output", f);
+	fclose(f);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(tu_file_size(t), -1);
+	check_ten(db);
+	assert_int_equal(kv_close(db), 0);
+	free(t);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* A short write must be finished (io_uring) or failed, never acknowledged half done. */
+static int short_once(void *arg, int fd, uint64_t off, size_t len)
+{
+	int *left = arg;
+	(void)fd;
+	(void)off;
+	if (*left > 0 && len > 8) {
+		(*left)--;
+		return (int)(len / 2);
+	}
+	return 0;
+}
+
+static void test_short_write(void **state)
+{
+	char *dir = tu_mkdtemp("short");
+	struct kv_options o;
+	int left = 0;
+	struct kv_io_fault f = {.on_write = short_once, .arg = &left};
+	struct kv_value val;
+	struct kv_stats st;
+	kv_db *db;
+	int rv;
+
+	(void)state;
+	opts(&o);
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	left = 1;
+	rv = kv_put(db, "k", 1, "0123456789abcdef", 16, NULL, NULL);
+	if (st.io_uring) {
+		/* io_uring finishes the rest of a short write */
+		assert_int_equal(rv, 0);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &val), 0);
+		assert_memory_equal(val.data, "0123456789abcdef", 16);
+		kv_value_release(&val);
+	} else {
+		/* pwrite: the request fails and nothing of it stays */
+		assert_int_equal(rv, -EIO);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &val), KV_ENOTFOUND);
+	}
+	assert_int_equal(kv_put(db, "k2", 2, "v", 1, NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+	o.fault = NULL;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_get(db, "k2", 2, NULL, &val), 0);
+	kv_value_release(&val);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_torn_tail_every_byte),
+		cmocka_unit_test(test_bad_crc_tail),
+		cmocka_unit_test(test_batch_all_or_nothing),
+		cmocka_unit_test(test_corrupt_sealed_segment),
+		cmocka_unit_test(test_hint_fallback),
+		cmocka_unit_test(test_damaged_segment_header),
+		cmocka_unit_test(test_stale_lock_after_crash),
+		cmocka_unit_test(test_leftover_tmp_files),
+		cmocka_unit_test(test_short_write),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
