@@ -158,7 +158,8 @@ static int chain_find(kv_db *db, const void *key, size_t key_len, const struct k
 				*ret = r;
 				return 0;
 			}
-			return read_at(db, r.loc, key, key_len, true, ret);
+			rv = read_at(db, r.loc, key, key_len, true, ret);
+			return rv == -ENOENT ? KV_ECOMPACTED : rv;
 		}
 		if (r.h.prev_seg == 0)
 			return (r.h.flags & REC_F_HISTORY_CUT) ? KV_ECOMPACTED : KV_ENOTFOUND;
@@ -289,7 +290,9 @@ restart:
 		struct rec_read r;
 		bool take;
 
-		rv = read_at(db, loc, key, key_len, false, &r);
+		/* one read per version, so a merge cannot retire the segment
+		 * between the header and the value */
+		rv = read_at(db, loc, key, key_len, with_values, &r);
 		if (rv == -ENOENT && atomic_load(&db->seg_epoch) != epoch && ++tries <= 3) {
 			/* a merge retired segments under the walk: start again */
 			kv_versions_free(v, n);
@@ -305,6 +308,7 @@ restart:
 		if (rv != 0)
 			goto fail;
 		if (r.h.version >= last) {
+			rec_read_release(&r);
 			rv = KV_ECORRUPT; /* versions must fall along a chain */
 			goto fail;
 		}
@@ -316,6 +320,7 @@ restart:
 				size_t nc = cap ? cap * 2 : 8;
 				struct kv_version *nv = realloc(v, nc * sizeof(*nv));
 				if (nv == NULL) {
+					rec_read_release(&r);
 					rv = -ENOMEM;
 					goto fail;
 				}
@@ -329,15 +334,14 @@ restart:
 			x->expiry_ms = r.h.expiry_ms;
 			x->tombstone = r.h.type == REC_DELETE;
 			if (with_values && r.h.type == REC_PUT) {
-				struct rec_read full;
-				if ((rv = read_at(db, r.loc, key, key_len, true, &full)) != 0)
-					goto fail;
-				x->data = (void *)full.value;
-				x->len = full.h.value_len;
-				x->priv_ = full.buf;
+				x->data = (void *)r.value;
+				x->len = r.h.value_len;
+				x->priv_ = r.buf;
+				r.buf = NULL;
 			}
 			n++;
 		}
+		rec_read_release(&r);
 		if (r.h.prev_seg == 0) {
 			truncated = (r.h.flags & REC_F_HISTORY_CUT) != 0;
 			break;

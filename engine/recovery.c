@@ -251,10 +251,10 @@ static int list_dir(kv_db *db, struct listing *l)
 		}
 	}
 	closedir(d);
-	if (rv == 0) {
+	if (rv == 0 && l->nsegs > 1)
 		qsort(l->segs, l->nsegs, sizeof(*l->segs), cmp_u32);
+	if (rv == 0 && l->ncommits > 1)
 		qsort(l->commits, l->ncommits, sizeof(*l->commits), cmp_str);
-	}
 	return rv;
 }
 
