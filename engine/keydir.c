@@ -80,6 +80,7 @@
 #define SF_SIZE_MASK ((1u << 28) - 1)
 #define SF_TOMB (1u << 28)
 #define SF_TTL (1u << 29)
+#define SF_SLACK_SHIFT 30 /* units the block has beyond the leaf's size */
 #define LEAF_HEAD 20u /* version, seg, off, size|flags */
 
 #define POS_START (-2) /* walk frame: nothing visited yet (forward) */
@@ -92,6 +93,8 @@ struct keydir {
 	uint32_t chunk_cap; /* entries in chunks[] */
 	size_t count;
 	size_t bytes; /* sum of chunk sizes */
+	uint32_t wild;       /* the untouched tail of the newest chunk ... */
+	uint32_t wild_units; /* ... and its length: 0 or >= MIN_BLOCK */
 	uint8_t **chunks;
 	uint64_t free_map[NCLASS / 64];
 	uint32_t free_head[NCLASS];
@@ -204,17 +207,21 @@ static void fl_unlink(struct keydir *kd, unsigned c, uint8_t *prev, uint32_t h)
 		kd->free_map[c / 64] &= ~(1ull << (c % 64));
 }
 
-/* Hands out the first u units of free block h (s units, already unlinked). */
+/* Hands out u units from the front of free block h of s >= u units (already
+ * unlinked): a rest of MIN_BLOCK or more goes back on a free list, a smaller
+ * one is handed out too, as slack. Returns the units handed out. */
 static uint32_t take(struct keydir *kd, uint32_t h, uint32_t s, uint32_t u)
 {
-	assert(s == u || s >= u + MIN_BLOCK);
-	if (s > u)
-		fl_push(kd, h + u, s - u);
-	return h;
+	assert(s >= u);
+	if (s - u < MIN_BLOCK)
+		return s;
+	fl_push(kd, h + u, s - u);
+	return u;
 }
 
-/* First block of class c that fits u units exactly or with a usable rest. */
-static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret)
+/* First of the first FIT_SCAN blocks of class c with at least u units. */
+static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret_h,
+                   uint32_t *ret_units)
 {
 	uint8_t *prev = NULL;
 	uint32_t h = kd->free_head[c];
@@ -222,9 +229,10 @@ static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret)
 	for (int i = 0; h != 0 && i < FIT_SCAN; i++) {
 		uint8_t *p = at(kd, h);
 		uint32_t s = rd32(p + 4);
-		if (s == u || s >= u + MIN_BLOCK) {
+		if (s >= u) {
 			fl_unlink(kd, c, prev, h);
-			*ret = take(kd, h, s, u);
+			*ret_units = take(kd, h, s, u);
+			*ret_h = h;
 			return true;
 		}
 		prev = p;
@@ -258,9 +266,11 @@ static int arena_grow(struct keydir *kd, uint32_t u)
 		kd->chunks = t;
 		kd->chunk_cap = cap;
 	}
-	unsigned shift = CHUNK_MIN_SHIFT + kd->nchunks;
-	if (shift > CHUNK_MAX_SHIFT)
-		shift = CHUNK_MAX_SHIFT;
+	/* About 1/32 of what the arena holds: the unused tail of the newest
+	 * chunk stays a small share of the memory at every size. */
+	unsigned shift = CHUNK_MIN_SHIFT;
+	while (shift < CHUNK_MAX_SHIFT && ((size_t)1 << (shift + 1 + 5)) <= kd->bytes)
+		shift++;
 	uint32_t first = kd->nchunks == 0 ? 1 : 0; /* unit 0 of chunk 0 is null */
 	while ((((size_t)1 << shift) - CHUNK_SLACK) >> UNIT_SHIFT < (size_t)u + first)
 		shift++;
@@ -272,12 +282,20 @@ static int arena_grow(struct keydir *kd, uint32_t u)
 	uint32_t idx = kd->nchunks++;
 	kd->chunks[idx] = c;
 	kd->bytes += bytes;
-	fl_push(kd, (idx << OFF_BITS) | first, (uint32_t)(bytes >> UNIT_SHIFT) - first);
+	if (kd->wild_units)
+		fl_push(kd, kd->wild, kd->wild_units);
+	kd->wild = (idx << OFF_BITS) | first;
+	kd->wild_units = (uint32_t)(bytes >> UNIT_SHIFT) - first;
 	return 0;
 }
 
-/* Allocates u units; *ret is an untagged handle. */
-static int arena_alloc(struct keydir *kd, uint32_t u, uint32_t *ret)
+/* Allocates u units: *ret_h (untagged) gets u to u + MIN_BLOCK - 1 units,
+ * *ret_units says how many. In order: a free block of exactly u units, the
+ * smallest larger one (split, or handed out whole when less than MIN_BLOCK
+ * would be left), the wilderness, a new chunk. Free blocks go before the
+ * wilderness: as nodes outgrow a class, blocks of that size stop being asked
+ * for, and only splitting puts them back to use. */
+static int arena_alloc(struct keydir *kd, uint32_t u, uint32_t *ret_h, uint32_t *ret_units)
 {
 	int rv;
 
@@ -288,22 +306,30 @@ static int arena_alloc(struct keydir *kd, uint32_t u, uint32_t *ret)
 			uint32_t h = kd->free_head[c];
 			if (h != 0) {
 				fl_unlink(kd, c, NULL, h);
-				*ret = h;
+				*ret_h = h;
+				*ret_units = u;
 				return 0;
 			}
-		} else if (fl_fit(kd, c, u, ret)) {
+		} else if (fl_fit(kd, c, u, ret_h, ret_units)) {
 			return 0;
 		}
-		unsigned c1 = size_class(u + MIN_BLOCK);
-		if (c1 >= NEXACT && c1 != c && fl_fit(kd, c1, u, ret))
-			return 0;
-		/* Every block in a class above c1 is larger than u + MIN_BLOCK. */
-		unsigned c2 = fl_next_class(kd, c1 >= NEXACT ? c1 + 1 : c1);
+		/* Every block in a class above c has more than u units; the
+		 * smallest goes first (a rest under MIN_BLOCK becomes slack). */
+		unsigned c2 = fl_next_class(kd, c + 1);
 		if (c2 < NCLASS) {
 			uint32_t h = kd->free_head[c2];
 			uint32_t s = rd32(at(kd, h) + 4);
 			fl_unlink(kd, c2, NULL, h);
-			*ret = take(kd, h, s, u);
+			*ret_h = h;
+			*ret_units = take(kd, h, s, u);
+			return 0;
+		}
+		if (kd->wild_units >= u) {
+			uint32_t got = kd->wild_units - u < MIN_BLOCK ? kd->wild_units : u;
+			*ret_h = kd->wild;
+			*ret_units = got;
+			kd->wild += got;
+			kd->wild_units -= got;
 			return 0;
 		}
 		if ((rv = arena_grow(kd, u)) != 0)
@@ -326,6 +352,8 @@ static void arena_reset(struct keydir *kd)
 	kd->chunk_cap = 0;
 	kd->bytes = 0;
 	kd->root = 0;
+	kd->wild = 0;
+	kd->wild_units = 0;
 	memset(kd->free_map, 0, sizeof kd->free_map);
 	memset(kd->free_head, 0, sizeof kd->free_head);
 }
@@ -392,11 +420,13 @@ static void leaf_entry(const uint8_t *l, struct kd_entry *e)
 	e->expiry_ms = (sf & SF_TTL) ? rd64(l + LEAF_HEAD) : 0;
 }
 
+/* The units of the leaf's block, slack included. */
 static uint32_t leaf_size_units(const uint8_t *l)
 {
 	size_t slen;
+	uint32_t sf = rd32(l + 16);
 	leaf_suffix(l, &slen);
-	return leaf_units(rd32(l + 16) & SF_TTL, slen);
+	return leaf_units(sf & SF_TTL, slen) + (sf >> SF_SLACK_SHIFT);
 }
 
 static inline uint32_t entry_sf(const struct kd_entry *e)
@@ -411,11 +441,13 @@ static int leaf_new(struct keydir *kd, const struct kd_entry *e, size_t slen, ui
                     uint8_t **ret_suffix)
 {
 	uint32_t sf = entry_sf(e);
-	uint32_t h;
+	uint32_t u = leaf_units(sf & SF_TTL, slen);
+	uint32_t h, got;
 	int rv;
 
-	if ((rv = arena_alloc(kd, leaf_units(sf & SF_TTL, slen), &h)) != 0)
+	if ((rv = arena_alloc(kd, u, &h, &got)) != 0)
 		return rv;
+	sf |= (got - u) << SF_SLACK_SHIFT;
 	uint8_t *l = at(kd, h);
 	wr64(l, e->version);
 	wr32(l + 8, e->seg);
@@ -468,11 +500,13 @@ static const struct nclass nclasses[] = {
 	{NK_INDEXED, 128, 256}, {NK_INDEXED, 160, 256}, {NK_FULL, 256, 0},
 };
 #define NNCLASS (sizeof nclasses / sizeof nclasses[0])
+#define NODE_CLASS 0x1f
+#define NODE_SLACK_SHIFT 5 /* 2 bits: units the block has beyond the node's size */
 #define NODE_END 0x80
 
 static inline const struct nclass *n_cls(const uint8_t *n)
 {
-	return &nclasses[n[0] & 0x1f];
+	return &nclasses[n[0] & NODE_CLASS];
 }
 
 static inline bool n_has_end(const uint8_t *n)
@@ -512,9 +546,11 @@ static uint32_t node_units(unsigned nc, bool end, uint32_t plen)
 	return (4 + (end ? 4 : 0) + c->keys + 4u * c->cap + plen + 3) >> UNIT_SHIFT;
 }
 
+/* The units of the node's block, slack included. */
 static uint32_t node_size_units(const uint8_t *n)
 {
-	return node_units(n[0] & 0x1f, n_has_end(n), n_plen(n));
+	return node_units(n[0] & NODE_CLASS, n_has_end(n), n_plen(n)) +
+	       ((n[0] >> NODE_SLACK_SHIFT) & 3u);
 }
 
 /* Smallest class holding cnt children. */
@@ -526,6 +562,23 @@ static unsigned nc_for(unsigned cnt)
 	return nc;
 }
 
+/* First index of the sorted keys[0..cnt) holding a byte >= b (b <= 256). */
+static inline unsigned sorted_lower(const uint8_t *keys, unsigned cnt, unsigned b)
+{
+	unsigned lo = 0, hi = cnt;
+
+	while (hi - lo > 8) {
+		unsigned mid = (lo + hi) / 2;
+		if (keys[mid] < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo < hi && keys[lo] < b)
+		lo++;
+	return lo;
+}
+
 /* The child slot for byte b, or NULL. */
 static uint8_t *n_find(uint8_t *n, uint8_t b)
 {
@@ -534,14 +587,8 @@ static uint8_t *n_find(uint8_t *n, uint8_t b)
 
 	switch (c->kind) {
 	case NK_SORTED: {
-		unsigned cnt = n[1];
-		for (unsigned i = 0; i < cnt; i++) {
-			if (body[i] == b)
-				return body + c->keys + 4 * i;
-			if (body[i] > b)
-				break;
-		}
-		return NULL;
+		unsigned i = sorted_lower(body, n[1], b);
+		return (i < n[1] && body[i] == b) ? body + c->keys + 4 * i : NULL;
 	}
 	case NK_INDEXED: {
 		unsigned s = body[b];
@@ -570,14 +617,14 @@ static int n_next(uint8_t *n, int pos, bool rev, uint32_t *ret_h)
 		}
 		int start = pos < 0 ? 0 : pos + 1;
 		switch (c->kind) {
-		case NK_SORTED:
-			for (unsigned i = 0, cnt = n[1]; i < cnt; i++) {
-				if (body[i] >= start) {
-					*ret_h = rd32(kids + 4 * i);
-					return body[i];
-				}
+		case NK_SORTED: {
+			unsigned i = sorted_lower(body, n[1], (unsigned)start);
+			if (i < n[1]) {
+				*ret_h = rd32(kids + 4 * i);
+				return body[i];
 			}
 			break;
+		}
 		case NK_INDEXED:
 			for (int b = start; b < 256; b++) {
 				if (body[b]) {
@@ -602,14 +649,14 @@ static int n_next(uint8_t *n, int pos, bool rev, uint32_t *ret_h)
 		return POS_NONE;
 	int last = pos - 1;
 	switch (c->kind) {
-	case NK_SORTED:
-		for (unsigned i = n[1]; i-- > 0;) {
-			if (body[i] <= last) {
-				*ret_h = rd32(kids + 4 * i);
-				return body[i];
-			}
+	case NK_SORTED: {
+		unsigned i = sorted_lower(body, n[1], (unsigned)pos); /* pos = last + 1 */
+		if (i > 0) {
+			*ret_h = rd32(kids + 4 * (i - 1));
+			return body[i - 1];
 		}
 		break;
+	}
 	case NK_INDEXED:
 		for (int b = last; b >= 0; b--) {
 			if (body[b]) {
@@ -708,14 +755,15 @@ static void n_fill(uint8_t *n, const uint8_t *bytes, const uint32_t *hs, unsigne
 static int node_make(struct keydir *kd, unsigned nc, uint32_t end, uint32_t plen,
                      const uint8_t *bytes, const uint32_t *hs, unsigned cnt, uint32_t *ret_h)
 {
-	uint32_t h;
+	uint32_t u = node_units(nc, end != 0, plen);
+	uint32_t h, got;
 	int rv;
 
 	assert(plen <= UINT16_MAX);
-	if ((rv = arena_alloc(kd, node_units(nc, end != 0, plen), &h)) != 0)
+	if ((rv = arena_alloc(kd, u, &h, &got)) != 0)
 		return rv;
 	uint8_t *n = at(kd, h);
-	n[0] = (uint8_t)(nc | (end ? NODE_END : 0));
+	n[0] = (uint8_t)(nc | ((got - u) << NODE_SLACK_SHIFT) | (end ? NODE_END : 0));
 	n[1] = 0;
 	wr16(n + 2, (uint16_t)plen);
 	if (end)
@@ -736,9 +784,7 @@ static void n_add(uint8_t *n, uint8_t b, uint32_t h)
 	assert(cnt < c->cap);
 	switch (c->kind) {
 	case NK_SORTED: {
-		unsigned i = 0;
-		while (i < cnt && body[i] < b)
-			i++;
+		unsigned i = sorted_lower(body, cnt, b);
 		memmove(body + i + 1, body + i, cnt - i);
 		memmove(kids + 4 * (i + 1), kids + 4 * i, 4 * (cnt - i));
 		body[i] = b;
@@ -766,9 +812,8 @@ static void n_del(uint8_t *n, uint8_t b)
 
 	switch (c->kind) {
 	case NK_SORTED: {
-		unsigned i = 0;
-		while (body[i] != b)
-			i++;
+		unsigned i = sorted_lower(body, cnt, b);
+		assert(i < cnt && body[i] == b);
 		memmove(body + i, body + i + 1, cnt - i - 1);
 		memmove(kids + 4 * i, kids + 4 * (i + 1), 4 * (cnt - i - 1));
 		break;
@@ -876,7 +921,7 @@ static int leaf_replace(struct keydir *kd, uint8_t *slot, uint32_t h, const stru
 		wr64(l, e->version);
 		wr32(l + 8, e->seg);
 		wr32(l + 12, e->off);
-		wr32(l + 16, sf);
+		wr32(l + 16, sf | (rd32(l + 16) & (3u << SF_SLACK_SHIFT)));
 		if (sf & SF_TTL)
 			wr64(l + LEAF_HEAD, e->expiry_ms);
 	} else {
@@ -966,7 +1011,7 @@ static int put_split_node(struct keydir *kd, uint8_t *slot, uint32_t h, size_t p
 		goto fail;
 	unsigned cnt = n_gather(n, bytes, hs);
 	uint32_t nplen = plen - (uint32_t)p - 1;
-	if ((rv = node_make(kd, n[0] & 0x1f, n_has_end(n) ? rd32(n + 4) : 0, nplen, bytes, hs, cnt,
+	if ((rv = node_make(kd, n[0] & NODE_CLASS, n_has_end(n) ? rd32(n + 4) : 0, nplen, bytes, hs, cnt,
 	                    &n2)) != 0)
 		goto fail;
 	uint8_t *pre = n_prefix(n);
@@ -1092,7 +1137,7 @@ int keydir_put(struct keydir *kd, const void *key_, size_t len, const struct kd_
 			uint32_t nl, nn;
 			if ((rv = leaf_make(kd, e, NULL, 0, -1, NULL, 0, &nl)) != 0)
 				return rv;
-			if ((rv = node_rebuild(kd, h, p[0] & 0x1f, nl, -1, 0, &nn)) != 0) {
+			if ((rv = node_rebuild(kd, h, p[0] & NODE_CLASS, nl, -1, 0, &nn)) != 0) {
 				arena_free(kd, nl, leaf_size_units(at(kd, nl)));
 				return rv;
 			}
@@ -1157,7 +1202,7 @@ static int node_collapse(struct keydir *kd, uint8_t *slot, uint32_t h, int b, ui
 		unsigned cnt = n_gather(c, bytes, hs);
 		assert(b >= 0);
 		uint32_t nplen = plen + 1 + cplen;
-		if ((rv = node_make(kd, c[0] & 0x1f, n_has_end(c) ? rd32(c + 4) : 0, nplen, bytes, hs,
+		if ((rv = node_make(kd, c[0] & NODE_CLASS, n_has_end(c) ? rd32(c + 4) : 0, nplen, bytes, hs,
 		                    cnt, &nh)) != 0)
 			return rv;
 		uint8_t *np = n_prefix(at(kd, nh));
@@ -1255,7 +1300,7 @@ int keydir_remove(struct keydir *kd, const void *key_, size_t len, struct kd_ent
 			wr32(nslot, nn);
 		} else {
 			n_del(n, (uint8_t)lb);
-			unsigned nc = n[0] & 0x1f;
+			unsigned nc = n[0] & NODE_CLASS;
 			if (nc > 0 && cnt - 1 < nclasses[nc - 1].cap) {
 				uint32_t nn;
 				/* Shrinking is optional: on failure keep the bigger node. */
