@@ -496,8 +496,10 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 		atomic_fetch_add(&db->batches, 1);
 		atomic_fetch_add(&db->batched_writes, b->nreqs);
 	} else {
-		/* Nothing of a failed batch may survive: cut the segment back. */
-		if (res->sync_failed || ftruncate(db->active->fd, (off_t)db->tail) != 0)
+		/* Nothing of a failed batch should survive: cut the segment back.
+		 * After a failed fdatasync the kernel may have dropped pages it
+		 * could not write, so the database also stops taking writes. */
+		if (ftruncate(db->active->fd, (off_t)db->tail) != 0 || res->sync_failed)
 			atomic_store(&db->read_only, true);
 		db->next_version = b->first_version;
 	}

@@ -1,0 +1,288 @@
+/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync. */
+#include "testutil.h"
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "io.h"
+
+static struct tu_clock clk = {1700000000000ull};
+
+/* Makes io_uring_setup fail with ENOSYS in this process, as a container's
+ * seccomp profile does. */
+static int block_io_uring(void)
+{
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int exercise(kv_db *db)
+{
+	struct kv_value v;
+	char k[16];
+
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		if (kv_put(db, k, strlen(k), k, strlen(k), NULL, NULL) != 0)
+			return 1;
+	}
+	if (kv_get(db, "k42", 3, NULL, &v) != 0 || v.len != 3 || memcmp(v.data, "k42", 3))
+		return 2;
+	kv_value_release(&v);
+	return 0;
+}
+
+static void test_seccomp_fallback(void **state)
+{
+	char *dir = tu_mkdtemp("seccomp");
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kv_options o;
+		struct kv_stats st;
+		kv_db *db;
+		if (block_io_uring() != 0)
+			_exit(20);
+		tu_options(&o, &clk);
+		/* required io_uring: a clear error */
+		o.io = KV_IO_URING;
+		if (kv_open(dir, &o, &db) != -ENOSYS)
+			_exit(21);
+		/* auto: falls back to pread/pwrite and works */
+		o.io = KV_IO_AUTO;
+		if (kv_open(dir, &o, &db) != 0)
+			_exit(22);
+		if (kv_stats(db, &st) != 0 || st.io_uring)
+			_exit(23);
+		if (exercise(db) != 0)
+			_exit(24);
+		if (kv_close(db) != 0)
+			_exit(25);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_backends_agree(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("backend");
+		struct kv_options o;
+		struct kv_stats st;
+		kv_db *db;
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_stats(db, &st), 0);
+		assert_int_equal(st.io_uring, modes[m] == KV_IO_URING);
+		assert_int_equal(exercise(db), 0);
+		assert_int_equal(kv_close(db), 0);
+		/* either backend reads what the other wrote */
+		o.io = modes[1 - m];
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		{
+			struct kv_value v;
+			assert_int_equal(kv_get(db, "k99", 3, NULL, &v), 0);
+			kv_value_release(&v);
+		}
+		assert_int_equal(kv_close(db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
+struct faults {
+	int fail_sync;  /* fail the next n fdatasyncs */
+	int fail_write; /* fail the next n writes */
+	int write_err;
+};
+
+static int f_write(void *arg, int fd, uint64_t off, size_t len)
+{
+	struct faults *f = arg;
+	(void)fd;
+	(void)off;
+	(void)len;
+	if (f->fail_write > 0) {
+		f->fail_write--;
+		return f->write_err;
+	}
+	return 0;
+}
+
+static int f_sync(void *arg, int fd)
+{
+	struct faults *f = arg;
+	(void)fd;
+	if (f->fail_sync > 0) {
+		f->fail_sync--;
+		return -EIO;
+	}
+	return 0;
+}
+
+static void test_fsync_failure_read_only(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("fsyncfail");
+		struct faults fl = {0};
+		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct kv_options o;
+		struct kv_value v;
+		struct kv_stats st;
+		kv_db *db;
+
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		o.fault = &f;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_put(db, "safe", 4, "1", 1, NULL, NULL), 0);
+		fl.fail_sync = 1;
+		/* the batch whose fdatasync failed is not acknowledged */
+		assert_int_equal(kv_put(db, "lost", 4, "2", 1, NULL, NULL), -EIO);
+		assert_int_equal(kv_get(db, "lost", 4, NULL, &v), KV_ENOTFOUND);
+		/* and the database refuses writes from then on, reads go on */
+		assert_int_equal(kv_put(db, "later", 5, "3", 1, NULL, NULL), KV_EREADONLY);
+		assert_int_equal(kv_stats(db, &st), 0);
+		assert_true(st.read_only);
+		assert_int_equal(kv_get(db, "safe", 4, NULL, &v), 0);
+		kv_value_release(&v);
+		assert_string_equal(kv_strerror(KV_EREADONLY),
+		                    "database is read-only after an I/O error");
+		kv_close(db);
+		/* an operator reopens: what was acknowledged is there, nothing else */
+		o.fault = NULL;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_get(db, "safe", 4, NULL, &v), 0);
+		kv_value_release(&v);
+		assert_int_equal(kv_get(db, "lost", 4, NULL, &v), KV_ENOTFOUND);
+		assert_int_equal(kv_put(db, "later", 5, "3", 1, NULL, NULL), 0);
+		assert_int_equal(kv_close(db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
+static void test_write_failure_recovers(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("enospc");
+		struct faults fl = {0};
+		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct kv_options o;
+		struct kv_value v;
+		struct kv_stats st;
+		struct kv_recovery_info ri;
+		uint64_t v1 = 0, v2 = 0;
+		kv_db *db;
+
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		o.fault = &f;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, &v1), 0);
+		fl.fail_write = 1;
+		fl.write_err = -ENOSPC;
+		assert_int_equal(kv_put(db, "b", 1, "2", 1, NULL, NULL), -ENOSPC);
+		assert_int_equal(kv_stats(db, &st), 0);
+		assert_false(st.read_only);
+		/* the next write gets the version the failed one gave back */
+		assert_int_equal(kv_put(db, "c", 1, "3", 1, NULL, &v2), 0);
+		assert_int_equal(v2, v1 + 1);
+		assert_int_equal(kv_get(db, "b", 1, NULL, &v), KV_ENOTFOUND);
+		assert_int_equal(kv_close(db), 0);
+		o.fault = NULL;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_recovery_info(db, &ri), 0);
+		assert_int_equal(ri.corrupt_records, 0);
+		assert_int_equal(kv_get(db, "c", 1, NULL, &v), 0);
+		assert_int_equal(v.version, v2);
+		kv_value_release(&v);
+		assert_int_equal(kv_get(db, "b", 1, NULL, &v), KV_ENOTFOUND);
+		assert_int_equal(kv_close(db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
+static void test_interval_sync(void **state)
+{
+	char *dir = tu_mkdtemp("interval");
+	struct kv_options o;
+	struct kv_stats st;
+	kv_db *db;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_INTERVAL;
+	o.sync_interval_ms = 100;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 0); /* acknowledged without waiting for the disk */
+	assert_int_equal(kv_tick(db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 0); /* the interval has not passed */
+	clk.ms += 100;
+	assert_int_equal(kv_tick(db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 1);
+	clk.ms += 100;
+	assert_int_equal(kv_tick(db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 1); /* nothing new to sync */
+	assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
+	assert_int_equal(kv_sync(db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 2);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_seccomp_fallback),
+		cmocka_unit_test(test_backends_agree),
+		cmocka_unit_test(test_fsync_failure_read_only),
+		cmocka_unit_test(test_write_failure_recovers),
+		cmocka_unit_test(test_interval_sync),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
