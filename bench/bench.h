@@ -11,4 +11,10 @@ int bench_engine(int argc, char **argv);
 /* kvbench keydir: key-directory memory per key and operation speed. */
 int bench_keydir(int argc, char **argv);
 
+/* kvbench open: time to open a database from hint files and by log scan. */
+int bench_open(int argc, char **argv);
+
+/* kvbench merge: merge time, space reclaimed, writer latency during a merge. */
+int bench_merge(int argc, char **argv);
+
 #endif

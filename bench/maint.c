@@ -1,0 +1,404 @@
+/*
+ * maint.c — kvbench open and kvbench merge: how long opening a database takes
+ * (from hint files, and from a full scan of the log), and what a merge costs
+ * the writers that keep going while it runs.
+ */
+#include "bench.h"
+
+#include "kvengine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void rmtree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char p[4096];
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+static int remove_hints(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char p[4096];
+	int n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+		if (l > 5 && strcmp(de->d_name + l - 5, ".hint") == 0) {
+			snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+			n += unlink(p) == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct common {
+	uint64_t keys;
+	uint32_t key_size;
+	uint32_t value_size;
+	const char *dir;
+	bool json;
+};
+
+static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count)
+{
+	char key[256], *val = malloc(c->value_size + 1);
+	struct kv_op ops[256];
+	char keys[256][256];
+	uint64_t s = seed;
+
+	if (val == NULL)
+		return -ENOMEM;
+	memset(val, 'v', c->value_size);
+	for (uint64_t i = 0; i < count;) {
+		size_t n = 0;
+		for (; n < 256 && i < count; n++, i++) {
+			uint64_t k = splitmix(&s) % c->keys;
+			snprintf(key, sizeof(key), "%0*" PRIu64, (int)c->key_size, k);
+			memcpy(keys[n], key, c->key_size);
+			ops[n] = (struct kv_op){.type = KV_OP_PUT,
+			                        .key = keys[n],
+			                        .key_len = c->key_size,
+			                        .value = val,
+			                        .value_len = c->value_size,
+			                        .if_version = KV_ANY_VERSION};
+		}
+		int rv = kv_batch(db, ops, n);
+		if (rv != 0) {
+			free(val);
+			return rv;
+		}
+	}
+	free(val);
+	return 0;
+}
+
+static int parse_common(int argc, char **argv, struct common *c, const char *usage)
+{
+	static const struct option lo[] = {
+		{"keys", required_argument, NULL, 'n'},
+		{"key-size", required_argument, NULL, 'k'},
+		{"value-size", required_argument, NULL, 'v'},
+		{"dir", required_argument, NULL, 'd'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+
+	c->keys = 1000000;
+	c->key_size = 16;
+	c->value_size = 100;
+	c->dir = NULL;
+	c->json = false;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			c->keys = strtoull(optarg, NULL, 10);
+			break;
+		case 'k':
+			c->key_size = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'v':
+			c->value_size = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'd':
+			c->dir = optarg;
+			break;
+		case 'j':
+			c->json = true;
+			break;
+		case 'h':
+			printf("%s", usage);
+			return 1;
+		default:
+			fprintf(stderr, "%s", usage);
+			return 2;
+		}
+	}
+	if (c->keys == 0 || c->key_size < 8 || c->key_size > 200) {
+		fprintf(stderr, "kvbench: --keys must be > 0 and --key-size 8..200\n");
+		return 2;
+	}
+	return 0;
+}
+
+static char *make_dir(const char *given, const char *tag)
+{
+	char *p;
+
+	if (given != NULL) {
+		mkdir(given, 0755);
+		if (asprintf(&p, "%s/%s", given, tag) < 0)
+			return NULL;
+		rmtree(p);
+		return p;
+	}
+	if (asprintf(&p, "/tmp/kvbench-%s-XXXXXX", tag) < 0)
+		return NULL;
+	if (mkdtemp(p) == NULL) {
+		free(p);
+		return NULL;
+	}
+	rmdir(p);
+	return p;
+}
+
+int bench_open(int argc, char **argv)
+{
+	static const char usage[] =
+		"usage: kvbench open [--keys N] [--key-size B] [--value-size B] [--dir D] [--json]\n"
+		"Fills N keys, closes, then times kv_open from hint files and from a full log scan.\n";
+	struct common c;
+	struct kv_options o;
+	struct kv_recovery_info ri_hint, ri_scan;
+	struct kv_stats st;
+	kv_db *db;
+	double t0, t_hint, t_scan;
+	char *dir;
+	int rv;
+
+	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+		return rv == 1 ? 0 : rv;
+	if ((dir = make_dir(c.dir, "open")) == NULL)
+		return 1;
+	kv_options_init(&o);
+	o.sync = KV_SYNC_NONE;
+	o.background = false;
+	o.merge_ratio_pct = 0;
+	if ((rv = kv_open(dir, &o, &db)) != 0 || (rv = fill(db, &c, 1, c.keys)) != 0) {
+		fprintf(stderr, "kvbench open: fill: %s\n", kv_strerror(rv));
+		return 1;
+	}
+	kv_stats(db, &st);
+	kv_close(db);
+
+	t0 = now_s();
+	if ((rv = kv_open(dir, &o, &db)) != 0) {
+		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
+		return 1;
+	}
+	t_hint = now_s() - t0;
+	kv_recovery_info(db, &ri_hint);
+	kv_close(db);
+
+	remove_hints(dir);
+	t0 = now_s();
+	if ((rv = kv_open(dir, &o, &db)) != 0) {
+		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
+		return 1;
+	}
+	t_scan = now_s() - t0;
+	kv_recovery_info(db, &ri_scan);
+	kv_close(db);
+	rmtree(dir);
+
+	if (c.json) {
+		printf("{\"bench\":\"open\",\"keys\":%" PRIu64 ",\"key_size\":%u,\"value_size\":%u,"
+		       "\"disk_bytes\":%" PRIu64 ",\"segments\":%u,\"open_hints_s\":%.4f,"
+		       "\"open_scan_s\":%.4f,\"records\":%" PRIu64 "}\n",
+		       st.keys, c.key_size, c.value_size, st.disk_bytes, ri_hint.segments, t_hint,
+		       t_scan, ri_scan.records);
+	} else {
+		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
+		       c.key_size, c.value_size);
+		printf("%" PRIu64 " live keys, %" PRIu64 " records, %.1f MiB in %u segments\n",
+		       st.keys, ri_scan.records, st.disk_bytes / 1048576.0, ri_hint.segments);
+		printf("open from hint files : %8.3f s  (%5.0f k records/s, %u hints)\n", t_hint,
+		       ri_hint.records / t_hint / 1e3, ri_hint.hints_loaded);
+		printf("open by log scan     : %8.3f s  (%5.0f k records/s, %u segments scanned)\n",
+		       t_scan, ri_scan.records / t_scan / 1e3, ri_scan.segments_scanned);
+		printf("hint / scan          : %8.2fx faster\n", t_scan / t_hint);
+	}
+	free(dir);
+	return 0;
+}
+
+/* ---- merge ------------------------------------------------------------- */
+
+struct lat {
+	uint64_t *us;
+	size_t n, cap;
+};
+
+struct writer {
+	kv_db *db;
+	const struct common *c;
+	atomic_int stop;
+	atomic_int phase; /* 0 before the merge, 1 while it runs */
+	struct lat lat[2];
+	int err;
+};
+
+static void lat_add(struct lat *l, uint64_t us)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 65536;
+		l->us = realloc(l->us, l->cap * sizeof(*l->us));
+	}
+	l->us[l->n++] = us;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t pct(struct lat *l, double p)
+{
+	if (l->n == 0)
+		return 0;
+	return l->us[(size_t)((double)(l->n - 1) * p)];
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	char key[256], *val = malloc(w->c->value_size);
+	uint64_t s = 42;
+
+	memset(val, 'w', w->c->value_size);
+	while (!atomic_load(&w->stop)) {
+		uint64_t k = splitmix(&s) % w->c->keys;
+		double t0;
+		int phase = atomic_load(&w->phase);
+		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);
+		t0 = now_s();
+		if (kv_put(w->db, key, w->c->key_size, val, w->c->value_size, NULL, NULL) != 0) {
+			w->err = 1;
+			break;
+		}
+		lat_add(&w->lat[phase], (uint64_t)((now_s() - t0) * 1e6));
+	}
+	free(val);
+	return NULL;
+}
+
+int bench_merge(int argc, char **argv)
+{
+	static const char usage[] =
+		"usage: kvbench merge [--keys N] [--key-size B] [--value-size B] [--dir D] [--json]\n"
+		"Writes every key twice (half the log dead), then merges while a writer thread\n"
+		"keeps writing (sync=none); reports merge time, space reclaimed and the writer's\n"
+		"put latency before and during the merge.\n";
+	struct common c;
+	struct kv_options o;
+	struct kv_stats before, after;
+	struct writer w;
+	pthread_t th;
+	kv_db *db;
+	double t0, t_merge, t_base;
+	char *dir;
+	int rv;
+
+	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+		return rv == 1 ? 0 : rv;
+	if ((dir = make_dir(c.dir, "merge")) == NULL)
+		return 1;
+	kv_options_init(&o);
+	o.sync = KV_SYNC_NONE;
+	o.background = false;
+	o.merge_ratio_pct = 0;
+	if ((rv = kv_open(dir, &o, &db)) != 0 || (rv = fill(db, &c, 1, c.keys)) != 0 ||
+	    (rv = fill(db, &c, 1, c.keys)) != 0) {
+		fprintf(stderr, "kvbench merge: fill: %s\n", kv_strerror(rv));
+		return 1;
+	}
+	memset(&w, 0, sizeof(w));
+	w.db = db;
+	w.c = &c;
+	pthread_create(&th, NULL, writer_main, &w);
+	/* a baseline as long as... one second of writes without a merge */
+	t0 = now_s();
+	while (now_s() - t0 < 1.0)
+		usleep(10000);
+	t_base = now_s() - t0;
+	kv_stats(db, &before);
+	atomic_store(&w.phase, 1);
+	t0 = now_s();
+	rv = kv_merge(db);
+	t_merge = now_s() - t0;
+	atomic_store(&w.stop, 1);
+	pthread_join(th, NULL);
+	kv_stats(db, &after);
+	kv_close(db);
+	rmtree(dir);
+	if (rv != 0 || w.err) {
+		fprintf(stderr, "kvbench merge: %s\n", rv ? kv_strerror(rv) : "writer failed");
+		return 1;
+	}
+	for (int i = 0; i < 2; i++)
+		qsort(w.lat[i].us, w.lat[i].n, sizeof(uint64_t), cmp_u64);
+	if (c.json) {
+		printf("{\"bench\":\"merge\",\"keys\":%" PRIu64 ",\"merge_s\":%.3f,"
+		       "\"disk_before\":%" PRIu64 ",\"disk_after\":%" PRIu64 ","
+		       "\"put_p99_us_idle\":%" PRIu64 ",\"put_p99_us_merge\":%" PRIu64 ","
+		       "\"put_max_us_idle\":%" PRIu64 ",\"put_max_us_merge\":%" PRIu64 ","
+		       "\"puts_per_s_idle\":%.0f,\"puts_per_s_merge\":%.0f}\n",
+		       c.keys, t_merge, before.disk_bytes, after.disk_bytes, pct(&w.lat[0], 0.99),
+		       pct(&w.lat[1], 0.99), pct(&w.lat[0], 1.0), pct(&w.lat[1], 1.0),
+		       w.lat[0].n / t_base, w.lat[1].n / t_merge);
+	} else {
+		printf("kvbench merge --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
+		       c.key_size, c.value_size);
+		printf("merge: %.2f s, log %.1f MiB -> %.1f MiB (%.0f%% reclaimed)\n", t_merge,
+		       before.disk_bytes / 1048576.0, after.disk_bytes / 1048576.0,
+		       100.0 * (1.0 - (double)after.disk_bytes / (double)before.disk_bytes));
+		printf("writer (sync=none)   puts/s    p50 us   p99 us   max us\n");
+		printf("  without merge   %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
+		       w.lat[0].n / t_base, pct(&w.lat[0], 0.5), pct(&w.lat[0], 0.99),
+		       pct(&w.lat[0], 1.0));
+		printf("  during merge    %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
+		       w.lat[1].n / t_merge, pct(&w.lat[1], 0.5), pct(&w.lat[1], 0.99),
+		       pct(&w.lat[1], 1.0));
+	}
+	free(w.lat[0].us);
+	free(w.lat[1].us);
+	free(dir);
+	return 0;
+}
