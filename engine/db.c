@@ -132,6 +132,11 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 	for (hops = 0; hops < 4; hops++) {
 		uint64_t to;
 		if ((s = segtab_find_locked(db, loc_seg(loc))) != NULL) {
+			int fd = seg_pin(s);
+			if (fd < 0) {
+				pthread_mutex_unlock(&db->seg_mu);
+				return fd == -ENOENT ? -EIO : fd;
+			}
 			seg_ref(s);
 			pthread_mutex_unlock(&db->seg_mu);
 			*ret_seg = s;
@@ -144,6 +149,14 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 	}
 	pthread_mutex_unlock(&db->seg_mu);
 	return -ENOENT;
+}
+
+void db_seg_release(struct seg *s)
+{
+	if (s == NULL)
+		return;
+	seg_unpin(s);
+	seg_unref(s);
 }
 
 /* ---- META -------------------------------------------------------------- */
@@ -223,11 +236,16 @@ static int write_hint(kv_db *db, struct seg *s)
 	struct seg_scan_result res;
 	int rv;
 
+	int fd = seg_pin(s);
+
+	if (fd < 0)
+		return fd;
 	hint_writer_init(&g.w);
-	rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
+	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
 	              hint_gen_rec, &g, &res);
 	if (rv == 0 && db->opt.sync != KV_SYNC_ALWAYS)
-		rv = io_fdatasync(db->opt.fault, s->fd);
+		rv = io_fdatasync(db->opt.fault, fd);
+	seg_unpin(s);
 	if (rv == 0)
 		rv = hint_writer_finish(&g.w, db->dirfd, s->id, db->opt.fault);
 	hint_writer_release(&g.w);
@@ -381,8 +399,11 @@ int kv_tick(kv_db *db)
 					break;
 				}
 			}
-			seg_ref(s);
-			fd = s->fd;
+			fd = seg_pin(s);
+			if (fd >= 0)
+				seg_ref(s);
+			else
+				s = NULL;
 		}
 		pthread_mutex_unlock(&db->seg_mu);
 		if (fd >= 0) {
@@ -393,7 +414,7 @@ int kv_tick(kv_db *db)
 				atomic_fetch_add(&db->syncs, 1);
 			}
 		}
-		seg_unref(s);
+		db_seg_release(s);
 		db->last_sync_ms = now;
 	}
 	if (rv == 0)
@@ -592,6 +613,7 @@ static int seal_active(kv_db *db, void *arg)
 	db->active->size = db->tail;
 	db->active->sealed = true;
 	pthread_mutex_unlock(&db->seg_mu);
+	seg_unpin(db->active);
 	db->active = NULL;
 	return 0;
 }

@@ -145,6 +145,8 @@ void segtab_remove_locked(kv_db *db, uint32_t id);
 /* Takes a reference on the segment holding loc, following relocations:
  * *ret_loc is where the record is now. -ENOENT: dropped by merge. */
 int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_loc);
+/* Drops what db_seg_acquire took (the pin on the file and the reference). */
+void db_seg_release(struct seg *s);
 /* Writes META (compact floor) durably. */
 int db_meta_write(kv_db *db, uint64_t floor);
 int db_meta_read(kv_db *db, uint64_t *ret_floor);

@@ -289,6 +289,7 @@ static int out_finish(struct merge_ctx *m)
 	pthread_mutex_unlock(&db->seg_mu);
 	if (rv != 0)
 		return rv;
+	seg_unpin(s); /* published and sealed: the file budget may close it */
 	m->out = NULL;
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes += m->out_len;
@@ -420,7 +421,7 @@ static int load_chain(struct merge_ctx *m, const uint8_t *key, size_t len,
 			uint64_t loc;
 			if ((rv = db_seg_acquire(m->db, ptr, &s, &loc)) != 0)
 				return rv == -ENOENT ? 0 : rv;
-			seg_unref(s);
+			db_seg_release(s);
 			c.ptr = ptr;
 			c.loc = loc;
 			c.in_set = in_set(m, loc_seg(loc));
@@ -542,11 +543,11 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 		if ((rv = db_seg_acquire(m->db, c->ptr, &s, &loc)) != 0)
 			return rv == -ENOENT ? 0 : rv;
 		if ((raw = malloc(size)) == NULL) {
-			seg_unref(s);
+			db_seg_release(s);
 			return -ENOMEM;
 		}
 		rv = io_pread_full(m->db->opt.fault, s->fd, raw, size, loc_off(loc));
-		seg_unref(s);
+		db_seg_release(s);
 		if (rv != 0) {
 			free(raw);
 			return rv == -EIO ? 0 : rv;

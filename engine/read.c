@@ -95,7 +95,7 @@ int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_
 	if ((rv = db_seg_acquire(db, loc, &s, &loc)) != 0)
 		return rv;
 	rv = read_in_seg(db, s, loc, 0, key, key_len, want_value, ret);
-	seg_unref(s);
+	db_seg_release(s);
 	return rv;
 }
 
@@ -206,18 +206,18 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 		/* the newest record answers */
 		if ((exact && e.version != want) || (e.flags & KD_F_TOMBSTONE) ||
 		    ((e.flags & KD_F_TTL) && db_expired(db, e.expiry_ms, now))) {
-			seg_unref(s);
+			db_seg_release(s);
 			return KV_ENOTFOUND;
 		}
 		rv = read_in_seg(db, s, loc, e.size, key, key_len, true, &r);
-		seg_unref(s);
+		db_seg_release(s);
 		if (rv != 0)
 			return rv;
 	} else {
 		struct version_target t = {want, exact};
 		uint64_t epoch = atomic_load(&db->seg_epoch);
 		int tries = 0;
-		seg_unref(s);
+		db_seg_release(s);
 		for (;;) {
 			rv = chain_find(db, key, key_len, &e, stop_at_version, &t, true, &r);
 			if (rv != KV_ECOMPACTED || atomic_load(&db->seg_epoch) == epoch || ++tries > 3)
@@ -226,7 +226,7 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 			epoch = atomic_load(&db->seg_epoch);
 			if ((rv = head_lookup(db, key, key_len, &e, &s, &loc)) != 0)
 				return rv;
-			seg_unref(s);
+			db_seg_release(s);
 		}
 		if (rv == KV_ECOMPACTED && exact && want < atomic_load(&db->compact_floor))
 			return KV_ECOMPACTED;
@@ -283,7 +283,7 @@ restart:
 		goto done;
 	if (rv != 0)
 		return rv;
-	seg_unref(s);
+	db_seg_release(s);
 	now = db_now(db);
 	loc = loc_make(e.seg, e.off);
 	while (n < limit) {

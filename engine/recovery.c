@@ -133,29 +133,6 @@ static int hint_rec(void *arg, const struct hint_ent *e)
 	                    e->expiry_ms);
 }
 
-/* Opens a segment whose header does not check out, to scan its records. */
-static int seg_open_damaged(kv_db *db, uint32_t id, struct seg **ret)
-{
-	char name[SEG_NAME_MAX];
-	struct stat st;
-	struct seg *s;
-	int fd;
-
-	seg_name(name, id, ".seg");
-	if ((fd = openat(db->dirfd, name, O_RDWR | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || (s = calloc(1, sizeof(*s))) == NULL) {
-		close(fd);
-		return -ENOMEM;
-	}
-	s->id = id;
-	s->fd = fd;
-	s->size = (uint64_t)st.st_size;
-	atomic_init(&s->refs, 1);
-	*ret = s;
-	return 0;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -341,7 +318,7 @@ int recovery_run(kv_db *db)
 		}
 		rv = seg_open(db->dirfd, id, db->opt.fault, &s);
 		if (rv == KV_ECORRUPT) {
-			if ((rv = seg_open_damaged(db, id, &s)) != 0)
+			if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0)
 				goto out;
 			if (s->size < SEG_HEADER_SIZE) {
 				/* a crash while the segment was being created: no
@@ -400,6 +377,7 @@ int recovery_run(kv_db *db)
 			goto out;
 		}
 		pend_clear(&c);
+		seg_unpin(s); /* the file budget may close it until it is read again */
 		db->rinfo.segments++;
 		s->sealed = true;
 		db->disk_bytes += s->size;
@@ -419,11 +397,17 @@ int recovery_run(kv_db *db)
 	}
 	if (junk_seg != NULL) {
 		/* the newest segment ends in a torn write: cut it off */
-		if (ftruncate(junk_seg->fd, (off_t)junk_from) != 0) {
-			rv = -errno;
+		int fd = seg_pin(junk_seg);
+		if (fd < 0) {
+			rv = fd;
 			goto out;
 		}
-		if ((rv = io_fdatasync(db->opt.fault, junk_seg->fd)) != 0)
+		if (ftruncate(fd, (off_t)junk_from) != 0)
+			rv = -errno;
+		else
+			rv = io_fdatasync(db->opt.fault, fd);
+		seg_unpin(junk_seg);
+		if (rv != 0)
 			goto out;
 		db->rinfo.truncated_bytes += junk_seg->size - junk_from;
 		db->disk_bytes -= junk_seg->size - junk_from;
@@ -446,7 +430,9 @@ int recovery_run(kv_db *db)
 			}
 			tail->has_hint = false;
 		}
-		tail->sealed = false;
+		if ((rv = seg_pin(tail)) < 0)
+			goto out;
+		tail->sealed = false; /* the active segment stays pinned */
 		db->active = tail;
 		db->tail = tail->size;
 	} else {

@@ -8,11 +8,137 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ---- the open-file budget ---------------------------------------------- */
+
+static struct {
+	pthread_mutex_t mu;
+	struct seg *head, *tail; /* unpinned open segments, least recently used first */
+	size_t open;
+	size_t budget; /* 0: not decided yet */
+} fdc = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0};
+
+static size_t default_budget(void)
+{
+	struct rlimit rl;
+	size_t b = 512;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		b = (size_t)rl.rlim_cur / 2;
+	return b < 16 ? 16 : b;
+}
+
+static void lru_remove(struct seg *s)
+{
+	if (!s->in_lru)
+		return;
+	if (s->lru_prev)
+		s->lru_prev->lru_next = s->lru_next;
+	else
+		fdc.head = s->lru_next;
+	if (s->lru_next)
+		s->lru_next->lru_prev = s->lru_prev;
+	else
+		fdc.tail = s->lru_prev;
+	s->lru_prev = s->lru_next = NULL;
+	s->in_lru = false;
+}
+
+static void lru_append(struct seg *s)
+{
+	s->lru_next = NULL;
+	s->lru_prev = fdc.tail;
+	if (fdc.tail)
+		fdc.tail->lru_next = s;
+	else
+		fdc.head = s;
+	fdc.tail = s;
+	s->in_lru = true;
+}
+
+/* Closes least recently used unpinned files until under the budget. */
+static void fdc_trim(size_t room)
+{
+	if (fdc.budget == 0)
+		fdc.budget = default_budget();
+	while (fdc.open + room > fdc.budget && fdc.head != NULL) {
+		struct seg *v = fdc.head;
+		lru_remove(v);
+		close(v->fd);
+		v->fd = -1;
+		fdc.open--;
+	}
+}
+
+int kv_set_open_files_budget(size_t n)
+{
+	pthread_mutex_lock(&fdc.mu);
+	fdc.budget = n ? n : default_budget();
+	fdc_trim(0);
+	pthread_mutex_unlock(&fdc.mu);
+	return 0;
+}
+
+size_t kv_open_segment_files(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fdc.mu);
+	n = fdc.open;
+	pthread_mutex_unlock(&fdc.mu);
+	return n;
+}
+
+static void fdc_adopt(struct seg *s, int fd)
+{
+	pthread_mutex_lock(&fdc.mu);
+	fdc_trim(1);
+	s->fd = fd;
+	s->pins = 1;
+	fdc.open++;
+	pthread_mutex_unlock(&fdc.mu);
+}
+
+int seg_pin(struct seg *s)
+{
+	int fd;
+
+	pthread_mutex_lock(&fdc.mu);
+	if (s->fd < 0) {
+		char name[SEG_NAME_MAX];
+		fdc_trim(1);
+		seg_name(name, s->id, ".seg");
+		s->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
+		if (s->fd < 0) {
+			int err = -errno;
+			pthread_mutex_unlock(&fdc.mu);
+			return err;
+		}
+		fdc.open++;
+	}
+	lru_remove(s);
+	s->pins++;
+	fd = s->fd;
+	pthread_mutex_unlock(&fdc.mu);
+	return fd;
+}
+
+void seg_unpin(struct seg *s)
+{
+	pthread_mutex_lock(&fdc.mu);
+	if (s->pins > 0 && --s->pins == 0 && s->fd >= 0) {
+		lru_append(s);
+		fdc_trim(0);
+	}
+	pthread_mutex_unlock(&fdc.mu);
+}
 
 void seg_name(char *buf, uint32_t id, const char *ext)
 {
@@ -55,10 +181,11 @@ int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, ui
 		goto fail_file;
 	s->id = id;
 	s->flags = flags;
-	s->fd = fd;
+	s->dirfd = dirfd;
 	s->size = SEG_HEADER_SIZE;
 	s->base_version = base_version;
 	atomic_init(&s->refs, 1);
+	fdc_adopt(s, fd);
 	*ret = s;
 	return 0;
 fail_file:
@@ -105,9 +232,10 @@ int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret)
 	s->id = id;
 	s->flags = get_le32(hdr + 12);
 	s->base_version = get_le64(hdr + 24);
-	s->fd = fd;
+	s->dirfd = dirfd;
 	s->size = (uint64_t)st.st_size;
 	atomic_init(&s->refs, 1);
+	fdc_adopt(s, fd);
 	*ret = s;
 	return 0;
 fail_fd:
@@ -115,6 +243,29 @@ fail_fd:
 fail:
 	free(s);
 	return rv;
+}
+
+int seg_open_raw(int dirfd, uint32_t id, struct seg **ret)
+{
+	char name[SEG_NAME_MAX];
+	struct stat st;
+	struct seg *s;
+	int fd;
+
+	seg_name(name, id, ".seg");
+	if ((fd = openat(dirfd, name, O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || (s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->id = id;
+	s->dirfd = dirfd;
+	s->size = (uint64_t)st.st_size;
+	atomic_init(&s->refs, 1);
+	fdc_adopt(s, fd);
+	*ret = s;
+	return 0;
 }
 
 void seg_ref(struct seg *s)
@@ -128,8 +279,13 @@ void seg_unref(struct seg *s)
 		return;
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	if (s->fd >= 0)
+	pthread_mutex_lock(&fdc.mu);
+	lru_remove(s);
+	if (s->fd >= 0) {
 		close(s->fd);
+		fdc.open--;
+	}
+	pthread_mutex_unlock(&fdc.mu);
 	free(s);
 }
 

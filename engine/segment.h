@@ -37,7 +37,11 @@ enum {
 struct seg {
 	uint32_t id;
 	uint32_t flags; /* SEG_F_* */
-	int fd;
+	int fd;         /* -1 while the file budget keeps it closed; see seg_pin */
+	int dirfd;      /* the database directory (borrowed) */
+	uint32_t pins;  /* users of fd; guarded by the file budget's lock */
+	struct seg *lru_prev, *lru_next;
+	bool in_lru;
 	uint64_t size;         /* bytes of valid data, header included */
 	uint64_t base_version; /* last version of the database when it was created */
 	atomic_uint refs;
@@ -58,8 +62,21 @@ int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, ui
 /* Opens an existing segment and checks its header (KV_EFORMAT, KV_ECORRUPT). */
 int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret);
 
+/* Opens a segment without checking its header (its header is damaged). */
+int seg_open_raw(int dirfd, uint32_t id, struct seg **ret);
+
 void seg_ref(struct seg *s);
 void seg_unref(struct seg *s);
+
+/*
+ * Open files are a budget shared by every database of the process: a
+ * segment's file is opened when someone pins it and, once nobody does, may
+ * be closed again least recently used first when the budget is full.
+ * seg_create and seg_open return the segment pinned once. The active segment
+ * stays pinned; readers pin around their preads.
+ */
+int seg_pin(struct seg *s); /* the descriptor, or -errno */
+void seg_unpin(struct seg *s);
 
 /* ---- scanning ---------------------------------------------------------- */
 

@@ -319,6 +319,8 @@ int write_roll(kv_db *db)
 		old->sealed = true;
 	}
 	pthread_mutex_unlock(&db->seg_mu);
+	if (old != NULL)
+		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
 	db->tail = SEG_HEADER_SIZE;
 	pthread_rwlock_wrlock(&db->kd_lock);

@@ -284,6 +284,13 @@ int kv_merge(kv_db *db);
  * revision gives KV_ECOMPACTED. Persists the revision, then merges. */
 int kv_compact(kv_db *db, uint64_t revision);
 
+/* Segment files are opened on demand and closed least recently used first
+ * once this many are open across all databases of the process (default: half
+ * of RLIMIT_NOFILE). 0 restores the default. */
+int kv_set_open_files_budget(size_t n);
+/* Segment files open right now, in the whole process. */
+size_t kv_open_segment_files(void);
+
 /* Makes every acknowledged write durable now (useful under sync=interval|none). */
 int kv_sync(kv_db *db);
 

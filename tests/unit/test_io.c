@@ -275,6 +275,59 @@ static void test_interval_sync(void **state)
 	free(dir);
 }
 
+static void test_file_budget(void **state)
+{
+	char *dir[2] = {tu_mkdtemp("budget0"), tu_mkdtemp("budget1")};
+	kv_db *db[2];
+	struct kv_options o;
+	struct kv_stats st;
+	char k[32], v[200];
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.segment_size = 4096;
+	o.sync = KV_SYNC_NONE;
+	assert_int_equal(kv_set_open_files_budget(6), 0);
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(kv_open(dir[d], &o, &db[d]), 0);
+		for (int i = 0; i < 600; i++) {
+			snprintf(k, sizeof(k), "k%04d", i);
+			memset(v, 'a' + d, sizeof(v));
+			assert_int_equal(kv_put(db[d], k, strlen(k), v, sizeof(v), NULL, NULL), 0);
+		}
+		assert_int_equal(kv_stats(db[d], &st), 0);
+		assert_true(st.segments > 20);
+		assert_true(kv_open_segment_files() <= 6);
+	}
+	/* reads across all segments of both databases stay within the budget */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 600; i++) {
+			for (int d = 0; d < 2; d++) {
+				struct kv_value val;
+				snprintf(k, sizeof(k), "k%04d", i);
+				assert_int_equal(kv_get(db[d], k, strlen(k), NULL, &val), 0);
+				assert_int_equal(val.len, 200);
+				assert_int_equal(((char *)val.data)[0], 'a' + d);
+				kv_value_release(&val);
+				assert_true(kv_open_segment_files() <= 6);
+			}
+		}
+		assert_int_equal(kv_merge(db[0]), 0);
+	}
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(kv_close(db[d]), 0);
+		assert_int_equal(kv_open(dir[d], &o, &db[d]), 0);
+		assert_true(kv_open_segment_files() <= 6);
+	}
+	for (int d = 0; d < 2; d++) {
+		assert_int_equal(kv_close(db[d]), 0);
+		tu_rmtree(dir[d]);
+		free(dir[d]);
+	}
+	assert_int_equal(kv_open_segment_files(), 0);
+	kv_set_open_files_budget(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_fsync_failure_read_only),
 		cmocka_unit_test(test_write_failure_recovers),
 		cmocka_unit_test(test_interval_sync),
+		cmocka_unit_test(test_file_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
