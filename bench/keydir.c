@@ -9,8 +9,8 @@
  * key order. Prints keys, keydir_memory() bytes, bytes per key, overhead per
  * key beyond the key bytes, and ns per insert, per lookup and per walked key.
  */
-#include "bench.h"
 #include "keydir.h"
+#include "bench.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -47,11 +47,12 @@ static double kdb_now_ns(void)
 
 static void kdb_usage(FILE *f)
 {
-	fprintf(f, "usage: kvbench keydir [--keys N] [--key-size B] [--seed S] [--json]\n"
-	           "  --keys N       keys to insert (default 1000000)\n"
-	           "  --key-size B   bytes per key, 1..%u (default 16)\n"
-	           "  --seed S       random seed (default 1)\n"
-	           "  --json         print one JSON object instead of text\n",
+	fprintf(f,
+	        "usage: kvbench keydir [--keys N] [--key-size B] [--seed S] [--json]\n"
+	        "  --keys N       keys to insert (default 1000000)\n"
+	        "  --key-size B   bytes per key, 1..%u (default 16)\n"
+	        "  --seed S       random seed (default 1)\n"
+	        "  --json         print one JSON object instead of text\n",
 	        KD_KEY_MAX);
 }
 
@@ -61,8 +62,9 @@ static int kdb_number(const char *name, const char *s, uint64_t lo, uint64_t hi,
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 0);
 	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr, "kvbench keydir: %s must be a number in %" PRIu64 "..%" PRIu64
-		                ", not '%s'\n",
+		fprintf(stderr,
+		        "kvbench keydir: %s must be a number in %" PRIu64 "..%" PRIu64
+		        ", not '%s'\n",
 		        name, lo, hi, s);
 		return -EINVAL;
 	}
@@ -211,7 +213,8 @@ int bench_keydir(int argc, char **argv)
 	}
 	double t_walk = kdb_now_ns() - t0;
 	if (w.n != count) {
-		fprintf(stderr, "kvbench keydir: walk visited %" PRIu64 " of %zu keys\n", w.n, count);
+		fprintf(stderr, "kvbench keydir: walk visited %" PRIu64 " of %zu keys\n", w.n,
+		        count);
 		goto out;
 	}
 
@@ -220,7 +223,8 @@ int bench_keydir(int argc, char **argv)
 	double ins = t_insert / (double)o.keys, look = t_lookup / (double)o.keys;
 	double walk = t_walk / (double)count;
 	if (o.json) {
-		printf("{\"bench\":\"keydir\",\"keys\":%zu,\"key_size\":%" PRIu64 ",\"seed\":%" PRIu64
+		printf("{\"bench\":\"keydir\",\"keys\":%zu,\"key_size\":%" PRIu64
+		       ",\"seed\":%" PRIu64
 		       ",\"memory_bytes\":%zu,\"bytes_per_key\":%.2f,\"overhead_per_key\":%.2f"
 		       ",\"insert_ns_per_op\":%.1f,\"lookup_ns_per_op\":%.1f"
 		       ",\"walk_ns_per_key\":%.1f}\n",

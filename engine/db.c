@@ -43,6 +43,7 @@ void kv_options_init(struct kv_options *o)
 	o->background = true;
 	o->external_loop = false;
 	o->create_if_missing = true;
+	o->lock = true;
 }
 
 static uint64_t realtime_ms(void *arg)
@@ -560,23 +561,26 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		rv = -errno;
 		goto fail;
 	}
-	db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (db->lockfd < 0) {
-		rv = -errno;
-		goto fail;
+	if (o.lock) {
+		db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (db->lockfd < 0) {
+			rv = -errno;
+			goto fail;
+		}
+		/* flock: the kernel drops it when the process dies, so a crash
+		 * never leaves a lock that blocks the next start */
+		if (flock(db->lockfd, LOCK_EX | LOCK_NB) != 0) {
+			rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
+			goto fail;
+		}
+		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+		if (ftruncate(db->lockfd, 0) != 0 || pwrite(db->lockfd, pid, (size_t)n, 0) != n) {
+			rv = -errno;
+			goto fail;
+		}
 	}
-	/* flock: the kernel drops it when the process dies, so a crash never
-	 * leaves a lock that blocks the next start */
-	if (flock(db->lockfd, LOCK_EX | LOCK_NB) != 0) {
-		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
-		goto fail;
-	}
-	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-	if (ftruncate(db->lockfd, 0) != 0 || pwrite(db->lockfd, pid, (size_t)n, 0) != n) {
-		rv = -errno;
-		goto fail;
-	}
-	if ((db->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+	/* only an event loop needs to be woken */
+	if (o.external_loop && (db->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		rv = -errno;
 		goto fail;
 	}

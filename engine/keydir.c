@@ -11,47 +11,55 @@
  * keydir_memory only read (they may run at once under a shared lock);
  * keydir_put and keydir_remove need the directory to themselves.
  *
- * Layout (all multi-byte fields little-endian host order, read with memcpy):
+ * Layout (multi-byte fields in host order, read and written with memcpy):
  *
- *   handle  bit 31: leaf tag; bits 30..18: chunk index; bits 17..0: offset in
- *           4-byte units. 0 is null (unit 0 of chunk 0 is never handed out).
- *   node    u8 class | 0x80 when it has an end leaf; u8 child count (a full
- *           node stores 256 as 0); u16 prefix length; [u32 end leaf];
- *           body (by class, below); prefix bytes; padding to 4 bytes.
- *             sorted(cap):  u8 key[cap] (padded to 4), u32 child[cap]
- *             indexed(cap): u8 slot[256] (0 = none, else index + 1), u32 child[cap]
- *             full:         u32 child[256] (0 = none)
+ *   handle  bit 31: leaf tag; bits 30..18: chunk index; bits 17..0: offset
+ *           in 4-byte units. 0 is null (unit 0 of chunk 0 is never handed out).
+ *   node    u8 class (bits 0..4) | slack << 5 | 0x80 when it has an end leaf;
+ *           u8 child count (a full node stores 256 as 0); u16 prefix length;
+ *           [u32 end leaf]; body (by class); prefix bytes; padding to 4.
+ *             sorted(cap):  u8 key[cap] ascending (padded to 4), u32 child[cap]
+ *             indexed(cap): u8 slot[256] (0 none, else index + 1), u32 child[cap]
+ *             full:         u32 child[256] (0 none)
  *   leaf    u64 version; u32 seg; u32 off; u32 size | tombstone << 28 |
- *           ttl << 29; [u64 expiry_ms when ttl]; varint suffix length;
- *           suffix bytes; padding to 4 bytes.
- *   free    u32 next free block of the same class (0 ends); u32 size in units.
+ *           ttl << 29 | slack << 30; [u64 expiry_ms, only with ttl];
+ *           varint suffix length; suffix bytes; padding to 4.
+ *   free    u32 next free block of its class (0 ends); u32 size in units.
+ *
+ *   "slack" (0..3) counts units the block has beyond the object's own size:
+ *   the allocator may hand out a block up to 3 units too big rather than
+ *   leave a remainder too small for any object.
  *
  * Invariants:
  *  1. A node reached after d key bytes (its depth) holds key bytes
  *     [d, d + plen) as its prefix. Its child under byte b sits at depth
  *     d + plen + 1; its end leaf is the key of length d + plen.
- *  2. A leaf at depth d stores key bytes [d, len) — its suffix. An end leaf
- *     therefore stores an empty suffix. The root sits at depth 0.
+ *  2. A leaf at depth d stores key bytes [d, len), its suffix; an end leaf
+ *     stores an empty one. The root sits at depth 0.
  *  3. Every node has at least two items (children plus end leaf): a node left
  *     with one is merged into that item. So the tree is canonical and a
  *     prefix never exceeds 65535 bytes (it fits the u16).
- *  4. Sorted nodes keep their key bytes ascending; count <= cap always.
- *  5. The size of every object follows from its own header (node: class,
- *     end flag, prefix length; leaf: ttl flag, suffix length); that is the
- *     size allocated and the size freed.
- *  6. Every arena unit but unit 0 of chunk 0 is either inside one live object
- *     or inside exactly one free block; free blocks are at least MIN_BLOCK
- *     units, so every free block is big enough for some object.
+ *  4. count <= cap; a node is regrown into the smallest class that holds one
+ *     more child when full, and shrunk into the smallest class that holds its
+ *     children when it falls below the capacity of the class under its own.
+ *  5. The block of every object is its size, computed from its header alone
+ *     (node: class, end flag, prefix length; leaf: ttl flag, suffix length),
+ *     plus its slack: that is what was allocated and what is freed.
+ *  6. Every arena unit but unit 0 of chunk 0 is inside exactly one of: a live
+ *     object's block, a free block (at least MIN_BLOCK units, so some object
+ *     fits it), or the wilderness (the untouched tail of the newest chunk).
  *  7. Writers allocate everything an operation needs before they change
  *     anything: a failed allocation (-ENOMEM) leaves the directory unchanged.
- *  8. Nothing recurses per node: descents are loops, walks keep an explicit
- *     stack, so a chain of 65536 nested keys costs heap, not C stack.
+ *  8. Nothing recurses: descents are loops and walks keep an explicit stack on
+ *     the heap, so a chain of 65536 nested keys cannot exhaust the C stack.
  *
- * Memory: blocks are reused through segregated free lists (exact classes per
- * unit count below 64 units, four classes per power of two above), taking
- * the exact size first, then splitting the smallest block that leaves a
- * usable remainder. Blocks are not coalesced; when the last key goes, the
- * whole arena is released.
+ * Memory: free blocks sit on segregated lists (one class per unit count
+ * below 64 units, four per power of two above). An allocation takes an exact
+ * fit, else splits the smallest larger free block, else bumps the wilderness,
+ * else opens a chunk of about 1/32 of the arena (1 KiB to 1 MiB), so a small
+ * directory stays small and the unused tail stays a small share. Blocks are
+ * not coalesced: a freed block is reused whole or split. When the last key
+ * goes, the whole arena is released.
  */
 #include "keydir.h"
 
@@ -59,40 +67,44 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__) && !defined(KD_NO_SIMD)
+#include <emmintrin.h>
+#endif
 
 /* ---- limits and constants ---------------------------------------------- */
 
-#define UNIT_SHIFT 2
-#define OFF_BITS 18
-#define OFF_MASK ((1u << OFF_BITS) - 1)
-#define CHUNK_BITS 13
-#define MAX_CHUNKS (1u << CHUNK_BITS) /* 8192 chunks of at most 1 MiB: 8 GiB */
-#define LEAF_TAG 0x80000000u
-#define CHUNK_MIN_SHIFT 10 /* the first chunk is 1 KiB */
-#define CHUNK_MAX_SHIFT 20 /* grows by doubling up to 1 MiB */
-#define CHUNK_SLACK 64     /* chunks are 2^k - 64 bytes so malloc+mmap fill whole pages */
+#define UNIT_SHIFT        2
+#define OFF_BITS          18
+#define OFF_MASK          ((1u << OFF_BITS) - 1)
+#define CHUNK_BITS        13
+#define MAX_CHUNKS        (1u << CHUNK_BITS) /* 8192 chunks of at most 1 MiB: 8 GiB */
+#define LEAF_TAG          0x80000000u
+#define CHUNK_MIN_SHIFT   10 /* the first chunk is 1 KiB */
+#define CHUNK_MAX_SHIFT   20 /* chunks grow with the arena up to 1 MiB */
+#define CHUNK_SHARE_SHIFT 5  /* a new chunk is about 1/32 of the arena */
+#define CHUNK_SLACK       64 /* chunks are 2^k - 64 bytes so malloc+mmap fill whole pages */
 
-#define NEXACT 64      /* free classes 0..63 hold blocks of exactly that many units */
-#define NCLASS 128     /* above: four classes per power of two */
-#define MIN_BLOCK 4    /* units in the smallest object (Node2, empty prefix) */
-#define FIT_SCAN 16    /* blocks looked at in a mixed-size class before moving up */
+#define NEXACT    64  /* free classes 0..63 hold blocks of exactly that many units */
+#define NCLASS    128 /* above: four classes per power of two */
+#define MIN_BLOCK 4   /* units in the smallest object (Node2, empty prefix) */
+#define FIT_SCAN  16  /* blocks looked at in a mixed-size class before moving up */
 
-#define SF_SIZE_MASK ((1u << 28) - 1)
-#define SF_TOMB (1u << 28)
-#define SF_TTL (1u << 29)
-#define SF_SLACK_SHIFT 30 /* units the block has beyond the leaf's size */
-#define LEAF_HEAD 20u /* version, seg, off, size|flags */
+#define SF_SIZE_MASK   ((1u << 28) - 1)
+#define SF_TOMB        (1u << 28)
+#define SF_TTL         (1u << 29)
+#define SF_SLACK_SHIFT 30  /* units the block has beyond the leaf's size */
+#define LEAF_HEAD      20u /* version, seg, off, size|flags */
 
 #define POS_START (-2) /* walk frame: nothing visited yet (forward) */
-#define POS_END (-1)   /* walk frame: at the end leaf */
-#define POS_NONE 1000  /* n_next: nothing left */
+#define POS_END   (-1) /* walk frame: at the end leaf */
+#define POS_NONE  1000 /* n_next: nothing left */
 
 struct keydir {
 	uint32_t root;
 	uint32_t nchunks;
 	uint32_t chunk_cap; /* entries in chunks[] */
 	size_t count;
-	size_t bytes; /* sum of chunk sizes */
+	size_t bytes;        /* sum of chunk sizes */
 	uint32_t wild;       /* the untouched tail of the newest chunk ... */
 	uint32_t wild_units; /* ... and its length: 0 or >= MIN_BLOCK */
 	uint8_t **chunks;
@@ -156,8 +168,13 @@ static size_t common_len(const uint8_t *a, const uint8_t *b, size_t m)
 
 	while (i + 8 <= m) {
 		uint64_t x = rd64(a + i) ^ rd64(b + i);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		if (x != 0)
+			return i + ((size_t)__builtin_clzll(x) >> 3);
+#else
 		if (x != 0)
 			return i + ((size_t)__builtin_ctzll(x) >> 3);
+#endif
 		i += 8;
 	}
 	while (i < m && a[i] == b[i])
@@ -169,7 +186,8 @@ static size_t common_len(const uint8_t *a, const uint8_t *b, size_t m)
 
 static inline uint8_t *at(const struct keydir *kd, uint32_t h)
 {
-	return kd->chunks[(h >> OFF_BITS) & (MAX_CHUNKS - 1)] + ((size_t)(h & OFF_MASK) << UNIT_SHIFT);
+	return kd->chunks[(h >> OFF_BITS) & (MAX_CHUNKS - 1)] +
+	       ((size_t)(h & OFF_MASK) << UNIT_SHIFT);
 }
 
 static unsigned size_class(uint32_t units)
@@ -220,8 +238,7 @@ static uint32_t take(struct keydir *kd, uint32_t h, uint32_t s, uint32_t u)
 }
 
 /* First of the first FIT_SCAN blocks of class c with at least u units. */
-static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret_h,
-                   uint32_t *ret_units)
+static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret_h, uint32_t *ret_units)
 {
 	uint8_t *prev = NULL;
 	uint32_t h = kd->free_head[c];
@@ -269,7 +286,8 @@ static int arena_grow(struct keydir *kd, uint32_t u)
 	/* About 1/32 of what the arena holds: the unused tail of the newest
 	 * chunk stays a small share of the memory at every size. */
 	unsigned shift = CHUNK_MIN_SHIFT;
-	while (shift < CHUNK_MAX_SHIFT && ((size_t)1 << (shift + 1 + 5)) <= kd->bytes)
+	while (shift < CHUNK_MAX_SHIFT &&
+	       ((size_t)1 << (shift + 1 + CHUNK_SHARE_SHIFT)) <= kd->bytes)
 		shift++;
 	uint32_t first = kd->nchunks == 0 ? 1 : 0; /* unit 0 of chunk 0 is null */
 	while ((((size_t)1 << shift) - CHUNK_SLACK) >> UNIT_SHIFT < (size_t)u + first)
@@ -493,16 +511,21 @@ struct nclass {
 	uint16_t keys; /* bytes before the child array */
 };
 
+/* Sorted nodes are the smallest per child (5 bytes) and serve up to 128
+ * children; an indexed node (a Node48-style 256-byte index) only for 129..160,
+ * where it is still smaller than a full node. Fine steps at the bottom keep
+ * the many small nodes of sparse levels tight. */
 static const struct nclass nclasses[] = {
-	{NK_SORTED, 2, 4},     {NK_SORTED, 4, 4},      {NK_SORTED, 8, 8},      {NK_SORTED, 12, 12},
-	{NK_SORTED, 16, 16},   {NK_SORTED, 20, 20},    {NK_SORTED, 24, 24},    {NK_SORTED, 32, 32},
-	{NK_SORTED, 40, 40},   {NK_SORTED, 48, 48},    {NK_INDEXED, 64, 256},  {NK_INDEXED, 96, 256},
-	{NK_INDEXED, 128, 256}, {NK_INDEXED, 160, 256}, {NK_FULL, 256, 0},
+        {NK_SORTED, 2, 4},      {NK_SORTED, 4, 4},   {NK_SORTED, 8, 8},     {NK_SORTED, 12, 12},
+        {NK_SORTED, 16, 16},    {NK_SORTED, 20, 20}, {NK_SORTED, 24, 24},   {NK_SORTED, 32, 32},
+        {NK_SORTED, 40, 40},    {NK_SORTED, 48, 48}, {NK_SORTED, 56, 56},   {NK_SORTED, 64, 64},
+        {NK_SORTED, 80, 80},    {NK_SORTED, 96, 96}, {NK_SORTED, 112, 112}, {NK_SORTED, 128, 128},
+        {NK_INDEXED, 160, 256}, {NK_FULL, 256, 0},
 };
-#define NNCLASS (sizeof nclasses / sizeof nclasses[0])
-#define NODE_CLASS 0x1f
+#define NNCLASS          (sizeof nclasses / sizeof nclasses[0])
+#define NODE_CLASS       0x1f
 #define NODE_SLACK_SHIFT 5 /* 2 bits: units the block has beyond the node's size */
-#define NODE_END 0x80
+#define NODE_END         0x80
 
 static inline const struct nclass *n_cls(const uint8_t *n)
 {
@@ -527,11 +550,6 @@ static inline uint32_t n_plen(const uint8_t *n)
 static inline uint8_t *n_body(uint8_t *n)
 {
 	return n + 4 + (n_has_end(n) ? 4 : 0);
-}
-
-static inline uint8_t *n_kids(uint8_t *n)
-{
-	return n_body(n) + n_cls(n)->keys;
 }
 
 static inline uint8_t *n_prefix(uint8_t *n)
@@ -579,6 +597,33 @@ static inline unsigned sorted_lower(const uint8_t *keys, unsigned cnt, unsigned 
 	return lo;
 }
 
+/* Index of byte b in the sorted keys[0..cnt) of a node of capacity cap, or
+ * -1. With SSE2 and cap >= 16 it compares 16 keys at a time: the loads do
+ * not depend on each other, so a cold node costs one miss, not one per
+ * binary-search step. Reading up to 15 bytes past cnt stays inside the node
+ * (the child array follows the keys). */
+static inline int sorted_find(const uint8_t *keys, unsigned cnt, unsigned cap, uint8_t b)
+{
+#if defined(__SSE2__) && !defined(KD_NO_SIMD)
+	if (cap >= 16) {
+		__m128i want = _mm_set1_epi8((char)b);
+		for (unsigned i = 0; i < cnt; i += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(keys + i));
+			unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, want));
+			if (cnt - i < 16)
+				m &= (1u << (cnt - i)) - 1;
+			if (m)
+				return (int)(i + (unsigned)__builtin_ctz(m));
+		}
+		return -1;
+	}
+#else
+	(void)cap;
+#endif
+	unsigned i = sorted_lower(keys, cnt, b);
+	return (i < cnt && keys[i] == b) ? (int)i : -1;
+}
+
 /* The child slot for byte b, or NULL. */
 static uint8_t *n_find(uint8_t *n, uint8_t b)
 {
@@ -587,8 +632,8 @@ static uint8_t *n_find(uint8_t *n, uint8_t b)
 
 	switch (c->kind) {
 	case NK_SORTED: {
-		unsigned i = sorted_lower(body, n[1], b);
-		return (i < n[1] && body[i] == b) ? body + c->keys + 4 * i : NULL;
+		int i = sorted_find(body, n[1], c->cap, b);
+		return i >= 0 ? body + c->keys + 4 * (unsigned)i : NULL;
 	}
 	case NK_INDEXED: {
 		unsigned s = body[b];
@@ -1011,8 +1056,8 @@ static int put_split_node(struct keydir *kd, uint8_t *slot, uint32_t h, size_t p
 		goto fail;
 	unsigned cnt = n_gather(n, bytes, hs);
 	uint32_t nplen = plen - (uint32_t)p - 1;
-	if ((rv = node_make(kd, n[0] & NODE_CLASS, n_has_end(n) ? rd32(n + 4) : 0, nplen, bytes, hs, cnt,
-	                    &n2)) != 0)
+	if ((rv = node_make(kd, n[0] & NODE_CLASS, n_has_end(n) ? rd32(n + 4) : 0, nplen, bytes, hs,
+	                    cnt, &n2)) != 0)
 		goto fail;
 	uint8_t *pre = n_prefix(n);
 	if (nplen)
@@ -1096,7 +1141,8 @@ int keydir_put(struct keydir *kd, const void *key_, size_t len, const struct kd_
 		uint32_t h = rd32(slot);
 		if (h == 0) {
 			uint32_t nl;
-			if ((rv = leaf_make(kd, e, key + depth, len - depth, -1, NULL, 0, &nl)) != 0)
+			if ((rv = leaf_make(kd, e, key + depth, len - depth, -1, NULL, 0, &nl)) !=
+			    0)
 				return rv;
 			wr32(slot, nl);
 			goto added;
@@ -1149,8 +1195,8 @@ int keydir_put(struct keydir *kd, const void *key_, size_t len, const struct kd_
 		uint8_t *cs = n_find(p, b);
 		if (cs == NULL) {
 			uint32_t nl, nn;
-			if ((rv = leaf_make(kd, e, key + depth + 1, len - depth - 1, -1, NULL, 0, &nl)) !=
-			    0)
+			if ((rv = leaf_make(kd, e, key + depth + 1, len - depth - 1, -1, NULL, 0,
+			                    &nl)) != 0)
 				return rv;
 			unsigned cnt = n_count(p);
 			if (cnt < n_cls(p)->cap) {
@@ -1202,8 +1248,8 @@ static int node_collapse(struct keydir *kd, uint8_t *slot, uint32_t h, int b, ui
 		unsigned cnt = n_gather(c, bytes, hs);
 		assert(b >= 0);
 		uint32_t nplen = plen + 1 + cplen;
-		if ((rv = node_make(kd, c[0] & NODE_CLASS, n_has_end(c) ? rd32(c + 4) : 0, nplen, bytes, hs,
-		                    cnt, &nh)) != 0)
+		if ((rv = node_make(kd, c[0] & NODE_CLASS, n_has_end(c) ? rd32(c + 4) : 0, nplen,
+		                    bytes, hs, cnt, &nh)) != 0)
 			return rv;
 		uint8_t *np = n_prefix(at(kd, nh));
 		if (plen)
@@ -1304,8 +1350,8 @@ int keydir_remove(struct keydir *kd, const void *key_, size_t len, struct kd_ent
 			if (nc > 0 && cnt - 1 < nclasses[nc - 1].cap) {
 				uint32_t nn;
 				/* Shrinking is optional: on failure keep the bigger node. */
-				if (node_rebuild(kd, nh, nc_for(cnt - 1), end ? rd32(n + 4) : 0, -1, 0,
-				                 &nn) == 0) {
+				if (node_rebuild(kd, nh, nc_for(cnt - 1), end ? rd32(n + 4) : 0, -1,
+				                 0, &nn) == 0) {
 					arena_free(kd, nh, node_size_units(n));
 					wr32(nslot, nn);
 				}
@@ -1443,7 +1489,8 @@ static int w_seek(struct walker *w, const uint8_t *from, size_t flen, bool incl)
 			size_t slen;
 			const uint8_t *s = leaf_suffix(p, &slen);
 			int c = bytes_cmp(s, slen, from + d, flen - d);
-			bool visit = w->rev ? (c < 0 || (c == 0 && incl)) : (c > 0 || (c == 0 && incl));
+			bool visit =
+			        w->rev ? (c < 0 || (c == 0 && incl)) : (c > 0 || (c == 0 && incl));
 			return visit ? w_emit(w, h, d) : 0;
 		}
 		if ((rv = w_push(w, h, d)) != 0)
@@ -1458,7 +1505,7 @@ static int w_seek(struct walker *w, const uint8_t *from, size_t flen, bool incl)
 			bool above = i == rest || n_prefix(p)[i] > from[d + i];
 			if (above == w->rev)
 				w->n--; /* skip it */
-			return 0;  /* else visit it all from its start */
+			return 0;       /* else visit it all from its start */
 		}
 		d += plen;
 		struct wframe *f = &w->st[w->n - 1];

@@ -23,6 +23,9 @@
 #include <stdint.h>
 
 #define KD_KEY_MAX 65536u
+/* A directory's arena is addressed by 32-bit handles: 8 GiB at most, past
+ * which keydir_put fails with -ENOMEM. */
+#define KD_ARENA_MAX (8ull << 30)
 
 enum {
 	KD_F_TOMBSTONE = 1u << 0, /* newest record is a delete */
@@ -48,11 +51,14 @@ int keydir_get(const struct keydir *kd, const void *key, size_t len, struct kd_e
 
 /* Inserts or replaces. When the key existed, *ret_old (if not NULL) gets the
  * previous entry and *ret_replaced (if not NULL) is set true; otherwise false.
- * -EINVAL for an empty or too long key, -ENOMEM. */
+ * -EINVAL for an empty or too long key, a size of 2^28 or more or unknown
+ * flags; -ENOMEM (the directory is left as it was). Without KD_F_TTL the
+ * expiry is not stored and reads back as 0. */
 int keydir_put(struct keydir *kd, const void *key, size_t len, const struct kd_entry *e,
                struct kd_entry *ret_old, bool *ret_replaced);
 
-/* Removes; *ret_old (if not NULL) gets the entry. -ENOENT if absent. */
+/* Removes; *ret_old (if not NULL) gets the entry. -ENOENT if absent;
+ * -ENOMEM when merging nodes needed memory (nothing changed). */
 int keydir_remove(struct keydir *kd, const void *key, size_t len, struct kd_entry *ret_old);
 
 /* Called for each key in order; key is valid only during the call. Return 0
@@ -62,7 +68,8 @@ typedef int (*keydir_visit_fn)(void *arg, const uint8_t *key, size_t len, const 
 /* Visits keys in ascending order starting at `from` (reverse: descending,
  * starting at `from` and going down). from == NULL starts at the first (last)
  * key. from_inclusive decides whether a key equal to from is visited.
- * Returns 0 after the last key, or the visitor's nonzero value. */
+ * Returns 0 after the last key, the visitor's value when it stopped (use
+ * positive values), or -ENOMEM (the walk keeps its stack on the heap). */
 int keydir_walk(const struct keydir *kd, const void *from, size_t from_len, bool from_inclusive,
                 bool reverse, keydir_visit_fn fn, void *arg);
 

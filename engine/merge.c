@@ -169,7 +169,8 @@ static int apply_fn(kv_db *db, void *arg)
 		if (keydir_get(db->kd, key, a->key_len, &cur) == 0 &&
 		    loc_make(cur.seg, cur.off) == a->old_loc) {
 			if (a->new_loc == 0) {
-				keydir_remove(db->kd, key, a->key_len, &old);
+				if ((rv = keydir_remove(db->kd, key, a->key_len, &old)) != 0)
+					break;
 				db_account_remove(db, &old);
 			} else if (a->is_head) {
 				if ((rv = keydir_put(db->kd, key, a->key_len, &a->ne, &old, &replaced)) != 0)
@@ -731,10 +732,11 @@ static int merge_run(kv_db *db)
 		pg->n = 0;
 		pg->klen = 0;
 		pthread_rwlock_rdlock(&db->kd_lock);
-		keydir_walk(db->kd, started ? cursor : NULL, cursor_len, !started, false, page_visit, pg);
+		rv = keydir_walk(db->kd, started ? cursor : NULL, cursor_len, !started, false,
+		                 page_visit, pg);
 		pthread_rwlock_unlock(&db->kd_lock);
-		if (pg->err) {
-			rv = pg->err;
+		if (pg->err || rv < 0) {
+			rv = pg->err ? pg->err : rv;
 			goto out;
 		}
 		if (pg->n == 0)

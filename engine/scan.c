@@ -286,6 +286,8 @@ static int fill_page(kv_iter *it)
 	pthread_rwlock_unlock(&it->db->kd_lock);
 	if (f.err)
 		return f.err;
+	if (rv < 0)
+		return rv;
 	if (rv == 0)
 		it->exhausted = true;
 	if (it->np > 0) {

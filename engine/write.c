@@ -724,7 +724,7 @@ int kv_process(kv_db *db)
 {
 	uint64_t v;
 
-	while (read(db->efd, &v, sizeof(v)) > 0)
+	while (db->efd >= 0 && read(db->efd, &v, sizeof(v)) > 0)
 		;
 	pthread_mutex_lock(&db->mu);
 	if (db->driving) {

@@ -95,6 +95,8 @@ struct kv_options {
 	bool background;            /* a thread per database for interval sync, hints and auto-merge; default true */
 	bool external_loop;         /* an event loop calls kv_process(); blocking writes wait for it; default false */
 	bool create_if_missing;     /* default true */
+	bool lock;                  /* flock path/LOCK while open; default true (a store locks its
+	                               whole directory instead) */
 	kv_clock_fn clock;          /* default: CLOCK_REALTIME */
 	void *clock_arg;
 	struct kv_io_fault *fault;  /* test-only I/O fault injection; NULL in production */
@@ -293,6 +295,102 @@ size_t kv_open_segment_files(void);
 
 /* Makes every acknowledged write durable now (useful under sync=interval|none). */
 int kv_sync(kv_db *db);
+
+
+/* ---- the multi-tenant store -------------------------------------------------
+ *
+ * A store is a directory of named tenant databases (tenants/<name>/), each
+ * with its own options, versions and files. A tenant is active (its database
+ * open, its key directory in memory) or passive (closed: hint files written,
+ * key directory freed, files closed). kv_store_get() activates a passive
+ * tenant transparently; kv_store_maintain() passivates tenants idle for
+ * idle_timeout_s and, while the key directories of active tenants exceed
+ * memory_budget, the least recently used ones. The tenant "default" always
+ * exists. All calls are thread-safe.
+ */
+
+typedef struct kv_store kv_store;
+typedef struct kv_tenant kv_tenant;
+
+#define KV_TENANT_NAME_MAX 64
+
+struct kv_tenant_config {
+	enum kv_sync sync;
+	uint32_t sync_interval_ms;
+	uint32_t history_versions;
+	uint64_t default_ttl_ms; /* applied by the caller to puts without a TTL */
+	uint64_t max_keys;
+};
+void kv_tenant_config_init(struct kv_tenant_config *c);
+
+struct kv_store_options {
+	struct kv_options base;  /* every tenant database starts from these */
+	uint64_t memory_budget;  /* bytes of key directories of active tenants; 0: none */
+	uint32_t idle_timeout_s; /* passivate after this long unused; 0: never */
+	uint32_t max_active;     /* active tenants at most; 0: from the open-file budget */
+	bool auto_create;        /* a get of an unknown tenant creates it with default config */
+	struct kv_tenant_config defaults;
+};
+void kv_store_options_init(struct kv_store_options *o);
+
+/* KV_ELOCKED when another process has the store open. */
+int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret);
+/* Closes every active tenant. NULL ok. */
+int kv_store_close(kv_store *s);
+
+/* 1..64 bytes of [A-Za-z0-9._-], not starting with '.'. */
+bool kv_tenant_name_valid(const char *name);
+
+/* -EEXIST, -EINVAL (name or config) */
+int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config *c);
+/* Removes the tenant and its files. -ENOENT, -EPERM ("default"), -EBUSY (in use). */
+int kv_store_drop(kv_store *s, const char *name);
+
+struct kv_tenant_state {
+	char name[KV_TENANT_NAME_MAX + 1];
+	bool active;
+};
+/* Sorted by name; free() the list. */
+int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count);
+
+struct kv_tenant_info {
+	char name[KV_TENANT_NAME_MAX + 1];
+	bool active;
+	uint64_t idle_ms;
+	struct kv_tenant_config config;
+	struct kv_stats stats;       /* live when active; as of passivation when passive */
+	uint64_t activations;
+	uint64_t last_activation_ms; /* wall clock; 0: never */
+	uint64_t last_activation_us; /* how long it took */
+	uint32_t in_use;             /* references held right now */
+};
+int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret);
+
+/* A reference on a tenant, activating it first when passive (-ENOENT when it
+ * does not exist and auto_create is off). Hold it while using the database. */
+int kv_store_get(kv_store *s, const char *name, kv_tenant **ret);
+void kv_store_put(kv_store *s, kv_tenant *t);
+kv_db *kv_tenant_db(kv_tenant *t);
+const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t);
+const char *kv_tenant_name(kv_tenant *t);
+
+/* -EBUSY while references are held. */
+int kv_store_passivate(kv_store *s, const char *name);
+int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us);
+
+/* Idle timeout and memory budget; *ret_passivated (if not NULL) counts them. */
+int kv_store_maintain(kv_store *s, uint32_t *ret_passivated);
+/* Changes the reloadable settings. */
+void kv_store_set_limits(kv_store *s, uint64_t memory_budget, uint32_t idle_timeout_s);
+
+struct kv_store_stats {
+	uint64_t tenants;
+	uint64_t active;
+	uint64_t keydir_bytes; /* active tenants */
+	uint64_t activations;
+	uint64_t passivations;
+};
+int kv_store_stats(kv_store *s, struct kv_store_stats *ret);
 
 /* ---- non-blocking form ---------------------------------------------------
  *

@@ -1,8 +1,16 @@
-/* test_keydir: the key directory finds, replaces, removes and walks binary keys (prefixes of each other, NUL/0xFF, 64 KiB) exactly like a sorted-array model, and gives freed memory back. */
+/* test_keydir: matches a sorted-array model on binary, prefix and 64 KiB keys; reuses memory */
+/*
+ * Edge cases (empty, one key, keys that are prefixes of each other, NUL and
+ * 0xFF bytes, 64 KiB keys, a 6000-level chain), replace and remove, walks
+ * from every kind of start point, TTL and field maxima, a randomized model
+ * test, memory given back and reused, and -ENOMEM leaving the directory as
+ * it was. Seeds are fixed: every run does the same operations.
+ */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+/* cmocka.h needs the four above first */
 #include <cmocka.h>
 
 #include <errno.h>
@@ -12,6 +20,42 @@
 #include <string.h>
 
 #include "keydir.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KD_TEST_OOM 0 /* ASan owns malloc; the OOM test cannot replace it */
+#else
+#define KD_TEST_OOM 1
+/* Allocation failure injection: the test binary's malloc family fails the
+ * fail_countdown-th call from when it is armed (0: never). */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+static int fail_countdown;
+
+static bool fail_now(void)
+{
+	if (fail_countdown > 0 && --fail_countdown == 0) {
+		errno = ENOMEM;
+		return true;
+	}
+	return false;
+}
+
+void *malloc(size_t n)
+{
+	return fail_now() ? NULL : __libc_malloc(n);
+}
+
+void *realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __libc_realloc(p, n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+	return fail_now() ? NULL : __libc_calloc(n, m);
+}
+#endif
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -48,12 +92,12 @@ static int key_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 static struct kd_entry entry(uint64_t v)
 {
 	struct kd_entry e = {
-		.version = v,
-		.seg = (uint32_t)(v * 7 + 1),
-		.off = (uint32_t)(v * 13 + 5),
-		.size = (uint32_t)(v % (1u << 28)),
-		.flags = 0,
-		.expiry_ms = 0,
+	        .version = v,
+	        .seg = (uint32_t)(v * 7 + 1),
+	        .off = (uint32_t)(v * 13 + 5),
+	        .size = (uint32_t)(v % (1u << 28)),
+	        .flags = 0,
+	        .expiry_ms = 0,
 	};
 	return e;
 }
@@ -225,8 +269,8 @@ static void model_free(struct model *m)
 
 /* Walks kd from `from` and checks the visits against the model, stopping
  * after `limit` visits (0: all). */
-static void check_walk(struct keydir *kd, const struct model *m, const uint8_t *from,
-                       size_t flen, bool incl, bool rev, size_t limit)
+static void check_walk(struct keydir *kd, const struct model *m, const uint8_t *from, size_t flen,
+                       bool incl, bool rev, size_t limit)
 {
 	struct visits vs = {.stop_after = limit, .stop_rv = 42};
 	int rv = keydir_walk(kd, from, flen, incl, rev, collect, &vs);
@@ -383,8 +427,8 @@ static void check_set(const struct kv *keys, size_t n, const size_t *rm_order)
 		check_full(kd, &m);
 	}
 	for (size_t i = 0; i < n; i++)
-		get_ok(kd, keys[i].k, keys[i].len, &model_find(&m, (const uint8_t *)keys[i].k,
-		                                               keys[i].len)->e);
+		get_ok(kd, keys[i].k, keys[i].len,
+		       &model_find(&m, (const uint8_t *)keys[i].k, keys[i].len)->e);
 	for (size_t i = 0; i < n; i++) {
 		check_walks_around(kd, &m, (const uint8_t *)keys[i].k, keys[i].len, 0);
 		check_walks_around(kd, &m, (const uint8_t *)keys[i].k, keys[i].len, 1);
@@ -416,13 +460,13 @@ static void test_prefix_keys(void **state)
 {
 	(void)state;
 	static const struct kv keys[] = {
-		{"abc", 3}, {"a", 1},       {"ab", 2},        {"\0", 1},     {"\0\0", 2},
-		{"a\0", 2}, {"abd", 3},     {"abcd", 4},      {"b", 1},      {"\0\0\0", 3},
-		{"\xff", 1}, {"\xff\xff", 2}, {"\xff\0", 2},   {"ab\0", 3},   {"abc\xff", 4},
+	        {"abc", 3},  {"a", 1},        {"ab", 2},     {"\0", 1},   {"\0\0", 2},
+	        {"a\0", 2},  {"abd", 3},      {"abcd", 4},   {"b", 1},    {"\0\0\0", 3},
+	        {"\xff", 1}, {"\xff\xff", 2}, {"\xff\0", 2}, {"ab\0", 3}, {"abc\xff", 4},
 	};
 	size_t n = sizeof keys / sizeof keys[0];
 	size_t fwd[sizeof keys / sizeof keys[0]], bwd[sizeof keys / sizeof keys[0]],
-		mixed[sizeof keys / sizeof keys[0]];
+	        mixed[sizeof keys / sizeof keys[0]];
 	for (size_t i = 0; i < n; i++) {
 		fwd[i] = i;
 		bwd[i] = n - 1 - i;
@@ -440,8 +484,9 @@ static void test_order(void **state)
 	struct visits vs = {0};
 	struct kd_entry e = entry(1);
 	static const struct kv sorted[] = {
-		{"\0", 1}, {"\0\0", 2}, {"\0\xff", 2}, {"a", 1}, {"a\0", 2}, {"a\0\0", 3},
-		{"ab", 2}, {"ab\xff", 3}, {"b", 1},     {"\xff", 1}, {"\xff\0", 2}, {"\xff\xff", 2},
+	        {"\0", 1},  {"\0\0", 2},  {"\0\xff", 2}, {"a", 1},
+	        {"a\0", 2}, {"a\0\0", 3}, {"ab", 2},     {"ab\xff", 3},
+	        {"b", 1},   {"\xff", 1},  {"\xff\0", 2}, {"\xff\xff", 2},
 	};
 	size_t n = sizeof sorted / sizeof sorted[0];
 
@@ -494,8 +539,8 @@ static void test_replace_and_absent(void **state)
 
 	/* Absent keys: prefixes, extensions, diverging, inside a prefix. */
 	static const struct kv absent[] = {
-		{"abc", 3}, {"abcdefg", 7}, {"abcdeg", 6}, {"b", 1}, {"\0", 1}, {"abd", 3},
-		{"abcde", 5}, {"a\0", 2},
+	        {"abc", 3}, {"abcdefg", 7}, {"abcdeg", 6}, {"b", 1},
+	        {"\0", 1},  {"abd", 3},     {"abcde", 5},  {"a\0", 2},
 	};
 	for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
 		memset(&old, 0x55, sizeof old);
@@ -521,13 +566,23 @@ static void test_ttl_and_maxima(void **state)
 	(void)state;
 	struct keydir *kd;
 	struct kd_entry old, got;
-	struct kd_entry ttl = {.version = 5, .seg = 6, .off = 7, .size = 8,
-	                       .flags = KD_F_TTL, .expiry_ms = 1700000000123ull};
-	struct kd_entry max = {.version = UINT64_MAX, .seg = UINT32_MAX, .off = UINT32_MAX,
-	                       .size = (1u << 28) - 1, .flags = KD_F_TTL | KD_F_TOMBSTONE,
+	struct kd_entry ttl = {.version = 5,
+	                       .seg = 6,
+	                       .off = 7,
+	                       .size = 8,
+	                       .flags = KD_F_TTL,
+	                       .expiry_ms = 1700000000123ull};
+	struct kd_entry max = {.version = UINT64_MAX,
+	                       .seg = UINT32_MAX,
+	                       .off = UINT32_MAX,
+	                       .size = (1u << 28) - 1,
+	                       .flags = KD_F_TTL | KD_F_TOMBSTONE,
 	                       .expiry_ms = UINT64_MAX};
-	struct kd_entry plain = {.version = UINT64_MAX, .seg = UINT32_MAX, .off = UINT32_MAX,
-	                         .size = (1u << 28) - 1, .flags = KD_F_TOMBSTONE,
+	struct kd_entry plain = {.version = UINT64_MAX,
+	                         .seg = UINT32_MAX,
+	                         .off = UINT32_MAX,
+	                         .size = (1u << 28) - 1,
+	                         .flags = KD_F_TOMBSTONE,
 	                         .expiry_ms = 0};
 
 	assert_int_equal(keydir_new(&kd), 0);
@@ -928,6 +983,118 @@ static void test_memory_churn(void **state)
 	keydir_free(kd);
 }
 
+#if KD_TEST_OOM
+static int count_visits(void *arg, const uint8_t *key, size_t len, const struct kd_entry *e)
+{
+	(void)key;
+	(void)len;
+	(void)e;
+	++*(size_t *)arg;
+	return 0;
+}
+
+/* Every write that runs out of memory returns -ENOMEM and leaves the
+ * directory exactly as it was; the same write then succeeds. */
+static void test_out_of_memory(void **state)
+{
+	(void)state;
+	struct keydir *kd;
+	struct model m = {0};
+	uint8_t buf[3000];
+	size_t enomem = 0;
+
+	fail_countdown = 1;
+	assert_int_equal(keydir_new(&kd), -ENOMEM);
+	assert_int_equal(keydir_new(&kd), 0);
+	rng_seed(0x00e0e0e0);
+	for (int op = 0; op < 30000; op++) {
+		bool growing = (op / 3000) % 2 == 0;
+		bool put = rnd(100) < (growing ? 75u : 25u);
+		size_t len;
+		if (!put && m.n > 0 && rnd(4) != 0) {
+			const struct rkey *v = m.a[rnd((uint32_t)m.n)];
+			len = v->len;
+			memcpy(buf, v->k, len);
+		} else {
+			len = 1 + (rnd(50) == 0 ? rnd(sizeof buf - 1) : rnd(4));
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)(rnd(3) == 0 ? rng() : rnd(3));
+			if (rnd(3) == 0) {
+				/* Long shared prefixes, split at random points. */
+				size_t p = 1 + rnd(40);
+				if (len + p > sizeof buf)
+					len = sizeof buf - p;
+				memmove(buf + p, buf, len);
+				memset(buf, 'P', p);
+				len += p;
+			}
+		}
+		struct kd_entry e = random_entry(), got, want;
+		for (int attempt = 0;; attempt++) {
+			size_t mem = keydir_memory(kd);
+			fail_countdown = attempt == 0 ? 1 + (int)rnd(2) : 0;
+			int rv = put ? keydir_put(kd, buf, len, &e, &got, NULL)
+			             : keydir_remove(kd, buf, len, &got);
+			fail_countdown = 0;
+			if (rv == -ENOMEM) {
+				assert_int_equal(attempt, 0);
+				enomem++;
+				assert_true(keydir_memory(kd) >= mem);
+				check_full(kd, &m);
+				continue;
+			}
+			if (put) {
+				assert_int_equal(rv, 0);
+				model_put(&m, buf, len, &e, &want);
+			} else {
+				bool existed = model_remove(&m, buf, len, &want);
+				assert_int_equal(rv, existed ? 0 : -ENOENT);
+			}
+			break;
+		}
+		if (op % 500 == 0)
+			check_full(kd, &m);
+		if (op % 6000 == 5999) {
+			/* Empty it (failing too), so the arena starts over
+			 * and grows, and so fails, again. */
+			while (m.n > 0) {
+				struct rkey *v = m.a[rnd((uint32_t)m.n)];
+				fail_countdown = 1;
+				int rv = keydir_remove(kd, v->k, v->len, &got);
+				fail_countdown = 0;
+				if (rv == -ENOMEM) {
+					enomem++;
+					check_full(kd, &m);
+					continue;
+				}
+				assert_int_equal(rv, 0);
+				assert_true(model_remove(&m, v->k, v->len, &want));
+			}
+			check_full(kd, &m);
+		}
+	}
+	check_full(kd, &m);
+	assert_true(enomem > 80);
+	model_free(&m);
+	keydir_free(kd);
+
+	/* A walk that needs more than its on-stack buffers: a deep chain. */
+	assert_int_equal(keydir_new(&kd), 0);
+	memset(buf, 'x', sizeof buf);
+	struct kd_entry e = entry(9);
+	for (size_t len = 1; len <= 1000; len++)
+		put_ok(kd, buf, len, &e, false);
+	size_t seen = 0;
+	fail_countdown = 1;
+	assert_int_equal(keydir_walk(kd, NULL, 0, true, false, count_visits, &seen), -ENOMEM);
+	fail_countdown = 0;
+	seen = 0;
+	assert_int_equal(keydir_walk(kd, NULL, 0, true, false, count_visits, &seen), 0);
+	assert_int_equal(seen, 1000);
+	keydir_free(kd);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -943,6 +1110,13 @@ int main(void)
 		cmocka_unit_test(test_model_wide_fanout),
 		cmocka_unit_test(test_memory_reuse),
 		cmocka_unit_test(test_memory_churn),
+#if KD_TEST_OOM
+		cmocka_unit_test(test_out_of_memory),
+#endif
 	};
+#if !KD_TEST_OOM
+	fprintf(stderr, "test_keydir: test_out_of_memory not built: AddressSanitizer "
+	                "replaces malloc, which that test needs to fail on purpose\n");
+#endif
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

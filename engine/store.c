@@ -1,0 +1,969 @@
+/*
+ * store.c — many tenant databases in one directory, with passivation.
+ *
+ * Layout:
+ *   <dir>/LOCK                        flock()ed while the store is open
+ *   <dir>/tenants/<name>/TENANT       the tenant's configuration (INI)
+ *   <dir>/tenants/<name>/STATS        its statistics as of the last passivation
+ *   <dir>/tenants/<name>/...          its database (see docs/FORMAT.md)
+ *
+ * States of a tenant, all changed under s->mu:
+ *
+ *   PASSIVE --get/activate--> OPENING --kv_open ok--> ACTIVE
+ *                                     --kv_open failed--> PASSIVE
+ *   ACTIVE --passivate/maintain (no references)--> CLOSING --kv_close--> PASSIVE
+ *
+ * kv_open and kv_close run without s->mu held; a thread that finds a tenant
+ * OPENING or CLOSING waits on s->cv. `refs` counts users of an ACTIVE
+ * tenant's database; a tenant is only closed with refs == 0. `hold` keeps the
+ * struct alive for threads waiting on it, also after a drop.
+ *
+ * Invariants:
+ *   1. t->db != NULL exactly when the state is ACTIVE or CLOSING.
+ *   2. A dropped tenant is out of the table; its struct is freed when the
+ *      last hold goes.
+ */
+#include "kvengine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum tstate { T_PASSIVE, T_OPENING, T_ACTIVE, T_CLOSING };
+
+struct kv_tenant {
+	char name[KV_TENANT_NAME_MAX + 1];
+	char *path;
+	struct kv_tenant_config cfg;
+	kv_db *db;
+	enum tstate state;
+	uint32_t refs;
+	uint32_t hold;
+	bool dropped;
+	uint64_t last_used_ms; /* monotonic */
+	uint64_t activations;
+	uint64_t last_activation_ms;
+	uint64_t last_activation_us;
+	struct kv_stats last; /* as of the last passivation */
+};
+
+struct kv_store {
+	char *dir;
+	char *tdir;
+	int lockfd;
+	struct kv_store_options opt;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct kv_tenant **t; /* sorted by name */
+	size_t n, cap;
+	uint64_t activations, passivations;
+};
+
+static uint64_t mono_ms_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Idle time is measured with the injected clock when there is one (tests). */
+static kv_clock_fn idle_clock;
+static void *idle_clock_arg;
+
+static uint64_t mono_ms(void)
+{
+	return idle_clock ? idle_clock(idle_clock_arg) : mono_ms_real();
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void kv_tenant_config_init(struct kv_tenant_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->sync = KV_SYNC_ALWAYS;
+	c->sync_interval_ms = 100;
+	c->history_versions = 1;
+}
+
+void kv_store_options_init(struct kv_store_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	kv_options_init(&o->base);
+	o->base.background = false;
+	kv_tenant_config_init(&o->defaults);
+}
+
+bool kv_tenant_name_valid(const char *name)
+{
+	size_t i, n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > KV_TENANT_NAME_MAX || name[0] == '.')
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static int config_valid(const struct kv_tenant_config *c)
+{
+	if (c->sync > KV_SYNC_NONE || c->history_versions == 0)
+		return -EINVAL;
+	if (c->sync == KV_SYNC_INTERVAL && c->sync_interval_ms == 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static const char *sync_name(enum kv_sync s)
+{
+	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
+}
+
+/* Writes path/name from text: temp file, fsync, rename, directory fsync. */
+static int write_file_durably(const char *dirpath, const char *name, const char *text)
+{
+	char tmp[4096], dst[4096];
+	size_t len = strlen(text);
+	int fd, dfd, rv = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dirpath, name);
+	snprintf(dst, sizeof(dst), "%s/%s", dirpath, name);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) != 0)
+		rv = -errno ? -errno : -EIO;
+	close(fd);
+	if (rv == 0 && rename(tmp, dst) != 0)
+		rv = -errno;
+	if (rv == 0 && (dfd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		if (fsync(dfd) != 0)
+			rv = -errno;
+		close(dfd);
+	}
+	if (rv != 0)
+		unlink(tmp);
+	return rv;
+}
+
+static int write_config(struct kv_tenant *t)
+{
+	char text[512];
+
+	snprintf(text, sizeof(text),
+	         "# kvd tenant configuration\n[tenant]\nsync = %s\nsync_interval_ms = %u\n"
+	         "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n",
+	         sync_name(t->cfg.sync), t->cfg.sync_interval_ms, t->cfg.history_versions,
+	         t->cfg.default_ttl_ms, t->cfg.max_keys);
+	return write_file_durably(t->path, "TENANT", text);
+}
+
+static int write_stats(struct kv_tenant *t)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+	         "# kvd tenant statistics as of the last passivation\n[stats]\n"
+	         "keys = %" PRIu64 "\ntombstones = %" PRIu64 "\nlive_bytes = %" PRIu64
+	         "\ndisk_bytes = %" PRIu64 "\nsegments = %u\nlast_version = %" PRIu64
+	         "\ncompact_revision = %" PRIu64 "\nactivations = %" PRIu64
+	         "\nlast_activation_ms = %" PRIu64 "\nlast_activation_us = %" PRIu64 "\n",
+	         t->last.keys, t->last.tombstones, t->last.live_bytes, t->last.disk_bytes,
+	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
+	         t->last_activation_ms, t->last_activation_us);
+	return write_file_durably(t->path, "STATS", text);
+}
+
+static int ini_tenant(void *user, const char *section, const char *name, const char *value)
+{
+	struct kv_tenant *t = user;
+	char *end;
+	unsigned long long v;
+
+	if (strcmp(section, "tenant") == 0 && strcmp(name, "sync") == 0) {
+		if (strcmp(value, "always") == 0)
+			t->cfg.sync = KV_SYNC_ALWAYS;
+		else if (strcmp(value, "interval") == 0)
+			t->cfg.sync = KV_SYNC_INTERVAL;
+		else if (strcmp(value, "none") == 0)
+			t->cfg.sync = KV_SYNC_NONE;
+		else
+			return 0;
+		return 1;
+	}
+	errno = 0;
+	v = strtoull(value, &end, 10);
+	if (errno || *end != '\0')
+		return 0;
+	if (strcmp(section, "tenant") == 0) {
+		if (strcmp(name, "sync_interval_ms") == 0)
+			t->cfg.sync_interval_ms = (uint32_t)v;
+		else if (strcmp(name, "history") == 0)
+			t->cfg.history_versions = (uint32_t)v;
+		else if (strcmp(name, "ttl_ms") == 0)
+			t->cfg.default_ttl_ms = v;
+		else if (strcmp(name, "max_keys") == 0)
+			t->cfg.max_keys = v;
+	} else if (strcmp(section, "stats") == 0) {
+		if (strcmp(name, "keys") == 0)
+			t->last.keys = v;
+		else if (strcmp(name, "tombstones") == 0)
+			t->last.tombstones = v;
+		else if (strcmp(name, "live_bytes") == 0)
+			t->last.live_bytes = v;
+		else if (strcmp(name, "disk_bytes") == 0)
+			t->last.disk_bytes = v;
+		else if (strcmp(name, "segments") == 0)
+			t->last.segments = (uint32_t)v;
+		else if (strcmp(name, "last_version") == 0)
+			t->last.last_version = v;
+		else if (strcmp(name, "compact_revision") == 0)
+			t->last.compact_revision = v;
+		else if (strcmp(name, "activations") == 0)
+			t->activations = v;
+		else if (strcmp(name, "last_activation_ms") == 0)
+			t->last_activation_ms = v;
+		else if (strcmp(name, "last_activation_us") == 0)
+			t->last_activation_us = v;
+	}
+	return 1;
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+static size_t find_pos(kv_store *s, const char *name)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (strcmp(s->t[mid]->name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct kv_tenant *find(kv_store *s, const char *name)
+{
+	size_t i = find_pos(s, name);
+
+	return i < s->n && strcmp(s->t[i]->name, name) == 0 ? s->t[i] : NULL;
+}
+
+static int table_insert(kv_store *s, struct kv_tenant *t)
+{
+	size_t i;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct kv_tenant **nv = realloc(s->t, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		s->t = nv;
+		s->cap = cap;
+	}
+	i = find_pos(s, t->name);
+	memmove(s->t + i + 1, s->t + i, (s->n - i) * sizeof(*s->t));
+	s->t[i] = t;
+	s->n++;
+	return 0;
+}
+
+static void table_remove(kv_store *s, struct kv_tenant *t)
+{
+	size_t i = find_pos(s, t->name);
+
+	if (i < s->n && s->t[i] == t) {
+		memmove(s->t + i, s->t + i + 1, (s->n - i - 1) * sizeof(*s->t));
+		s->n--;
+	}
+}
+
+static void tenant_free(struct kv_tenant *t)
+{
+	if (t == NULL)
+		return;
+	free(t->path);
+	free(t);
+}
+
+static struct kv_tenant *tenant_new(kv_store *s, const char *name)
+{
+	struct kv_tenant *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		return NULL;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	if (asprintf(&t->path, "%s/%s", s->tdir, name) < 0) {
+		free(t);
+		return NULL;
+	}
+	t->cfg = s->opt.defaults;
+	t->state = T_PASSIVE;
+	t->last_used_ms = mono_ms();
+	return t;
+}
+
+/* Creates the tenant's directory and configuration; s->mu held. */
+static int create_locked(kv_store *s, const char *name, const struct kv_tenant_config *c,
+                         struct kv_tenant **ret)
+{
+	struct kv_tenant *t;
+	int rv;
+
+	if (!kv_tenant_name_valid(name))
+		return -EINVAL;
+	if (c != NULL && (rv = config_valid(c)) != 0)
+		return rv;
+	if (find(s, name) != NULL)
+		return -EEXIST;
+	if ((t = tenant_new(s, name)) == NULL)
+		return -ENOMEM;
+	if (c != NULL)
+		t->cfg = *c;
+	if (mkdir(t->path, 0755) != 0 && errno != EEXIST) {
+		rv = -errno;
+		goto fail;
+	}
+	if ((rv = write_config(t)) != 0)
+		goto fail;
+	if ((rv = table_insert(s, t)) != 0)
+		goto fail;
+	if (ret)
+		*ret = t;
+	return 0;
+fail:
+	tenant_free(t);
+	return rv;
+}
+
+/* ---- opening and closing tenant databases ------------------------------ */
+
+static void db_options(kv_store *s, const struct kv_tenant *t, struct kv_options *o)
+{
+	*o = s->opt.base;
+	o->lock = false; /* the store's LOCK covers its tenants */
+	o->sync = t->cfg.sync;
+	o->sync_interval_ms = t->cfg.sync_interval_ms;
+	o->history_versions = t->cfg.history_versions;
+	o->max_keys = t->cfg.max_keys;
+}
+
+static uint64_t store_keydir_bytes_locked(kv_store *s)
+{
+	uint64_t total = 0;
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		struct kv_stats st;
+		if (s->t[i]->state == T_ACTIVE && kv_stats(s->t[i]->db, &st) == 0)
+			total += st.keydir_bytes;
+	}
+	return total;
+}
+
+/* Closes an ACTIVE tenant with no references. Called and returns with s->mu
+ * held; drops it around kv_close. */
+static int close_locked(kv_store *s, struct kv_tenant *t)
+{
+	kv_db *db = t->db;
+	struct kv_stats st;
+	int rv;
+
+	t->state = T_CLOSING;
+	t->hold++;
+	pthread_mutex_unlock(&s->mu);
+	kv_stats(db, &st);
+	rv = kv_close(db);
+	pthread_mutex_lock(&s->mu);
+	t->db = NULL;
+	t->state = T_PASSIVE;
+	t->last = st;
+	t->last.keydir_bytes = 0;
+	s->passivations++;
+	if (!t->dropped)
+		write_stats(t);
+	t->hold--;
+	pthread_cond_broadcast(&s->cv);
+	return rv;
+}
+
+static size_t max_active(kv_store *s)
+{
+	struct rlimit rl;
+	size_t n;
+
+	if (s->opt.max_active)
+		return s->opt.max_active;
+	/* every segment file counts against the engine's open-file budget */
+	/* Half of the process's descriptors go to segment files (the engine's
+	 * budget, which counts each active segment), a quarter to listeners and
+	 * clients, a quarter to active tenants: each holds its directory, its
+	 * ring and, under an event loop, an event fd. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1024;
+	n = (size_t)rl.rlim_cur / 4 / 3;
+	return n < 2 ? 2 : n;
+}
+
+/* Makes room for one more active tenant by closing the least recently used
+ * idle ones. s->mu held. */
+static void make_room_locked(kv_store *s)
+{
+	size_t limit = max_active(s);
+
+	for (;;) {
+		struct kv_tenant *lru = NULL;
+		size_t active = 0, i;
+		for (i = 0; i < s->n; i++) {
+			struct kv_tenant *t = s->t[i];
+			if (t->state == T_ACTIVE || t->state == T_OPENING || t->state == T_CLOSING)
+				active++;
+			if (t->state == T_ACTIVE && t->refs == 0 &&
+			    (lru == NULL || t->last_used_ms < lru->last_used_ms))
+				lru = t;
+		}
+		if (active < limit || lru == NULL)
+			return;
+		close_locked(s, lru);
+	}
+}
+
+/* Brings t to ACTIVE. s->mu held, t held by the caller. */
+static int activate_locked(kv_store *s, struct kv_tenant *t)
+{
+	struct kv_options o;
+	kv_db *db = NULL;
+	uint64_t t0;
+	int rv;
+
+	for (;;) {
+		while (t->state == T_OPENING || t->state == T_CLOSING)
+			pthread_cond_wait(&s->cv, &s->mu);
+		if (t->dropped)
+			return -ENOENT;
+		if (t->state == T_ACTIVE)
+			return 0;
+		make_room_locked(s);
+		if (t->state == T_PASSIVE)
+			break;
+	}
+	t->state = T_OPENING;
+	db_options(s, t, &o);
+	pthread_mutex_unlock(&s->mu);
+	t0 = mono_us();
+	rv = kv_open(t->path, &o, &db);
+	t0 = mono_us() - t0;
+	pthread_mutex_lock(&s->mu);
+	if (rv == 0) {
+		t->db = db;
+		t->state = T_ACTIVE;
+		t->activations++;
+		t->last_activation_ms = wall_ms();
+		t->last_activation_us = t0;
+		s->activations++;
+	} else {
+		t->state = T_PASSIVE;
+	}
+	pthread_cond_broadcast(&s->cv);
+	return rv;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+static int rmtree(const char *path);
+
+static int load_tenants(kv_store *s)
+{
+	DIR *d = opendir(s->tdir);
+	struct dirent *de;
+	int rv = 0;
+
+	if (d == NULL)
+		return -errno;
+	while ((de = readdir(d)) != NULL) {
+		struct kv_tenant *t;
+		char *cfg;
+		if (strncmp(de->d_name, ".dropped-", 9) == 0) {
+			/* a drop interrupted by a crash: finish it */
+			char *gone;
+			if (asprintf(&gone, "%s/%s", s->tdir, de->d_name) >= 0) {
+				rmtree(gone);
+				free(gone);
+			}
+			continue;
+		}
+		if (!kv_tenant_name_valid(de->d_name))
+			continue;
+		if ((t = tenant_new(s, de->d_name)) == NULL) {
+			rv = -ENOMEM;
+			break;
+		}
+		if (asprintf(&cfg, "%s/TENANT", t->path) < 0) {
+			tenant_free(t);
+			rv = -ENOMEM;
+			break;
+		}
+		rv = ini_parse(cfg, ini_tenant, t);
+		free(cfg);
+		if (rv == -1) {
+			/* not a tenant directory (no TENANT file) */
+			tenant_free(t);
+			rv = 0;
+			continue;
+		}
+		if (rv != 0 || config_valid(&t->cfg) != 0) {
+			tenant_free(t);
+			rv = KV_EFORMAT;
+			break;
+		}
+		if (asprintf(&cfg, "%s/STATS", t->path) >= 0) {
+			ini_parse(cfg, ini_tenant, t); /* missing or damaged: zeros */
+			free(cfg);
+		}
+		if ((rv = table_insert(s, t)) != 0) {
+			tenant_free(t);
+			break;
+		}
+	}
+	closedir(d);
+	return rv;
+}
+
+int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret)
+{
+	kv_store *s;
+	char *lock = NULL;
+	int rv;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	s->lockfd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (o)
+		s->opt = *o;
+	else
+		kv_store_options_init(&s->opt);
+	idle_clock = s->opt.base.clock;
+	idle_clock_arg = s->opt.base.clock_arg;
+	if ((rv = config_valid(&s->opt.defaults)) != 0)
+		goto fail;
+	if ((s->dir = strdup(dir)) == NULL || asprintf(&s->tdir, "%s/tenants", dir) < 0 ||
+	    asprintf(&lock, "%s/LOCK", dir) < 0) {
+		rv = -ENOMEM;
+		goto fail;
+	}
+	if ((mkdir(dir, 0750) != 0 && errno != EEXIST) ||
+	    (mkdir(s->tdir, 0750) != 0 && errno != EEXIST)) {
+		rv = -errno;
+		goto fail;
+	}
+	if ((s->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+		rv = -errno;
+		goto fail;
+	}
+	if (flock(s->lockfd, LOCK_EX | LOCK_NB) != 0) {
+		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
+		goto fail;
+	}
+	{
+		char pid[32];
+		int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+		if (ftruncate(s->lockfd, 0) != 0 || pwrite(s->lockfd, pid, (size_t)n, 0) != n) {
+			rv = -errno;
+			goto fail;
+		}
+	}
+	if ((rv = load_tenants(s)) != 0)
+		goto fail;
+	if (find(s, "default") == NULL) {
+		pthread_mutex_lock(&s->mu);
+		rv = create_locked(s, "default", NULL, NULL);
+		pthread_mutex_unlock(&s->mu);
+		if (rv != 0)
+			goto fail;
+	}
+	free(lock);
+	*ret = s;
+	return 0;
+fail:
+	free(lock);
+	kv_store_close(s);
+	return rv;
+}
+
+int kv_store_close(kv_store *s)
+{
+	size_t i;
+	int rv = 0;
+
+	if (s == NULL)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	for (i = 0; i < s->n; i++) {
+		struct kv_tenant *t = s->t[i];
+		while (t->state == T_OPENING || t->state == T_CLOSING)
+			pthread_cond_wait(&s->cv, &s->mu);
+		if (t->state == T_ACTIVE) {
+			int r = close_locked(s, t);
+			if (rv == 0)
+				rv = r;
+		}
+	}
+	for (i = 0; i < s->n; i++)
+		tenant_free(s->t[i]);
+	pthread_mutex_unlock(&s->mu);
+	free(s->t);
+	if (s->lockfd >= 0)
+		close(s->lockfd);
+	free(s->dir);
+	free(s->tdir);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+	return rv;
+}
+
+int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config *c)
+{
+	int rv;
+
+	pthread_mutex_lock(&s->mu);
+	rv = create_locked(s, name, c, NULL);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+static int rmtree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int rv = 0;
+
+	if (d == NULL)
+		return -errno;
+	while ((de = readdir(d)) != NULL) {
+		char *p;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&p, "%s/%s", path, de->d_name) < 0) {
+			rv = -ENOMEM;
+			break;
+		}
+		if (unlink(p) != 0 && rv == 0)
+			rv = -errno;
+		free(p);
+	}
+	closedir(d);
+	if (rmdir(path) != 0 && rv == 0)
+		rv = -errno;
+	return rv;
+}
+
+int kv_store_drop(kv_store *s, const char *name)
+{
+	struct kv_tenant *t;
+	int rv;
+
+	if (strcmp(name, "default") == 0)
+		return -EPERM;
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	t->hold++;
+	while (t->state == T_OPENING || t->state == T_CLOSING)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (t->dropped) {
+		rv = -ENOENT;
+		goto out;
+	}
+	if (t->refs > 0) {
+		rv = -EBUSY;
+		goto out;
+	}
+	t->dropped = true;
+	table_remove(s, t);
+	if (t->state == T_ACTIVE)
+		close_locked(s, t);
+	{
+		/* rename first, so a crash never leaves half a tenant behind */
+		char *gone;
+		if (asprintf(&gone, "%s/.dropped-%s", s->tdir, t->name) < 0) {
+			rv = -ENOMEM;
+			goto out;
+		}
+		if (rename(t->path, gone) == 0)
+			rv = rmtree(gone);
+		else
+			rv = -errno;
+		free(gone);
+	}
+out:
+	if (--t->hold == 0 && t->dropped)
+		tenant_free(t);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count)
+{
+	struct kv_tenant_state *v;
+	size_t i;
+
+	pthread_mutex_lock(&s->mu);
+	if ((v = calloc(s->n + 1, sizeof(*v))) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOMEM;
+	}
+	for (i = 0; i < s->n; i++) {
+		snprintf(v[i].name, sizeof(v[i].name), "%s", s->t[i]->name);
+		v[i].active = s->t[i]->state == T_ACTIVE;
+	}
+	*ret_count = s->n;
+	pthread_mutex_unlock(&s->mu);
+	*ret = v;
+	return 0;
+}
+
+int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret)
+{
+	struct kv_tenant_info info;
+	struct kv_tenant *t;
+
+	memset(&info, 0, sizeof(info));
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	snprintf(info.name, sizeof(info.name), "%s", t->name);
+	info.active = t->state == T_ACTIVE;
+	info.idle_ms = t->refs > 0 ? 0 : mono_ms() - t->last_used_ms;
+	info.config = t->cfg;
+	info.activations = t->activations;
+	info.last_activation_ms = t->last_activation_ms;
+	info.last_activation_us = t->last_activation_us;
+	info.in_use = t->refs;
+	if (info.active)
+		kv_stats(t->db, &info.stats);
+	else
+		info.stats = t->last;
+	pthread_mutex_unlock(&s->mu);
+	*ret = info;
+	return 0;
+}
+
+int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
+{
+	struct kv_tenant *t;
+	int rv;
+
+	pthread_mutex_lock(&s->mu);
+	t = find(s, name);
+	if (t == NULL) {
+		if (!s->opt.auto_create) {
+			pthread_mutex_unlock(&s->mu);
+			return kv_tenant_name_valid(name) ? -ENOENT : -EINVAL;
+		}
+		if ((rv = create_locked(s, name, NULL, &t)) != 0) {
+			pthread_mutex_unlock(&s->mu);
+			return rv;
+		}
+	}
+	if (t->state == T_ACTIVE) {
+		/* the hot path: one lock, no I/O */
+		t->refs++;
+		t->last_used_ms = mono_ms();
+		pthread_mutex_unlock(&s->mu);
+		*ret = t;
+		return 0;
+	}
+	t->hold++;
+	rv = activate_locked(s, t);
+	if (rv == 0) {
+		t->refs++;
+		t->last_used_ms = mono_ms();
+	}
+	if (--t->hold == 0 && t->dropped) {
+		tenant_free(t);
+		t = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (rv == 0)
+		*ret = t;
+	return rv;
+}
+
+void kv_store_put(kv_store *s, kv_tenant *t)
+{
+	if (t == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	t->refs--;
+	t->last_used_ms = mono_ms();
+	pthread_mutex_unlock(&s->mu);
+}
+
+kv_db *kv_tenant_db(kv_tenant *t)
+{
+	return t->db;
+}
+
+const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t)
+{
+	return &t->cfg;
+}
+
+const char *kv_tenant_name(kv_tenant *t)
+{
+	return t->name;
+}
+
+int kv_store_passivate(kv_store *s, const char *name)
+{
+	struct kv_tenant *t;
+	int rv = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	t->hold++;
+	while (t->state == T_OPENING || t->state == T_CLOSING)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (t->state == T_ACTIVE) {
+		if (t->refs > 0)
+			rv = -EBUSY;
+		else
+			rv = close_locked(s, t);
+	}
+	if (--t->hold == 0 && t->dropped)
+		tenant_free(t);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us)
+{
+	struct kv_tenant *t;
+	int rv;
+
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	t->hold++;
+	rv = activate_locked(s, t);
+	if (rv == 0) {
+		t->last_used_ms = mono_ms();
+		if (ret_us)
+			*ret_us = t->last_activation_us;
+	}
+	if (--t->hold == 0 && t->dropped)
+		tenant_free(t);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+int kv_store_maintain(kv_store *s, uint32_t *ret_passivated)
+{
+	uint32_t done = 0;
+	uint64_t now = mono_ms();
+	size_t i;
+
+	pthread_mutex_lock(&s->mu);
+	/* idle tenants */
+	if (s->opt.idle_timeout_s > 0) {
+		for (i = 0; i < s->n; i++) {
+			struct kv_tenant *t = s->t[i];
+			if (t->state == T_ACTIVE && t->refs == 0 &&
+			    now - t->last_used_ms >= (uint64_t)s->opt.idle_timeout_s * 1000) {
+				close_locked(s, t);
+				done++;
+				i = (size_t)-1; /* the table may have changed while unlocked */
+				now = mono_ms();
+			}
+		}
+	}
+	/* the memory budget: least recently used first */
+	while (s->opt.memory_budget > 0 && store_keydir_bytes_locked(s) > s->opt.memory_budget) {
+		struct kv_tenant *lru = NULL;
+		for (i = 0; i < s->n; i++) {
+			struct kv_tenant *t = s->t[i];
+			if (t->state == T_ACTIVE && t->refs == 0 &&
+			    (lru == NULL || t->last_used_ms < lru->last_used_ms))
+				lru = t;
+		}
+		if (lru == NULL)
+			break; /* everything over budget is in use */
+		close_locked(s, lru);
+		done++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (ret_passivated)
+		*ret_passivated = done;
+	return 0;
+}
+
+void kv_store_set_limits(kv_store *s, uint64_t memory_budget, uint32_t idle_timeout_s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->opt.memory_budget = memory_budget;
+	s->opt.idle_timeout_s = idle_timeout_s;
+	pthread_mutex_unlock(&s->mu);
+}
+
+int kv_store_stats(kv_store *s, struct kv_store_stats *ret)
+{
+	struct kv_store_stats st;
+	size_t i;
+
+	memset(&st, 0, sizeof(st));
+	pthread_mutex_lock(&s->mu);
+	st.tenants = s->n;
+	for (i = 0; i < s->n; i++)
+		st.active += s->t[i]->state == T_ACTIVE;
+	st.keydir_bytes = store_keydir_bytes_locked(s);
+	st.activations = s->activations;
+	st.passivations = s->passivations;
+	pthread_mutex_unlock(&s->mu);
+	*ret = st;
+	return 0;
+}

@@ -1,0 +1,287 @@
+/* test_store.c — tenants: create, list, info, drop; passivation by request, idle time and memory budget with data intact; thousands of tenants under a low RLIMIT_NOFILE. */
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+static struct tu_clock clk = {1700000000000ull};
+
+static void sopts(struct kv_store_options *o)
+{
+	kv_store_options_init(o);
+	o->base.clock = tu_clock_read;
+	o->base.clock_arg = &clk;
+	o->base.segment_size = 64 * 1024;
+}
+
+static void fill(kv_store *s, const char *tenant, int n, int tag)
+{
+	kv_tenant *t;
+	char k[32], v[64];
+
+	assert_int_equal(kv_store_get(s, tenant, &t), 0);
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "key-%06d", i);
+		snprintf(v, sizeof(v), "%s-%d-%d", tenant, tag, i);
+		assert_int_equal(kv_put(kv_tenant_db(t), k, strlen(k), v, strlen(v), NULL, NULL), 0);
+	}
+	kv_store_put(s, t);
+}
+
+static void verify(kv_store *s, const char *tenant, int n, int tag)
+{
+	kv_tenant *t;
+	char k[32], v[64];
+
+	assert_int_equal(kv_store_get(s, tenant, &t), 0);
+	for (int i = 0; i < n; i++) {
+		struct kv_value val;
+		snprintf(k, sizeof(k), "key-%06d", i);
+		snprintf(v, sizeof(v), "%s-%d-%d", tenant, tag, i);
+		assert_int_equal(kv_get(kv_tenant_db(t), k, strlen(k), NULL, &val), 0);
+		assert_int_equal(val.len, strlen(v));
+		assert_memory_equal(val.data, v, val.len);
+		kv_value_release(&val);
+	}
+	kv_store_put(s, t);
+}
+
+static void test_tenants(void **state)
+{
+	char *dir = tu_mkdtemp("store");
+	struct kv_store_options o;
+	struct kv_tenant_config c;
+	struct kv_tenant_state *list;
+	struct kv_tenant_info info;
+	kv_store *s, *second;
+	kv_tenant *t;
+	size_t n;
+
+	(void)state;
+	sopts(&o);
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_open(dir, &o, &second), KV_ELOCKED);
+	/* default exists from the start */
+	assert_int_equal(kv_store_list(s, &list, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0].name, "default");
+	assert_false(list[0].active);
+	free(list);
+
+	kv_tenant_config_init(&c);
+	c.sync = KV_SYNC_NONE;
+	c.history_versions = 3;
+	c.max_keys = 10;
+	assert_int_equal(kv_store_create(s, "orders", &c), 0);
+	assert_int_equal(kv_store_create(s, "orders", &c), -EEXIST);
+	assert_int_equal(kv_store_create(s, "bad/name", &c), -EINVAL);
+	assert_int_equal(kv_store_create(s, ".hidden", &c), -EINVAL);
+	assert_int_equal(kv_store_create(s, "", &c), -EINVAL);
+	assert_int_equal(kv_store_get(s, "nope", &t), -ENOENT);
+
+	fill(s, "orders", 10, 1);
+	/* the tenant's max_keys applies */
+	assert_int_equal(kv_store_get(s, "orders", &t), 0);
+	assert_int_equal(kv_put(kv_tenant_db(t), "eleven", 6, "x", 1, NULL, NULL), KV_EMAXKEYS);
+	assert_int_equal(kv_tenant_config_of(t)->history_versions, 3);
+	assert_string_equal(kv_tenant_name(t), "orders");
+	/* in use: it cannot be passivated or dropped */
+	assert_int_equal(kv_store_passivate(s, "orders"), -EBUSY);
+	assert_int_equal(kv_store_drop(s, "orders"), -EBUSY);
+	kv_store_put(s, t);
+
+	assert_int_equal(kv_store_info(s, "orders", &info), 0);
+	assert_true(info.active);
+	assert_int_equal(info.stats.keys, 10);
+	assert_true(info.stats.keydir_bytes > 0);
+	assert_int_equal(info.activations, 1);
+	assert_int_equal(info.config.sync, KV_SYNC_NONE);
+
+	/* by request: passive, memory freed, data intact after activation */
+	assert_int_equal(kv_store_passivate(s, "orders"), 0);
+	assert_int_equal(kv_store_info(s, "orders", &info), 0);
+	assert_false(info.active);
+	assert_int_equal(info.stats.keydir_bytes, 0);
+	assert_int_equal(info.stats.keys, 10);
+	{
+		uint64_t us = 0;
+		assert_int_equal(kv_store_activate(s, "orders", &us), 0);
+		assert_true(us > 0);
+	}
+	verify(s, "orders", 10, 1);
+	assert_int_equal(kv_store_info(s, "orders", &info), 0);
+	assert_int_equal(info.activations, 2);
+	assert_true(info.last_activation_ms > 0);
+
+	/* configuration and statistics survive a restart */
+	assert_int_equal(kv_store_close(s), 0);
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_info(s, "orders", &info), 0);
+	assert_false(info.active);
+	assert_int_equal(info.stats.keys, 10);
+	assert_int_equal(info.config.history_versions, 3);
+	assert_int_equal(info.config.max_keys, 10);
+	assert_int_equal(info.activations, 2);
+	verify(s, "orders", 10, 1);
+
+	/* drop */
+	assert_int_equal(kv_store_drop(s, "default"), -EPERM);
+	assert_int_equal(kv_store_drop(s, "orders"), 0);
+	assert_int_equal(kv_store_drop(s, "orders"), -ENOENT);
+	assert_int_equal(kv_store_get(s, "orders", &t), -ENOENT);
+	{
+		char *p = tu_path(dir, "tenants/orders");
+		assert_int_equal(tu_file_size(p), -1);
+		free(p);
+	}
+	assert_int_equal(kv_store_list(s, &list, &n), 0);
+	assert_int_equal(n, 1);
+	free(list);
+	assert_int_equal(kv_store_close(s), 0);
+
+	/* auto-create when asked for */
+	o.auto_create = true;
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_get(s, "fresh", &t), 0);
+	kv_store_put(s, t);
+	assert_int_equal(kv_store_get(s, "bad name", &t), -EINVAL);
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_idle_and_budget(void **state)
+{
+	char *dir = tu_mkdtemp("idle");
+	struct kv_store_options o;
+	struct kv_store_stats st;
+	struct kv_tenant_info info;
+	kv_store *s;
+	uint32_t passivated;
+	char name[16];
+
+	(void)state;
+	sopts(&o);
+	o.idle_timeout_s = 60;
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		assert_int_equal(kv_store_create(s, name, NULL), 0);
+		fill(s, name, 2000, i);
+		clk.ms += 1000;
+	}
+	assert_int_equal(kv_store_stats(s, &st), 0);
+	assert_int_equal(st.active, 4);
+	/* idle: t0 was last used 4 s ago; move on to 60 s after t1 */
+	clk.ms += 57000;
+	assert_int_equal(kv_store_maintain(s, &passivated), 0);
+	assert_int_equal(passivated, 2); /* t0 and t1 */
+	assert_int_equal(kv_store_info(s, "t0", &info), 0);
+	assert_false(info.active);
+	assert_int_equal(kv_store_info(s, "t2", &info), 0);
+	assert_true(info.active);
+	assert_true(info.idle_ms >= 58000);
+
+	/* the memory budget: least recently used go first */
+	verify(s, "t0", 2000, 0); /* t0 active again, most recently used */
+	assert_int_equal(kv_store_stats(s, &st), 0);
+	assert_int_equal(st.active, 3);
+	kv_store_set_limits(s, st.keydir_bytes - 1, 0);
+	assert_int_equal(kv_store_maintain(s, &passivated), 0);
+	assert_int_equal(passivated, 1);
+	assert_int_equal(kv_store_info(s, "t2", &info), 0);
+	assert_false(info.active); /* t2 was the least recently used */
+	assert_int_equal(kv_store_info(s, "t0", &info), 0);
+	assert_true(info.active);
+	assert_int_equal(kv_store_stats(s, &st), 0);
+	assert_int_equal(st.active, 2);
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		verify(s, name, 2000, i);
+	}
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* Thousands of tenants with several segments each, under RLIMIT_NOFILE 128. */
+static void test_low_nofile(void **state)
+{
+	char *dir = tu_mkdtemp("nofile");
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = {128, 128};
+		struct kv_store_options o;
+		struct kv_store_stats st;
+		kv_store *s;
+		char name[16], k[16], v[600];
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(20);
+		sopts(&o);
+		o.base.segment_size = 4096;
+		o.defaults.sync = KV_SYNC_NONE;
+		if (kv_store_open(dir, &o, &s) != 0)
+			_exit(21);
+		memset(v, 'v', sizeof(v));
+		for (int round = 0; round < 2; round++) {
+			for (int i = 0; i < 1500; i++) {
+				kv_tenant *t;
+				snprintf(name, sizeof(name), "n%04d", i);
+				if (round == 0 && kv_store_create(s, name, NULL) != 0)
+					_exit(22);
+				int grv = kv_store_get(s, name, &t);
+				if (grv != 0) {
+					fprintf(stderr, "get %s: %s (open files %zu)\n", name,
+					        kv_strerror(grv), kv_open_segment_files());
+					_exit(23);
+				}
+				for (int j = 0; j < (round == 0 ? 20 : 0); j++) {
+					snprintf(k, sizeof(k), "k%02d", j);
+					v[0] = (char)('a' + i % 26);
+					if (kv_put(kv_tenant_db(t), k, strlen(k), v, sizeof(v), NULL,
+					           NULL) != 0)
+						_exit(24);
+				}
+				for (int j = 0; j < 20; j++) {
+					struct kv_value val;
+					snprintf(k, sizeof(k), "k%02d", j);
+					if (kv_get(kv_tenant_db(t), k, strlen(k), NULL, &val) != 0)
+						_exit(25);
+					if (val.len != sizeof(v) || ((char *)val.data)[0] != 'a' + i % 26)
+						_exit(26);
+					kv_value_release(&val);
+				}
+				kv_store_put(s, t);
+			}
+		}
+		if (kv_store_stats(s, &st) != 0 || st.tenants != 1501 || st.active > 10)
+			_exit(27);
+		if (kv_store_close(s) != 0)
+			_exit(28);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tenants),
+		cmocka_unit_test(test_idle_and_budget),
+		cmocka_unit_test(test_low_nofile),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
