@@ -829,6 +829,22 @@ int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
 	return rv;
 }
 
+int kv_store_get_active(kv_store *s, const char *name, kv_tenant **ret)
+{
+	struct kv_tenant *t;
+
+	pthread_mutex_lock(&s->mu);
+	t = find(s, name);
+	if (t == NULL || t->state != T_ACTIVE) {
+		pthread_mutex_unlock(&s->mu);
+		return t == NULL ? -ENOENT : -EAGAIN;
+	}
+	t->refs++; /* not a use: last_used_ms stays, so idle tenants still age */
+	pthread_mutex_unlock(&s->mu);
+	*ret = t;
+	return 0;
+}
+
 void kv_store_put(kv_store *s, kv_tenant *t)
 {
 	if (t == NULL)
@@ -836,6 +852,15 @@ void kv_store_put(kv_store *s, kv_tenant *t)
 	pthread_mutex_lock(&s->mu);
 	t->refs--;
 	t->last_used_ms = mono_ms();
+	pthread_mutex_unlock(&s->mu);
+}
+
+void kv_store_put_unused(kv_store *s, kv_tenant *t)
+{
+	if (t == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	t->refs--;
 	pthread_mutex_unlock(&s->mu);
 }
 

@@ -370,6 +370,11 @@ int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret);
  * does not exist and auto_create is off). Hold it while using the database. */
 int kv_store_get(kv_store *s, const char *name, kv_tenant **ret);
 void kv_store_put(kv_store *s, kv_tenant *t);
+/* Like kv_store_get, but never activates (-EAGAIN when the tenant is
+ * passive) and does not count as a use: release it with
+ * kv_store_put_unused, so maintenance does not keep idle tenants young. */
+int kv_store_get_active(kv_store *s, const char *name, kv_tenant **ret);
+void kv_store_put_unused(kv_store *s, kv_tenant *t);
 kv_db *kv_tenant_db(kv_tenant *t);
 const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t);
 const char *kv_tenant_name(kv_tenant *t);

@@ -1,0 +1,55 @@
+/*
+ * config.h — kvd's settings: defaults, the INI file (/etc/kvd/kvd.conf by
+ * default; parsed with Debian's libinih), and command-line flags, which win.
+ * docs/kvd.conf.5 / systemd/kvd.conf list every setting.
+ */
+#ifndef KVD_CONFIG_H
+#define KVD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvengine.h"
+
+#define KVD_LISTEN_MAX 8
+#define KVD_DEFAULT_CONFIG "/etc/kvd/kvd.conf"
+#define KVD_DEFAULT_LISTEN "ipc:///run/kvd/kvd.sock"
+#define KVD_DEFAULT_DATA "/var/lib/kvd"
+
+struct kvd_config {
+	char data_dir[4096];
+	char *listen[KVD_LISTEN_MAX];
+	int nlisten;
+	uint32_t workers;         /* 0: one per CPU */
+	int log_level;            /* LOG_* */
+	uint32_t idle_timeout_s;  /* 0: never passivate for idleness */
+	uint64_t memory_budget;   /* bytes of key directories; 0: none */
+	uint64_t max_message_size;
+	uint32_t max_value_size;
+	uint32_t contexts;        /* requests served at once per listener socket */
+	bool auto_create;
+	char token[256];
+	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// */
+	char tls_key[4096];
+	uint32_t ipc_mode;        /* permissions of ipc:// socket files */
+	uint64_t segment_size;
+	uint32_t open_files;      /* segment files open at most; 0: half of RLIMIT_NOFILE */
+	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */
+	struct kv_tenant_config defaults;
+};
+
+void config_defaults(struct kvd_config *c);
+/* Reads an INI file into c. A missing file is -ENOENT; any unknown key or
+ * bad value is -EINVAL with a one-line reason in err. */
+int config_load(struct kvd_config *c, const char *path, char *err, size_t errlen);
+/* Checks the combination (at least one listener, sizes in range). */
+int config_check(const struct kvd_config *c, char *err, size_t errlen);
+void config_release(struct kvd_config *c);
+/* Replaces the listen list. */
+int config_set_listen(struct kvd_config *c, char *const *urls, int n);
+
+/* "64M", "1G", "4096" -> bytes; -EINVAL on junk or overflow. */
+int parse_size(const char *s, uint64_t *ret);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * kvd.h — the daemon's shared state and the pieces that move a request.
+ *
+ * A request's path:
+ *   1. listener.c: an nng REP context receives a message (on an nng thread),
+ *      decodes the envelope (rpc_req_decode) and either answers at once
+ *      (errors, Health, tenant bookkeeping) or queues the job on the worker
+ *      that owns the tenant (hash of its name) — or, for Compact, on the
+ *      maintenance thread.
+ *   2. worker.c: the owner runs reads on the spot, submits writes to the
+ *      tenant's engine with kv_submit, and drives every tenant with writes in
+ *      flight with kv_process when their event fds fire. A write is answered
+ *      from its completion callback, after its batch is durable.
+ *   3. listener.c: the reply goes out on the same context, which then waits
+ *      for the next request.
+ *
+ * Threads: nng's (receive, decode, answer), one per worker (tenants hashed
+ * to it), one maintenance thread (interval syncs, hints, idle and memory
+ * passivation, merges, Compact, sd_notify STATUS and WATCHDOG), and the main
+ * thread (signals).
+ */
+#ifndef KVD_KVD_H
+#define KVD_KVD_H
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "kvengine.h"
+#include "server.h"
+
+struct kvd;
+struct worker;
+struct busy;
+
+enum job_kind {
+	JOB_REQUEST, /* a client request */
+	JOB_ATTACH,  /* maintenance needs the owner to drive a tenant (merge barriers) */
+	JOB_DETACH,
+};
+
+struct job {
+	enum job_kind kind;
+	struct conn *conn;      /* JOB_REQUEST: where the reply goes */
+	struct rpc_req req;
+	nng_msg *msg;           /* the request bytes req points into */
+	uint64_t deadline_ms;   /* monotonic; 0: none */
+	/* writes */
+	kv_tenant *t;
+	struct busy *busy;
+	struct kv_req kreq;
+	struct kv_op *ops;
+	size_t nops;
+	struct job *dup_next;   /* repeats of this write waiting for its reply */
+	bool live;              /* req and msg are held */
+	/* JOB_ATTACH / JOB_DETACH */
+	char tenant[KV_TENANT_NAME_MAX + 1];
+	sem_t *done;
+	struct job *next;
+};
+
+/* One nng REP context: one request at a time. */
+struct conn {
+	struct kvd *d;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state; /* CONN_RECV, CONN_DELAY, CONN_SEND */
+	nng_msg *reply;
+	struct job job;
+};
+
+struct kvd {
+	struct kvd_config cfg;
+	char config_path[4096];
+	bool config_from_file;
+	kv_store *store;
+	struct rpc_limits lim;
+	nng_socket sock;
+	nng_listener listeners[KVD_LISTEN_MAX];
+	int nlisteners;
+	struct conn *conns;
+	uint32_t nconns;
+	struct worker *workers;
+	uint32_t nworkers;
+	pthread_t maint;
+	bool maint_running;
+	pthread_mutex_t maint_mu;
+	pthread_cond_t maint_cv;
+	struct job *maint_q, *maint_q_tail;
+	atomic_bool stopping;
+	atomic_bool quit;       /* workers leave their loops */
+	atomic_bool maint_quit; /* the maintenance thread leaves its loop */
+	_Atomic uint64_t requests;
+	_Atomic uint64_t in_flight;
+	uint64_t start_ms;
+	uint32_t reply_delay_ms; /* tests: hold every reply this long (KVD_TEST_REPLY_DELAY_MS) */
+	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
+	uint64_t watchdog_usec;
+};
+
+uint64_t now_ms(void);
+
+/* listener.c */
+int listeners_start(struct kvd *d, char *err, size_t errlen);
+void listeners_close(struct kvd *d);  /* stop accepting connections */
+void conns_stop(struct kvd *d);       /* close the socket and free the contexts */
+/* Sends a reply for the job's context (takes the reply's bytes). */
+void conn_reply(struct conn *c, struct rpc_reply *rp);
+void conn_reply_error(struct conn *c, uint64_t id, int status, const char *msg);
+
+/* worker.c */
+int workers_start(struct kvd *d);
+void workers_stop(struct kvd *d);
+uint32_t worker_of(const struct kvd *d, const char *tenant);
+/* Queues a job on a worker; false when its queue is full. */
+bool worker_post(struct kvd *d, uint32_t w, struct job *j);
+
+/* maint.c */
+int maint_start(struct kvd *d);
+void maint_stop(struct kvd *d);
+void maint_post(struct kvd *d, struct job *j);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * listener.c — the nng REP socket, its listeners and its contexts.
+ *
+ * One REP socket serves every listen address; `contexts` nng contexts are
+ * opened once at start, each receiving one request at a time, so that many
+ * requests are in flight at once. A context's state machine:
+ *
+ *   RECV --message--> (decode; answer now, or hand the job to a worker)
+ *        ... conn_reply() ... --> [DELAY --timer-->] SEND --sent--> RECV
+ *
+ * Callbacks run on nng's threads. The job embedded in a context belongs to
+ * whoever holds it between RECV and conn_reply(); after conn_reply() it may
+ * be reused at once for the next request.
+ */
+#include "kvd.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/tls/tls.h>
+#include <nng/transport/ipc/ipc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { CONN_RECV, CONN_DELAY, CONN_SEND };
+
+static void job_release(struct job *j)
+{
+	if (!j->live)
+		return;
+	j->live = false;
+	rpc_req_release(&j->req);
+	if (j->msg != NULL) {
+		nng_msg_free(j->msg);
+		j->msg = NULL;
+	}
+}
+
+static void conn_send(struct conn *c, nng_msg *m)
+{
+	c->state = CONN_SEND;
+	nng_aio_set_msg(c->aio, m);
+	nng_ctx_send(c->ctx, c->aio);
+}
+
+void conn_reply(struct conn *c, struct rpc_reply *rp)
+{
+	struct kvd *d = c->d;
+	nng_msg *m = NULL;
+
+	job_release(&c->job);
+	if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, rp->buf.data, rp->buf.size) != 0) {
+		/* out of memory: the client's call times out */
+		klog(LOG_ERR, "cannot allocate a reply of %zu bytes", rp->buf.size);
+		if (m != NULL)
+			nng_msg_free(m);
+		rpc_reply_release(rp);
+		atomic_fetch_sub(&d->in_flight, 1);
+		c->state = CONN_RECV;
+		nng_ctx_recv(c->ctx, c->aio);
+		return;
+	}
+	rpc_reply_release(rp);
+	if (d->reply_delay_ms > 0) {
+		c->reply = m;
+		c->state = CONN_DELAY;
+		nng_sleep_aio((nng_duration)d->reply_delay_ms, c->aio);
+		return;
+	}
+	conn_send(c, m);
+}
+
+void conn_reply_error(struct conn *c, uint64_t id, int status, const char *msg)
+{
+	struct rpc_reply rp;
+
+	rpc_reply_init(&rp);
+	rpc_reply_error(&rp, id, status, msg);
+	conn_reply(c, &rp);
+}
+
+static void handle_request(struct conn *c, nng_msg *msg)
+{
+	struct kvd *d = c->d;
+	struct job *j = &c->job;
+	const char *emsg = NULL;
+	int status;
+
+	atomic_fetch_add(&d->requests, 1);
+	atomic_fetch_add(&d->in_flight, 1);
+	memset(j, 0, sizeof(*j));
+	j->kind = JOB_REQUEST;
+	j->conn = c;
+	j->msg = msg;
+	j->live = true;
+	if (rpc_req_decode(&j->req, &d->lim, nng_msg_body(msg), nng_msg_len(msg), &status, &emsg) !=
+	    0) {
+		klog(LOG_DEBUG, "rejected request: %s", emsg);
+		conn_reply_error(c, j->req.id, status, emsg);
+		return;
+	}
+	if (atomic_load(&d->stopping) && j->req.method != RPC_HEALTH) {
+		conn_reply_error(c, j->req.id, RPC_UNAVAILABLE, "shutting down");
+		return;
+	}
+	if (j->req.timeout_ms)
+		j->deadline_ms = now_ms() + j->req.timeout_ms;
+	switch (j->req.kind) {
+	case RPC_KIND_LOCAL: {
+		struct rpc_reply rp;
+		rpc_reply_init(&rp);
+		rpc_run_local(d->store, &d->lim, &j->req, (now_ms() - d->start_ms) / 1000,
+		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
+		              atomic_load(&d->stopping), &rp);
+		conn_reply(c, &rp);
+		return;
+	}
+	case RPC_KIND_MAINT:
+		maint_post(d, j);
+		return;
+	default:
+		if (!worker_post(d, worker_of(d, j->req.tenant), j))
+			conn_reply_error(c, j->req.id, RPC_RESOURCE_EXHAUSTED,
+			                 "too many requests queued, try again");
+		return;
+	}
+}
+
+static void conn_cb(void *arg)
+{
+	struct conn *c = arg;
+	struct kvd *d = c->d;
+	int rv = nng_aio_result(c->aio);
+
+	switch (c->state) {
+	case CONN_RECV:
+		if (rv != 0) {
+			if (rv == NNG_ECLOSED || rv == NNG_ECANCELED || atomic_load(&d->quit))
+				return;
+			nng_ctx_recv(c->ctx, c->aio);
+			return;
+		}
+		handle_request(c, nng_aio_get_msg(c->aio));
+		return;
+	case CONN_DELAY:
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			nng_msg_free(c->reply);
+			c->reply = NULL;
+			atomic_fetch_sub(&d->in_flight, 1);
+			return;
+		}
+		conn_send(c, c->reply);
+		c->reply = NULL;
+		return;
+	case CONN_SEND:
+		if (rv != 0)
+			nng_msg_free(nng_aio_get_msg(c->aio));
+		atomic_fetch_sub(&d->in_flight, 1);
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+			return;
+		c->state = CONN_RECV;
+		nng_ctx_recv(c->ctx, c->aio);
+		return;
+	}
+}
+
+static int read_file(const char *path, char **ret)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	if (f == NULL)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+	    (buf = malloc((size_t)n + 1)) == NULL) {
+		fclose(f);
+		return -EIO;
+	}
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		return -EIO;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	*ret = buf;
+	return 0;
+}
+
+static int tls_setup(struct kvd *d, nng_listener l, char *err, size_t errlen)
+{
+	nng_tls_config *cfg;
+	char *cert = NULL, *key = NULL;
+	int rv;
+
+	if ((rv = read_file(d->cfg.tls_cert, &cert)) != 0) {
+		snprintf(err, errlen, "tls_cert %s: %s", d->cfg.tls_cert, strerror(-rv));
+		return rv;
+	}
+	if ((rv = read_file(d->cfg.tls_key, &key)) != 0) {
+		snprintf(err, errlen, "tls_key %s: %s", d->cfg.tls_key, strerror(-rv));
+		free(cert);
+		return rv;
+	}
+	if ((rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER)) == 0) {
+		rv = nng_tls_config_own_cert(cfg, cert, key, NULL);
+		if (rv == 0)
+			rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
+		nng_tls_config_free(cfg); /* the listener keeps its own reference */
+	}
+	free(cert);
+	free(key);
+	if (rv != 0)
+		snprintf(err, errlen, "TLS certificate %s: %s", d->cfg.tls_cert, nng_strerror(rv));
+	return rv ? -EINVAL : 0;
+}
+
+static void ensure_ipc_dir(const char *url)
+{
+	char path[4096], *slash;
+
+	snprintf(path, sizeof(path), "%s", url + 6);
+	if ((slash = strrchr(path, '/')) != NULL && slash != path) {
+		*slash = '\0';
+		mkdir(path, 0755); /* best effort; nng reports what fails */
+	}
+}
+
+int listeners_start(struct kvd *d, char *err, size_t errlen)
+{
+	int rv;
+	uint32_t i;
+
+	if ((rv = nng_rep0_open(&d->sock)) != 0) {
+		snprintf(err, errlen, "cannot open the REP socket: %s", nng_strerror(rv));
+		return -EIO;
+	}
+	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+	for (int k = 0; k < d->cfg.nlisten; k++) {
+		const char *url = d->cfg.listen[k];
+		nng_listener l;
+		if (strncmp(url, "ipc://", 6) == 0)
+			ensure_ipc_dir(url);
+		if ((rv = nng_listener_create(&l, d->sock, url)) != 0) {
+			snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
+			return -EINVAL;
+		}
+		nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+		if (strncmp(url, "ipc://", 6) == 0)
+			nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)d->cfg.ipc_mode);
+		if (strncmp(url, "tls+tcp://", 10) == 0 && (rv = tls_setup(d, l, err, errlen)) != 0)
+			return rv;
+		if ((rv = nng_listener_start(l, 0)) != 0) {
+			snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
+			return -EADDRINUSE;
+		}
+		d->listeners[d->nlisteners++] = l;
+		klog(LOG_INFO, "listening on %s", url);
+	}
+	d->nconns = d->cfg.contexts;
+	if ((d->conns = calloc(d->nconns, sizeof(*d->conns))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (i = 0; i < d->nconns; i++) {
+		struct conn *c = &d->conns[i];
+		c->d = d;
+		if ((rv = nng_ctx_open(&c->ctx, d->sock)) != 0 ||
+		    (rv = nng_aio_alloc(&c->aio, conn_cb, c)) != 0) {
+			snprintf(err, errlen, "cannot open context %u: %s", i, nng_strerror(rv));
+			d->nconns = i;
+			return -ENOMEM;
+		}
+		c->state = CONN_RECV;
+		nng_ctx_recv(c->ctx, c->aio);
+	}
+	return 0;
+}
+
+void listeners_close(struct kvd *d)
+{
+	for (int i = 0; i < d->nlisteners; i++)
+		nng_listener_close(d->listeners[i]);
+	d->nlisteners = 0;
+}
+
+void conns_stop(struct kvd *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->nconns; i++)
+		if (d->conns[i].aio != NULL)
+			nng_aio_stop(d->conns[i].aio);
+	nng_close(d->sock);
+	for (i = 0; i < d->nconns; i++) {
+		struct conn *c = &d->conns[i];
+		if (c->aio != NULL)
+			nng_aio_free(c->aio);
+		nng_ctx_close(c->ctx);
+		if (c->reply != NULL)
+			nng_msg_free(c->reply);
+		job_release(&c->job);
+	}
+	free(d->conns);
+	d->conns = NULL;
+	d->nconns = 0;
+}

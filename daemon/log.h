@@ -1,0 +1,20 @@
+/*
+ * log.h — kvd's log: one line per event on stderr, prefixed with its syslog
+ * priority in angle brackets ("<6>listening on …"), which journald reads as
+ * the priority when kvd runs under systemd.
+ */
+#ifndef KVD_LOG_H
+#define KVD_LOG_H
+
+#include <syslog.h>
+
+/* Lines above this priority (LOG_ERR … LOG_DEBUG) are dropped; default LOG_INFO. */
+void log_set_level(int level);
+int log_level(void);
+/* "err", "warning", "notice", "info", "debug" -> LOG_*; -1 if unknown. */
+int log_level_parse(const char *s);
+const char *log_level_name(int level);
+
+void klog(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * main.c — kvd: command line, start-up, signals, shutdown.
+ *
+ * Start-up: settings (file, then flags), the store (refuses a locked data
+ * directory), workers, the maintenance thread, listeners; then READY=1.
+ * SIGHUP reloads log_level, idle_timeout and memory_budget from the file.
+ * SIGTERM/SIGINT: STOPPING=1, stop accepting connections, answer requests in
+ * flight (new ones on open connections get UNAVAILABLE), finish maintenance,
+ * close every tenant (sync, hints), exit 0.
+ */
+#include "kvd.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#define KVD_VERSION "0.1.0"
+#define DRAIN_TIMEOUT_MS 30000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: kvd [--data-dir DIR] [--listen URL]... [--config FILE] [--workers N]\n"
+	        "           [--log-level LEVEL] [--auto-create] [--help] [--version]\n"
+	        "\n"
+	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
+	        "  -l, --listen URL      ipc:///path, tcp://host:port or tls+tcp://host:port;\n"
+	        "                        repeat for several (default %s)\n"
+	        "  -c, --config FILE     INI settings (default %s if it exists)\n"
+	        "  -w, --workers N       worker threads (default: one per CPU)\n"
+	        "      --log-level L     err, warning, notice, info, debug (default info)\n"
+	        "      --auto-create     create unknown tenants on first use\n"
+	        "\n"
+	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
+	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
+	        "idle_timeout and memory_budget from the settings file.\n",
+	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG);
+}
+
+static void reload(struct kvd *d)
+{
+	struct kvd_config fresh;
+	char err[512];
+
+	if (!d->config_from_file) {
+		klog(LOG_NOTICE, "SIGHUP: no settings file to reload");
+		return;
+	}
+	config_defaults(&fresh);
+	if (config_load(&fresh, d->config_path, err, sizeof(err)) != 0) {
+		klog(LOG_ERR, "SIGHUP: keeping the current settings: %s", err);
+		config_release(&fresh);
+		return;
+	}
+	if (fresh.log_level != d->cfg.log_level) {
+		klog(LOG_NOTICE, "reload: log_level %s -> %s", log_level_name(d->cfg.log_level),
+		     log_level_name(fresh.log_level));
+		d->cfg.log_level = fresh.log_level;
+		log_set_level(fresh.log_level);
+	}
+	if (fresh.idle_timeout_s != d->cfg.idle_timeout_s) {
+		klog(LOG_NOTICE, "reload: idle_timeout %u -> %u s", d->cfg.idle_timeout_s,
+		     fresh.idle_timeout_s);
+		d->cfg.idle_timeout_s = fresh.idle_timeout_s;
+	}
+	if (fresh.memory_budget != d->cfg.memory_budget) {
+		klog(LOG_NOTICE, "reload: memory_budget %" PRIu64 " -> %" PRIu64 " bytes",
+		     d->cfg.memory_budget, fresh.memory_budget);
+		d->cfg.memory_budget = fresh.memory_budget;
+	}
+	kv_store_set_limits(d->store, d->cfg.memory_budget, d->cfg.idle_timeout_s);
+	klog(LOG_INFO, "reloaded %s", d->config_path);
+	config_release(&fresh);
+}
+
+static int parse_args(struct kvd *d, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"data-dir", required_argument, NULL, 'd'},
+		{"listen", required_argument, NULL, 'l'},
+		{"config", required_argument, NULL, 'c'},
+		{"workers", required_argument, NULL, 'w'},
+		{"log-level", required_argument, NULL, 'L'},
+		{"auto-create", no_argument, NULL, 'A'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	char *listen[KVD_LISTEN_MAX], *data = NULL, *workers = NULL, *level = NULL;
+	const char *config = NULL;
+	char err[512];
+	int nlisten = 0, ch, rv;
+	bool auto_create = false;
+
+	while ((ch = getopt_long(argc, argv, "d:l:c:w:h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			data = optarg;
+			break;
+		case 'l':
+			if (nlisten == KVD_LISTEN_MAX) {
+				fprintf(stderr, "kvd: at most %d --listen addresses\n", KVD_LISTEN_MAX);
+				return 2;
+			}
+			listen[nlisten++] = optarg;
+			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 'w':
+			workers = optarg;
+			break;
+		case 'L':
+			level = optarg;
+			break;
+		case 'A':
+			auto_create = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("kvd %s\n", KVD_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvd: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	config_defaults(&d->cfg);
+	{
+		char *def = (char *)KVD_DEFAULT_LISTEN;
+		config_set_listen(&d->cfg, &def, 1);
+	}
+	if (config != NULL || access(KVD_DEFAULT_CONFIG, R_OK) == 0) {
+		const char *path = config ? config : KVD_DEFAULT_CONFIG;
+		if ((rv = config_load(&d->cfg, path, err, sizeof(err))) != 0) {
+			fprintf(stderr, "kvd: %s\n", err);
+			return 1;
+		}
+		snprintf(d->config_path, sizeof(d->config_path), "%s", path);
+		d->config_from_file = true;
+	}
+	if (data != NULL)
+		snprintf(d->cfg.data_dir, sizeof(d->cfg.data_dir), "%s", data);
+	if (nlisten > 0 && config_set_listen(&d->cfg, listen, nlisten) != 0) {
+		fprintf(stderr, "kvd: out of memory\n");
+		return 1;
+	}
+	if (workers != NULL) {
+		char *end;
+		unsigned long w = strtoul(workers, &end, 10);
+		if (*end != '\0' || w > 1024) {
+			fprintf(stderr, "kvd: --workers takes a number 0..1024\n");
+			return 2;
+		}
+		d->cfg.workers = (uint32_t)w;
+	}
+	if (level != NULL && (d->cfg.log_level = log_level_parse(level)) < 0) {
+		fprintf(stderr, "kvd: unknown log level '%s'\n", level);
+		return 2;
+	}
+	if (auto_create)
+		d->cfg.auto_create = true;
+	if (config_check(&d->cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvd: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
+static int open_store(struct kvd *d)
+{
+	struct kv_store_options so;
+	int rv;
+
+	kv_store_options_init(&so);
+	so.base.segment_size = d->cfg.segment_size;
+	so.base.max_value_size = d->cfg.max_value_size;
+	so.base.external_loop = true;
+	so.base.background = false;
+	so.base.merge_ratio_pct = 50;
+	so.memory_budget = d->cfg.memory_budget;
+	so.idle_timeout_s = d->cfg.idle_timeout_s;
+	so.auto_create = d->cfg.auto_create;
+	so.defaults = d->cfg.defaults;
+	if (d->cfg.open_files)
+		kv_set_open_files_budget(d->cfg.open_files);
+	rv = kv_store_open(d->cfg.data_dir, &so, &d->store);
+	if (rv == KV_ELOCKED)
+		fprintf(stderr, "kvd: %s is in use by another kvd (its LOCK is held)\n",
+		        d->cfg.data_dir);
+	else if (rv != 0)
+		fprintf(stderr, "kvd: cannot open data directory %s: %s\n", d->cfg.data_dir,
+		        kv_strerror(rv));
+	return rv;
+}
+
+static void wait_drained(struct kvd *d)
+{
+	uint64_t t0 = now_ms();
+
+	while (atomic_load(&d->in_flight) > 0 && now_ms() - t0 < DRAIN_TIMEOUT_MS)
+		poll(NULL, 0, 10);
+	if (atomic_load(&d->in_flight) > 0)
+		klog(LOG_WARNING, "%" PRIu64 " request(s) still in flight after %d s",
+		     atomic_load(&d->in_flight), DRAIN_TIMEOUT_MS / 1000);
+}
+
+int main(int argc, char **argv)
+{
+	struct kvd d;
+	sigset_t mask;
+	char err[512];
+	int sfd, rv;
+	const char *delay;
+
+	memset(&d, 0, sizeof(d));
+	if ((rv = parse_args(&d, argc, argv)) != 0)
+		return rv;
+	log_set_level(d.cfg.log_level);
+	d.start_ms = now_ms();
+	d.notify = getenv("NOTIFY_SOCKET") != NULL;
+	if (sd_watchdog_enabled(0, &d.watchdog_usec) <= 0)
+		d.watchdog_usec = 0;
+	if ((delay = getenv("KVD_TEST_REPLY_DELAY_MS")) != NULL) {
+		d.reply_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: every reply is held %u ms", d.reply_delay_ms);
+	}
+	d.nworkers = d.cfg.workers ? d.cfg.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	if (d.nworkers == 0)
+		d.nworkers = 1;
+	d.lim.max_value_size = d.cfg.max_value_size;
+	d.lim.token = d.cfg.token;
+	d.lim.version = KVD_VERSION;
+
+	/* signals are read from a signalfd by this thread; every thread
+	 * started from here on inherits the mask */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if ((sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+		fprintf(stderr, "kvd: signalfd: %s\n", strerror(errno));
+		return 1;
+	}
+
+	if (open_store(&d) != 0)
+		return 1;
+	if ((rv = workers_start(&d)) != 0 || (rv = maint_start(&d)) != 0) {
+		fprintf(stderr, "kvd: cannot start threads: %s\n", strerror(-rv));
+		kv_store_close(d.store);
+		return 1;
+	}
+	if (listeners_start(&d, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvd: %s\n", err);
+		maint_stop(&d);
+		workers_stop(&d);
+		conns_stop(&d);
+		kv_store_close(d.store);
+		return 1;
+	}
+	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,
+	     d.cfg.data_dir, d.nworkers, d.nconns);
+	if (d.notify)
+		sd_notifyf(0, "READY=1\nSTATUS=serving, data %s\nMAINPID=%ld", d.cfg.data_dir,
+		           (long)getpid());
+
+	for (;;) {
+		struct signalfd_siginfo si;
+		ssize_t n = read(sfd, &si, sizeof(si));
+		if (n != sizeof(si)) {
+			if (errno == EINTR)
+				continue;
+			klog(LOG_ERR, "signalfd: %m");
+			break;
+		}
+		if (si.ssi_signo == SIGHUP) {
+			if (d.notify)
+				sd_notify(0, "RELOADING=1");
+			reload(&d);
+			if (d.notify)
+				sd_notify(0, "READY=1");
+			continue;
+		}
+		klog(LOG_INFO, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		break;
+	}
+
+	if (d.notify)
+		sd_notify(0, "STOPPING=1\nSTATUS=draining");
+	atomic_store(&d.stopping, true);
+	listeners_close(&d);
+	wait_drained(&d);
+	maint_stop(&d);
+	workers_stop(&d);
+	conns_stop(&d);
+	rv = kv_store_close(d.store);
+	close(sfd);
+	if (rv != 0) {
+		klog(LOG_ERR, "closing the store: %s", kv_strerror(rv));
+		config_release(&d.cfg);
+		return 1;
+	}
+	klog(LOG_INFO, "stopped: %" PRIu64 " requests served", atomic_load(&d.requests));
+	config_release(&d.cfg);
+	return 0;
+}

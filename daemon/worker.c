@@ -1,0 +1,548 @@
+/*
+ * worker.c — shared-nothing workers. A tenant belongs to the worker its
+ * name hashes to; that worker runs its reads, submits its writes, drives its
+ * engine and keeps the de-duplication table of its writes.
+ *
+ * Loop of a worker:
+ *   epoll_wait on: the queue's eventfd, and the engine event fd of every
+ *   tenant with writes in flight ("busy" tenants);
+ *   take every queued job: reads run now, writes are kv_submit()ted;
+ *   kv_process() every busy tenant: queued writes go out as one batch per
+ *   tenant (group commit), finished batches complete their requests, whose
+ *   callbacks send the replies.
+ *
+ * Invariants:
+ *   1. A busy tenant holds one store reference, so it is not passivated
+ *      while writes are in flight; it leaves the busy list (and epoll) when
+ *      none are in flight and maintenance is not attached.
+ *   2. A write with a client id is applied at most once per (client, id):
+ *      a repeat while the first is in flight waits for its reply, a repeat
+ *      after it gets a copy of that reply.
+ *   3. After conn_reply() a job is not touched again: its context may
+ *      already be receiving the next request.
+ */
+#include "kvd.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define DEDUP_CAP 16384u
+#define DEDUP_BUCKETS 4096u
+#define DEDUP_TTL_MS (120u * 1000u)
+
+struct busy {
+	kv_tenant *t;
+	kv_db *db;
+	int fd;
+	uint32_t inflight;
+	uint32_t attached;
+	struct busy *next;
+};
+
+struct dd_ent {
+	uint64_t client, id;
+	struct job *pending; /* the write in flight, or NULL once answered */
+	uint8_t *reply;
+	size_t len;
+	uint64_t t_ms;
+	struct dd_ent *hnext;
+	struct dd_ent *fnext; /* FIFO, oldest first */
+};
+
+struct worker {
+	struct kvd *d;
+	uint32_t id;
+	pthread_t th;
+	pthread_mutex_t mu;
+	struct job *q_head, *q_tail;
+	uint32_t qlen;
+	int qfd;
+	int epfd;
+	struct busy *busy;
+	struct dd_ent *dd_bucket[DEDUP_BUCKETS];
+	struct dd_ent *dd_head, *dd_tail;
+	uint32_t dd_n;
+};
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint32_t worker_of(const struct kvd *d, const char *tenant)
+{
+	return (uint32_t)(XXH3_64bits(tenant, strlen(tenant)) % d->nworkers);
+}
+
+bool worker_post(struct kvd *d, uint32_t wi, struct job *j)
+{
+	struct worker *w = &d->workers[wi];
+	uint64_t one = 1;
+	bool wake;
+
+	pthread_mutex_lock(&w->mu);
+	if (j->kind == JOB_REQUEST && w->qlen >= d->cfg.max_queue) {
+		pthread_mutex_unlock(&w->mu);
+		return false;
+	}
+	j->next = NULL;
+	if (w->q_tail)
+		w->q_tail->next = j;
+	else
+		w->q_head = j;
+	w->q_tail = j;
+	wake = w->qlen++ == 0;
+	pthread_mutex_unlock(&w->mu);
+	if (wake && write(w->qfd, &one, sizeof(one)) < 0)
+		klog(LOG_ERR, "worker %u: cannot wake: %m", wi);
+	return true;
+}
+
+/* ---- de-duplication of writes ------------------------------------------- */
+
+static struct dd_ent **dd_slot(struct worker *w, uint64_t client, uint64_t id)
+{
+	uint64_t key[2] = {client, id};
+	return &w->dd_bucket[XXH3_64bits(key, sizeof(key)) % DEDUP_BUCKETS];
+}
+
+static struct dd_ent *dd_find(struct worker *w, uint64_t client, uint64_t id)
+{
+	struct dd_ent *e;
+
+	for (e = *dd_slot(w, client, id); e != NULL; e = e->hnext)
+		if (e->client == client && e->id == id)
+			return e;
+	return NULL;
+}
+
+static void dd_evict_one(struct worker *w)
+{
+	struct dd_ent *e = w->dd_head, **pp;
+
+	if (e == NULL || e->pending != NULL)
+		return; /* never drop an entry whose write is in flight */
+	for (pp = dd_slot(w, e->client, e->id); *pp != e; pp = &(*pp)->hnext)
+		;
+	*pp = e->hnext;
+	w->dd_head = e->fnext;
+	if (w->dd_head == NULL)
+		w->dd_tail = NULL;
+	free(e->reply);
+	free(e);
+	w->dd_n--;
+}
+
+static void dd_expire(struct worker *w, uint64_t now)
+{
+	while (w->dd_head != NULL && w->dd_head->pending == NULL &&
+	       (w->dd_n > DEDUP_CAP || now - w->dd_head->t_ms > DEDUP_TTL_MS))
+		dd_evict_one(w);
+}
+
+static struct dd_ent *dd_insert(struct worker *w, struct job *j)
+{
+	struct dd_ent *e = calloc(1, sizeof(*e)), **slot;
+
+	if (e == NULL)
+		return NULL;
+	e->client = j->req.client;
+	e->id = j->req.id;
+	e->pending = j;
+	e->t_ms = now_ms();
+	slot = dd_slot(w, e->client, e->id);
+	e->hnext = *slot;
+	*slot = e;
+	if (w->dd_tail)
+		w->dd_tail->fnext = e;
+	else
+		w->dd_head = e;
+	w->dd_tail = e;
+	w->dd_n++;
+	return e;
+}
+
+static void reply_bytes(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rpc_reply rp;
+
+	rpc_reply_init(&rp);
+	msgpack_sbuffer_write(&rp.buf, (const char *)p, len);
+	conn_reply(c, &rp);
+}
+
+/* ---- busy tenants ------------------------------------------------------- */
+
+static struct busy *busy_find(struct worker *w, kv_tenant *t)
+{
+	struct busy *b;
+
+	for (b = w->busy; b != NULL; b = b->next)
+		if (b->t == t)
+			return b;
+	return NULL;
+}
+
+static struct busy *busy_get(struct worker *w, kv_tenant *t)
+{
+	struct busy *b = busy_find(w, t);
+	struct epoll_event ev;
+	kv_tenant *ref;
+
+	if (b != NULL)
+		return b;
+	if ((b = calloc(1, sizeof(*b))) == NULL)
+		return NULL;
+	if (kv_store_get_active(w->d->store, kv_tenant_name(t), &ref) != 0 || ref != t) {
+		free(b);
+		return NULL;
+	}
+	b->t = t;
+	b->db = kv_tenant_db(t);
+	b->fd = kv_event_fd(b->db);
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.ptr = b;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, b->fd, &ev) != 0) {
+		klog(LOG_ERR, "worker %u: epoll_ctl: %m", w->id);
+		kv_store_put_unused(w->d->store, t);
+		free(b);
+		return NULL;
+	}
+	b->next = w->busy;
+	w->busy = b;
+	return b;
+}
+
+/* Drives every busy tenant once; drops the ones with nothing left. */
+static void drive_busy(struct worker *w)
+{
+	struct busy **pp = &w->busy, *b;
+
+	while ((b = *pp) != NULL) {
+		kv_process(b->db);
+		if (b->inflight == 0 && b->attached == 0) {
+			*pp = b->next;
+			epoll_ctl(w->epfd, EPOLL_CTL_DEL, b->fd, NULL);
+			kv_store_put_unused(w->d->store, b->t);
+			free(b);
+			continue;
+		}
+		pp = &b->next;
+	}
+}
+
+/* Runs the loop for one tenant until its writes are answered. */
+static void drain_tenant(struct worker *w, struct busy *b)
+{
+	while (b->inflight > 0) {
+		struct epoll_event ev;
+		epoll_wait(w->epfd, &ev, 1, 100);
+		kv_process(b->db);
+	}
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+static void reply_tenant_error(struct conn *c, const struct rpc_req *r, int rv)
+{
+	char msg[160];
+
+	if (rv == -ENOENT) {
+		snprintf(msg, sizeof(msg), "tenant '%s' not found", r->tenant);
+		conn_reply_error(c, r->id, RPC_NOT_FOUND, msg);
+	} else {
+		snprintf(msg, sizeof(msg), "tenant '%s': %s", r->tenant, rpc_message_of(rv));
+		conn_reply_error(c, r->id, rpc_status_of(rv), msg);
+	}
+}
+
+static void write_done(struct kv_req *kreq, int status)
+{
+	struct job *j = kreq->arg, *dup = j->dup_next;
+	struct conn *c = j->conn;
+	struct busy *b = j->busy;
+	kv_tenant *t = j->t;
+	struct kvd *d = c->d;
+	struct worker *w = &d->workers[worker_of(d, j->req.tenant)];
+	struct rpc_reply rp;
+
+	rpc_reply_init(&rp);
+	rpc_write_reply(&j->req, status, j->ops, j->nops, &rp);
+	if (j->req.has_client) {
+		struct dd_ent *e = dd_find(w, j->req.client, j->req.id);
+		if (e != NULL && e->pending == j) {
+			e->pending = NULL;
+			e->t_ms = now_ms();
+			if ((e->reply = malloc(rp.buf.size)) != NULL) {
+				memcpy(e->reply, rp.buf.data, rp.buf.size);
+				e->len = rp.buf.size;
+			}
+		}
+	}
+	while (dup != NULL) {
+		/* repeats of this request (a resend): the same answer */
+		struct job *next = dup->dup_next;
+		reply_bytes(dup->conn, (const uint8_t *)rp.buf.data, rp.buf.size);
+		dup = next;
+	}
+	free(j->ops);
+	j->ops = NULL;
+	b->inflight--;
+	kv_store_put(d->store, t);
+	conn_reply(c, &rp); /* j may be reused from here on */
+}
+
+static void run_write(struct worker *w, struct job *j)
+{
+	struct kvd *d = w->d;
+	struct rpc_reply rp;
+	kv_tenant *t;
+	int rv;
+
+	if (j->req.has_client) {
+		struct dd_ent *e = dd_find(w, j->req.client, j->req.id);
+		if (e != NULL && e->pending != NULL) {
+			j->dup_next = e->pending->dup_next;
+			e->pending->dup_next = j;
+			klog(LOG_DEBUG, "write %llu of client %016llx repeated while in flight",
+			     (unsigned long long)j->req.id, (unsigned long long)j->req.client);
+			return;
+		}
+		if (e != NULL && e->reply != NULL) {
+			klog(LOG_DEBUG, "write %llu of client %016llx repeated: answered again",
+			     (unsigned long long)j->req.id, (unsigned long long)j->req.client);
+			reply_bytes(j->conn, e->reply, e->len);
+			return;
+		}
+	}
+	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
+		reply_tenant_error(j->conn, &j->req, rv);
+		return;
+	}
+	rpc_reply_init(&rp);
+	if (rpc_write_prepare(&j->req, kv_tenant_config_of(t), &d->lim, &j->ops, &j->nops, &rp) !=
+	    0) {
+		kv_store_put(d->store, t);
+		conn_reply(j->conn, &rp);
+		return;
+	}
+	rpc_reply_release(&rp);
+	j->t = t;
+	if ((j->busy = busy_get(w, t)) == NULL) {
+		free(j->ops);
+		kv_store_put(d->store, t);
+		conn_reply_error(j->conn, j->req.id, RPC_INTERNAL, "cannot watch the tenant's log");
+		return;
+	}
+	memset(&j->kreq, 0, sizeof(j->kreq));
+	j->kreq.ops = j->ops;
+	j->kreq.n = j->nops;
+	j->kreq.done = write_done;
+	j->kreq.arg = j;
+	j->dup_next = NULL;
+	if ((rv = kv_submit(kv_tenant_db(t), &j->kreq)) != 0) {
+		struct rpc_reply er;
+		rpc_reply_init(&er);
+		rpc_write_reply(&j->req, rv, j->ops, j->nops, &er);
+		free(j->ops);
+		kv_store_put(d->store, t);
+		conn_reply(j->conn, &er);
+		return;
+	}
+	j->busy->inflight++;
+	if (j->req.has_client)
+		dd_insert(w, j);
+}
+
+static void run_read(struct worker *w, struct job *j)
+{
+	struct kvd *d = w->d;
+	struct rpc_reply rp;
+	kv_tenant *t;
+	int rv;
+
+	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
+		reply_tenant_error(j->conn, &j->req, rv);
+		return;
+	}
+	rpc_reply_init(&rp);
+	rpc_run_read(d->store, t, &j->req, &rp);
+	kv_store_put(d->store, t);
+	conn_reply(j->conn, &rp);
+}
+
+static void run_tenant_op(struct worker *w, struct job *j)
+{
+	struct kvd *d = w->d;
+	struct rpc_reply rp;
+	kv_tenant *t;
+	struct busy *b = NULL;
+
+	/* this worker's own writes to the tenant go out first */
+	if (kv_store_get_active(d->store, j->req.tenant, &t) == 0) {
+		b = busy_find(w, t);
+		kv_store_put_unused(d->store, t);
+	}
+	if (b != NULL) {
+		if (b->attached > 0) {
+			conn_reply_error(j->conn, j->req.id, RPC_UNAVAILABLE,
+			                 "tenant busy: a merge is running, try again");
+			return;
+		}
+		drain_tenant(w, b);
+		drive_busy(w); /* lets go of the tenant */
+	}
+	rpc_reply_init(&rp);
+	rpc_run_tenant(d->store, &j->req, &rp);
+	conn_reply(j->conn, &rp);
+}
+
+static void run_attach(struct worker *w, struct job *j)
+{
+	kv_tenant *t;
+
+	if (kv_store_get_active(w->d->store, j->tenant, &t) == 0) {
+		struct busy *b = j->kind == JOB_ATTACH ? busy_get(w, t) : busy_find(w, t);
+		if (b != NULL) {
+			if (j->kind == JOB_ATTACH)
+				b->attached++;
+			else if (b->attached > 0)
+				b->attached--;
+		}
+		kv_store_put_unused(w->d->store, t);
+	}
+	sem_post(j->done);
+}
+
+static void run_job(struct worker *w, struct job *j)
+{
+	if (j->kind != JOB_REQUEST) {
+		run_attach(w, j);
+		return;
+	}
+	if (j->deadline_ms && now_ms() > j->deadline_ms) {
+		conn_reply_error(j->conn, j->req.id, RPC_DEADLINE_EXCEEDED,
+		                 "deadline passed before the request ran; nothing was done");
+		return;
+	}
+	switch (j->req.kind) {
+	case RPC_KIND_WRITE:
+		run_write(w, j);
+		break;
+	case RPC_KIND_READ:
+		run_read(w, j);
+		break;
+	case RPC_KIND_TENANT:
+		run_tenant_op(w, j);
+		break;
+	default:
+		conn_reply_error(j->conn, j->req.id, RPC_INTERNAL, "request on the wrong thread");
+		break;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[64];
+	uint64_t last_expire = now_ms();
+
+	while (!atomic_load(&w->d->quit)) {
+		struct job *q;
+		uint64_t v;
+		int n = epoll_wait(w->epfd, evs, 64, 500);
+		(void)n;
+		if (read(w->qfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			klog(LOG_ERR, "worker %u: queue: %m", w->id);
+		pthread_mutex_lock(&w->mu);
+		q = w->q_head;
+		w->q_head = w->q_tail = NULL;
+		w->qlen = 0;
+		pthread_mutex_unlock(&w->mu);
+		while (q != NULL) {
+			struct job *next = q->next;
+			run_job(w, q);
+			q = next;
+		}
+		drive_busy(w);
+		if (now_ms() - last_expire > 1000) {
+			dd_expire(w, now_ms());
+			last_expire = now_ms();
+		}
+	}
+	/* answer what is still in flight before leaving */
+	while (w->busy != NULL) {
+		struct epoll_event ev;
+		epoll_wait(w->epfd, &ev, 1, 100);
+		drive_busy(w);
+	}
+	return NULL;
+}
+
+int workers_start(struct kvd *d)
+{
+	uint32_t i;
+
+	if ((d->workers = calloc(d->nworkers, sizeof(*d->workers))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < d->nworkers; i++) {
+		struct worker *w = &d->workers[i];
+		struct epoll_event ev;
+		w->d = d;
+		w->id = i;
+		pthread_mutex_init(&w->mu, NULL);
+		w->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		w->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (w->qfd < 0 || w->epfd < 0)
+			return -errno;
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLIN;
+		ev.data.ptr = NULL;
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->qfd, &ev) != 0)
+			return -errno;
+		if (pthread_create(&w->th, NULL, worker_main, w) != 0)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+void workers_stop(struct kvd *d)
+{
+	uint32_t i;
+	uint64_t one = 1;
+
+	if (d->workers == NULL)
+		return;
+	atomic_store(&d->quit, true);
+	for (i = 0; i < d->nworkers; i++)
+		if (write(d->workers[i].qfd, &one, sizeof(one)) < 0)
+			klog(LOG_ERR, "worker %u: cannot wake: %m", i);
+	for (i = 0; i < d->nworkers; i++) {
+		struct worker *w = &d->workers[i];
+		pthread_join(w->th, NULL);
+		while (w->dd_head != NULL) {
+			struct dd_ent *e = w->dd_head;
+			w->dd_head = e->fnext;
+			free(e->reply);
+			free(e);
+		}
+		close(w->qfd);
+		close(w->epfd);
+		pthread_mutex_destroy(&w->mu);
+	}
+	free(d->workers);
+	d->workers = NULL;
+}

@@ -1,0 +1,965 @@
+/* server.c — decoding requests, running methods, encoding replies. */
+#include "server.h"
+
+#include "mp.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	enum rpc_kind kind;
+} methods[RPC_METHODS] = {
+	[RPC_PUT] = {"Put", RPC_KIND_WRITE},
+	[RPC_GET] = {"Get", RPC_KIND_READ},
+	[RPC_DELETE] = {"Delete", RPC_KIND_WRITE},
+	[RPC_SCAN] = {"Scan", RPC_KIND_READ},
+	[RPC_VERSIONS] = {"Versions", RPC_KIND_READ},
+	[RPC_BATCH] = {"Batch", RPC_KIND_WRITE},
+	[RPC_COMPACT] = {"Compact", RPC_KIND_MAINT},
+	[RPC_STATS] = {"Stats", RPC_KIND_LOCAL},
+	[RPC_TENANT_CREATE] = {"TenantCreate", RPC_KIND_LOCAL},
+	[RPC_TENANT_DROP] = {"TenantDrop", RPC_KIND_TENANT},
+	[RPC_TENANT_LIST] = {"TenantList", RPC_KIND_LOCAL},
+	[RPC_TENANT_INFO] = {"TenantInfo", RPC_KIND_LOCAL},
+	[RPC_TENANT_PASSIVATE] = {"TenantPassivate", RPC_KIND_TENANT},
+	[RPC_TENANT_ACTIVATE] = {"TenantActivate", RPC_KIND_TENANT},
+	[RPC_HEALTH] = {"Health", RPC_KIND_LOCAL},
+};
+
+const char *rpc_method_name(enum rpc_method m)
+{
+	return m < RPC_METHODS ? methods[m].name : "?";
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+void rpc_reply_init(struct rpc_reply *rp)
+{
+	msgpack_sbuffer_init(&rp->buf);
+	msgpack_packer_init(&rp->pk, &rp->buf, msgpack_sbuffer_write);
+}
+
+void rpc_reply_release(struct rpc_reply *rp)
+{
+	msgpack_sbuffer_destroy(&rp->buf);
+}
+
+static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t extra)
+{
+	msgpack_pack_map(&rp->pk, 3 + extra);
+	mp_kv_uint(&rp->pk, "v", 1);
+	mp_kv_uint(&rp->pk, "id", id);
+	mp_kv_uint(&rp->pk, "status", (uint64_t)status);
+}
+
+void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message)
+{
+	msgpack_sbuffer_clear(&rp->buf);
+	reply_head(rp, id, status, 1);
+	mp_kv_str(&rp->pk, "message", message);
+}
+
+void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
+{
+	msgpack_sbuffer_clear(&rp->buf);
+	reply_head(rp, id, RPC_OK, 1);
+	mp_pack_cstr(&rp->pk, "result");
+	msgpack_pack_map(&rp->pk, fields);
+}
+
+static void reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rpc_reply_error(rp, id, status, msg);
+}
+
+int rpc_status_of(int err)
+{
+	switch (err) {
+	case 0:
+		return RPC_OK;
+	case KV_ENOTFOUND:
+	case -ENOENT:
+		return RPC_NOT_FOUND;
+	case KV_ECONFLICT:
+		return RPC_FAILED_PRECONDITION;
+	case KV_ECORRUPT:
+		return RPC_DATA_LOSS;
+	case KV_EREADONLY:
+	case KV_ECLOSED:
+	case KV_ELOCKED:
+	case -EBUSY:
+	case -EIO:
+		return RPC_UNAVAILABLE;
+	case KV_EKEYSIZE:
+	case KV_EVALSIZE:
+	case KV_EBATCHSIZE:
+	case -EINVAL:
+		return RPC_INVALID_ARGUMENT;
+	case KV_ECOMPACTED:
+		return RPC_OUT_OF_RANGE;
+	case KV_EMAXKEYS:
+	case -ENOSPC:
+	case -EDQUOT:
+	case -ENOMEM:
+	case -EMFILE:
+	case -ENFILE:
+		return RPC_RESOURCE_EXHAUSTED;
+	case -EEXIST:
+		return RPC_ALREADY_EXISTS;
+	case -EPERM:
+		return RPC_FAILED_PRECONDITION;
+	default:
+		return RPC_INTERNAL;
+	}
+}
+
+const char *rpc_message_of(int err)
+{
+	switch (err) {
+	case -ENOSPC:
+		return "no space left on the device";
+	case -EIO:
+		return "I/O error";
+	case -EBUSY:
+		return "busy, try again";
+	default:
+		return kv_strerror(err);
+	}
+}
+
+static void reply_kv_error(struct rpc_reply *rp, uint64_t id, int err)
+{
+	rpc_reply_error(rp, id, rpc_status_of(err), rpc_message_of(err));
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+static int lookup_method(const char *s, size_t n, enum rpc_method *ret)
+{
+	int i;
+
+	for (i = 0; i < RPC_METHODS; i++) {
+		if (strlen(methods[i].name) == n && memcmp(methods[i].name, s, n) == 0) {
+			*ret = (enum rpc_method)i;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static bool token_equal(const char *want, const char *got, size_t got_len)
+{
+	size_t n = strlen(want), i;
+	unsigned char diff = (unsigned char)(n != got_len);
+
+	/* constant time over the expected token */
+	for (i = 0; i < n; i++)
+		diff |= (unsigned char)(want[i] ^ (i < got_len ? got[i] : 0));
+	return diff == 0;
+}
+
+static int name_from(const msgpack_object *o, char *buf)
+{
+	if (o == NULL || mp_str_copy(o, buf, KV_TENANT_NAME_MAX + 1) != 0)
+		return -EINVAL;
+	return kv_tenant_name_valid(buf) ? 0 : -EINVAL;
+}
+
+int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *body, size_t len,
+                   int *ret_status, const char **ret_msg)
+{
+	const msgpack_object *o;
+	const char *s;
+	size_t n;
+	uint64_t v = 0;
+	int rv;
+
+	memset(r, 0, sizeof(*r));
+	msgpack_zone_init(&r->zone, 2048);
+	*ret_status = RPC_INVALID_ARGUMENT;
+	rv = mp_parse(body, len, &r->zone, &r->root);
+	if (rv == -E2BIG) {
+		*ret_msg = "malformed request: a declared length exceeds the message";
+		return -EINVAL;
+	}
+	if (rv != 0) {
+		*ret_msg = "malformed request: not one complete msgpack object";
+		return -EINVAL;
+	}
+	if (r->root.type != MSGPACK_OBJECT_MAP) {
+		*ret_msg = "malformed request: not a msgpack map";
+		return -EINVAL;
+	}
+	if (mp_field_uint(&r->root, "id", false, &r->id) != 0) {
+		*ret_msg = "'id' must be an unsigned integer";
+		return -EINVAL;
+	}
+	if ((o = mp_map_get(&r->root, "client")) != NULL) {
+		if (mp_uint(o, &r->client) != 0) {
+			*ret_msg = "'client' must be an unsigned integer";
+			return -EINVAL;
+		}
+		r->has_client = true;
+	}
+	if ((o = mp_map_get(&r->root, "v")) == NULL || mp_uint(o, &v) != 0) {
+		*ret_msg = "'v' (protocol version) missing or not an unsigned integer";
+		return -EINVAL;
+	}
+	if (v != 1) {
+		*ret_status = RPC_UNIMPLEMENTED;
+		snprintf(r->errbuf, sizeof(r->errbuf),
+		         "protocol version %" PRIu64 " not supported (this server speaks 1)", v);
+		*ret_msg = r->errbuf;
+		return -EINVAL;
+	}
+	if ((rv = mp_field_str(&r->root, "method", true, &s, &n)) != 0) {
+		*ret_msg = "'method' missing or not a string";
+		return -EINVAL;
+	}
+	if (lookup_method(s, n, &r->method) != 0) {
+		*ret_status = RPC_UNIMPLEMENTED;
+		snprintf(r->errbuf, sizeof(r->errbuf), "unknown method '%.*s'", (int)(n > 64 ? 64 : n),
+		         s);
+		*ret_msg = r->errbuf;
+		return -EINVAL;
+	}
+	r->kind = methods[r->method].kind;
+	if (mp_field_uint(&r->root, "timeout_ms", false, &r->timeout_ms) != 0) {
+		*ret_msg = "'timeout_ms' must be an unsigned integer";
+		return -EINVAL;
+	}
+	r->args = mp_map_get(&r->root, "args");
+	if (r->args != NULL && r->args->type != MSGPACK_OBJECT_MAP) {
+		*ret_msg = "'args' must be a map";
+		return -EINVAL;
+	}
+	if (lim->token != NULL && lim->token[0] != '\0' && r->method != RPC_HEALTH) {
+		const char *tok = NULL;
+		size_t tl = 0;
+		if (mp_field_str(&r->root, "token", false, &tok, &tl) != 0 || tok == NULL ||
+		    !token_equal(lim->token, tok, tl)) {
+			*ret_status = RPC_UNAUTHENTICATED;
+			*ret_msg = "missing or wrong token";
+			return -EACCES;
+		}
+	}
+	if ((o = mp_map_get(&r->root, "tenant")) != NULL) {
+		if (name_from(o, r->tenant) != 0) {
+			*ret_msg = "'tenant' must be 1-64 characters of [A-Za-z0-9._-], not starting "
+			           "with '.'";
+			return -EINVAL;
+		}
+	} else {
+		strcpy(r->tenant, "default");
+	}
+	switch (r->method) {
+	case RPC_TENANT_CREATE:
+	case RPC_TENANT_DROP:
+	case RPC_TENANT_INFO:
+	case RPC_TENANT_PASSIVATE:
+	case RPC_TENANT_ACTIVATE:
+		if (name_from(mp_map_get(r->args, "name"), r->tenant) != 0) {
+			*ret_msg = "'name' missing or not a valid tenant name";
+			return -EINVAL;
+		}
+		break;
+	case RPC_STATS: {
+		const char *scope = "tenant";
+		size_t sl = 6;
+		if (mp_field_str(r->args, "scope", false, &scope, &sl) != 0) {
+			*ret_msg = "'scope' must be a string";
+			return -EINVAL;
+		}
+		if (sl == 6 && memcmp(scope, "tenant", 6) == 0) {
+			r->kind = RPC_KIND_READ;
+		} else if (!(sl == 6 && memcmp(scope, "daemon", 6) == 0)) {
+			*ret_msg = "'scope' must be \"tenant\" or \"daemon\"";
+			return -EINVAL;
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	*ret_status = RPC_OK;
+	return 0;
+}
+
+void rpc_req_release(struct rpc_req *r)
+{
+	msgpack_zone_destroy(&r->zone);
+}
+
+/* ---- arguments --------------------------------------------------------- */
+
+static int arg_key(const struct rpc_req *r, struct rpc_reply *out, const char *field,
+                   const void **ret, size_t *ret_len)
+{
+	if (mp_field_bin(r->args, field, true, ret, ret_len) != 0) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' missing or not bin", field);
+		return -EINVAL;
+	}
+	if (*ret_len == 0 || *ret_len > KV_KEY_SIZE_MAX) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be 1..%u bytes", field,
+		             KV_KEY_SIZE_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *field,
+                    uint64_t *ret)
+{
+	if (mp_field_uint(r->args, field, false, ret) != 0) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be an unsigned integer",
+		             field);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int arg_bool(const struct rpc_req *r, struct rpc_reply *out, const char *field, bool *ret)
+{
+	if (mp_field_bool(r->args, field, false, ret) != 0) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be a boolean", field);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int arg_bin(const struct rpc_req *r, struct rpc_reply *out, const char *field,
+                   const void **ret, size_t *ret_len)
+{
+	if (mp_field_bin(r->args, field, false, ret, ret_len) != 0) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be bin", field);
+		return -EINVAL;
+	}
+	if (*ret != NULL && *ret_len > KV_KEY_SIZE_MAX + 1) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' is longer than a key can be",
+		             field);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- reads ------------------------------------------------------------- */
+
+static int key_cmp(const void *a, size_t al, const void *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al < bl ? -1 : al > bl);
+}
+
+static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_read_opts ro = {0, 0};
+	struct kv_value val;
+	const void *key;
+	size_t klen;
+	int rv;
+
+	if (arg_key(r, out, "key", &key, &klen) || arg_uint(r, out, "version", &ro.version) ||
+	    arg_uint(r, out, "as_of", &ro.as_of))
+		return;
+	if ((rv = kv_get(kv_tenant_db(t), key, klen, &ro, &val)) != 0) {
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 4);
+	mp_kv_bin(&out->pk, "value", val.data, val.len);
+	mp_kv_uint(&out->pk, "version", val.version);
+	mp_kv_uint(&out->pk, "timestamp_ms", val.timestamp_ms);
+	mp_kv_uint(&out->pk, "expiry_ms", val.expiry_ms);
+	kv_value_release(&val);
+}
+
+static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_scan_opts so;
+	const void *cont = NULL;
+	size_t cont_len = 0, count = 0, bytes = 0;
+	uint64_t limit = 1000;
+	uint8_t *after = NULL;
+	msgpack_sbuffer items;
+	msgpack_packer ipk;
+	struct kv_entry e;
+	kv_iter *it;
+	uint8_t *keep = NULL;
+	size_t keep_cap = 0, last_len = 0;
+	bool more = false;
+	int rv;
+
+	memset(&so, 0, sizeof(so));
+	if (arg_bin(r, out, "start", &so.start, &so.start_len) ||
+	    arg_bin(r, out, "end", &so.end, &so.end_len) ||
+	    arg_bin(r, out, "prefix", &so.prefix, &so.prefix_len) ||
+	    arg_uint(r, out, "limit", &limit) || arg_bool(r, out, "reverse", &so.reverse) ||
+	    arg_bool(r, out, "keys_only", &so.keys_only) || arg_uint(r, out, "as_of", &so.as_of) ||
+	    arg_bin(r, out, "continuation", &cont, &cont_len))
+		return;
+	if (limit == 0 || limit > RPC_SCAN_PAGE_MAX)
+		limit = limit == 0 ? 1000 : RPC_SCAN_PAGE_MAX;
+	if (cont != NULL) {
+		const uint8_t *c = cont;
+		if (cont_len < 2 || c[0] != (so.reverse ? 1 : 0)) {
+			rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+			                "'continuation' does not belong to this scan");
+			return;
+		}
+		if (!so.reverse) {
+			/* the smallest key after the last one returned */
+			if ((after = malloc(cont_len)) == NULL) {
+				reply_kv_error(out, r->id, -ENOMEM);
+				return;
+			}
+			memcpy(after, c + 1, cont_len - 1);
+			after[cont_len - 1] = 0;
+			if (so.start == NULL || key_cmp(after, cont_len, so.start, so.start_len) > 0) {
+				so.start = after;
+				so.start_len = cont_len;
+			}
+		} else {
+			so.end = c + 1;
+			so.end_len = cont_len - 1;
+		}
+	}
+	if ((rv = kv_iter_open(kv_tenant_db(t), &so, &it)) != 0) {
+		free(after);
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	msgpack_sbuffer_init(&items);
+	msgpack_packer_init(&ipk, &items, msgpack_sbuffer_write);
+	while ((rv = kv_iter_next(it, &e)) == 0) {
+		if (count == limit || bytes >= RPC_SCAN_BYTES_MAX) {
+			more = true;
+			break;
+		}
+		msgpack_pack_array(&ipk, 3);
+		mp_pack_bin(&ipk, e.key, e.key_len);
+		if (so.keys_only)
+			msgpack_pack_nil(&ipk);
+		else
+			mp_pack_bin(&ipk, e.value, e.value_len);
+		msgpack_pack_uint64(&ipk, e.version);
+		count++;
+		bytes += e.key_len + e.value_len + 16;
+		/* the continuation: direction byte + this key (e.key is only
+		 * valid until the next kv_iter_next) */
+		if (keep_cap < e.key_len + 1) {
+			uint8_t *nk = realloc(keep, e.key_len + 1);
+			if (nk == NULL) {
+				rv = -ENOMEM;
+				break;
+			}
+			keep = nk;
+			keep_cap = e.key_len + 1;
+		}
+		keep[0] = so.reverse ? 1 : 0;
+		memcpy(keep + 1, e.key, e.key_len);
+		last_len = e.key_len;
+	}
+	if (rv != 0 && rv != KV_EEND) {
+		kv_iter_close(it);
+		msgpack_sbuffer_destroy(&items);
+		free(after);
+		free(keep);
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, more ? 4 : 3);
+	mp_pack_cstr(&out->pk, "items");
+	msgpack_pack_array(&out->pk, (uint32_t)count);
+	msgpack_sbuffer_write(&out->buf, items.data, items.size);
+	mp_kv_uint(&out->pk, "revision", kv_iter_version(it));
+	mp_kv_bool(&out->pk, "more", more);
+	if (more)
+		mp_kv_bin(&out->pk, "continuation", keep, last_len + 1);
+	kv_iter_close(it);
+	msgpack_sbuffer_destroy(&items);
+	free(after);
+	free(keep);
+}
+
+static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_version *list;
+	const void *key;
+	size_t klen, n, i;
+	uint64_t limit = 10, before = 0;
+	bool values = true, truncated = false;
+	int rv;
+
+	if (arg_key(r, out, "key", &key, &klen) || arg_uint(r, out, "limit", &limit) ||
+	    arg_uint(r, out, "before", &before) || arg_bool(r, out, "values", &values))
+		return;
+	if (limit == 0)
+		limit = 10;
+	if (limit > RPC_VERSIONS_MAX)
+		limit = RPC_VERSIONS_MAX;
+	rv = kv_versions(kv_tenant_db(t), key, klen, (uint32_t)limit, before, values, &list, &n,
+	                 &truncated);
+	if (rv != 0) {
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 2);
+	mp_pack_cstr(&out->pk, "versions");
+	msgpack_pack_array(&out->pk, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		msgpack_pack_array(&out->pk, 4);
+		msgpack_pack_uint64(&out->pk, list[i].version);
+		msgpack_pack_uint64(&out->pk, list[i].timestamp_ms);
+		if (list[i].tombstone)
+			msgpack_pack_true(&out->pk);
+		else
+			msgpack_pack_false(&out->pk);
+		if (list[i].data != NULL)
+			mp_pack_bin(&out->pk, list[i].data, list[i].len);
+		else if (values && !list[i].tombstone)
+			mp_pack_bin(&out->pk, "", 0);
+		else
+			msgpack_pack_nil(&out->pk);
+	}
+	mp_kv_bool(&out->pk, "truncated", truncated);
+	kv_versions_free(list, n);
+}
+
+static const char *sync_str(enum kv_sync s)
+{
+	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
+}
+
+static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant_info *in,
+                      bool with_stats)
+{
+	rpc_reply_ok(out, id, with_stats ? 20 : 14);
+	mp_kv_str(&out->pk, "name", in->name);
+	mp_kv_str(&out->pk, "state", in->active ? "active" : "passive");
+	mp_kv_uint(&out->pk, "idle_s", in->idle_ms / 1000);
+	mp_kv_uint(&out->pk, "keys", in->stats.keys);
+	mp_kv_uint(&out->pk, "live_bytes", in->stats.live_bytes);
+	mp_kv_uint(&out->pk, "disk_bytes", in->stats.disk_bytes);
+	mp_kv_uint(&out->pk, "keydir_bytes", in->active ? in->stats.keydir_bytes : 0);
+	mp_kv_uint(&out->pk, "activations", in->activations);
+	mp_kv_uint(&out->pk, "last_activation_ms", in->last_activation_ms);
+	mp_kv_uint(&out->pk, "last_version", in->stats.last_version);
+	mp_kv_str(&out->pk, "sync", sync_str(in->config.sync));
+	mp_kv_uint(&out->pk, "history", in->config.history_versions);
+	mp_kv_uint(&out->pk, "ttl_ms", in->config.default_ttl_ms);
+	mp_kv_uint(&out->pk, "max_keys", in->config.max_keys);
+	if (with_stats) {
+		mp_kv_uint(&out->pk, "dead_bytes", in->stats.dead_bytes);
+		mp_kv_uint(&out->pk, "segments", in->stats.segments);
+		mp_kv_uint(&out->pk, "tombstones", in->stats.tombstones);
+		mp_kv_uint(&out->pk, "merges", in->stats.merges);
+		mp_kv_uint(&out->pk, "compact_revision", in->stats.compact_revision);
+		mp_kv_bool(&out->pk, "io_uring", in->stats.io_uring);
+	}
+}
+
+static void run_compact(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_stats before, after;
+	uint64_t rev = 0;
+	int rv;
+
+	if (arg_uint(r, out, "revision", &rev))
+		return;
+	kv_stats(kv_tenant_db(t), &before);
+	if (rev > before.last_version) {
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
+		             "revision %" PRIu64 " is in the future (last version %" PRIu64 ")", rev,
+		             before.last_version);
+		return;
+	}
+	rv = rev ? kv_compact(kv_tenant_db(t), rev) : kv_merge(kv_tenant_db(t));
+	if (rv != 0) {
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	kv_stats(kv_tenant_db(t), &after);
+	rpc_reply_ok(out, r->id, 3);
+	mp_kv_uint(&out->pk, "compact_revision", after.compact_revision);
+	mp_kv_uint(&out->pk, "disk_bytes_before", before.disk_bytes);
+	mp_kv_uint(&out->pk, "disk_bytes_after", after.disk_bytes);
+}
+
+void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	switch (r->method) {
+	case RPC_GET:
+		run_get(t, r, out);
+		break;
+	case RPC_SCAN:
+		run_scan(t, r, out);
+		break;
+	case RPC_VERSIONS:
+		run_versions(t, r, out);
+		break;
+	case RPC_COMPACT:
+		run_compact(t, r, out);
+		break;
+	case RPC_STATS: {
+		struct kv_tenant_info info;
+		int rv = kv_store_info(s, kv_tenant_name(t), &info);
+		if (rv != 0)
+			reply_kv_error(out, r->id, rv);
+		else
+			pack_info(out, r->id, &info, true);
+		break;
+	}
+	default:
+		rpc_reply_error(out, r->id, RPC_INTERNAL, "method run on the wrong path");
+		break;
+	}
+}
+
+/* ---- methods without a tenant database --------------------------------- */
+
+static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct kv_tenant_config *c)
+{
+	const char *sync = NULL;
+	size_t sl = 0;
+	uint64_t v;
+
+	if (mp_field_str(r->args, "sync", false, &sync, &sl) != 0) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT, "'sync' must be a string");
+		return -EINVAL;
+	}
+	if (sync != NULL) {
+		if (sl == 6 && memcmp(sync, "always", 6) == 0)
+			c->sync = KV_SYNC_ALWAYS;
+		else if (sl == 8 && memcmp(sync, "interval", 8) == 0)
+			c->sync = KV_SYNC_INTERVAL;
+		else if (sl == 4 && memcmp(sync, "none", 4) == 0)
+			c->sync = KV_SYNC_NONE;
+		else {
+			rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+			                "'sync' must be \"always\", \"interval\" or \"none\"");
+			return -EINVAL;
+		}
+	}
+	v = c->sync_interval_ms;
+	if (arg_uint(r, out, "sync_interval_ms", &v))
+		return -EINVAL;
+	if (v == 0 || v > 3600000) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+		                "'sync_interval_ms' must be 1..3600000");
+		return -EINVAL;
+	}
+	c->sync_interval_ms = (uint32_t)v;
+	v = c->history_versions;
+	if (arg_uint(r, out, "history", &v))
+		return -EINVAL;
+	if (v == 0 || v > 1000000) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT, "'history' must be 1..1000000");
+		return -EINVAL;
+	}
+	c->history_versions = (uint32_t)v;
+	if (arg_uint(r, out, "ttl_ms", &c->default_ttl_ms) ||
+	    arg_uint(r, out, "max_keys", &c->max_keys))
+		return -EINVAL;
+	return 0;
+}
+
+void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,
+                   uint64_t uptime_s, uint64_t requests, uint64_t in_flight, uint32_t workers,
+                   bool stopping, struct rpc_reply *out)
+{
+	int rv;
+
+	switch (r->method) {
+	case RPC_HEALTH:
+		rpc_reply_ok(out, r->id, 3);
+		mp_kv_str(&out->pk, "status", stopping ? "stopping" : "serving");
+		mp_kv_str(&out->pk, "version", lim->version);
+		mp_kv_uint(&out->pk, "uptime_s", uptime_s);
+		break;
+	case RPC_STATS: {
+		struct kv_store_stats st;
+		kv_store_stats(s, &st);
+		rpc_reply_ok(out, r->id, 8);
+		mp_kv_str(&out->pk, "version", lim->version);
+		mp_kv_uint(&out->pk, "uptime_s", uptime_s);
+		mp_kv_uint(&out->pk, "tenants", st.tenants);
+		mp_kv_uint(&out->pk, "active_tenants", st.active);
+		mp_kv_uint(&out->pk, "requests", requests);
+		mp_kv_uint(&out->pk, "in_flight", in_flight);
+		mp_kv_uint(&out->pk, "keydir_bytes", st.keydir_bytes);
+		mp_kv_uint(&out->pk, "workers", workers);
+		break;
+	}
+	case RPC_TENANT_CREATE: {
+		struct kv_tenant_config c;
+		kv_tenant_config_init(&c);
+		if (parse_config(r, out, &c) != 0)
+			return;
+		rv = kv_store_create(s, r->tenant, &c);
+		if (rv == -EEXIST)
+			reply_errorf(out, r->id, RPC_ALREADY_EXISTS, "tenant '%s' already exists",
+			             r->tenant);
+		else if (rv != 0)
+			reply_kv_error(out, r->id, rv);
+		else {
+			rpc_reply_ok(out, r->id, 1);
+			mp_kv_str(&out->pk, "name", r->tenant);
+		}
+		break;
+	}
+	case RPC_TENANT_LIST: {
+		struct kv_tenant_state *list;
+		size_t n, i;
+		if ((rv = kv_store_list(s, &list, &n)) != 0) {
+			reply_kv_error(out, r->id, rv);
+			return;
+		}
+		rpc_reply_ok(out, r->id, 1);
+		mp_pack_cstr(&out->pk, "tenants");
+		msgpack_pack_array(&out->pk, (uint32_t)n);
+		for (i = 0; i < n; i++) {
+			msgpack_pack_map(&out->pk, 2);
+			mp_kv_str(&out->pk, "name", list[i].name);
+			mp_kv_str(&out->pk, "state", list[i].active ? "active" : "passive");
+		}
+		free(list);
+		break;
+	}
+	case RPC_TENANT_INFO: {
+		struct kv_tenant_info info;
+		if ((rv = kv_store_info(s, r->tenant, &info)) == -ENOENT)
+			reply_errorf(out, r->id, RPC_NOT_FOUND, "tenant '%s' not found", r->tenant);
+		else if (rv != 0)
+			reply_kv_error(out, r->id, rv);
+		else
+			pack_info(out, r->id, &info, false);
+		break;
+	}
+	default:
+		rpc_reply_error(out, r->id, RPC_INTERNAL, "method run on the wrong path");
+		break;
+	}
+}
+
+void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
+{
+	uint64_t us = 0;
+	int rv;
+
+	switch (r->method) {
+	case RPC_TENANT_DROP:
+		rv = kv_store_drop(s, r->tenant);
+		break;
+	case RPC_TENANT_PASSIVATE:
+		rv = kv_store_passivate(s, r->tenant);
+		break;
+	case RPC_TENANT_ACTIVATE:
+		rv = kv_store_activate(s, r->tenant, &us);
+		break;
+	default:
+		rpc_reply_error(out, r->id, RPC_INTERNAL, "method run on the wrong path");
+		return;
+	}
+	if (rv == -ENOENT) {
+		reply_errorf(out, r->id, RPC_NOT_FOUND, "tenant '%s' not found", r->tenant);
+		return;
+	}
+	if (rv == -EPERM) {
+		rpc_reply_error(out, r->id, RPC_FAILED_PRECONDITION,
+		                "the tenant 'default' cannot be dropped");
+		return;
+	}
+	if (rv != 0) {
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	if (r->method == RPC_TENANT_DROP) {
+		rpc_reply_ok(out, r->id, 1);
+		mp_kv_str(&out->pk, "name", r->tenant);
+	} else if (r->method == RPC_TENANT_PASSIVATE) {
+		rpc_reply_ok(out, r->id, 2);
+		mp_kv_str(&out->pk, "name", r->tenant);
+		mp_kv_str(&out->pk, "state", "passive");
+	} else {
+		rpc_reply_ok(out, r->id, 3);
+		mp_kv_str(&out->pk, "name", r->tenant);
+		mp_kv_str(&out->pk, "state", "active");
+		mp_kv_uint(&out->pk, "activation_us", us);
+	}
+}
+
+/* ---- writes ------------------------------------------------------------ */
+
+static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_batch,
+                      const struct kv_tenant_config *cfg, const struct rpc_limits *lim,
+                      struct kv_op *op, char *err, size_t errlen)
+{
+	const msgpack_object *o;
+
+	memset(op, 0, sizeof(*op));
+	op->type = type;
+	op->if_version = KV_ANY_VERSION;
+	if (mp_field_bin(m, "key", true, &op->key, &op->key_len) != 0) {
+		snprintf(err, errlen, "'key' missing or not bin");
+		return -EINVAL;
+	}
+	if (op->key_len == 0 || op->key_len > KV_KEY_SIZE_MAX) {
+		snprintf(err, errlen, "'key' must be 1..%u bytes", KV_KEY_SIZE_MAX);
+		return -EINVAL;
+	}
+	if ((o = mp_map_get(m, "if_version")) != NULL && mp_uint(o, &op->if_version) != 0) {
+		snprintf(err, errlen, "'if_version' must be an unsigned integer");
+		return -EINVAL;
+	}
+	if (type == KV_OP_DELETE)
+		return 0;
+	if (mp_field_bin(m, "value", !is_batch, &op->value, &op->value_len) != 0) {
+		snprintf(err, errlen, "'value' missing or not bin");
+		return -EINVAL;
+	}
+	if (op->value == NULL)
+		op->value = "";
+	if (op->value_len > lim->max_value_size) {
+		snprintf(err, errlen, "'value' is %zu bytes, more than the limit of %u", op->value_len,
+		         lim->max_value_size);
+		return -EINVAL;
+	}
+	op->ttl_ms = cfg->default_ttl_ms;
+	if ((o = mp_map_get(m, "ttl_ms")) != NULL && mp_uint(o, &op->ttl_ms) != 0) {
+		snprintf(err, errlen, "'ttl_ms' must be an unsigned integer");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cfg,
+                      const struct rpc_limits *lim, struct kv_op **ret_ops, size_t *ret_n,
+                      struct rpc_reply *err_out)
+{
+	struct kv_op *ops = NULL;
+	char err[160];
+	size_t n = 0, i;
+	int rv;
+
+	if (r->args == NULL) {
+		rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, "'args' missing");
+		return -EINVAL;
+	}
+	if (r->method == RPC_BATCH) {
+		const msgpack_object *arr = mp_map_get(r->args, "ops");
+		if (arr == NULL || arr->type != MSGPACK_OBJECT_ARRAY) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+			                "'ops' missing or not an array");
+			return -EINVAL;
+		}
+		n = arr->via.array.size;
+		if (n == 0 || n > RPC_BATCH_OPS_MAX) {
+			reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+			             "'ops' must hold 1..%u operations", RPC_BATCH_OPS_MAX);
+			return -EINVAL;
+		}
+		if ((ops = calloc(n, sizeof(*ops))) == NULL) {
+			reply_kv_error(err_out, r->id, -ENOMEM);
+			return -ENOMEM;
+		}
+		for (i = 0; i < n; i++) {
+			const msgpack_object *m = &arr->via.array.ptr[i];
+			const char *opn;
+			size_t ol;
+			enum kv_op_type type;
+			if (m->type != MSGPACK_OBJECT_MAP ||
+			    mp_field_str(m, "op", true, &opn, &ol) != 0) {
+				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+				             "op %zu: not a map with an 'op' string", i);
+				free(ops);
+				return -EINVAL;
+			}
+			if (ol == 3 && memcmp(opn, "put", 3) == 0)
+				type = KV_OP_PUT;
+			else if (ol == 6 && memcmp(opn, "delete", 6) == 0)
+				type = KV_OP_DELETE;
+			else {
+				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+				             "op %zu: 'op' must be \"put\" or \"delete\"", i);
+				free(ops);
+				return -EINVAL;
+			}
+			if ((rv = prepare_op(m, type, true, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
+				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT, "op %zu: %s", i, err);
+				free(ops);
+				return rv;
+			}
+		}
+	} else {
+		n = 1;
+		if ((ops = calloc(1, sizeof(*ops))) == NULL) {
+			reply_kv_error(err_out, r->id, -ENOMEM);
+			return -ENOMEM;
+		}
+		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, false, cfg,
+		                lim, ops, err, sizeof(err));
+		if (rv != 0) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, err);
+			free(ops);
+			return rv;
+		}
+	}
+	*ret_ops = ops;
+	*ret_n = n;
+	return 0;
+}
+
+void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *ops, size_t n,
+                     struct rpc_reply *out)
+{
+	size_t i;
+
+	if (status != 0) {
+		if (r->method == RPC_BATCH) {
+			for (i = 0; i < n && ops[i].status == 0; i++)
+				;
+			if (i < n) {
+				char msg[200];
+				snprintf(msg, sizeof(msg), "op %zu: %s", i, rpc_message_of(ops[i].status));
+				msgpack_sbuffer_clear(&out->buf);
+				reply_head(out, r->id, rpc_status_of(ops[i].status), 2);
+				mp_kv_str(&out->pk, "message", msg);
+				mp_pack_cstr(&out->pk, "result");
+				msgpack_pack_map(&out->pk, 1);
+				mp_kv_uint(&out->pk, "failed_op", i);
+				return;
+			}
+		}
+		reply_kv_error(out, r->id, status);
+		return;
+	}
+	if (r->method == RPC_BATCH) {
+		rpc_reply_ok(out, r->id, 1);
+		mp_pack_cstr(&out->pk, "versions");
+		msgpack_pack_array(&out->pk, (uint32_t)n);
+		for (i = 0; i < n; i++)
+			msgpack_pack_uint64(&out->pk, ops[i].version);
+		return;
+	}
+	if (r->method == RPC_DELETE && ops[0].version == 0) {
+		reply_kv_error(out, r->id, KV_ENOTFOUND);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 1);
+	mp_kv_uint(&out->pk, "version", ops[0].version);
+}

@@ -1,0 +1,140 @@
+/*
+ * server.h — the server side of the wire protocol: decoding a request
+ * envelope, running a method against the store, encoding the reply. No I/O
+ * of its own and no threads: kvd's workers call it (see daemon/worker.c).
+ *
+ * A request is run in one of three ways:
+ *   - rpc_run_local: methods that need no tenant database (Health,
+ *     TenantCreate, TenantList, Stats of the daemon, …);
+ *   - rpc_run_read: methods that read one tenant (Get, Scan, Versions,
+ *     TenantInfo, Stats) or maintain it (Compact);
+ *   - writes (Put, Delete, Batch): rpc_write_prepare builds the engine ops,
+ *     the worker submits them with kv_submit, and rpc_write_reply encodes the
+ *     outcome once the batch is durable.
+ */
+#ifndef KV_RPC_SERVER_H
+#define KV_RPC_SERVER_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvengine.h"
+
+enum rpc_status {
+	RPC_OK = 0,
+	RPC_INVALID_ARGUMENT = 3,
+	RPC_DEADLINE_EXCEEDED = 4,
+	RPC_NOT_FOUND = 5,
+	RPC_ALREADY_EXISTS = 6,
+	RPC_RESOURCE_EXHAUSTED = 8,
+	RPC_FAILED_PRECONDITION = 9,
+	RPC_OUT_OF_RANGE = 11,
+	RPC_UNIMPLEMENTED = 12,
+	RPC_INTERNAL = 13,
+	RPC_UNAVAILABLE = 14,
+	RPC_DATA_LOSS = 15,
+	RPC_UNAUTHENTICATED = 16,
+};
+
+enum rpc_method {
+	RPC_PUT,
+	RPC_GET,
+	RPC_DELETE,
+	RPC_SCAN,
+	RPC_VERSIONS,
+	RPC_BATCH,
+	RPC_COMPACT,
+	RPC_STATS,
+	RPC_TENANT_CREATE,
+	RPC_TENANT_DROP,
+	RPC_TENANT_LIST,
+	RPC_TENANT_INFO,
+	RPC_TENANT_PASSIVATE,
+	RPC_TENANT_ACTIVATE,
+	RPC_HEALTH,
+	RPC_METHODS
+};
+
+enum rpc_kind {
+	RPC_KIND_LOCAL,  /* no tenant database */
+	RPC_KIND_READ,   /* reads (or maintains) one tenant */
+	RPC_KIND_WRITE,  /* Put, Delete, Batch */
+	RPC_KIND_TENANT, /* TenantDrop/Passivate/Activate: on the tenant's worker */
+	RPC_KIND_MAINT,  /* Compact: long, and drives the tenant's write path: never on its worker */
+};
+
+#define RPC_SCAN_PAGE_MAX 10000u
+#define RPC_SCAN_BYTES_MAX (4u << 20)
+#define RPC_VERSIONS_MAX 1000u
+#define RPC_BATCH_OPS_MAX 10000u
+
+/* Limits and identity of the server, set once by kvd. */
+struct rpc_limits {
+	uint32_t max_value_size;
+	const char *token; /* NULL or "": no authentication */
+	const char *version;
+};
+
+struct rpc_req {
+	msgpack_zone zone;
+	msgpack_object root;
+	uint64_t id;
+	uint64_t client;
+	bool has_client;
+	enum rpc_method method;
+	enum rpc_kind kind;
+	char tenant[KV_TENANT_NAME_MAX + 1]; /* where it runs: the tenant, or args.name */
+	uint64_t timeout_ms;
+	const msgpack_object *args;
+	char errbuf[160]; /* a decode error message that names what was wrong */
+};
+
+/* A reply being built. */
+struct rpc_reply {
+	msgpack_sbuffer buf;
+	msgpack_packer pk;
+};
+
+void rpc_reply_init(struct rpc_reply *rp);
+void rpc_reply_release(struct rpc_reply *rp);
+void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message);
+/* Starts an OK reply whose result map has `fields` entries. */
+void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields);
+
+/* Decodes body into r (r->zone is initialised here; release with
+ * rpc_req_release also on failure). On failure *ret_status and *ret_msg say
+ * what to answer; r->id is set whenever it could be read. */
+int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *body, size_t len,
+                   int *ret_status, const char **ret_msg);
+void rpc_req_release(struct rpc_req *r);
+
+/* Maps an engine or store error to a status code and a message. */
+int rpc_status_of(int err);
+const char *rpc_message_of(int err);
+
+/* Runs a RPC_KIND_LOCAL method. */
+void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,
+                   uint64_t uptime_s, uint64_t requests, uint64_t in_flight, uint32_t workers,
+                   bool stopping, struct rpc_reply *out);
+
+/* Runs a RPC_KIND_READ or RPC_KIND_MAINT method on an acquired tenant. */
+void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out);
+
+/* Runs TenantDrop/TenantPassivate/TenantActivate (the caller made sure the
+ * tenant has no requests of its own in flight). */
+void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out);
+
+/* Builds the engine ops of a write; their keys and values point into the
+ * request. NULL/0 and the reply written to *err_out on a bad request. */
+int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cfg,
+                      const struct rpc_limits *lim, struct kv_op **ret_ops, size_t *ret_n,
+                      struct rpc_reply *err_out);
+/* Encodes the reply of a finished write. */
+void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *ops, size_t n,
+                     struct rpc_reply *out);
+
+const char *rpc_method_name(enum rpc_method m);
+
+#endif
