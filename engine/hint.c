@@ -99,9 +99,9 @@ int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct
 		rv = -errno;
 		goto out;
 	}
+	/* No fdatasync: a hint is checked whole before use, and a hint that a
+	 * crash left torn or empty is rejected and its segment scanned. */
 	if ((rv = io_pwrite_full(f, fd, w->buf, w->len, 0)) != 0)
-		goto out_unlink;
-	if ((rv = io_fdatasync(f, fd)) != 0)
 		goto out_unlink;
 	if (renameat(dirfd, tmp, dirfd, name) != 0) {
 		rv = -errno;

@@ -5,8 +5,9 @@
  *
  * Invariants:
  *   1. A hint file exists only for a sealed segment whose data was synced
- *      before the hint was written; it is written to a temporary name,
- *      synced and renamed, so it is either whole or absent.
+ *      before the hint was written (segments are synced when sealed); it is
+ *      written to a temporary name and renamed. It is not synced: a hint a
+ *      crash left torn fails its checksums and is ignored.
  *   2. A hint is used only when its header and trailing checksums match and
  *      every entry is within bounds; otherwise the segment is scanned.
  *   3. Entries of an atomic batch are all present or all absent.
@@ -44,8 +45,7 @@ struct hint_writer {
 
 void hint_writer_init(struct hint_writer *w);
 int hint_writer_add(struct hint_writer *w, const struct hint_ent *e);
-/* Writes <id>.hint.tmp, syncs it and renames it to <id>.hint. The caller
- * syncs the directory. Resets the writer. */
+/* Writes <id>.hint.tmp and renames it to <id>.hint. Resets the writer. */
 int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct kv_io_fault *f);
 void hint_writer_release(struct hint_writer *w);
 

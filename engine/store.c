@@ -150,8 +150,9 @@ static const char *sync_name(enum kv_sync s)
 	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
 }
 
-/* Writes path/name from text: temp file, fsync, rename, directory fsync. */
-static int write_file_durably(const char *dirpath, const char *name, const char *text)
+/* Writes path/name from text: temp file, fsync, rename, directory fsync —
+ * or, when !durable, just temp file and rename. */
+static int write_file(const char *dirpath, const char *name, const char *text, bool durable)
 {
 	char tmp[4096], dst[4096];
 	size_t len = strlen(text);
@@ -161,12 +162,12 @@ static int write_file_durably(const char *dirpath, const char *name, const char 
 	snprintf(dst, sizeof(dst), "%s/%s", dirpath, name);
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
 		return -errno;
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) != 0)
+	if (write(fd, text, len) != (ssize_t)len || (durable && fsync(fd) != 0))
 		rv = -errno ? -errno : -EIO;
 	close(fd);
 	if (rv == 0 && rename(tmp, dst) != 0)
 		rv = -errno;
-	if (rv == 0 && (dfd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+	if (rv == 0 && durable && (dfd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		if (fsync(dfd) != 0)
 			rv = -errno;
 		close(dfd);
@@ -185,7 +186,7 @@ static int write_config(struct kv_tenant *t)
 	         "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n",
 	         sync_name(t->cfg.sync), t->cfg.sync_interval_ms, t->cfg.history_versions,
 	         t->cfg.default_ttl_ms, t->cfg.max_keys);
-	return write_file_durably(t->path, "TENANT", text);
+	return write_file(t->path, "TENANT", text, true);
 }
 
 static int write_stats(struct kv_tenant *t)
@@ -201,7 +202,8 @@ static int write_stats(struct kv_tenant *t)
 	         t->last.keys, t->last.tombstones, t->last.live_bytes, t->last.disk_bytes,
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
 	         t->last_activation_ms, t->last_activation_us);
-	return write_file_durably(t->path, "STATS", text);
+	/* statistics only: a STATS file a crash damaged reads as zeros */
+	return write_file(t->path, "STATS", text, false);
 }
 
 static int ini_tenant(void *user, const char *section, const char *name, const char *value)

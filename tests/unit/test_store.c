@@ -211,7 +211,18 @@ static void test_idle_and_budget(void **state)
 /* Thousands of tenants with several segments each, under RLIMIT_NOFILE 128. */
 static void test_low_nofile(void **state)
 {
-	char *dir = tu_mkdtemp("nofile");
+	/* about descriptors, not durability: on tmpfs when there is one, where
+	 * the thousands of fsyncs of creating and passivating tenants are free */
+	const char *old = getenv("TMPDIR");
+	char *dir;
+
+	if (access("/dev/shm", W_OK) == 0)
+		setenv("TMPDIR", "/dev/shm", 1);
+	dir = tu_mkdtemp("nofile");
+	if (old)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
 	pid_t pid;
 	int status;
 
@@ -233,7 +244,7 @@ static void test_low_nofile(void **state)
 			_exit(21);
 		memset(v, 'v', sizeof(v));
 		for (int round = 0; round < 2; round++) {
-			for (int i = 0; i < 1500; i++) {
+			for (int i = 0; i < 1000; i++) {
 				kv_tenant *t;
 				snprintf(name, sizeof(name), "n%04d", i);
 				if (round == 0 && kv_store_create(s, name, NULL) != 0)
@@ -263,7 +274,7 @@ static void test_low_nofile(void **state)
 				kv_store_put(s, t);
 			}
 		}
-		if (kv_store_stats(s, &st) != 0 || st.tenants != 1501 || st.active > 10)
+		if (kv_store_stats(s, &st) != 0 || st.tenants != 1001 || st.active > 10)
 			_exit(27);
 		if (kv_store_close(s) != 0)
 			_exit(28);
