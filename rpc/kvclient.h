@@ -71,8 +71,9 @@ struct kvc_options {
 	uint32_t contexts;       /* requests in flight at most; default 64 */
 	size_t max_message_size; /* largest reply accepted; default 64 MiB */
 	int32_t resend_ms;       /* REQ resend time; default -1 = never (tests only) */
-	const char *tls_ca_file; /* for tls+tcp://: CA to verify the server with */
-	const char *tls_server_name;
+	const char *tls_ca_file; /* for tls+tcp://: CA to verify the server with;
+	                            default: the system's CA bundle */
+	const char *tls_server_name; /* default: the endpoint's host */
 };
 
 void kvc_options_init(struct kvc_options *o);
@@ -97,9 +98,13 @@ struct kvc_call {
 
 #define KVC_ANY_VERSION UINT64_MAX
 
+/* ttl_ms that asks for no expiry even where the tenant has a default TTL
+ * (ttl_ms 0 on the wire; 0 in the API means "the tenant's default"). */
+#define KVC_TTL_NONE UINT64_MAX
+
 struct kvc_write {
 	uint64_t if_version; /* KVC_ANY_VERSION: unconditional; 0: must not exist */
-	uint64_t ttl_ms;     /* 0: the tenant's default */
+	uint64_t ttl_ms;     /* 0: the tenant's default; KVC_TTL_NONE: none */
 };
 #define KVC_WRITE_INIT { KVC_ANY_VERSION, 0 }
 
@@ -145,7 +150,7 @@ struct kvc_op {
 	const void *value;
 	size_t value_len;
 	uint64_t if_version; /* KVC_ANY_VERSION, 0, or a version */
-	uint64_t ttl_ms;
+	uint64_t ttl_ms;     /* as in struct kvc_write */
 	uint64_t version; /* result */
 };
 /* All or nothing. On a failed condition returns -KVC_FAILED_PRECONDITION and
@@ -275,7 +280,11 @@ int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret);
  * The callback runs once, on a library thread, when the reply arrived or the
  * call failed; it must not block. The key and value passed in are copied
  * before the function returns. When all contexts are busy the call waits
- * for one (a bounded window of requests in flight). */
+ * for one (a bounded window of requests in flight).
+ *
+ * Returns 0 when the request was sent: fn then runs exactly once, and the
+ * outcome is in res (call->status is not written later). A negative return
+ * means nothing was sent and fn will not run; call->status says why. */
 
 struct kvc_async_result {
 	int rv;                  /* 0 or a negative code */

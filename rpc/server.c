@@ -780,7 +780,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 		return;
 	}
 	if (rv == -EPERM) {
-		rpc_reply_error(out, r->id, RPC_FAILED_PRECONDITION,
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
 		                "the tenant 'default' cannot be dropped");
 		return;
 	}

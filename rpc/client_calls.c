@@ -1,0 +1,495 @@
+/*
+ * client_calls.c — the calls of kvclient.h on keys, tenants and the daemon,
+ * blocking and async: each validates its arguments, packs its request
+ * (creq_*), runs it through the transport (client_op.h) and decodes the
+ * result (crep_*) into the caller's outputs, which are written only on
+ * success. Scans are in client_scan.c.
+ */
+#include "client_op.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLIENT_BATCH_MAX 10000u /* PROTOCOL.md: Batch ops */
+
+/* ---- data ------------------------------------------------------------------ */
+
+void kvc_value_free(struct kvc_value *v)
+{
+	if (v == NULL)
+		return;
+	free(v->data);
+	v->data = NULL;
+	v->len = 0;
+}
+
+int kvc_put(kvc *c, const struct kvc_call *call, const void *key, size_t key_len, const void *value,
+            size_t value_len, const struct kvc_write *w, uint64_t *ret_version)
+{
+	static const struct kvc_write unconditional = KVC_WRITE_INIT;
+	struct client_op op;
+	uint64_t version = 0;
+	int rv;
+
+	if (w == NULL)
+		w = &unconditional;
+	client_op_init(&op, c, call, "Put");
+	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
+	    (rv = client_check_bytes(&op, value, value_len, "the value")) != 0 ||
+	    (rv = client_op_request(&op, call, true, key_len + value_len)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_put(&op.pk, key, key_len, value, value_len, w->if_version, w->ttl_ms);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_version(op.env.result, &version));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret_version != NULL)
+		*ret_version = version;
+	return rv;
+}
+
+int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len, uint64_t version,
+            uint64_t as_of, struct kvc_value *ret)
+{
+	struct client_op op;
+	struct kvc_value v = {0};
+	const void *p = NULL;
+	int rv;
+
+	client_op_init(&op, c, call, "Get");
+	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
+	    (rv = client_op_request(&op, call, true, key_len)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_get(&op.pk, key, key_len, version, as_of);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_get(op.env.result, &p, &v.len, &v.version,
+		                                     &v.timestamp_ms, &v.expiry_ms));
+	if (rv == 0 && ret != NULL && (v.data = client_copy_bytes(p, v.len)) == NULL)
+		rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED,
+		                    "out of memory for a %zu byte value", v.len);
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = v;
+	return rv;
+}
+
+int kvc_delete(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+               uint64_t if_version, uint64_t *ret_version)
+{
+	struct client_op op;
+	uint64_t version = 0;
+	int rv;
+
+	client_op_init(&op, c, call, "Delete");
+	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
+	    (rv = client_op_request(&op, call, true, key_len)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_delete(&op.pk, key, key_len, if_version);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_version(op.env.result, &version));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret_version != NULL)
+		*ret_version = version;
+	return rv;
+}
+
+void kvc_versions_free(struct kvc_version *list, size_t count)
+{
+	size_t i;
+
+	if (list == NULL)
+		return;
+	for (i = 0; i < count; i++)
+		free(list[i].data);
+	free(list);
+}
+
+/* Copies the reply's versions out; data of each is its own allocation. */
+static int versions_copy(struct client_op *op, const msgpack_object *arr,
+                         struct kvc_version **ret_list, size_t *ret_count)
+{
+	size_t i, n = arr->via.array.size;
+	struct kvc_version *list = calloc(n != 0 ? n : 1, sizeof(*list));
+
+	if (list == NULL)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory for %zu versions",
+		                      n);
+	for (i = 0; i < n; i++) {
+		struct kvc_version v;
+
+		if (crep_version_entry(&arr->via.array.ptr[i], &v) != 0) {
+			kvc_versions_free(list, i);
+			return client_op_decoded(op, -EINVAL);
+		}
+		if (v.data != NULL && (v.data = client_copy_bytes(v.data, v.len)) == NULL) {
+			kvc_versions_free(list, i);
+			return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+			                      "out of memory for a value");
+		}
+		list[i] = v;
+	}
+	*ret_list = list;
+	*ret_count = n;
+	return 0;
+}
+
+int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                 uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
+                 size_t *ret_count, bool *ret_truncated)
+{
+	struct client_op op;
+	const msgpack_object *arr = NULL;
+	struct kvc_version *list = NULL;
+	size_t count = 0;
+	bool truncated = false;
+	int rv;
+
+	client_op_init(&op, c, call, "Versions");
+	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
+	    (rv = client_op_request(&op, call, true, key_len)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_versions(&op.pk, key, key_len, limit, before, values);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_versions(op.env.result, &arr, &truncated));
+	if (rv == 0)
+		rv = versions_copy(&op, arr, &list, &count);
+	rv = client_op_end(&op, call, rv);
+	if (rv != 0)
+		return rv;
+	if (ret_list != NULL)
+		*ret_list = list;
+	else
+		kvc_versions_free(list, count);
+	if (ret_count != NULL)
+		*ret_count = count;
+	if (ret_truncated != NULL)
+		*ret_truncated = truncated;
+	return 0;
+}
+
+int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
+              size_t *ret_failed_op)
+{
+	struct client_op op;
+	size_t i, payload = 0, failed;
+	int rv = 0;
+
+	client_op_init(&op, c, call, "Batch");
+	if ((ops == NULL && n > 0) || n > CLIENT_BATCH_MAX)
+		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "a batch holds 0 to %u ops, not %zu",
+		                    CLIENT_BATCH_MAX, n);
+	for (i = 0; rv == 0 && i < n; i++) {
+		if (ops[i].type != KVC_OP_PUT && ops[i].type != KVC_OP_DELETE)
+			rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "op %zu: unknown type %d", i,
+			                    (int)ops[i].type);
+		else if ((rv = client_check_key(&op, ops[i].key, ops[i].key_len)) == 0 &&
+		         ops[i].type == KVC_OP_PUT)
+			rv = client_check_bytes(&op, ops[i].value, ops[i].value_len, "a value");
+		payload += ops[i].key_len + 32 + (ops[i].type == KVC_OP_PUT ? ops[i].value_len : 0);
+	}
+	if (rv != 0 || (rv = client_op_request(&op, call, true, payload)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_batch(&op.pk, ops, n);
+	rv = client_op_run(&op);
+	if (rv == 0)
+		rv = client_op_decoded(&op, crep_batch(op.env.result, ops, n));
+	else if (rv == -KVC_FAILED_PRECONDITION && ret_failed_op != NULL &&
+	         crep_batch_failed(op.env.result, n, &failed) == 0)
+		*ret_failed_op = failed;
+	return client_op_end(&op, call, rv);
+}
+
+/* ---- tenants and the daemon -------------------------------------------------- */
+
+/* TenantCreate, TenantDrop, TenantPassivate, TenantActivate, TenantInfo:
+ * a {name} request (or o for TenantCreate) whose reply op is left to the
+ * caller to decode and end. */
+static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, const char *method,
+                     const char *name, const struct kvc_tenant_opts *o)
+{
+	int rv;
+
+	client_op_init(op, c, call, method);
+	if ((rv = client_check_name(op, name)) != 0 ||
+	    (rv = client_op_request(op, call, true, strlen(name))) != 0)
+		return rv;
+	if (o != NULL)
+		creq_tenant_create(&op->pk, name, o);
+	else
+		creq_name(&op->pk, name);
+	return client_op_run(op);
+}
+
+int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
+                      const struct kvc_tenant_opts *o)
+{
+	static const struct kvc_tenant_opts defaults = {0};
+	struct client_op op;
+
+	return client_op_end(
+	        &op, call,
+	        name_call(&op, c, call, "TenantCreate", name, o != NULL ? o : &defaults));
+}
+
+int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name)
+{
+	struct client_op op;
+
+	return client_op_end(&op, call, name_call(&op, c, call, "TenantDrop", name, NULL));
+}
+
+int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
+{
+	struct client_op op;
+
+	return client_op_end(&op, call, name_call(&op, c, call, "TenantPassivate", name, NULL));
+}
+
+int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
+                        uint64_t *ret_activation_us)
+{
+	struct client_op op;
+	uint64_t us = 0;
+	int rv;
+
+	if ((rv = name_call(&op, c, call, "TenantActivate", name, NULL)) == 0)
+		rv = client_op_decoded(&op, crep_activate(op.env.result, &us));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret_activation_us != NULL)
+		*ret_activation_us = us;
+	return rv;
+}
+
+int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
+                    struct kvc_tenant_info *ret)
+{
+	struct client_op op;
+	struct kvc_tenant_info ti;
+	int rv;
+
+	if ((rv = name_call(&op, c, call, "TenantInfo", name, NULL)) == 0)
+		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL) {
+		/* The Stats-only fields stay 0, as kvclient.h says. */
+		ti.dead_bytes = ti.segments = ti.tombstones = ti.merges = ti.compact_revision = 0;
+		*ret = ti;
+	}
+	return rv;
+}
+
+void kvc_tenant_list_free(struct kvc_tenant_entry *list)
+{
+	free(list);
+}
+
+int kvc_tenant_list(kvc *c, const struct kvc_call *call, struct kvc_tenant_entry **ret_list,
+                    size_t *ret_count)
+{
+	struct client_op op;
+	const msgpack_object *arr = NULL;
+	struct kvc_tenant_entry *list = NULL;
+	size_t i, n = 0;
+	int rv;
+
+	client_op_init(&op, c, call, "TenantList");
+	if ((rv = client_op_request(&op, call, false, 0)) == 0 && (rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_tenant_list(op.env.result, &arr));
+	if (rv == 0) {
+		n = arr->via.array.size;
+		if ((list = calloc(n != 0 ? n : 1, sizeof(*list))) == NULL)
+			rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED,
+			                    "out of memory for %zu tenants", n);
+		for (i = 0; rv == 0 && i < n; i++)
+			rv = client_op_decoded(&op,
+			                       crep_tenant_entry(&arr->via.array.ptr[i], &list[i]));
+	}
+	rv = client_op_end(&op, call, rv);
+	if (rv != 0 || ret_list == NULL)
+		free(list);
+	if (rv != 0)
+		return rv;
+	if (ret_list != NULL)
+		*ret_list = list;
+	if (ret_count != NULL)
+		*ret_count = n;
+	return 0;
+}
+
+int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
+{
+	struct client_op op;
+	struct kvc_tenant_info ti;
+	int rv;
+
+	client_op_init(&op, c, call, "Stats");
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_stats(&op.pk, false);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = ti;
+	return rv;
+}
+
+int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret)
+{
+	struct client_op op;
+	struct kvc_daemon_stats ds;
+	int rv;
+
+	client_op_init(&op, c, call, "Stats");
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_stats(&op.pk, true);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_daemon_stats(op.env.result, &ds));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = ds;
+	return rv;
+}
+
+int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
+                struct kvc_compact_result *ret)
+{
+	struct client_op op;
+	struct kvc_compact_result r;
+	int rv;
+
+	client_op_init(&op, c, call, "Compact");
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_compact(&op.pk, revision);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_compact(op.env.result, &r));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = r;
+	return rv;
+}
+
+int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
+{
+	struct client_op op;
+	struct kvc_health h;
+	int rv;
+
+	client_op_init(&op, c, call, "Health");
+	if ((rv = client_op_request(&op, call, false, 0)) == 0 && (rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_health(op.env.result, &h));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = h;
+	return rv;
+}
+
+/* ---- asynchronous calls -------------------------------------------------------- */
+
+/* On an nng thread, once: decode what the call needs and run its callback. */
+static void async_finish(struct client_op *op, struct kvc_async_result *res, int rv)
+{
+	if (rv == 0)
+		client_status_set(&op->st, KVC_OK, "", 0);
+	res->rv = rv;
+	res->status = &op->st;
+	op->fn(op->arg, res);
+}
+
+static void async_version_done(struct client_op *op)
+{
+	struct kvc_async_result res = {0};
+	int rv = op->rv;
+
+	if (rv == 0)
+		rv = client_op_decoded(op, crep_version(op->env.result, &res.version));
+	async_finish(op, &res, rv);
+}
+
+static void async_get_done(struct client_op *op)
+{
+	struct kvc_async_result res = {0};
+	int rv = op->rv;
+
+	if (rv == 0)
+		rv = client_op_decoded(op,
+		                       crep_get(op->env.result, &res.value, &res.value_len,
+		                                &res.version, &res.timestamp_ms, &res.expiry_ms));
+	async_finish(op, &res, rv);
+}
+
+static struct client_op *async_op(kvc *c, const struct kvc_call *call, const char *method,
+                                  void (*complete)(struct client_op *), kvc_async_fn fn, void *arg)
+{
+	struct client_op *op = malloc(sizeof(*op));
+
+	if (op == NULL)
+		return NULL;
+	client_op_init(op, c, call, method);
+	op->complete = complete;
+	op->fn = fn;
+	op->arg = arg;
+	return op;
+}
+
+/* Sends an op built by async_op; on failure the op is freed, call->status
+ * says why, and fn never runs. */
+static int async_submit(struct client_op *op, const struct kvc_call *call, int rv)
+{
+	if (rv == 0 && op->fn == NULL)
+		rv = client_op_fail(op, KVC_INVALID_ARGUMENT, "an async call needs a callback");
+	if (rv == 0 && (rv = client_op_send_async(op)) == 0)
+		return 0;
+	client_op_end(op, call, rv);
+	free(op);
+	return rv;
+}
+
+int kvc_put_async(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                  const void *value, size_t value_len, const struct kvc_write *w, kvc_async_fn fn,
+                  void *arg)
+{
+	static const struct kvc_write unconditional = KVC_WRITE_INIT;
+	struct client_op *op = async_op(c, call, "Put", async_version_done, fn, arg);
+	int rv;
+
+	if (op == NULL)
+		return client_nomem(call);
+	if (w == NULL)
+		w = &unconditional;
+	if ((rv = client_check_key(op, key, key_len)) == 0 &&
+	    (rv = client_check_bytes(op, value, value_len, "the value")) == 0 &&
+	    (rv = client_op_request(op, call, true, key_len + value_len)) == 0)
+		creq_put(&op->pk, key, key_len, value, value_len, w->if_version, w->ttl_ms);
+	return async_submit(op, call, rv);
+}
+
+int kvc_get_async(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                  kvc_async_fn fn, void *arg)
+{
+	struct client_op *op = async_op(c, call, "Get", async_get_done, fn, arg);
+	int rv;
+
+	if (op == NULL)
+		return client_nomem(call);
+	if ((rv = client_check_key(op, key, key_len)) == 0 &&
+	    (rv = client_op_request(op, call, true, key_len)) == 0)
+		creq_get(&op->pk, key, key_len, 0, 0);
+	return async_submit(op, call, rv);
+}
+
+int kvc_delete_async(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                     kvc_async_fn fn, void *arg)
+{
+	struct client_op *op = async_op(c, call, "Delete", async_version_done, fn, arg);
+	int rv;
+
+	if (op == NULL)
+		return client_nomem(call);
+	if ((rv = client_check_key(op, key, key_len)) == 0 &&
+	    (rv = client_op_request(op, call, true, key_len)) == 0)
+		creq_delete(&op->pk, key, key_len, KVC_ANY_VERSION);
+	return async_submit(op, call, rv);
+}

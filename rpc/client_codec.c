@@ -1,0 +1,485 @@
+/* client_codec.c — request encoding and reply decoding of libkvclient. */
+#include "client_codec.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- requests ------------------------------------------------------------ */
+
+void creq_envelope(msgpack_packer *pk, const struct creq_envelope *e)
+{
+	size_t n = 3; /* v, id, method */
+
+	n += e->client != 0;
+	n += e->tenant != NULL;
+	n += e->timeout_ms != 0;
+	n += e->token != NULL;
+	n += e->has_args;
+	msgpack_pack_map(pk, n);
+	mp_kv_uint(pk, "v", KVC_PROTOCOL_VERSION);
+	mp_kv_uint(pk, "id", e->id);
+	if (e->client != 0)
+		mp_kv_uint(pk, "client", e->client);
+	mp_kv_str(pk, "method", e->method);
+	if (e->tenant != NULL)
+		mp_kv_str(pk, "tenant", e->tenant);
+	if (e->timeout_ms != 0)
+		mp_kv_uint(pk, "timeout_ms", e->timeout_ms);
+	if (e->token != NULL)
+		mp_kv_str(pk, "token", e->token);
+	if (e->has_args)
+		mp_pack_cstr(pk, "args");
+}
+
+/* API ttl (0: the tenant's default = absent; KVC_TTL_NONE: 0 on the wire). */
+static bool ttl_present(uint64_t ttl_ms)
+{
+	return ttl_ms != 0;
+}
+
+static uint64_t ttl_wire(uint64_t ttl_ms)
+{
+	return ttl_ms == KVC_TTL_NONE ? 0 : ttl_ms;
+}
+
+static void pack_conditions(msgpack_packer *pk, uint64_t if_version, uint64_t ttl_ms)
+{
+	if (if_version != KVC_ANY_VERSION)
+		mp_kv_uint(pk, "if_version", if_version);
+	if (ttl_present(ttl_ms))
+		mp_kv_uint(pk, "ttl_ms", ttl_wire(ttl_ms));
+}
+
+void creq_put(msgpack_packer *pk, const void *key, size_t key_len, const void *value,
+              size_t value_len, uint64_t if_version, uint64_t ttl_ms)
+{
+	msgpack_pack_map(pk, 2 + (if_version != KVC_ANY_VERSION) + ttl_present(ttl_ms));
+	mp_kv_bin(pk, "key", key, key_len);
+	mp_kv_bin(pk, "value", value, value_len);
+	pack_conditions(pk, if_version, ttl_ms);
+}
+
+void creq_get(msgpack_packer *pk, const void *key, size_t key_len, uint64_t version, uint64_t as_of)
+{
+	msgpack_pack_map(pk, 1 + (version != 0) + (as_of != 0));
+	mp_kv_bin(pk, "key", key, key_len);
+	if (version != 0)
+		mp_kv_uint(pk, "version", version);
+	if (as_of != 0)
+		mp_kv_uint(pk, "as_of", as_of);
+}
+
+void creq_delete(msgpack_packer *pk, const void *key, size_t key_len, uint64_t if_version)
+{
+	msgpack_pack_map(pk, 1 + (if_version != KVC_ANY_VERSION));
+	mp_kv_bin(pk, "key", key, key_len);
+	if (if_version != KVC_ANY_VERSION)
+		mp_kv_uint(pk, "if_version", if_version);
+}
+
+void creq_scan(msgpack_packer *pk, const struct kvc_scan_opts *o, uint32_t limit, uint64_t as_of,
+               const void *cont, size_t cont_len)
+{
+	size_t n = 1; /* limit */
+
+	n += o->start != NULL;
+	n += o->end != NULL;
+	n += o->prefix != NULL;
+	n += o->reverse;
+	n += o->keys_only;
+	n += as_of != 0;
+	n += cont != NULL;
+	msgpack_pack_map(pk, n);
+	if (o->start != NULL)
+		mp_kv_bin(pk, "start", o->start, o->start_len);
+	if (o->end != NULL)
+		mp_kv_bin(pk, "end", o->end, o->end_len);
+	if (o->prefix != NULL)
+		mp_kv_bin(pk, "prefix", o->prefix, o->prefix_len);
+	mp_kv_uint(pk, "limit", limit);
+	if (o->reverse)
+		mp_kv_bool(pk, "reverse", true);
+	if (o->keys_only)
+		mp_kv_bool(pk, "keys_only", true);
+	if (as_of != 0)
+		mp_kv_uint(pk, "as_of", as_of);
+	if (cont != NULL)
+		mp_kv_bin(pk, "continuation", cont, cont_len);
+}
+
+void creq_versions(msgpack_packer *pk, const void *key, size_t key_len, uint32_t limit,
+                   uint64_t before, bool values)
+{
+	msgpack_pack_map(pk, 1 + (limit != 0) + (before != 0) + !values);
+	mp_kv_bin(pk, "key", key, key_len);
+	if (limit != 0)
+		mp_kv_uint(pk, "limit", limit);
+	if (before != 0)
+		mp_kv_uint(pk, "before", before);
+	if (!values)
+		mp_kv_bool(pk, "values", false); /* the server's default is true */
+}
+
+void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n)
+{
+	size_t i;
+
+	msgpack_pack_map(pk, 1);
+	mp_pack_cstr(pk, "ops");
+	msgpack_pack_array(pk, n);
+	for (i = 0; i < n; i++) {
+		const struct kvc_op *op = &ops[i];
+		bool put = op->type == KVC_OP_PUT;
+
+		msgpack_pack_map(pk, 2 + put + (op->if_version != KVC_ANY_VERSION) +
+		                             ttl_present(op->ttl_ms));
+		mp_kv_str(pk, "op", put ? "put" : "delete");
+		mp_kv_bin(pk, "key", op->key, op->key_len);
+		if (put)
+			mp_kv_bin(pk, "value", op->value, op->value_len);
+		pack_conditions(pk, op->if_version, op->ttl_ms);
+	}
+}
+
+void creq_compact(msgpack_packer *pk, uint64_t revision)
+{
+	msgpack_pack_map(pk, revision != 0);
+	if (revision != 0)
+		mp_kv_uint(pk, "revision", revision);
+}
+
+void creq_stats(msgpack_packer *pk, bool daemon)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "scope", daemon ? "daemon" : "tenant");
+}
+
+static const char *const sync_names[] = {
+        [KVC_SYNC_ALWAYS] = "always",
+        [KVC_SYNC_INTERVAL] = "interval",
+        [KVC_SYNC_NONE] = "none",
+};
+
+/* ttl_ms and max_keys are always sent: 0 means "none" in the API and on the
+ * wire alike; sync_interval_ms and history 0 mean "the server's default". */
+void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o)
+{
+	unsigned s = (unsigned)o->sync;
+
+	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0));
+	mp_kv_str(pk, "name", name);
+	mp_kv_str(pk, "sync", sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
+	if (o->sync_interval_ms != 0)
+		mp_kv_uint(pk, "sync_interval_ms", o->sync_interval_ms);
+	if (o->history != 0)
+		mp_kv_uint(pk, "history", o->history);
+	mp_kv_uint(pk, "ttl_ms", o->ttl_ms);
+	mp_kv_uint(pk, "max_keys", o->max_keys);
+}
+
+void creq_name(msgpack_packer *pk, const char *name)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "name", name);
+}
+
+/* ---- replies --------------------------------------------------------------- */
+
+int crep_envelope(const msgpack_object *root, struct crep_envelope *ret)
+{
+	struct crep_envelope e = {0};
+	int rv;
+
+	if (root->type != MSGPACK_OBJECT_MAP)
+		return -EINVAL;
+	if ((rv = mp_field_uint(root, "id", false, &e.id)) != 0 ||
+	    (rv = mp_field_uint(root, "status", true, &e.status)) != 0 ||
+	    (rv = mp_field_str(root, "message", false, &e.message, &e.message_len)) != 0)
+		return rv;
+	e.result = mp_map_get(root, "result");
+	if (e.result != NULL && e.result->type != MSGPACK_OBJECT_MAP)
+		return -EINVAL;
+	*ret = e;
+	return 0;
+}
+
+int crep_version(const msgpack_object *result, uint64_t *ret)
+{
+	return mp_field_uint(result, "version", true, ret);
+}
+
+int crep_get(const msgpack_object *result, const void **ret_value, size_t *ret_len,
+             uint64_t *ret_version, uint64_t *ret_timestamp_ms, uint64_t *ret_expiry_ms)
+{
+	const void *p;
+	size_t n;
+	uint64_t version, ts = 0, exp = 0;
+	int rv;
+
+	if ((rv = mp_field_bin(result, "value", true, &p, &n)) != 0 ||
+	    (rv = mp_field_uint(result, "version", true, &version)) != 0 ||
+	    (rv = mp_field_uint(result, "timestamp_ms", false, &ts)) != 0 ||
+	    (rv = mp_field_uint(result, "expiry_ms", false, &exp)) != 0)
+		return rv;
+	*ret_value = p;
+	*ret_len = n;
+	*ret_version = version;
+	*ret_timestamp_ms = ts;
+	*ret_expiry_ms = exp;
+	return 0;
+}
+
+int crep_scan(const msgpack_object *result, struct crep_scan_page *ret)
+{
+	struct crep_scan_page pg = {0};
+	int rv;
+
+	pg.items = mp_map_get(result, "items");
+	if (pg.items == NULL || pg.items->type != MSGPACK_OBJECT_ARRAY)
+		return -EINVAL;
+	if ((rv = mp_field_uint(result, "revision", true, &pg.revision)) != 0 ||
+	    (rv = mp_field_bool(result, "more", true, &pg.more)) != 0 ||
+	    (rv = mp_field_bin(result, "continuation", pg.more, &pg.cont, &pg.cont_len)) != 0)
+		return rv;
+	if (!pg.more) {
+		pg.cont = NULL;
+		pg.cont_len = 0;
+	}
+	*ret = pg;
+	return 0;
+}
+
+int crep_scan_item(const msgpack_object *item, struct kvc_item *ret)
+{
+	struct kvc_item it = {0};
+	const msgpack_object *a;
+
+	if (item->type != MSGPACK_OBJECT_ARRAY || item->via.array.size < 3)
+		return -EINVAL;
+	a = item->via.array.ptr;
+	if (mp_bin(&a[0], &it.key, &it.key_len) != 0 || mp_uint(&a[2], &it.version) != 0)
+		return -EINVAL;
+	if (a[1].type != MSGPACK_OBJECT_NIL && mp_bin(&a[1], &it.value, &it.value_len) != 0)
+		return -EINVAL;
+	*ret = it;
+	return 0;
+}
+
+int crep_versions(const msgpack_object *result, const msgpack_object **ret_list,
+                  bool *ret_truncated)
+{
+	const msgpack_object *list = mp_map_get(result, "versions");
+	bool truncated = false;
+	int rv;
+
+	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY)
+		return -EINVAL;
+	if ((rv = mp_field_bool(result, "truncated", false, &truncated)) != 0)
+		return rv;
+	*ret_list = list;
+	*ret_truncated = truncated;
+	return 0;
+}
+
+int crep_version_entry(const msgpack_object *entry, struct kvc_version *ret)
+{
+	struct kvc_version v = {0};
+	const msgpack_object *a;
+
+	if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size < 4)
+		return -EINVAL;
+	a = entry->via.array.ptr;
+	if (mp_uint(&a[0], &v.version) != 0 || mp_uint(&a[1], &v.timestamp_ms) != 0 ||
+	    mp_bool(&a[2], &v.deleted) != 0)
+		return -EINVAL;
+	if (a[3].type != MSGPACK_OBJECT_NIL) {
+		const void *p;
+
+		if (mp_bin(&a[3], &p, &v.len) != 0)
+			return -EINVAL;
+		v.data = (void *)p; /* the caller copies it before it leaves */
+	}
+	*ret = v;
+	return 0;
+}
+
+int crep_batch(const msgpack_object *result, struct kvc_op *ops, size_t n)
+{
+	const msgpack_object *list = mp_map_get(result, "versions");
+	size_t i;
+
+	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY || list->via.array.size != n)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (list->via.array.ptr[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		ops[i].version = list->via.array.ptr[i].via.u64;
+	return 0;
+}
+
+int crep_batch_failed(const msgpack_object *result, size_t n, size_t *ret_index)
+{
+	uint64_t idx;
+
+	if (result == NULL || mp_field_uint(result, "failed_op", true, &idx) != 0 || idx >= n)
+		return -EINVAL;
+	*ret_index = (size_t)idx;
+	return 0;
+}
+
+int crep_compact(const msgpack_object *result, struct kvc_compact_result *ret)
+{
+	struct kvc_compact_result r = {0};
+	int rv;
+
+	if ((rv = mp_field_uint(result, "compact_revision", false, &r.compact_revision)) != 0 ||
+	    (rv = mp_field_uint(result, "disk_bytes_before", false, &r.disk_bytes_before)) != 0 ||
+	    (rv = mp_field_uint(result, "disk_bytes_after", false, &r.disk_bytes_after)) != 0)
+		return rv;
+	*ret = r;
+	return 0;
+}
+
+/*
+ * Statistics and tenant descriptions: the name and the state are required,
+ * counters the server leaves out read as 0 (a newer or older server may add
+ * or drop one); a field of the wrong type makes the reply malformed.
+ */
+struct uint_field {
+	const char *name;
+	size_t off;
+};
+
+static int read_uints(const msgpack_object *map, void *base, const struct uint_field *f)
+{
+	int rv;
+
+	for (; f->name != NULL; f++) {
+		if ((rv = mp_field_uint(map, f->name, false,
+		                        (uint64_t *)((char *)base + f->off))) != 0)
+			return rv;
+	}
+	return 0;
+}
+
+static int read_state(const msgpack_object *map, bool *ret_active)
+{
+	const char *s;
+	size_t n;
+	int rv;
+
+	if ((rv = mp_field_str(map, "state", true, &s, &n)) != 0)
+		return rv;
+	*ret_active = n == 6 && memcmp(s, "active", 6) == 0;
+	return 0;
+}
+
+// clang-format off
+#define TI(f) {#f, offsetof(struct kvc_tenant_info, f)}
+// clang-format on
+
+int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
+{
+	static const struct uint_field fields[] = {
+	        TI(idle_s),       TI(keys),        TI(live_bytes),         TI(disk_bytes),
+	        TI(keydir_bytes), TI(activations), TI(last_activation_ms), TI(last_version),
+	        TI(ttl_ms),       TI(max_keys),    TI(dead_bytes),         TI(segments),
+	        TI(tombstones),   TI(merges),      TI(compact_revision),   {NULL, 0},
+	};
+	struct kvc_tenant_info ti;
+	const msgpack_object *name = mp_map_get(result, "name");
+	const char *s;
+	size_t n;
+	uint64_t history = 0;
+	int rv;
+
+	memset(&ti, 0, sizeof(ti));
+	if (name == NULL || mp_str_copy(name, ti.name, sizeof(ti.name)) != 0)
+		return -EINVAL;
+	if ((rv = read_state(result, &ti.active)) != 0 ||
+	    (rv = read_uints(result, &ti, fields)) != 0 ||
+	    (rv = mp_field_uint(result, "history", false, &history)) != 0 ||
+	    (rv = mp_field_str(result, "sync", false, &s, &n)) != 0)
+		return rv;
+	ti.history = history > UINT32_MAX ? UINT32_MAX : (uint32_t)history;
+	ti.sync = KVC_SYNC_ALWAYS;
+	if (mp_map_get(result, "sync") != NULL) {
+		if (n == 8 && memcmp(s, "interval", 8) == 0)
+			ti.sync = KVC_SYNC_INTERVAL;
+		else if (n == 4 && memcmp(s, "none", 4) == 0)
+			ti.sync = KVC_SYNC_NONE;
+	}
+	*ret = ti;
+	return 0;
+}
+
+// clang-format off
+#define DS(f) {#f, offsetof(struct kvc_daemon_stats, f)}
+// clang-format on
+
+int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret)
+{
+	static const struct uint_field fields[] = {
+	        DS(uptime_s),  DS(tenants),      DS(active_tenants), DS(requests),
+	        DS(in_flight), DS(keydir_bytes), DS(workers),        {NULL, 0},
+	};
+	struct kvc_daemon_stats ds;
+	const msgpack_object *v = mp_map_get(result, "version");
+	int rv;
+
+	memset(&ds, 0, sizeof(ds));
+	if (v != NULL && mp_str_copy(v, ds.version, sizeof(ds.version)) != 0)
+		return -EINVAL;
+	if ((rv = read_uints(result, &ds, fields)) != 0)
+		return rv;
+	*ret = ds;
+	return 0;
+}
+
+int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list)
+{
+	const msgpack_object *list = mp_map_get(result, "tenants");
+
+	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY)
+		return -EINVAL;
+	*ret_list = list;
+	return 0;
+}
+
+int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
+{
+	struct kvc_tenant_entry e;
+	const msgpack_object *name = mp_map_get(entry, "name");
+
+	memset(&e, 0, sizeof(e));
+	if (entry->type != MSGPACK_OBJECT_MAP || name == NULL ||
+	    mp_str_copy(name, e.name, sizeof(e.name)) != 0 || read_state(entry, &e.active) != 0)
+		return -EINVAL;
+	*ret = e;
+	return 0;
+}
+
+int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us)
+{
+	return mp_field_uint(result, "activation_us", false, ret_activation_us);
+}
+
+int crep_health(const msgpack_object *result, struct kvc_health *ret)
+{
+	struct kvc_health h;
+	const msgpack_object *status = mp_map_get(result, "status");
+	const msgpack_object *version = mp_map_get(result, "version");
+	int rv;
+
+	memset(&h, 0, sizeof(h));
+	if (status == NULL || mp_str_copy(status, h.status, sizeof(h.status)) != 0)
+		return -EINVAL;
+	if (version != NULL && mp_str_copy(version, h.version, sizeof(h.version)) != 0)
+		return -EINVAL;
+	if ((rv = mp_field_uint(result, "uptime_s", false, &h.uptime_s)) != 0)
+		return rv;
+	*ret = h;
+	return 0;
+}
