@@ -1,0 +1,754 @@
+/*
+ * commands.c — kvctl's commands. Each parses its options and arguments,
+ * opens the handle, makes its calls through libkvclient and prints the
+ * result as text or as one JSON document (shapes: kvctl --help, kvctl(1)).
+ */
+#include "kvctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Options parsed by more than one command. */
+enum {
+	OPT_TTL = KVCTL_OPT_OWN,
+	OPT_IF_VERSION,
+	OPT_VERSION,
+	OPT_AS_OF,
+	OPT_PREFIX,
+	OPT_START,
+	OPT_END,
+	OPT_LIMIT,
+	OPT_KEYS_ONLY,
+	OPT_REVERSE,
+	OPT_VALUES,
+	OPT_SYNC,
+	OPT_HISTORY,
+	OPT_MAX_KEYS,
+	OPT_DAEMON,
+	OPT_REVISION,
+};
+
+#define OPT(name, has_arg, val)                                                                    \
+	{                                                                                          \
+		name, has_arg, NULL, val                                                           \
+	}
+#define OPT_END_OF_LIST                                                                            \
+	{                                                                                          \
+		NULL, 0, NULL, 0                                                                   \
+	}
+
+/* The positional arguments after the options: between min and max. */
+static int want_args(struct kvctl *k, int argc, int min, int max, const char *usage)
+{
+	int n = argc - optind;
+
+	if (n < min || n > max)
+		return kvctl_usage(k, "usage: kvctl %s", usage);
+	return 0;
+}
+
+/* A key argument: sets what the error line names, checks the length. */
+static int key_arg(struct kvctl *k, const char *cmd, const char *key)
+{
+	kvctl_what(k, cmd, key, strlen(key));
+	return kvctl_check_key(k, key);
+}
+
+/* --if-version V: any version; KVC_ANY_VERSION itself is "unconditional". */
+static int parse_version(struct kvctl *k, const char *opt, uint64_t *ret)
+{
+	return kvctl_parse_u64(k, opt, optarg, KVC_ANY_VERSION - 1, ret);
+}
+
+/* --ttl SECONDS in ms; 0 asks for no expiry at all. */
+static int parse_ttl(struct kvctl *k, uint64_t *ret_ms)
+{
+	uint64_t s;
+	int rv;
+
+	if ((rv = kvctl_parse_u64(k, "--ttl", optarg, UINT64_MAX / 1000 - 1, &s)) != 0)
+		return rv;
+	*ret_ms = s == 0 ? KVC_TTL_NONE : s * 1000;
+	return 0;
+}
+
+/* Everything on stdin, binary safe, up to KVCTL_VALUE_MAX bytes. */
+static int read_stdin(struct kvctl *k, char **ret, size_t *ret_len)
+{
+	size_t cap = 64 << 10, n = 0, r;
+	char *buf = malloc(cap), *grown;
+
+	for (;;) {
+		if (buf == NULL)
+			return kvctl_error(k, "out of memory reading stdin");
+		r = fread(buf + n, 1, cap - n, stdin);
+		n += r;
+		if (n > KVCTL_VALUE_MAX) {
+			free(buf);
+			return kvctl_error(k, "the value on stdin is larger than %zu bytes",
+			                   KVCTL_VALUE_MAX);
+		}
+		if (n < cap) {
+			if (ferror(stdin)) {
+				free(buf);
+				return kvctl_error(k, "cannot read the value from stdin");
+			}
+			if (feof(stdin))
+				break;
+			continue;
+		}
+		cap = cap * 2 > KVCTL_VALUE_MAX + 1 ? KVCTL_VALUE_MAX + 1 : cap * 2;
+		if ((grown = realloc(buf, cap)) == NULL)
+			free(buf);
+		buf = grown;
+	}
+	*ret = buf;
+	*ret_len = n;
+	return 0;
+}
+
+/* {key, key_b64, version} */
+static json_t *key_version_json(const char *key, uint64_t version)
+{
+	json_t *doc = json_object();
+
+	kvctl_json_bytes(doc, "key", key, strlen(key));
+	json_object_set_new(doc, "version", kvctl_json_u64(version));
+	return doc;
+}
+
+/* put and del print the version they wrote. */
+static int print_version(struct kvctl *k, const char *key, uint64_t version)
+{
+	if (k->json)
+		return kvctl_emit_json(k, key_version_json(key, version));
+	printf("%llu\n", (unsigned long long)version);
+	return kvctl_finish(k);
+}
+
+/* Text: "name: value" per member, in order; JSON: the object. Frees obj. */
+static int print_fields(struct kvctl *k, json_t *obj)
+{
+	const char *name;
+	json_t *v;
+
+	if (k->json)
+		return kvctl_emit_json(k, obj);
+	json_object_foreach(obj, name, v)
+	{
+		if (json_is_string(v))
+			printf("%s: %s\n", name, json_string_value(v));
+		else if (json_is_integer(v))
+			printf("%s: %" JSON_INTEGER_FORMAT "\n", name, json_integer_value(v));
+		else
+			printf("%s: %s\n", name, json_is_true(v) ? "true" : "false");
+	}
+	json_decref(obj);
+	return kvctl_finish(k);
+}
+
+/* ---- put, get, del ------------------------------------------------------------- */
+
+int cmd_put(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("ttl", required_argument, OPT_TTL),
+	        OPT("if-version", required_argument, OPT_IF_VERSION),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_write w = KVC_WRITE_INIT;
+	char *input = NULL;
+	const char *key, *value;
+	size_t value_len = 0;
+	uint64_t version = 0;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "put", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt == OPT_TTL)
+			rv = parse_ttl(k, &w.ttl_ms);
+		else if (opt == OPT_IF_VERSION)
+			rv = parse_version(k, "--if-version", &w.if_version);
+		else
+			return KVCTL_EXIT_USAGE;
+	}
+	if (rv != 0 ||
+	    (rv = want_args(k, argc, 1, 2,
+	                    "put KEY [VALUE|-] [--ttl SECONDS] "
+	                    "[--if-version V]")) != 0 ||
+	    (rv = key_arg(k, "put", key = argv[optind])) != 0)
+		return rv;
+	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0) {
+		value = argv[optind + 1];
+		value_len = strlen(value);
+	} else {
+		if ((rv = read_stdin(k, &input, &value_len)) != 0)
+			return rv;
+		value = input;
+	}
+	if ((rv = kvctl_connect(k)) == 0) {
+		rv = kvc_put(k->c, &call, key, strlen(key), value, value_len, &w, &version);
+		rv = rv != 0 ? kvctl_fail(k, rv, &st) : print_version(k, key, version);
+	}
+	free(input);
+	return rv;
+}
+
+int cmd_get(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("version", required_argument, OPT_VERSION),
+	        OPT("as-of", required_argument, OPT_AS_OF),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_value v = {0};
+	uint64_t version = 0, as_of = 0;
+	const char *key;
+	char when[32];
+	json_t *doc;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "get", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt == OPT_VERSION)
+			rv = parse_version(k, "--version", &version);
+		else if (opt == OPT_AS_OF)
+			rv = parse_version(k, "--as-of", &as_of);
+		else
+			return KVCTL_EXIT_USAGE;
+		if (rv == 0 && (opt == OPT_VERSION ? version : as_of) == 0)
+			rv = kvctl_usage(k, "versions start at 1");
+	}
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, "get KEY [--version V | --as-of V]")) != 0 ||
+	    (rv = key_arg(k, "get", key = argv[optind])) != 0)
+		return rv;
+	if (version != 0 && as_of != 0)
+		return kvctl_usage(k, "--version and --as-of exclude each other");
+	if ((rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_get(k->c, &call, key, strlen(key), version, as_of, &v)) != 0)
+		return kvctl_fail(k, rv, &st);
+	if (!k->json) {
+		kvctl_write(v.data, v.len); /* as stored: no newline added */
+		kvc_value_free(&v);
+		return kvctl_finish(k);
+	}
+	doc = key_version_json(key, v.version);
+	kvctl_json_bytes(doc, "value", v.data, v.len);
+	kvctl_format_time(v.timestamp_ms, when);
+	json_object_set_new(doc, "timestamp_ms", kvctl_json_u64(v.timestamp_ms));
+	json_object_set_new(doc, "timestamp", json_string(when));
+	json_object_set_new(doc, "expiry_ms", kvctl_json_u64(v.expiry_ms));
+	kvc_value_free(&v);
+	return kvctl_emit_json(k, doc);
+}
+
+int cmd_del(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("if-version", required_argument, OPT_IF_VERSION),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	uint64_t if_version = KVC_ANY_VERSION, version;
+	const char *key;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "del", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt == OPT_IF_VERSION)
+			rv = parse_version(k, "--if-version", &if_version);
+		else
+			return KVCTL_EXIT_USAGE;
+	}
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, "del KEY [--if-version V]")) != 0 ||
+	    (rv = key_arg(k, "del", key = argv[optind])) != 0 || (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_delete(k->c, &call, key, strlen(key), if_version, &version)) != 0)
+		return kvctl_fail(k, rv, &st);
+	return print_version(k, key, version);
+}
+
+/* ---- scan, versions ------------------------------------------------------------- */
+
+int cmd_scan(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("prefix", required_argument, OPT_PREFIX),
+	        OPT("start", required_argument, OPT_START),
+	        OPT("end", required_argument, OPT_END),
+	        OPT("limit", required_argument, OPT_LIMIT),
+	        OPT("keys-only", no_argument, OPT_KEYS_ONLY),
+	        OPT("reverse", no_argument, OPT_REVERSE),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_scan_opts so = {0};
+	struct kvc_item it;
+	kvc_iter *iter = NULL;
+	json_t *doc = NULL, *items = NULL;
+	uint64_t count = 0;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "scan", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		switch (opt) {
+		case OPT_PREFIX:
+			so.prefix = optarg;
+			so.prefix_len = strlen(optarg);
+			break;
+		case OPT_START:
+			so.start = optarg;
+			so.start_len = strlen(optarg);
+			break;
+		case OPT_END:
+			so.end = optarg;
+			so.end_len = strlen(optarg);
+			break;
+		case OPT_LIMIT:
+			rv = kvctl_parse_u64(k, "--limit", optarg, UINT64_MAX, &so.limit);
+			break;
+		case OPT_KEYS_ONLY:
+			so.keys_only = true;
+			break;
+		case OPT_REVERSE:
+			so.reverse = true;
+			break;
+		default:
+			return KVCTL_EXIT_USAGE;
+		}
+	}
+	if (rv != 0 ||
+	    (rv = want_args(k, argc, 0, 0,
+	                    "scan [--prefix P] [--start K] [--end K] [--limit N] "
+	                    "[--keys-only] [--reverse]")) != 0 ||
+	    (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_scan_open(k->c, &call, &so, &iter)) != 0)
+		return kvctl_fail(k, rv, &st);
+	if (k->json) {
+		doc = json_object();
+		items = json_array();
+		json_object_set_new(doc, "items", items);
+	}
+	while ((rv = kvc_scan_next(iter, &it)) == 0) {
+		count++;
+		if (k->json) {
+			json_t *item = json_object();
+
+			kvctl_json_bytes(item, "key", it.key, it.key_len);
+			if (!so.keys_only)
+				kvctl_json_bytes(item, "value", it.value != NULL ? it.value : "",
+				                 it.value_len);
+			json_object_set_new(item, "version", kvctl_json_u64(it.version));
+			json_array_append_new(items, item);
+			continue;
+		}
+		kvctl_write(it.key, it.key_len);
+		if (!so.keys_only) {
+			putchar('\t');
+			kvctl_write(it.value, it.value_len);
+		}
+		putchar('\n');
+	}
+	if (rv < 0) {
+		json_decref(doc);
+		rv = kvctl_fail(k, rv, &st);
+	} else if (k->json) {
+		json_object_set_new(doc, "revision", kvctl_json_u64(kvc_scan_revision(iter)));
+		json_object_set_new(doc, "count", kvctl_json_u64(count));
+		rv = kvctl_emit_json(k, doc);
+	} else {
+		rv = kvctl_finish(k);
+	}
+	kvc_scan_close(iter);
+	return rv;
+}
+
+int cmd_versions(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("limit", required_argument, OPT_LIMIT),
+	        OPT("values", no_argument, OPT_VALUES),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_version *list = NULL;
+	size_t count = 0, i;
+	uint64_t limit = 0;
+	bool values = false, truncated = false;
+	const char *key;
+	json_t *doc = NULL, *arr = NULL;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "versions", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt == OPT_LIMIT)
+			rv = kvctl_parse_u64(k, "--limit", optarg, UINT32_MAX, &limit);
+		else if (opt == OPT_VALUES)
+			values = true;
+		else
+			return KVCTL_EXIT_USAGE;
+	}
+	if (rv != 0 ||
+	    (rv = want_args(k, argc, 1, 1, "versions KEY [--limit M] [--values]")) != 0 ||
+	    (rv = key_arg(k, "versions", key = argv[optind])) != 0 || (rv = kvctl_connect(k)) != 0)
+		return rv;
+	rv = kvc_versions(k->c, &call, key, strlen(key), (uint32_t)limit, 0, values, &list, &count,
+	                  &truncated);
+	if (rv != 0)
+		return kvctl_fail(k, rv, &st);
+	if (k->json) {
+		doc = json_object();
+		kvctl_json_bytes(doc, "key", key, strlen(key));
+		arr = json_array();
+		json_object_set_new(doc, "versions", arr);
+	}
+	for (i = 0; i < count; i++) {
+		const struct kvc_version *v = &list[i];
+		char when[32];
+
+		kvctl_format_time(v->timestamp_ms, when);
+		if (k->json) {
+			json_t *e = json_object();
+
+			json_object_set_new(e, "version", kvctl_json_u64(v->version));
+			json_object_set_new(e, "timestamp_ms", kvctl_json_u64(v->timestamp_ms));
+			json_object_set_new(e, "timestamp", json_string(when));
+			json_object_set_new(e, "deleted", json_boolean(v->deleted));
+			if (values && !v->deleted && v->data != NULL)
+				kvctl_json_bytes(e, "value", v->data, v->len);
+			json_array_append_new(arr, e);
+			continue;
+		}
+		/* Fixed columns: the third is the mark ("deleted" or empty),
+		 * the fourth the value, so a value reading "deleted" is never
+		 * taken for a tombstone. */
+		printf("%llu\t%s", (unsigned long long)v->version, when);
+		if (v->deleted) {
+			fputs("\tdeleted", stdout);
+		} else if (values) {
+			fputs("\t\t", stdout);
+			kvctl_write(v->data, v->len);
+		}
+		putchar('\n');
+	}
+	kvc_versions_free(list, count);
+	if (!k->json)
+		return kvctl_finish(k);
+	json_object_set_new(doc, "truncated", json_boolean(truncated));
+	return kvctl_emit_json(k, doc);
+}
+
+/* ---- tenants ---------------------------------------------------------------------- */
+
+static const char *const sync_names[] = {"always", "interval", "none"};
+
+static const char *sync_name(enum kvc_sync s)
+{
+	return (unsigned)s < 3 ? sync_names[s] : "always";
+}
+
+/* TenantInfo's fields, and with stats those only Stats has. */
+static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
+{
+	json_t *o = json_object();
+
+#define U(f) json_object_set_new(o, #f, kvctl_json_u64(ti->f))
+	json_object_set_new(o, "name", json_string(ti->name));
+	json_object_set_new(o, "state", json_string(ti->active ? "active" : "passive"));
+	U(idle_s);
+	U(keys);
+	U(live_bytes);
+	U(disk_bytes);
+	U(keydir_bytes);
+	U(activations);
+	U(last_activation_ms);
+	U(last_version);
+	json_object_set_new(o, "sync", json_string(sync_name(ti->sync)));
+	U(history);
+	U(ttl_ms);
+	U(max_keys);
+	if (stats) {
+		U(dead_bytes);
+		U(segments);
+		U(tombstones);
+		U(merges);
+		U(compact_revision);
+	}
+#undef U
+	return o;
+}
+
+static int tenant_create(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("sync", required_argument, OPT_SYNC),
+	        OPT("history", required_argument, OPT_HISTORY),
+	        OPT("ttl", required_argument, OPT_TTL),
+	        OPT("max-keys", required_argument, OPT_MAX_KEYS),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_tenant_opts to = {0};
+	uint64_t v;
+	const char *name;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "tenant create", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		switch (opt) {
+		case OPT_SYNC:
+			if (strcmp(optarg, "always") == 0)
+				to.sync = KVC_SYNC_ALWAYS;
+			else if (strcmp(optarg, "interval") == 0)
+				to.sync = KVC_SYNC_INTERVAL;
+			else if (strcmp(optarg, "none") == 0)
+				to.sync = KVC_SYNC_NONE;
+			else
+				rv = kvctl_usage(k, "--sync is always, interval or none, not '%s'",
+				                 optarg);
+			break;
+		case OPT_HISTORY:
+			if ((rv = kvctl_parse_u64(k, "--history", optarg, UINT32_MAX, &v)) == 0)
+				to.history = (uint32_t)v;
+			break;
+		case OPT_TTL:
+			if ((rv = parse_ttl(k, &to.ttl_ms)) == 0 && to.ttl_ms == KVC_TTL_NONE)
+				to.ttl_ms = 0; /* a tenant's default TTL 0 is "none" */
+			break;
+		case OPT_MAX_KEYS:
+			rv = kvctl_parse_u64(k, "--max-keys", optarg, UINT64_MAX, &to.max_keys);
+			break;
+		default:
+			return KVCTL_EXIT_USAGE;
+		}
+	}
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1,
+	                               "tenant create NAME [--sync always|interval|none] "
+	                               "[--history N] [--ttl SECONDS] [--max-keys N]")) != 0)
+		return rv;
+	name = argv[optind];
+	kvctl_what(k, "tenant create", name, strlen(name));
+	if ((rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_tenant_create(k->c, &call, name, &to)) != 0)
+		return kvctl_fail(k, rv, &st);
+	if (!k->json)
+		return kvctl_finish(k);
+	return kvctl_emit_json(k, json_pack("{s:s}", "name", name));
+}
+
+static int tenant_list(struct kvctl *k, int argc, char **argv)
+{
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_tenant_entry *list = NULL;
+	size_t n = 0, i;
+	json_t *arr;
+	int rv;
+
+	kvctl_opts_begin(k, &oi, "tenant list", NULL);
+	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
+		return KVCTL_EXIT_USAGE;
+	if ((rv = want_args(k, argc, 0, 0, "tenant list")) != 0 || (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_tenant_list(k->c, &call, &list, &n)) != 0)
+		return kvctl_fail(k, rv, &st);
+	if (!k->json) {
+		for (i = 0; i < n; i++)
+			printf("%s\t%s\n", list[i].name, list[i].active ? "active" : "passive");
+		kvc_tenant_list_free(list);
+		return kvctl_finish(k);
+	}
+	arr = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "name", list[i].name, "state",
+		                                     list[i].active ? "active" : "passive"));
+	kvc_tenant_list_free(list);
+	return kvctl_emit_json(k, json_pack("{s:o}", "tenants", arr));
+}
+
+/* info, drop, passivate, activate: one NAME, no options of their own. */
+static int tenant_named(struct kvctl *k, const char *action, int argc, char **argv)
+{
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_tenant_info ti;
+	uint64_t us = 0;
+	char what[32], usage[64];
+	const char *name;
+	int rv;
+
+	snprintf(what, sizeof(what), "tenant %s", action);
+	snprintf(usage, sizeof(usage), "tenant %s NAME", action);
+	kvctl_opts_begin(k, &oi, what, NULL);
+	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
+		return KVCTL_EXIT_USAGE;
+	if ((rv = want_args(k, argc, 1, 1, usage)) != 0)
+		return rv;
+	name = argv[optind];
+	kvctl_what(k, what, name, strlen(name));
+	if ((rv = kvctl_connect(k)) != 0)
+		return rv;
+	if (strcmp(action, "info") == 0) {
+		if ((rv = kvc_tenant_info(k->c, &call, name, &ti)) != 0)
+			return kvctl_fail(k, rv, &st);
+		return print_fields(k, tenant_json(&ti, false));
+	}
+	if (strcmp(action, "drop") == 0)
+		rv = kvc_tenant_drop(k->c, &call, name);
+	else if (strcmp(action, "passivate") == 0)
+		rv = kvc_tenant_passivate(k->c, &call, name);
+	else
+		rv = kvc_tenant_activate(k->c, &call, name, &us);
+	if (rv != 0)
+		return kvctl_fail(k, rv, &st);
+	if (strcmp(action, "drop") == 0) {
+		if (!k->json)
+			return kvctl_finish(k);
+		return kvctl_emit_json(k, json_pack("{s:s}", "name", name));
+	}
+	if (strcmp(action, "passivate") == 0)
+		return print_fields(k, json_pack("{s:s,s:s}", "name", name, "state", "passive"));
+	return print_fields(k, json_pack("{s:s,s:s,s:o}", "name", name, "state", "active",
+	                                 "activation_us", kvctl_json_u64(us)));
+}
+
+int cmd_tenant(struct kvctl *k, int argc, char **argv)
+{
+	static const char *const named[] = {"info", "drop", "passivate", "activate"};
+	size_t i;
+
+	if (argc < 2)
+		return kvctl_usage(k,
+		                   "usage: kvctl tenant create|list|info|drop|passivate|activate "
+		                   "...");
+	if (strcmp(argv[1], "create") == 0)
+		return tenant_create(k, argc - 1, argv + 1);
+	if (strcmp(argv[1], "list") == 0)
+		return tenant_list(k, argc - 1, argv + 1);
+	for (i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		if (strcmp(argv[1], named[i]) == 0)
+			return tenant_named(k, named[i], argc - 1, argv + 1);
+	}
+	return kvctl_usage(k,
+	                   "unknown tenant action '%s' (create, list, info, drop, passivate, "
+	                   "activate)",
+	                   argv[1]);
+}
+
+/* ---- the daemon --------------------------------------------------------------------- */
+
+int cmd_stats(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("daemon", no_argument, OPT_DAEMON),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_tenant_info ti;
+	struct kvc_daemon_stats ds;
+	bool daemon = false;
+	int opt, rv;
+
+	kvctl_opts_begin(k, &oi, "stats", own);
+	while ((opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt != OPT_DAEMON)
+			return KVCTL_EXIT_USAGE;
+		daemon = true;
+	}
+	if ((rv = want_args(k, argc, 0, 0, "stats [--daemon]")) != 0 ||
+	    (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if (!daemon) {
+		if ((rv = kvc_stats(k->c, &call, &ti)) != 0)
+			return kvctl_fail(k, rv, &st);
+		return print_fields(k, tenant_json(&ti, true));
+	}
+	if ((rv = kvc_stats_daemon(k->c, &call, &ds)) != 0)
+		return kvctl_fail(k, rv, &st);
+	return print_fields(
+	        k, json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "version", ds.version, "uptime_s",
+	                     kvctl_json_u64(ds.uptime_s), "tenants", kvctl_json_u64(ds.tenants),
+	                     "active_tenants", kvctl_json_u64(ds.active_tenants), "requests",
+	                     kvctl_json_u64(ds.requests), "in_flight", kvctl_json_u64(ds.in_flight),
+	                     "keydir_bytes", kvctl_json_u64(ds.keydir_bytes), "workers",
+	                     kvctl_json_u64(ds.workers)));
+}
+
+int cmd_compact(struct kvctl *k, int argc, char **argv)
+{
+	static const struct option own[] = {
+	        OPT("revision", required_argument, OPT_REVISION),
+	        OPT_END_OF_LIST,
+	};
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_compact_result r;
+	uint64_t revision = 0;
+	int opt, rv = 0;
+
+	kvctl_opts_begin(k, &oi, "compact", own);
+	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
+		if (opt != OPT_REVISION)
+			return KVCTL_EXIT_USAGE;
+		rv = parse_version(k, "--revision", &revision);
+	}
+	if (rv != 0 || (rv = want_args(k, argc, 0, 0, "compact [--revision V]")) != 0 ||
+	    (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_compact(k->c, &call, revision, &r)) != 0)
+		return kvctl_fail(k, rv, &st);
+	return print_fields(k, json_pack("{s:o,s:o,s:o}", "compact_revision",
+	                                 kvctl_json_u64(r.compact_revision), "disk_bytes_before",
+	                                 kvctl_json_u64(r.disk_bytes_before), "disk_bytes_after",
+	                                 kvctl_json_u64(r.disk_bytes_after)));
+}
+
+int cmd_health(struct kvctl *k, int argc, char **argv)
+{
+	struct kvctl_opts oi;
+	struct kvc_status st;
+	struct kvc_call call = {.status = &st};
+	struct kvc_health h;
+	bool serving;
+	int rv;
+
+	kvctl_opts_begin(k, &oi, "health", NULL);
+	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
+		return KVCTL_EXIT_USAGE;
+	if ((rv = want_args(k, argc, 0, 0, "health")) != 0 || (rv = kvctl_connect(k)) != 0)
+		return rv;
+	if ((rv = kvc_health(k->c, &call, &h)) != 0)
+		return kvctl_fail(k, rv, &st);
+	serving = strcmp(h.status, "serving") == 0;
+	rv = print_fields(k, json_pack("{s:s,s:s,s:o}", "status", h.status, "version", h.version,
+	                               "uptime_s", kvctl_json_u64(h.uptime_s)));
+	if (rv == 0 && !serving) {
+		/* The document above is the one document; the line says why. */
+		fprintf(stderr, "kvctl: health: the daemon is %s\n", h.status);
+		rv = KVCTL_EXIT_UNAVAILABLE;
+	}
+	return rv;
+}

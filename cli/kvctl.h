@@ -1,0 +1,115 @@
+/*
+ * kvctl.h — what kvctl's command handlers (commands.c) share with its
+ * driver (kvctl.c) and its output helpers (output.c).
+ *
+ * A handler parses its own options and arguments (kvctl_opts_next), opens
+ * the handle (kvctl_connect), makes its calls, prints its result in text or
+ * as one JSON document, and returns the process's exit code. Every failure
+ * goes through kvctl_fail or kvctl_usage, which print the one line on
+ * stderr (and, with -o json, the error document on stdout) and return the
+ * exit code.
+ */
+#ifndef KVCTL_H
+#define KVCTL_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvclient.h"
+
+enum kvctl_exit {
+	KVCTL_EXIT_OK = 0,
+	KVCTL_EXIT_NOT_FOUND = 1,
+	KVCTL_EXIT_USAGE = 2,
+	KVCTL_EXIT_PRECONDITION = 3, /* a version did not match */
+	KVCTL_EXIT_UNAVAILABLE = 4,  /* daemon unreachable, unavailable, or silent */
+	KVCTL_EXIT_ERROR = 5,
+};
+
+#define KVCTL_VALUE_MAX ((size_t)64 << 20) /* a value read from stdin */
+#define KVCTL_KEY_MAX   65536u             /* PROTOCOL.md: keys are 1 … 65536 bytes */
+
+struct kvctl {
+	struct kvc_options opts;
+	kvc *c;
+	bool json;
+	char what[192]; /* "get user:1": what failed, for the error line */
+};
+
+/* ---- option parsing --------------------------------------------------------
+ *
+ * Every command accepts the global options too (-e, -t, --token, -o,
+ * --timeout, -h), before or after its arguments; `--` ends the options. */
+
+#define KVCTL_OPTS_MAX   24
+#define KVCTL_OPTS_USAGE (-2) /* a bad option; the message is out */
+
+struct kvctl_opts {
+	struct option all[KVCTL_OPTS_MAX];
+};
+
+/* cmd: the command's name, for the error line; own: its long options, ended
+ * by a zeroed entry, with values >= KVCTL_OPT_OWN. */
+void kvctl_opts_begin(struct kvctl *k, struct kvctl_opts *oi, const char *cmd,
+                      const struct option *own);
+/* The next own option (optarg set), -1 when done (optind is the first
+ * argument), or KVCTL_OPTS_USAGE. */
+int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **argv);
+
+enum {
+	KVCTL_OPT_TOKEN = 256,
+	KVCTL_OPT_TIMEOUT,
+	KVCTL_OPT_OWN = 300,
+};
+
+/* A decimal without sign that fits in max; usage error otherwise. */
+int kvctl_parse_u64(struct kvctl *k, const char *opt, const char *s, uint64_t max, uint64_t *ret);
+
+/* ---- the handle and errors ---------------------------------------------- */
+
+/* Sets k->what: the command and, escaped and cut, the key. */
+void kvctl_what(struct kvctl *k, const char *cmd, const void *key, size_t key_len);
+int kvctl_connect(struct kvctl *k);
+/* A failed call: rv its return, st its status. */
+int kvctl_fail(struct kvctl *k, int rv, const struct kvc_status *st);
+__attribute__((format(printf, 2, 3))) int kvctl_usage(struct kvctl *k, const char *fmt, ...);
+/* An error that is neither (an output or input failure): exit 5. */
+__attribute__((format(printf, 2, 3))) int kvctl_error(struct kvctl *k, const char *fmt, ...);
+/* Checks a key given on the command line. */
+int kvctl_check_key(struct kvctl *k, const char *key);
+
+/* ---- output (output.c) ------------------------------------------------------ */
+
+/* Prints doc as one JSON document, frees it; an exit code. */
+int kvctl_emit_json(struct kvctl *k, json_t *doc);
+/* Flushes stdout; an exit code (5 when the output could not be written). */
+int kvctl_finish(struct kvctl *k);
+
+json_t *kvctl_json_u64(uint64_t v);
+/* name: the bytes as a string when they are UTF-8 without NUL, and always
+ * name_b64: base64 (standard alphabet, padded). */
+void kvctl_json_bytes(json_t *obj, const char *name, const void *p, size_t n);
+/* ms since the epoch as ISO 8601 UTC with milliseconds. */
+void kvctl_format_time(uint64_t ms, char buf[32]);
+/* Writes bytes as they are. */
+void kvctl_write(const void *p, size_t n);
+
+/* ---- commands (commands.c) ------------------------------------------------ */
+
+int cmd_put(struct kvctl *k, int argc, char **argv);
+int cmd_get(struct kvctl *k, int argc, char **argv);
+int cmd_del(struct kvctl *k, int argc, char **argv);
+int cmd_scan(struct kvctl *k, int argc, char **argv);
+int cmd_versions(struct kvctl *k, int argc, char **argv);
+int cmd_tenant(struct kvctl *k, int argc, char **argv);
+int cmd_stats(struct kvctl *k, int argc, char **argv);
+int cmd_compact(struct kvctl *k, int argc, char **argv);
+int cmd_health(struct kvctl *k, int argc, char **argv);
+
+/* kvctl.c */
+void kvctl_help(void);
+
+#endif

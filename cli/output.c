@@ -1,0 +1,110 @@
+/*
+ * output.c — kvctl's output: JSON documents, base64, times, raw bytes.
+ *
+ * JSON is built with libjansson, not printed by hand: it is a small,
+ * well-kept Debian library (libjansson-dev) that gets string escaping and
+ * UTF-8 validation right, which hand-written printf escaping tends not to.
+ * jansson refuses a string that is not valid UTF-8, which is the test for
+ * whether a key or value also appears as a plain string.
+ */
+#include "kvctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int kvctl_emit_json(struct kvctl *k, json_t *doc)
+{
+	int rv = json_dumpf(doc, stdout, JSON_COMPACT);
+
+	json_decref(doc);
+	if (rv != 0 || fputc('\n', stdout) == EOF) {
+		k->json = false; /* no second document for this failure */
+		return kvctl_error(k, "cannot write the JSON output");
+	}
+	return KVCTL_EXIT_OK;
+}
+
+int kvctl_finish(struct kvctl *k)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		k->json = false;
+		return kvctl_error(k, "cannot write the output");
+	}
+	return KVCTL_EXIT_OK;
+}
+
+/* jansson integers are signed 64-bit; a larger count is given as a string
+ * of digits rather than wrapped. */
+json_t *kvctl_json_u64(uint64_t v)
+{
+	char buf[24];
+
+	if (v <= (uint64_t)INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	return json_string(buf);
+}
+
+static json_t *base64(const void *p, size_t n)
+{
+	static const char alphabet[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = p;
+	size_t i, o = 0, cap = (n + 2) / 3 * 4;
+	char *buf = malloc(cap + 1);
+	json_t *j;
+
+	if (buf == NULL)
+		return NULL;
+	for (i = 0; i + 2 < n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+
+		buf[o++] = alphabet[v >> 18 & 63];
+		buf[o++] = alphabet[v >> 12 & 63];
+		buf[o++] = alphabet[v >> 6 & 63];
+		buf[o++] = alphabet[v & 63];
+	}
+	if (i < n) {
+		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+
+		buf[o++] = alphabet[v >> 18 & 63];
+		buf[o++] = alphabet[v >> 12 & 63];
+		buf[o++] = i + 1 < n ? alphabet[v >> 6 & 63] : '=';
+		buf[o++] = '=';
+	}
+	j = json_stringn(buf, o);
+	free(buf);
+	return j;
+}
+
+void kvctl_json_bytes(json_t *obj, const char *name, const void *p, size_t n)
+{
+	char b64name[64];
+
+	/* json_stringn is NULL for bytes that are not UTF-8 */
+	if (n == 0 || memchr(p, '\0', n) == NULL)
+		json_object_set_new(obj, name, json_stringn(n != 0 ? p : "", n));
+	snprintf(b64name, sizeof(b64name), "%s_b64", name);
+	json_object_set_new(obj, b64name, base64(p, n));
+}
+
+void kvctl_format_time(uint64_t ms, char buf[32])
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	size_t n;
+
+	if (gmtime_r(&s, &tm) == NULL || (n = strftime(buf, 32, "%Y-%m-%dT%H:%M:%S", &tm)) == 0) {
+		snprintf(buf, 32, "@%llu", (unsigned long long)ms);
+		return;
+	}
+	snprintf(buf + n, 32 - n, ".%03uZ", (unsigned)(ms % 1000));
+}
+
+void kvctl_write(const void *p, size_t n)
+{
+	if (n != 0)
+		fwrite(p, 1, n, stdout);
+}

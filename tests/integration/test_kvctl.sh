@@ -1,0 +1,459 @@
+#!/bin/sh
+# test_kvctl.sh — kvctl against a real kvd: every command and flag, binary values byte-exact, JSON output, each exit code, SIGTERM.
+#
+# usage: test_kvctl.sh KVD KVCTL   (meson passes the built binaries)
+#
+# Starts kvd on a temporary directory and ipc socket, waits until
+# `kvctl health` answers (a bounded readiness poll), runs the checks, then
+# stops kvd with SIGTERM and expects exit status 0. Prints every failed
+# check and exits 1 if there was any; exits 77 (skipped, with the reason)
+# when python3, which parses the JSON output, is missing.
+
+set -u
+
+KVD=${1:?usage: test_kvctl.sh KVD KVCTL}
+KVCTL=${2:?usage: test_kvctl.sh KVD KVCTL}
+
+# Debian's own python3 when there is one: a version manager's shim in PATH
+# can take most of a second to start, and the checks start it often.
+PYTHON=${PYTHON:-python3}
+[ -x /usr/bin/python3 ] && [ "$PYTHON" = python3 ] && PYTHON=/usr/bin/python3
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+	echo "SKIP: python3 is needed to parse kvctl's JSON output"
+	exit 77
+fi
+for f in "$KVD" "$KVCTL"; do
+	if [ ! -x "$f" ]; then
+		echo "FAIL: $f is not an executable"
+		exit 1
+	fi
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtest-kvctl-XXXXXX") || exit 1
+SOCK="ipc://$TMP/kvd.sock"
+KVD_PID=
+failures=0
+checks=0
+TAB=$(printf '\t')
+
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+	if [ -n "$KVD_PID" ]; then
+		kill -KILL "$KVD_PID" 2>/dev/null
+		wait "$KVD_PID" 2>/dev/null
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+fail() {
+	failures=$((failures + 1))
+	echo "FAIL: $*"
+}
+
+# kv ARGS...: kvctl against our kvd.
+kv() {
+	"$KVCTL" -e "$SOCK" "$@"
+}
+
+# run WANT_EXIT WHAT CMD...: runs CMD with stdout in $TMP/out and stderr in
+# $TMP/err; fails the check unless it exits WANT_EXIT. Returns 0 if it did.
+run() {
+	want=$1
+	what=$2
+	shift 2
+	checks=$((checks + 1))
+	"$@" >"$TMP/out" 2>"$TMP/err"
+	got=$?
+	if [ "$got" -ne "$want" ]; then
+		fail "$what: exit $got, want $want; stderr: $(head -c 300 "$TMP/err")"
+		return 1
+	fi
+	return 0
+}
+
+# out_matches WHAT ERE: every line of stdout of the last run matches ERE
+# (and there is at least one).
+out_matches() {
+	if [ ! -s "$TMP/out" ] || grep -Evq -- "$2" "$TMP/out"; then
+		fail "$1: output '$(head -c 300 "$TMP/out")' does not match $2"
+	fi
+}
+
+# err_is WHAT TEXT: stderr of the last run is exactly TEXT plus a newline.
+err_is() {
+	printf '%s\n' "$2" >"$TMP/want"
+	if ! cmp -s "$TMP/want" "$TMP/err"; then
+		fail "$1: stderr '$(head -c 300 "$TMP/err")', want '$2'"
+	fi
+}
+
+# json WHAT EXPR: stdout of the last run is exactly one JSON document d for
+# which the python expression EXPR is true (b64 is base64.b64decode, raw()
+# reads a file under $TMP as bytes).
+json() {
+	checks=$((checks + 1))
+	if ! "$PYTHON" -c '
+import base64, json, sys
+b64 = base64.b64decode
+def raw(name):
+    with open(sys.argv[3] + "/" + name, "rb") as f:
+        return f.read()
+with open(sys.argv[1]) as f:
+    d = json.load(f)
+sys.exit(0 if eval(sys.argv[2]) else 1)
+' "$TMP/out" "$2" "$TMP" 2>"$TMP/pyerr"; then
+		fail "$1: $2 does not hold for $(head -c 400 "$TMP/out") $(cat "$TMP/pyerr")"
+	fi
+}
+
+# same_bytes WHAT FILE: stdout of the last run has exactly FILE's bytes.
+same_bytes() {
+	checks=$((checks + 1))
+	if ! cmp -s "$2" "$TMP/out"; then
+		fail "$1: output differs from $2 ($(wc -c <"$TMP/out") bytes, want $(wc -c <"$2"))"
+	fi
+}
+
+# within SECONDS WANT_EXIT WHAT CMD...: like run, and CMD also has to finish
+# in less than SECONDS of wall time.
+within() {
+	limit=$1
+	want=$2
+	what=$3
+	shift 3
+	checks=$((checks + 1))
+	"$PYTHON" -c '
+import subprocess, sys, time
+t = time.monotonic()
+with open(sys.argv[2], "wb") as out, open(sys.argv[3], "wb") as err:
+    rc = subprocess.call(sys.argv[5:], stdout=out, stderr=err)
+took = time.monotonic() - t
+with open(sys.argv[4], "w") as f:
+    if took >= float(sys.argv[1]):
+        f.write("took %.2f s" % took)
+sys.exit(rc if rc >= 0 else 128 - rc)
+' "$limit" "$TMP/out" "$TMP/err" "$TMP/took" "$@"
+	got=$?
+	if [ "$got" -ne "$want" ]; then
+		fail "$what: exit $got, want $want; stderr: $(head -c 300 "$TMP/err")"
+	fi
+	if [ -s "$TMP/took" ]; then
+		fail "$what: $(cat "$TMP/took"), want less than $limit s"
+	fi
+}
+
+# ---- start kvd and wait until it answers -------------------------------------------
+
+"$KVD" --data-dir "$TMP/data" --listen "$SOCK" --workers 2 >"$TMP/kvd.out" 2>"$TMP/kvd.log" &
+KVD_PID=$!
+
+tries=0
+until kv health >/dev/null 2>&1; do
+	tries=$((tries + 1))
+	if [ "$tries" -ge 150 ]; then
+		echo "FAIL: kvd did not answer 'kvctl health' after $tries tries; its log:"
+		cat "$TMP/kvd.log"
+		exit 1
+	fi
+	sleep 0.1
+done
+
+# ---- help, version, usage errors (exit 2) ------------------------------------------------
+
+run 0 "--version" "$KVCTL" --version && out_matches "--version" '^kvctl [0-9]'
+run 0 "--help" "$KVCTL" --help
+for word in put get del scan versions tenant stats compact health json key_b64 value_b64; do
+	grep -q -- "$word" "$TMP/out" || fail "--help does not mention $word"
+done
+run 0 "get --help" "$KVCTL" get --help
+run 2 "no command" "$KVCTL"
+run 2 "unknown command" kv frobnicate
+err_is "unknown command's message" "kvctl: unknown command 'frobnicate'
+Try 'kvctl --help'."
+run 2 "unknown option" kv get k --frob
+run 2 "option without its value" kv scan --limit
+run 2 "get without a key" kv get
+run 2 "get with two keys" kv get a b
+run 2 "an empty key" kv get ''
+run 2 "not a number" kv put k v --if-version twelve
+run 2 "a negative number" kv versions k --limit -1
+run 2 "--version with --as-of" kv get k --version 1 --as-of 1
+run 2 "--version 0" kv get k --version 0
+run 2 "bad --output" kv -o yaml health
+run 2 "bad --sync" kv tenant create t --sync sometimes
+run 2 "bad tenant action" kv tenant frob
+run 2 "--timeout 0" kv --timeout 0 health
+run 2 "a bad endpoint" "$KVCTL" -e 'nonsense://x' health
+run 2 "usage error as JSON" kv -o json get
+json "usage error document" 'd["error"]["exit"] == 2'
+
+# ---- health, put, get, del --------------------------------------------------------------
+
+run 0 "health" kv health && out_matches "health" '^(status: serving|version: .*|uptime_s: [0-9]+)$'
+run 0 "health -o json" kv -o json health
+json "health document" 'd["status"] == "serving" and isinstance(d["uptime_s"], int) and d["version"]'
+run 0 "health via KVD_ENDPOINT" env KVD_ENDPOINT="$SOCK" "$KVCTL" health
+run 0 "health with --token and --timeout" kv --token secret --timeout 5000 health
+run 0 "health with -o text" kv -o text health
+
+run 0 "put" kv put user:1 Ada && out_matches "put prints the version" '^[0-9]+$'
+v1=$(cat "$TMP/out")
+run 0 "get" kv get user:1
+printf 'Ada' >"$TMP/ada"
+same_bytes "get prints the value without a newline" "$TMP/ada"
+run 0 "put again" kv put user:1 Grace
+v2=$(cat "$TMP/out")
+[ "$v2" -gt "$v1" ] 2>/dev/null || fail "versions grow: $v1 then $v2"
+run 0 "put -o json" kv put user:2 Bob -o json
+json "put document" 'd["key"] == "user:2" and b64(d["key_b64"]) == b"user:2" and d["version"] > 0'
+run 0 "get -o json" kv get user:1 -o json
+json "get document" 'd["key"] == "user:1" and d["value"] == "Grace" and b64(d["value_b64"]) == b"Grace" and d["version"] == '"$v2"' and d["timestamp_ms"] > 0 and d["timestamp"].endswith("Z") and len(d["timestamp"]) == 24 and d["expiry_ms"] == 0'
+
+# values through stdin: NUL bytes, newlines, bytes that are not UTF-8
+printf 'a\000b\nc\n\000\377\376 end\n\n' >"$TMP/bin"
+run 0 "put from stdin" kv put bin <"$TMP/bin"
+run 0 "get binary" kv get bin && same_bytes "binary value round trip" "$TMP/bin"
+run 0 "put from stdin with -" kv put bin2 - <"$TMP/bin"
+run 0 "get binary (-)" kv get bin2 && same_bytes "binary value round trip (-)" "$TMP/bin"
+run 0 "get binary -o json" kv -o json get bin
+json "binary value in JSON" '"value" not in d and b64(d["value_b64"]) == raw("bin")'
+dd if=/dev/urandom of="$TMP/big" bs=1024 count=1024 2>/dev/null
+run 0 "put 1 MiB from stdin" kv put big <"$TMP/big"
+run 0 "get 1 MiB" kv get big && same_bytes "1 MiB value round trip" "$TMP/big"
+: >"$TMP/empty"
+run 0 "put an empty value" kv put empty <"$TMP/empty"
+run 0 "get an empty value" kv get empty && same_bytes "empty value round trip" "$TMP/empty"
+printf 'h\303\251llo w\303\266rld' >"$TMP/utf8"
+run 0 "put UTF-8" kv put utf8 <"$TMP/utf8"
+run 0 "get UTF-8 -o json" kv -o json get utf8
+json "UTF-8 value as a string" 'd["value"].encode() == raw("utf8") and b64(d["value_b64"]) == raw("utf8")'
+run 0 "a value with tabs and spaces" kv put spaced "a${TAB}b c"
+run 0 "get it" kv get spaced
+printf 'a\tb c' >"$TMP/spaced"
+same_bytes "value with tabs and spaces" "$TMP/spaced"
+
+# keys that look like options, options after arguments
+run 0 "put a key starting with -" kv put -- -dash minus
+run 0 "get a key starting with -" kv get -- -dash && printf 'minus' >"$TMP/minus" &&
+	same_bytes "key starting with -" "$TMP/minus"
+run 0 "global options after the arguments" kv get user:1 -o json -t default --timeout 3000
+json "options after arguments" 'd["value"] == "Grace"'
+
+# not found (exit 1) and the error line
+run 1 "get a missing key" kv get nope
+case $(cat "$TMP/err") in
+"kvctl: get nope: "?*) ;;
+*) fail "error line: '$(cat "$TMP/err")', want 'kvctl: get nope: <message>'" ;;
+esac
+run 1 "get a missing key -o json" kv -o json get nope
+json "not found document" 'd["error"]["name"] == "NOT_FOUND" and d["error"]["code"] == 5 and d["error"]["exit"] == 1 and d["error"]["message"]'
+
+# conditions (exit 3)
+run 3 "put --if-version (wrong)" kv put user:1 X --if-version "$v1"
+run 0 "put --if-version (right)" kv put user:1 Hopper --if-version "$v2"
+v3=$(cat "$TMP/out")
+run 3 "put --if-version 0 on an existing key" kv put user:1 X --if-version 0
+run 0 "put --if-version 0 on a new key" kv put fresh 1 --if-version 0
+run 3 "put --if-version -o json" kv -o json put user:1 X --if-version 1
+json "failed precondition document" 'd["error"]["name"] == "FAILED_PRECONDITION" and d["error"]["exit"] == 3'
+
+# del
+run 3 "del --if-version (wrong)" kv del user:1 --if-version "$v2"
+run 0 "del --if-version (right)" kv del user:1 --if-version "$v3" && out_matches "del prints the version" '^[0-9]+$'
+vdel=$(cat "$TMP/out")
+[ "$vdel" -gt "$v3" ] 2>/dev/null || fail "the tombstone's version $vdel follows $v3"
+run 1 "get after del" kv get user:1
+run 1 "del of a missing key" kv del user:1
+run 0 "del -o json" kv -o json del user:2
+json "del document" 'd["key"] == "user:2" and d["version"] > 0'
+
+# TTL: the key reads until it expires
+run 0 "put --ttl" kv put ephemeral soon --ttl 1
+run 0 "get before expiry -o json" kv -o json get ephemeral
+json "expiry_ms set by --ttl" 'd["expiry_ms"] > d["timestamp_ms"]'
+tries=0
+while kv get ephemeral >/dev/null 2>&1; do
+	tries=$((tries + 1))
+	if [ "$tries" -ge 100 ]; then
+		fail "a key put with --ttl 1 still reads after 10 s"
+		break
+	fi
+	sleep 0.1
+done
+run 1 "get after expiry" kv get ephemeral
+run 0 "put --ttl 0 (no expiry)" kv put lasting v --ttl 0
+run 0 "get it -o json" kv -o json get lasting
+json "--ttl 0 never expires" 'd["expiry_ms"] == 0'
+
+# ---- tenants ------------------------------------------------------------------------------
+
+run 0 "tenant create with every flag" kv tenant create hist --sync interval --history 5 --ttl 3600 --max-keys 3
+run 0 "tenant info" kv tenant info hist
+out_matches "tenant info text" '^[a-z_]+: .+$'
+grep -qx 'history: 5' "$TMP/out" || fail "tenant info text lacks 'history: 5'"
+run 0 "tenant info -o json" kv -o json tenant info hist
+json "tenant info document" 'd["name"] == "hist" and d["state"] in ("active", "passive") and d["sync"] == "interval" and d["history"] == 5 and d["ttl_ms"] == 3600000 and d["max_keys"] == 3 and "keys" in d and "disk_bytes" in d'
+run 0 "tenant create --sync none" kv tenant create nosync --sync none
+run 0 "tenant create --sync always -o json" kv -o json tenant create always --sync always
+json "tenant create document" 'd == {"name": "always"}'
+run 5 "tenant create of an existing tenant" kv tenant create hist
+run 5 "an invalid tenant name" kv tenant create .hidden
+run 0 "tenant list" kv tenant list
+for t in default hist nosync always; do
+	grep -Eq "^$t${TAB}(active|passive)\$" "$TMP/out" || fail "tenant list lacks $t: $(cat "$TMP/out")"
+done
+run 0 "tenant list -o json" kv -o json tenant list
+json "tenant list document" '[t["name"] for t in d["tenants"]] == sorted(t["name"] for t in d["tenants"]) and {"default", "hist", "nosync", "always"} <= {t["name"] for t in d["tenants"]}'
+
+# versions, get --version/--as-of, in a tenant that keeps 5 of them; -t
+run 0 "put in a tenant (-t)" kv -t hist put k one
+h1=$(cat "$TMP/out")
+run 0 "put again (--tenant)" kv --tenant hist put k two
+h2=$(cat "$TMP/out")
+run 0 "del in the tenant" kv -t hist del k
+h3=$(cat "$TMP/out")
+run 0 "put after del" env KVD_TENANT=hist "$KVCTL" -e "$SOCK" put k three
+h4=$(cat "$TMP/out")
+run 1 "tenants are separate" kv get k
+run 0 "get via KVD_TENANT" env KVD_TENANT=hist "$KVCTL" -e "$SOCK" get k
+printf 'three' >"$TMP/three"
+same_bytes "KVD_TENANT" "$TMP/three"
+run 0 "get --version" kv -t hist get k --version "$h1"
+printf 'one' >"$TMP/one"
+same_bytes "get --version" "$TMP/one"
+run 0 "get --as-of" kv -t hist get k --as-of "$h2"
+printf 'two' >"$TMP/two"
+same_bytes "get --as-of" "$TMP/two"
+run 1 "get --as-of a deleted version" kv -t hist get k --as-of "$h3"
+run 1 "get --version of a tombstone" kv -t hist get k --version "$h3"
+
+run 0 "versions" kv -t hist versions k
+ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
+out_matches "versions lines" "^[0-9]+${TAB}${ts}(${TAB}deleted)?\$"
+printf '%s\n%s\n%s\n%s\n' "$h4" "$h3" "$h2" "$h1" >"$TMP/want"
+cut -f1 "$TMP/out" | cmp -s - "$TMP/want" || fail "versions newest first: $(cut -f1 "$TMP/out" | tr '\n' ' ')"
+[ "$(sed -n 2p "$TMP/out" | cut -f3)" = deleted ] || fail "versions marks the tombstone: $(sed -n 2p "$TMP/out")"
+[ "$(sed -n 1p "$TMP/out" | cut -f3)" = "" ] || fail "versions marks a live version: $(sed -n 1p "$TMP/out")"
+run 0 "versions --values" kv -t hist versions k --values
+[ "$(sed -n 1p "$TMP/out" | cut -f4)" = three ] || fail "versions --values: $(sed -n 1p "$TMP/out")"
+[ "$(sed -n 4p "$TMP/out" | cut -f4)" = one ] || fail "versions --values: $(sed -n 4p "$TMP/out")"
+[ "$(sed -n 2p "$TMP/out" | cut -f3)" = deleted ] || fail "versions --values marks the tombstone"
+run 0 "versions --limit 2" kv -t hist versions k --limit 2
+[ "$(wc -l <"$TMP/out")" -eq 2 ] || fail "versions --limit 2 printed $(wc -l <"$TMP/out") lines"
+run 0 "versions --values -o json" kv -t hist -o json versions k --values
+json "versions document" 'd["key"] == "k" and [v["version"] for v in d["versions"]] == ['"$h4, $h3, $h2, $h1"'] and [v["deleted"] for v in d["versions"]] == [False, True, False, False] and d["versions"][0]["value"] == "three" and b64(d["versions"][3]["value_b64"]) == b"one" and "value" not in d["versions"][1] and "value_b64" not in d["versions"][1] and d["versions"][0]["timestamp"].endswith("Z") and d["truncated"] in (True, False)'
+run 0 "versions without --values -o json" kv -t hist -o json versions k
+json "versions without values" 'all("value_b64" not in v for v in d["versions"])'
+run 0 "versions of an unknown key" kv versions never-written
+[ -s "$TMP/out" ] && fail "versions of an unknown key printed: $(cat "$TMP/out")"
+
+# max_keys 3: the fourth key is refused (exit 5)
+run 0 "second key" kv -t hist put k2 v
+run 0 "third key" kv -t hist put k3 v
+run 5 "a key past --max-keys" kv -t hist put k4 v
+run 5 "past --max-keys -o json" kv -t hist -o json put k4 v
+json "resource exhausted document" 'd["error"]["name"] == "RESOURCE_EXHAUSTED" and d["error"]["exit"] == 5'
+
+# passivate, activate, drop
+run 0 "tenant passivate" kv tenant passivate hist
+run 0 "tenant info after passivate -o json" kv -o json tenant info hist
+json "passive" 'd["state"] == "passive"'
+run 0 "a passive tenant still reads" kv -t hist get k
+same_bytes "read from a passivated tenant" "$TMP/three"
+run 0 "tenant passivate -o json" kv -o json tenant passivate hist
+json "passivate document" 'd["name"] == "hist" and d["state"] == "passive"'
+run 0 "tenant activate" kv tenant activate hist
+run 0 "tenant activate -o json" kv -o json tenant activate hist
+json "activate document" 'd["name"] == "hist" and d["state"] == "active" and isinstance(d["activation_us"], int)'
+run 0 "tenant info after activate -o json" kv -o json tenant info hist
+json "active" 'd["state"] == "active"'
+run 0 "tenant drop" kv tenant drop nosync
+run 0 "tenant drop -o json" kv -o json tenant drop always
+json "drop document" 'd == {"name": "always"}'
+run 0 "tenant list after drop" kv tenant list
+grep -q "^nosync${TAB}" "$TMP/out" && fail "a dropped tenant is still listed"
+run 1 "tenant drop of a dropped tenant" kv tenant drop nosync
+run 1 "tenant info of a dropped tenant" kv tenant info nosync
+run 1 "tenant passivate of a missing tenant" kv tenant passivate nosuch
+run 1 "tenant activate of a missing tenant" kv tenant activate nosuch
+run 5 "tenant drop default" kv tenant drop default
+
+# ---- scan ----------------------------------------------------------------------------------
+
+run 0 "tenant create scans" kv tenant create scans
+for k in c a d b; do
+	run 0 "put scan/$k" kv -t scans put "scan/$k" "v$k"
+done
+run 0 "put outside the prefix" kv -t scans put other x
+run 0 "scan --prefix" kv -t scans scan --prefix scan/
+printf 'scan/a\tva\nscan/b\tvb\nscan/c\tvc\nscan/d\tvd\n' >"$TMP/want"
+cmp -s "$TMP/want" "$TMP/out" || fail "scan --prefix: $(cat "$TMP/out")"
+run 0 "scan (all)" kv -t scans scan
+[ "$(wc -l <"$TMP/out")" -eq 5 ] || fail "scan of all printed $(wc -l <"$TMP/out") lines"
+run 0 "scan --keys-only" kv -t scans scan --prefix scan/ --keys-only
+printf 'scan/a\nscan/b\nscan/c\nscan/d\n' >"$TMP/want"
+cmp -s "$TMP/want" "$TMP/out" || fail "scan --keys-only: $(cat "$TMP/out")"
+run 0 "scan --reverse" kv -t scans scan --prefix scan/ --reverse --keys-only
+printf 'scan/d\nscan/c\nscan/b\nscan/a\n' >"$TMP/want"
+cmp -s "$TMP/want" "$TMP/out" || fail "scan --reverse: $(cat "$TMP/out")"
+run 0 "scan --start --end" kv -t scans scan --start scan/b --end scan/d
+printf 'scan/b\tvb\nscan/c\tvc\n' >"$TMP/want"
+cmp -s "$TMP/want" "$TMP/out" || fail "scan --start --end: $(cat "$TMP/out")"
+run 0 "scan --limit" kv -t scans scan --prefix scan/ --limit 2
+printf 'scan/a\tva\nscan/b\tvb\n' >"$TMP/want"
+cmp -s "$TMP/want" "$TMP/out" || fail "scan --limit 2: $(cat "$TMP/out")"
+run 0 "scan -o json" kv -t scans -o json scan --prefix scan/
+json "scan document" '[i["key"] for i in d["items"]] == ["scan/a", "scan/b", "scan/c", "scan/d"] and [i["value"] for i in d["items"]] == ["va", "vb", "vc", "vd"] and b64(d["items"][0]["key_b64"]) == b"scan/a" and all(i["version"] > 0 for i in d["items"]) and d["count"] == 4 and d["revision"] >= max(i["version"] for i in d["items"])'
+run 0 "scan --keys-only -o json" kv -t scans -o json scan --prefix scan/ --keys-only --reverse --limit 3
+json "keys-only document" '[i["key"] for i in d["items"]] == ["scan/d", "scan/c", "scan/b"] and all("value_b64" not in i for i in d["items"]) and d["count"] == 3'
+run 0 "binary keys in a scan" kv put "$(printf 'bk\001\002')" x
+run 0 "scan a binary key -o json" kv -o json scan --prefix bk
+json "binary key" 'len(d["items"]) == 1 and b64(d["items"][0]["key_b64"]) == b"bk\x01\x02"'
+
+# ---- stats, compact -------------------------------------------------------------------------
+
+run 0 "stats" kv -t hist stats && out_matches "stats text" '^[a-z_]+: .+$'
+run 0 "stats -o json" kv -t hist -o json stats
+json "stats document" 'd["name"] == "hist" and d["keys"] == 3 and d["last_version"] >= '"$h4"' and all(f in d for f in ("dead_bytes", "segments", "tombstones", "merges", "compact_revision", "disk_bytes"))'
+run 0 "stats --daemon" kv stats --daemon && out_matches "stats --daemon text" '^[a-z_]+: .+$'
+run 0 "stats --daemon -o json" kv -o json stats --daemon
+json "daemon stats document" 'd["workers"] == 2 and d["tenants"] >= 3 and d["requests"] > 0 and d["version"] and "uptime_s" in d and "keydir_bytes" in d and "in_flight" in d and "active_tenants" in d'
+run 0 "compact" kv -t hist compact && out_matches "compact text" '^(compact_revision|disk_bytes_before|disk_bytes_after): [0-9]+$'
+run 0 "compact --revision -o json" kv -t hist -o json compact --revision "$h2"
+json "compact document" 'd["compact_revision"] == '"$h2"' and isinstance(d["disk_bytes_before"], int) and isinstance(d["disk_bytes_after"], int)'
+run 5 "get --version of compacted history (OUT_OF_RANGE)" kv -t hist -o json get k --version "$h1"
+json "out of range document" 'd["error"]["name"] == "OUT_OF_RANGE" and d["error"]["exit"] == 5'
+run 5 "compact --revision in the future" kv -t hist compact --revision 999999999
+
+# ---- the daemon goes away ---------------------------------------------------------------------
+
+within 3 4 "a daemon that is not there (exit 4, fast)" "$KVCTL" -e "ipc://$TMP/nobody.sock" health
+case $(cat "$TMP/err") in
+"kvctl: health: cannot reach ipc://$TMP/nobody.sock: "?*) ;;
+*) fail "unreachable message: '$(cat "$TMP/err")'" ;;
+esac
+within 3 4 "unreachable -o json" "$KVCTL" -e "ipc://$TMP/nobody.sock" -o json get k
+json "unavailable document" 'd["error"]["name"] == "UNAVAILABLE" and d["error"]["exit"] == 4'
+within 3 4 "unreachable tcp" "$KVCTL" -e tcp://127.0.0.1:1 health
+
+kill -TERM "$KVD_PID"
+# a watchdog, so that a kvd that ignores SIGTERM cannot hang the test
+(sleep 20 && kill -KILL "$KVD_PID") >/dev/null 2>&1 &
+watchdog=$!
+wait "$KVD_PID"
+status=$?
+KVD_PID=
+kill "$watchdog" 2>/dev/null
+checks=$((checks + 1))
+[ "$status" -eq 0 ] || fail "kvd exited $status after SIGTERM, want 0; its log: $(tail -n 5 "$TMP/kvd.log")"
+[ -s "$TMP/kvd.out" ] && fail "kvd printed on stdout: $(head -c 200 "$TMP/kvd.out")"
+within 3 4 "health after kvd stopped (exit 4, fast)" "$KVCTL" -e "$SOCK" health
+
+if [ "$failures" -gt 0 ]; then
+	echo "$failures of $checks checks failed"
+	exit 1
+fi
+echo "all $checks checks passed"
+exit 0
