@@ -98,6 +98,8 @@ struct kvd {
 	_Atomic uint64_t in_flight;
 	uint64_t start_ms;
 	uint32_t reply_delay_ms; /* tests: hold every reply this long (KVD_TEST_REPLY_DELAY_MS) */
+	uint32_t job_delay_ms;   /* tests: workers wait this long before each request
+	                            (KVD_TEST_WORKER_DELAY_MS) */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;
 };

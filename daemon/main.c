@@ -4,9 +4,9 @@
  * Start-up: settings (file, then flags), the store (refuses a locked data
  * directory), workers, the maintenance thread, listeners; then READY=1.
  * SIGHUP reloads log_level, idle_timeout and memory_budget from the file.
- * SIGTERM/SIGINT: STOPPING=1, stop accepting connections, answer requests in
- * flight (new ones on open connections get UNAVAILABLE), finish maintenance,
- * close every tenant (sync, hints), exit 0.
+ * SIGTERM/SIGINT: STOPPING=1, stop accepting work (new requests get
+ * UNAVAILABLE), answer requests in flight, close the listeners, finish
+ * maintenance, close every tenant (sync, hints), exit 0.
  */
 #include "kvd.h"
 
@@ -241,6 +241,11 @@ int main(int argc, char **argv)
 		d.reply_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
 		klog(LOG_WARNING, "test mode: every reply is held %u ms", d.reply_delay_ms);
 	}
+	if ((delay = getenv("KVD_TEST_WORKER_DELAY_MS")) != NULL) {
+		d.job_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: workers wait %u ms before each request",
+		     d.job_delay_ms);
+	}
 	d.nworkers = d.cfg.workers ? d.cfg.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	if (d.nworkers == 0)
 		d.nworkers = 1;
@@ -305,9 +310,15 @@ int main(int argc, char **argv)
 
 	if (d.notify)
 		sd_notify(0, "STOPPING=1\nSTATUS=draining");
+	/* Requests that arrive from here on are refused with UNAVAILABLE; the
+	 * listeners stay open until the drain is over, because closing an nng
+	 * listener also closes the connections it accepted. */
 	atomic_store(&d.stopping, true);
-	listeners_close(&d);
 	wait_drained(&d);
+	/* nng 1.5 has no linger: a finished send may still sit in a pipe's
+	 * queue, so give the transports a moment to put it on the wire */
+	poll(NULL, 0, 200);
+	listeners_close(&d);
 	maint_stop(&d);
 	workers_stop(&d);
 	conns_stop(&d);

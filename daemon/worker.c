@@ -26,6 +26,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,8 @@ static void run_job(struct worker *w, struct job *j)
 		run_attach(w, j);
 		return;
 	}
+	if (w->d->job_delay_ms)
+		poll(NULL, 0, (int)w->d->job_delay_ms);
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
 		conn_reply_error(j->conn, j->req.id, RPC_DEADLINE_EXCEEDED,
 		                 "deadline passed before the request ran; nothing was done");

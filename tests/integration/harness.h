@@ -1,0 +1,396 @@
+/*
+ * harness.h — start and stop a real kvd for integration tests, and talk to it
+ * with plain nng REQ sockets and msgpack.
+ *
+ * The kvd binary comes from $KVD_BIN (meson sets it). Each daemon gets a
+ * fresh data directory and ipc socket under $TMPDIR; its stderr goes to
+ * <dir>/kvd.log, printed when a test fails.
+ */
+#ifndef KV_TEST_HARNESS_H
+#define KV_TEST_HARNESS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp.h"
+#include "testutil.h"
+
+struct kvd_proc {
+	pid_t pid;
+	char *dir;      /* scratch directory */
+	char *data;     /* data directory */
+	char url[512];  /* ipc:// address */
+	char log[600];
+	char config[600];
+};
+
+struct kvd_opts {
+	const char *config_text; /* written to <dir>/kvd.conf and passed with --config */
+	const char *env[4];      /* extra NAME=value */
+	rlim_t nofile;           /* RLIMIT_NOFILE for kvd; 0: inherit */
+	const char *extra[6];    /* extra arguments */
+	const char *reuse_dir;   /* start on an existing scratch directory */
+	const char *notify_socket;
+	int health_timeout_ms; /* readiness probe timeout; default 300 */
+};
+
+static inline uint64_t h_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void h_dump_log(const struct kvd_proc *k)
+{
+	FILE *f = fopen(k->log, "r");
+	char line[1024];
+
+	if (f == NULL)
+		return;
+	fprintf(stderr, "---- %s\n", k->log);
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fclose(f);
+}
+
+/* Opens a REQ socket to url with a receive timeout; resend disabled. */
+static inline nng_socket h_dial(const char *url, int timeout_ms)
+{
+	nng_socket s;
+
+	if (nng_req0_open(&s) != 0)
+		abort();
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
+	nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 256u << 20);
+	nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
+	return s;
+}
+
+/* Sends raw bytes, returns the reply (malloc'd) or NULL on a transport error
+ * (*ret_err gets the nng error). */
+static inline uint8_t *h_rawcall(nng_socket s, const void *body, size_t len, size_t *ret_len,
+                                 int *ret_err)
+{
+	void *buf = NULL;
+	size_t n = 0;
+	int rv;
+
+	if ((rv = nng_send(s, (void *)body, len, 0)) != 0 ||
+	    (rv = nng_recv(s, &buf, &n, NNG_FLAG_ALLOC)) != 0) {
+		if (ret_err)
+			*ret_err = rv;
+		return NULL;
+	}
+	{
+		uint8_t *copy = malloc(n ? n : 1);
+		memcpy(copy, buf, n);
+		nng_free(buf, n);
+		*ret_len = n;
+		return copy;
+	}
+}
+
+/* A parsed reply. */
+struct h_reply {
+	msgpack_zone zone;
+	msgpack_object root;
+	uint64_t status;
+	const msgpack_object *result;
+	char message[256];
+	uint64_t id;
+	bool ok; /* a reply arrived and parsed */
+};
+
+static inline void h_reply_free(struct h_reply *r)
+{
+	msgpack_zone_destroy(&r->zone);
+}
+
+static inline int h_parse(const uint8_t *p, size_t n, struct h_reply *r)
+{
+	memset(r, 0, sizeof(*r));
+	msgpack_zone_init(&r->zone, 4096);
+	if (mp_parse(p, n, &r->zone, &r->root) != 0 || r->root.type != MSGPACK_OBJECT_MAP)
+		return -1;
+	if (mp_field_uint(&r->root, "status", true, &r->status) != 0)
+		return -1;
+	mp_field_uint(&r->root, "id", false, &r->id);
+	r->result = mp_map_get(&r->root, "result");
+	{
+		const msgpack_object *m = mp_map_get(&r->root, "message");
+		if (m)
+			mp_str_copy(m, r->message, sizeof(r->message));
+	}
+	r->ok = true;
+	return 0;
+}
+
+/* Builds {v:1, id, method, tenant, args:{...}} with args given as packer
+ * callbacks through a small builder. */
+struct h_req {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+};
+
+/* Starts a request; with extra_fields > 0 the caller packs that many
+ * envelope fields next and then calls h_req_args. */
+static inline void h_req_args(struct h_req *q, uint32_t nargs)
+{
+	mp_pack_cstr(&q->pk, "args");
+	msgpack_pack_map(&q->pk, nargs);
+}
+
+static inline void h_req_begin(struct h_req *q, const char *method, const char *tenant,
+                               uint64_t id, uint32_t nargs, uint32_t extra_fields)
+{
+	msgpack_sbuffer_init(&q->sb);
+	msgpack_packer_init(&q->pk, &q->sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&q->pk, 4 + (tenant ? 1 : 0) + extra_fields);
+	mp_kv_uint(&q->pk, "v", 1);
+	mp_kv_uint(&q->pk, "id", id);
+	mp_kv_str(&q->pk, "method", method);
+	if (tenant)
+		mp_kv_str(&q->pk, "tenant", tenant);
+	if (extra_fields == 0)
+		h_req_args(q, nargs);
+}
+
+/* The reply bytes of h_call_sbuf are freed before the caller reads them;
+ * this variant keeps them until h_reply2_free. */
+struct h_reply2 {
+	struct h_reply r;
+	uint8_t *bytes;
+};
+
+static inline int h_call(nng_socket s, struct h_req *q, struct h_reply2 *out)
+{
+	size_t n = 0;
+	int err = 0;
+
+	out->bytes = h_rawcall(s, q->sb.data, q->sb.size, &n, &err);
+	msgpack_sbuffer_destroy(&q->sb);
+	if (out->bytes == NULL) {
+		memset(&out->r, 0, sizeof(out->r));
+		msgpack_zone_init(&out->r.zone, 64);
+		return err ? err : -1;
+	}
+	return h_parse(out->bytes, n, &out->r);
+}
+
+static inline void h_reply2_free(struct h_reply2 *r)
+{
+	h_reply_free(&r->r);
+	free(r->bytes);
+}
+
+/* Put key=value (strings) into tenant; returns the status, *ret_version. */
+static inline int h_put(nng_socket s, const char *tenant, const char *key, const void *val,
+                        size_t vlen, uint64_t *ret_version)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	uint64_t st;
+
+	h_req_begin(&q, "Put", tenant, 1, 2, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_bin(&q.pk, "value", val, vlen);
+	if (h_call(s, &q, &r) != 0 || !r.r.ok) {
+		h_reply2_free(&r);
+		return -1;
+	}
+	st = r.r.status;
+	if (st == 0 && ret_version)
+		mp_field_uint(r.r.result, "version", true, ret_version);
+	h_reply2_free(&r);
+	return (int)st;
+}
+
+/* Get: status; the value copied into buf (NUL-terminated when it fits). */
+static inline int h_get(nng_socket s, const char *tenant, const char *key, char *buf,
+                        size_t cap, uint64_t *ret_version)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	int st;
+
+	h_req_begin(&q, "Get", tenant, 2, 1, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	if (h_call(s, &q, &r) != 0 || !r.r.ok) {
+		h_reply2_free(&r);
+		return -1;
+	}
+	st = (int)r.r.status;
+	if (st == 0) {
+		const void *v;
+		size_t n;
+		mp_field_bin(r.r.result, "value", true, &v, &n);
+		if (buf && cap) {
+			size_t c = n < cap - 1 ? n : cap - 1;
+			memcpy(buf, v, c);
+			buf[c] = '\0';
+		}
+		if (ret_version)
+			mp_field_uint(r.r.result, "version", true, ret_version);
+	}
+	h_reply2_free(&r);
+	return st;
+}
+
+/* Calls a tenant method with args {name}; returns the status. */
+static inline int h_tenant_call(nng_socket s, const char *method, const char *name,
+                                 struct h_reply2 *keep)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	int st;
+
+	h_req_begin(&q, method, NULL, 3, 1, 0);
+	mp_kv_str(&q.pk, "name", name);
+	if (h_call(s, &q, &r) != 0 || !r.r.ok) {
+		h_reply2_free(&r);
+		return -1;
+	}
+	st = (int)r.r.status;
+	if (keep)
+		*keep = r;
+	else
+		h_reply2_free(&r);
+	return st;
+}
+
+static inline bool h_health_t(const char *url, int timeout_ms)
+{
+	nng_socket s = h_dial(url, timeout_ms);
+	struct h_req q;
+	struct h_reply2 r;
+	bool ok;
+
+	h_req_begin(&q, "Health", NULL, 9, 0, 0);
+	ok = h_call(s, &q, &r) == 0 && r.r.ok && r.r.status == 0;
+	h_reply2_free(&r);
+	nng_close(s);
+	return ok;
+}
+
+static inline bool h_health(const char *url)
+{
+	return h_health_t(url, 300);
+}
+
+/* Starts kvd; waits (bounded) until it answers Health. */
+static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
+{
+	const char *bin = getenv("KVD_BIN");
+	const char *argv[32];
+	int argc = 0;
+	uint64_t t0;
+
+	memset(k, 0, sizeof(*k));
+	if (bin == NULL)
+		bin = "./build/daemon/kvd";
+	if (o && o->reuse_dir)
+		k->dir = strdup(o->reuse_dir);
+	else
+		k->dir = tu_mkdtemp("kvd");
+	if (asprintf(&k->data, "%s/data", k->dir) < 0)
+		abort();
+	snprintf(k->url, sizeof(k->url), "ipc://%s/kvd.sock", k->dir);
+	snprintf(k->log, sizeof(k->log), "%s/kvd.log", k->dir);
+	argv[argc++] = bin;
+	argv[argc++] = "--data-dir";
+	argv[argc++] = k->data;
+	argv[argc++] = "--listen";
+	argv[argc++] = k->url;
+	if (o && o->config_text) {
+		FILE *f;
+		snprintf(k->config, sizeof(k->config), "%s/kvd.conf", k->dir);
+		f = fopen(k->config, "w");
+		fputs(o->config_text, f);
+		fclose(f);
+		argv[argc++] = "--config";
+		argv[argc++] = k->config;
+	}
+	for (int i = 0; o && i < 6 && o->extra[i]; i++)
+		argv[argc++] = o->extra[i];
+	argv[argc] = NULL;
+	k->pid = fork();
+	if (k->pid < 0)
+		return -1;
+	if (k->pid == 0) {
+		int fd = open(k->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 2);
+		close(fd);
+		for (int i = 0; o && i < 4 && o->env[i]; i++)
+			putenv((char *)o->env[i]);
+		if (o && o->notify_socket)
+			setenv("NOTIFY_SOCKET", o->notify_socket, 1);
+		if (o && o->nofile) {
+			struct rlimit rl = {o->nofile, o->nofile};
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 20000) {
+		int status;
+		if (waitpid(k->pid, &status, WNOHANG) == k->pid) {
+			k->pid = 0;
+			h_dump_log(k);
+			return -1;
+		}
+		if (h_health_t(k->url, o && o->health_timeout_ms ? o->health_timeout_ms : 300))
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	h_dump_log(k);
+	return -1;
+}
+
+/* SIGTERM and wait; returns the exit status (or -1). */
+static inline int kvd_stop(struct kvd_proc *k)
+{
+	int status;
+
+	if (k->pid <= 0)
+		return -1;
+	kill(k->pid, SIGTERM);
+	if (waitpid(k->pid, &status, 0) != k->pid)
+		return -1;
+	k->pid = 0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		h_dump_log(k);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static inline void kvd_cleanup(struct kvd_proc *k, bool keep_dir)
+{
+	if (k->pid > 0) {
+		kill(k->pid, SIGKILL);
+		waitpid(k->pid, NULL, 0);
+	}
+	if (!keep_dir)
+		tu_rmtree(k->dir);
+	free(k->dir);
+	free(k->data);
+}
+
+#endif

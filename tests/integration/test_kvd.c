@@ -1,0 +1,857 @@
+/* test_kvd.c — a real kvd on a real socket: hostile input answered with the documented status while it keeps serving, deadlines, no write applied twice on resend, drain on SIGTERM, lock, passivation by idle time, memory budget and request, many tenants under a low RLIMIT_NOFILE, reload, sd_notify. */
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <cmocka.h>
+
+static void start_or_fail(struct kvd_proc *k, const struct kvd_opts *o)
+{
+	assert_int_equal(kvd_start(k, o), 0);
+}
+
+static int expect_status(nng_socket s, const void *body, size_t len)
+{
+	struct h_reply r;
+	size_t n = 0;
+	int err = 0;
+	uint8_t *rep = h_rawcall(s, body, len, &n, &err);
+	int st;
+
+	if (rep == NULL)
+		return -1000 - err;
+	if (h_parse(rep, n, &r) != 0) {
+		free(rep);
+		h_reply_free(&r);
+		return -2000;
+	}
+	st = (int)r.status;
+	h_reply_free(&r);
+	free(rep);
+	return st;
+}
+
+static size_t pack(msgpack_sbuffer *sb, void (*fn)(msgpack_packer *pk))
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	fn(&pk);
+	return sb->size;
+}
+
+static void p_v_str(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_str(pk, "v", "1");
+	mp_kv_str(pk, "method", "Health");
+}
+static void p_v2(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_uint(pk, "v", 2);
+	mp_kv_str(pk, "method", "Get");
+}
+static void p_method_int(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_uint(pk, "method", 7);
+}
+static void p_unknown(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "DropEverything");
+}
+static void p_tenant_int(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Get");
+	mp_kv_uint(pk, "tenant", 5);
+}
+static void p_args_array(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Get");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_array(pk, 0);
+}
+static void p_key_str(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Get");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "key", "text");
+}
+static void p_value_int(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Put");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 2);
+	mp_kv_bin(pk, "key", "k", 1);
+	mp_kv_uint(pk, "value", 3);
+}
+static void p_ifver_bool(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Put");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 3);
+	mp_kv_bin(pk, "key", "k", 1);
+	mp_kv_bin(pk, "value", "v", 1);
+	mp_kv_bool(pk, "if_version", true);
+}
+static void p_empty_key(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Get");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 1);
+	mp_kv_bin(pk, "key", "", 0);
+}
+static void p_batch_bad_op(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Batch");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 1);
+	mp_pack_cstr(pk, "ops");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	mp_kv_str(pk, "op", "increment");
+	mp_kv_bin(pk, "key", "k", 1);
+}
+static void p_scan_badcont(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 3);
+	mp_kv_uint(pk, "v", 1);
+	mp_kv_str(pk, "method", "Scan");
+	mp_pack_cstr(pk, "args");
+	msgpack_pack_map(pk, 1);
+	mp_kv_bin(pk, "continuation", "\x07", 1);
+}
+
+static void test_hostile_input(void **state)
+{
+	struct kvd_proc k;
+	nng_socket s;
+	struct {
+		const char *what;
+		const void *body;
+		size_t len;
+		int status;
+	} raw[] = {
+		{"array32 of 2^32-1", "\xdd\xff\xff\xff\xff", 5, 3},
+		{"map32 of 2^32-1", "\xdf\xff\xff\xff\xff", 5, 3},
+		{"str32 of 4 GB", "\xdb\xff\xff\xff\xff", 5, 3},
+		{"bin32 of 4 GB", "\xc6\xff\xff\xff\xff", 5, 3},
+		{"array16 in a map", "\x81\xa1v\xdc\xff\xff", 6, 3},
+		{"never-used byte", "\xc1", 1, 3},
+		{"empty message", "", 0, 3},
+		{"truncated map", "\x82\xa1v\x01", 4, 3},
+		{"an integer", "\x2a", 1, 3},
+		{"nested 100 deep", NULL, 0, 3},
+		{"trailing bytes", "\x82\xa1v\x01\xa6method\xa6Health\x00", 19, 3},
+		{"no version", "\x81\xa6method\xa6Health", 15, 3},
+	};
+	void (*packed[])(msgpack_packer *) = {p_v_str,        p_v2,         p_method_int,
+	                                      p_unknown,      p_tenant_int, p_args_array,
+	                                      p_key_str,      p_value_int,  p_ifver_bool,
+	                                      p_empty_key,    p_batch_bad_op, p_scan_badcont};
+	int want_packed[] = {3, 12, 3, 12, 3, 3, 3, 3, 3, 3, 3, 3};
+	uint8_t deep[101];
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	start_or_fail(&k, NULL);
+	s = h_dial(k.url, 5000);
+	memset(deep, 0x91, 100);
+	deep[100] = 0x01;
+	raw[9].body = deep;
+	raw[9].len = sizeof(deep);
+	for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+		int st = expect_status(s, raw[i].body, raw[i].len);
+		if (st != raw[i].status)
+			fprintf(stderr, "%s: status %d, want %d\n", raw[i].what, st, raw[i].status);
+		assert_int_equal(st, raw[i].status);
+	}
+	for (size_t i = 0; i < sizeof(packed) / sizeof(packed[0]); i++) {
+		msgpack_sbuffer sb;
+		pack(&sb, packed[i]);
+		assert_int_equal(expect_status(s, sb.data, sb.size), want_packed[i]);
+		msgpack_sbuffer_destroy(&sb);
+	}
+	/* random bytes: always a reply, never a crash */
+	for (int i = 0; i < 2000; i++) {
+		uint8_t buf[64];
+		size_t n = (size_t)(i % 64);
+		int st;
+		for (size_t j = 0; j < n; j++) {
+			seed ^= seed << 13;
+			seed ^= seed >> 7;
+			seed ^= seed << 17;
+			buf[j] = (uint8_t)seed;
+		}
+		st = expect_status(s, buf, n);
+		assert_true(st == 3 || st == 12 || st == 5 || st == 0 || st == 16);
+	}
+	/* oversized key and value */
+	{
+		static char big[70000];
+		memset(big, 'k', sizeof(big));
+		big[sizeof(big) - 1] = '\0';
+		assert_int_equal(h_put(s, NULL, big, "v", 1, NULL), 3);
+	}
+	/* still serving */
+	assert_int_equal(h_put(s, NULL, "alive", "yes", 3, NULL), 0);
+	{
+		char v[16];
+		assert_int_equal(h_get(s, NULL, "alive", v, sizeof(v), NULL), 0);
+		assert_string_equal(v, "yes");
+	}
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+static void test_message_size_limit(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_message_size = 2M\nmax_value_size = 1M\n"};
+	nng_socket s;
+	char *big = malloc(3u << 20);
+	size_t n;
+	int err = 0;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 1500);
+	memset(big, 0x41, 3u << 20);
+	/* past max_message_size the transport drops the message: no reply */
+	assert_null(h_rawcall(s, big, 3u << 20, &n, &err));
+	assert_true(err == NNG_ETIMEDOUT || err == NNG_ECONNRESET || err == NNG_ECLOSED);
+	nng_close(s);
+	/* a value over max_value_size inside a small enough message: an answer */
+	s = h_dial(k.url, 5000);
+	assert_int_equal(h_put(s, NULL, "k", big, (1u << 20) + 1, NULL), 3);
+	assert_int_equal(h_put(s, NULL, "k", big, 1u << 20, NULL), 0);
+	nng_close(s);
+	assert_true(h_health(k.url));
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	free(big);
+}
+
+static void test_deadline(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.env = {"KVD_TEST_WORKER_DELAY_MS=300"}};
+	struct h_req q;
+	struct h_reply2 r;
+	nng_socket s;
+	char v[8];
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 5000);
+	h_req_begin(&q, "Put", NULL, 1, 2, 1);
+	mp_kv_uint(&q.pk, "timeout_ms", 100);
+	h_req_args(&q, 2);
+	mp_kv_bin(&q.pk, "key", "late", 4);
+	mp_kv_bin(&q.pk, "value", "x", 1);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 4);
+	assert_non_null(strstr(r.r.message, "nothing was done"));
+	h_reply2_free(&r);
+	/* nothing was applied */
+	assert_int_equal(h_get(s, NULL, "late", v, sizeof(v), NULL), 5);
+	/* a generous deadline is met */
+	h_req_begin(&q, "Put", NULL, 2, 2, 1);
+	mp_kv_uint(&q.pk, "timeout_ms", 3000);
+	h_req_args(&q, 2);
+	mp_kv_bin(&q.pk, "key", "late", 4);
+	mp_kv_bin(&q.pk, "value", "x", 1);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+static int count_versions(nng_socket s, const char *key)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	const msgpack_object *vs;
+	int n = -1;
+
+	h_req_begin(&q, "Versions", NULL, 5, 2, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_uint(&q.pk, "limit", 100);
+	if (h_call(s, &q, &r) == 0 && r.r.ok && r.r.status == 0 &&
+	    (vs = mp_map_get(r.r.result, "versions")) != NULL)
+		n = (int)vs->via.array.size;
+	h_reply2_free(&r);
+	return n;
+}
+
+/* nng's REQ resends a request whose reply is late; a write must still be
+ * applied once. The reply is held past the resend time. */
+static void test_resend_applies_once(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.env = {"KVD_TEST_REPLY_DELAY_MS=2500"}, .health_timeout_ms = 5000};
+	nng_socket s;
+	struct h_req q;
+	struct h_reply2 r;
+	uint64_t version = 0;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 15000);
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 200); /* resend early and often */
+	h_req_begin(&q, "Put", NULL, 77, 2, 1);
+	mp_kv_uint(&q.pk, "client", 0x1234abcdull);
+	h_req_args(&q, 2);
+	mp_kv_bin(&q.pk, "key", "once", 4);
+	mp_kv_bin(&q.pk, "value", "v", 1);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	assert_int_equal(mp_field_uint(r.r.result, "version", true, &version), 0);
+	h_reply2_free(&r);
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	/* the request went out several times; one version exists */
+	assert_int_equal(count_versions(s, "once"), 1);
+	/* the same (client, id) again, later, from another socket: the same
+	 * answer, nothing applied */
+	{
+		nng_socket s2 = h_dial(k.url, 15000);
+		uint64_t v2 = 0;
+		h_req_begin(&q, "Put", NULL, 77, 2, 1);
+		mp_kv_uint(&q.pk, "client", 0x1234abcdull);
+		h_req_args(&q, 2);
+		mp_kv_bin(&q.pk, "key", "once", 4);
+		mp_kv_bin(&q.pk, "value", "v", 1);
+		assert_int_equal(h_call(s2, &q, &r), 0);
+		assert_int_equal(r.r.status, 0);
+		mp_field_uint(r.r.result, "version", true, &v2);
+		assert_int_equal(v2, version);
+		h_reply2_free(&r);
+		nng_close(s2);
+	}
+	assert_int_equal(count_versions(s, "once"), 1);
+	{
+		char log[8192];
+		FILE *f = fopen(k.log, "r");
+		size_t n = fread(log, 1, sizeof(log) - 1, f);
+		fclose(f);
+		log[n] = '\0';
+		(void)log;
+	}
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* ---- SIGTERM with requests in flight ------------------------------------ */
+
+struct flight {
+	nng_ctx ctx;
+	nng_aio *aio;
+	int step; /* 0 sending, 1 receiving, 2 done */
+	int status;
+	char key[32];
+	atomic_int *done;
+};
+
+static void flight_cb(void *arg)
+{
+	struct flight *f = arg;
+
+	if (f->step == 0) {
+		if (nng_aio_result(f->aio) != 0) {
+			f->status = -1;
+			f->step = 2;
+			atomic_fetch_add(f->done, 1);
+			return;
+		}
+		f->step = 1;
+		nng_ctx_recv(f->ctx, f->aio);
+		return;
+	}
+	if (nng_aio_result(f->aio) == 0) {
+		nng_msg *m = nng_aio_get_msg(f->aio);
+		struct h_reply r;
+		if (h_parse(nng_msg_body(m), nng_msg_len(m), &r) == 0)
+			f->status = (int)r.status;
+		else
+			f->status = -2;
+		h_reply_free(&r);
+		nng_msg_free(m);
+	} else {
+		f->status = -1; /* no answer: the connection went away */
+	}
+	f->step = 2;
+	atomic_fetch_add(f->done, 1);
+}
+
+static void test_sigterm_drains(void **state)
+{
+	enum { N = 64 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.env = {"KVD_TEST_REPLY_DELAY_MS=200"}, .health_timeout_ms = 2000};
+	struct flight f[N];
+	atomic_int done = 0;
+	nng_socket s;
+	int ok = 0, refused = 0;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 5000);
+	for (int i = 0; i < N; i++) {
+		struct h_req q;
+		nng_msg *m;
+		memset(&f[i], 0, sizeof(f[i]));
+		f[i].done = &done;
+		snprintf(f[i].key, sizeof(f[i].key), "inflight-%02d", i);
+		assert_int_equal(nng_ctx_open(&f[i].ctx, s), 0);
+		assert_int_equal(nng_aio_alloc(&f[i].aio, flight_cb, &f[i]), 0);
+		h_req_begin(&q, "Put", NULL, (uint64_t)i + 1, 2, 0);
+		mp_kv_bin(&q.pk, "key", f[i].key, strlen(f[i].key));
+		mp_kv_bin(&q.pk, "value", f[i].key, strlen(f[i].key));
+		nng_msg_alloc(&m, 0);
+		nng_msg_append(m, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+		nng_aio_set_msg(f[i].aio, m);
+		nng_aio_set_timeout(f[i].aio, 10000);
+		nng_ctx_send(f[i].ctx, f[i].aio);
+	}
+	/* wait until all requests are at the server, then stop it */
+	{
+		uint64_t t0 = h_now_ms();
+		int at = 0;
+		while (h_now_ms() - t0 < 5000) {
+			at = 0;
+			for (int i = 0; i < N; i++)
+				at += f[i].step >= 1;
+			if (at == N)
+				break;
+			poll(NULL, 0, 5);
+		}
+		assert_int_equal(at, N);
+	}
+	kill(k.pid, SIGTERM);
+	{
+		uint64_t t0 = h_now_ms();
+		while (atomic_load(&done) < N && h_now_ms() - t0 < 15000)
+			poll(NULL, 0, 10);
+	}
+	{
+		int status;
+		assert_int_equal(waitpid(k.pid, &status, 0), k.pid);
+		k.pid = 0;
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	assert_int_equal(atomic_load(&done), N);
+	for (int i = 0; i < N; i++) {
+		/* every request got an answer: applied, or cleanly refused */
+		if (f[i].status != 0 && f[i].status != 14)
+			fprintf(stderr, "request %d: status %d\n", i, f[i].status);
+		assert_true(f[i].status == 0 || f[i].status == 14);
+		ok += f[i].status == 0;
+		refused += f[i].status == 14;
+		nng_aio_free(f[i].aio);
+		nng_ctx_close(f[i].ctx);
+	}
+	nng_close(s);
+	assert_int_equal(ok + refused, N);
+	assert_true(ok > 0);
+	/* what was acknowledged is there after a restart */
+	{
+		struct kvd_opts again = {.reuse_dir = k.dir};
+		struct kvd_proc k2;
+		char v[32];
+		start_or_fail(&k2, &again);
+		s = h_dial(k2.url, 5000);
+		for (int i = 0; i < N; i++) {
+			if (f[i].status != 0)
+				continue;
+			assert_int_equal(h_get(s, NULL, f[i].key, v, sizeof(v), NULL), 0);
+			assert_string_equal(v, f[i].key);
+		}
+		nng_close(s);
+		assert_int_equal(kvd_stop(&k2), 0);
+		kvd_cleanup(&k2, true);
+	}
+	kvd_cleanup(&k, false);
+}
+
+static void test_second_daemon_refused(void **state)
+{
+	struct kvd_proc k;
+	const char *bin = getenv("KVD_BIN") ? getenv("KVD_BIN") : "./build/daemon/kvd";
+	char cmd[2048], out[1024];
+	FILE *p;
+	int status;
+	size_t n;
+
+	(void)state;
+	start_or_fail(&k, NULL);
+	snprintf(cmd, sizeof(cmd), "%s --data-dir %s --listen ipc://%s/other.sock 2>&1", bin,
+	         k.data, k.dir);
+	p = popen(cmd, "r");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	assert_non_null(strstr(out, "in use by another kvd"));
+	assert_non_null(strchr(out, '\n'));
+	assert_ptr_equal(strchr(out, '\n'), out + strlen(out) - 1); /* one line */
+	assert_true(h_health(k.url)); /* the first one is unharmed */
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* ---- tenants and passivation -------------------------------------------- */
+
+static uint64_t info_field(nng_socket s, const char *name, const char *field, char *state,
+                           size_t cap)
+{
+	struct h_reply2 r;
+	uint64_t v = UINT64_MAX;
+
+	if (h_tenant_call(s, "TenantInfo", name, &r) == 0) {
+		mp_field_uint(r.r.result, field, false, &v);
+		if (state) {
+			const msgpack_object *o = mp_map_get(r.r.result, "state");
+			if (o)
+				mp_str_copy(o, state, cap);
+		}
+		h_reply2_free(&r);
+	}
+	return v;
+}
+
+static void create_tenant(nng_socket s, const char *name)
+{
+	struct h_req q;
+	struct h_reply2 r;
+
+	h_req_begin(&q, "TenantCreate", NULL, 4, 2, 0);
+	mp_kv_str(&q.pk, "name", name);
+	mp_kv_str(&q.pk, "sync", "none");
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+}
+
+static void fill_tenant(nng_socket s, const char *name, int n)
+{
+	char k[32], v[64];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "k%05d", i);
+		snprintf(v, sizeof(v), "%s/%d", name, i);
+		assert_int_equal(h_put(s, name, k, v, strlen(v), NULL), 0);
+	}
+}
+
+static void check_tenant(nng_socket s, const char *name, int n)
+{
+	char k[32], v[64], got[64];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "k%05d", i);
+		snprintf(v, sizeof(v), "%s/%d", name, i);
+		assert_int_equal(h_get(s, name, k, got, sizeof(got), NULL), 0);
+		assert_string_equal(got, v);
+	}
+}
+
+static bool wait_state(nng_socket s, const char *name, const char *want, int timeout_ms)
+{
+	uint64_t t0 = h_now_ms();
+	char st[16] = "";
+
+	while (h_now_ms() - t0 < (uint64_t)timeout_ms) {
+		info_field(s, name, "keys", st, sizeof(st));
+		if (strcmp(st, want) == 0)
+			return true;
+		poll(NULL, 0, 50);
+	}
+	return false;
+}
+
+static void test_passivation(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "idle_timeout = 1\n"};
+	nng_socket s;
+	char st[16];
+	uint64_t act, mem;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 10000);
+	create_tenant(s, "alpha");
+	fill_tenant(s, "alpha", 500);
+	mem = info_field(s, "alpha", "keydir_bytes", st, sizeof(st));
+	assert_string_equal(st, "active");
+	assert_true(mem > 0);
+	assert_int_equal(info_field(s, "alpha", "keys", NULL, 0), 500);
+	/* idle for a second: passivated, memory gone */
+	assert_true(wait_state(s, "alpha", "passive", 10000));
+	assert_int_equal(info_field(s, "alpha", "keydir_bytes", NULL, 0), 0);
+	assert_int_equal(info_field(s, "alpha", "keys", NULL, 0), 500);
+	act = info_field(s, "alpha", "activations", NULL, 0);
+	/* the first request activates it and is answered normally */
+	check_tenant(s, "alpha", 500);
+	assert_int_equal(info_field(s, "alpha", "activations", NULL, 0), act + 1);
+	assert_true(info_field(s, "alpha", "last_activation_ms", NULL, 0) > 0);
+	/* by request */
+	assert_int_equal(h_tenant_call(s, "TenantPassivate", "alpha", NULL), 0);
+	assert_int_equal(info_field(s, "alpha", "keydir_bytes", st, sizeof(st)), 0);
+	assert_string_equal(st, "passive");
+	{
+		struct h_reply2 r;
+		uint64_t us = 0;
+		assert_int_equal(h_tenant_call(s, "TenantActivate", "alpha", &r), 0);
+		mp_field_uint(r.r.result, "activation_us", true, &us);
+		assert_true(us > 0);
+		h_reply2_free(&r);
+	}
+	info_field(s, "alpha", "keys", st, sizeof(st));
+	assert_string_equal(st, "active");
+	check_tenant(s, "alpha", 500);
+	assert_int_equal(h_tenant_call(s, "TenantPassivate", "nope", NULL), 5);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+static void test_memory_budget(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "memory_budget = 64K\nidle_timeout = 0\n"};
+	nng_socket s;
+	char name[16], st[16];
+	int passive = 0;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 10000);
+	for (int t = 0; t < 6; t++) {
+		snprintf(name, sizeof(name), "m%d", t);
+		create_tenant(s, name);
+		fill_tenant(s, name, 1500);
+	}
+	/* the least recently used go until the key directories fit */
+	{
+		uint64_t t0 = h_now_ms();
+		while (h_now_ms() - t0 < 10000) {
+			passive = 0;
+			for (int t = 0; t < 6; t++) {
+				snprintf(name, sizeof(name), "m%d", t);
+				info_field(s, name, "keys", st, sizeof(st));
+				passive += strcmp(st, "passive") == 0;
+			}
+			if (passive >= 4)
+				break;
+			poll(NULL, 0, 50);
+		}
+	}
+	assert_true(passive >= 4);
+	info_field(s, "m0", "keys", st, sizeof(st));
+	assert_string_equal(st, "passive"); /* the oldest */
+	for (int t = 0; t < 6; t++) {
+		snprintf(name, sizeof(name), "m%d", t);
+		check_tenant(s, name, 1500);
+	}
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+static void test_many_tenants_low_nofile(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.nofile = 256, .config_text = "segment_size = 4K\n"};
+	nng_socket s;
+	char name[16];
+
+	(void)state;
+	if (access("/dev/shm", W_OK) == 0)
+		setenv("TMPDIR", "/dev/shm", 1); /* descriptors, not durability */
+	start_or_fail(&k, &o);
+	unsetenv("TMPDIR");
+	s = h_dial(k.url, 20000);
+	for (int t = 0; t < 1000; t++) {
+		snprintf(name, sizeof(name), "t%04d", t);
+		create_tenant(s, name);
+		fill_tenant(s, name, 12);
+	}
+	for (int t = 0; t < 1000; t += 7) {
+		snprintf(name, sizeof(name), "t%04d", t);
+		check_tenant(s, name, 12);
+	}
+	{
+		struct h_req q;
+		struct h_reply2 r;
+		uint64_t tenants = 0, active = 0;
+		h_req_begin(&q, "Stats", NULL, 8, 1, 0);
+		mp_kv_str(&q.pk, "scope", "daemon");
+		assert_int_equal(h_call(s, &q, &r), 0);
+		assert_int_equal(r.r.status, 0);
+		mp_field_uint(r.r.result, "tenants", true, &tenants);
+		mp_field_uint(r.r.result, "active_tenants", true, &active);
+		assert_int_equal(tenants, 1001);
+		assert_true(active < 1000);
+		h_reply2_free(&r);
+	}
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+static void test_reload_and_notify(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "idle_timeout = 300\nlog_level = info\n"};
+	struct sockaddr_un sa;
+	char path[100], buf[4096], all[16384] = "";
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/kvd-notify-%d.sock", getpid());
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	o.notify_socket = path;
+	start_or_fail(&k, &o);
+	{
+		/* READY=1 came once recovery and listeners were up */
+		struct pollfd p = {fd, POLLIN, 0};
+		uint64_t t0 = h_now_ms();
+		while (!strstr(all, "READY=1") && h_now_ms() - t0 < 5000) {
+			if (poll(&p, 1, 100) > 0) {
+				ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+				if (n > 0) {
+					buf[n] = '\0';
+					strncat(all, buf, sizeof(all) - strlen(all) - 1);
+				}
+			}
+		}
+		assert_non_null(strstr(all, "READY=1"));
+	}
+	/* SIGHUP reloads idle_timeout and says what changed */
+	{
+		FILE *f = fopen(k.config, "w");
+		fputs("idle_timeout = 60\nlog_level = info\n", f);
+		fclose(f);
+		kill(k.pid, SIGHUP);
+		uint64_t t0 = h_now_ms();
+		bool seen = false;
+		while (!seen && h_now_ms() - t0 < 5000) {
+			char logbuf[8192];
+			FILE *l = fopen(k.log, "r");
+			size_t n = fread(logbuf, 1, sizeof(logbuf) - 1, l);
+			fclose(l);
+			logbuf[n] = '\0';
+			seen = strstr(logbuf, "reload: idle_timeout 300 -> 60 s") != NULL;
+			if (!seen)
+				poll(NULL, 0, 20);
+		}
+		assert_true(seen);
+	}
+	assert_true(h_health(k.url));
+	assert_int_equal(kvd_stop(&k), 0);
+	{
+		struct pollfd p = {fd, POLLIN, 0};
+		while (poll(&p, 1, 200) > 0) {
+			ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+			if (n <= 0)
+				break;
+			buf[n] = '\0';
+			strncat(all, buf, sizeof(all) - strlen(all) - 1);
+		}
+	}
+	assert_non_null(strstr(all, "STOPPING=1"));
+	/* log lines carry syslog priority prefixes */
+	{
+		char logbuf[8192];
+		FILE *l = fopen(k.log, "r");
+		size_t n = fread(logbuf, 1, sizeof(logbuf) - 1, l);
+		fclose(l);
+		logbuf[n] = '\0';
+		assert_int_equal(logbuf[0], '<');
+		assert_non_null(strstr(logbuf, "<6>listening on ipc://"));
+	}
+	close(fd);
+	unlink(path);
+	kvd_cleanup(&k, false);
+}
+
+static void test_bad_config_refused(void **state)
+{
+	const char *bin = getenv("KVD_BIN") ? getenv("KVD_BIN") : "./build/daemon/kvd";
+	char *dir = tu_mkdtemp("badcfg");
+	char cmd[2048], out[1024], *cfg = tu_path(dir, "kvd.conf");
+	FILE *f = fopen(cfg, "w"), *p;
+	int status;
+	size_t n;
+
+	(void)state;
+	fputs("listen = ipc:///tmp/x.sock\nwrokers = 4\n", f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s --config %s --data-dir %s/d 2>&1", bin, cfg, dir);
+	p = popen(cmd, "r");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_non_null(strstr(out, "unknown setting"));
+	assert_non_null(strstr(out, "wrokers"));
+	free(cfg);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hostile_input),
+		cmocka_unit_test(test_message_size_limit),
+		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_resend_applies_once),
+		cmocka_unit_test(test_sigterm_drains),
+		cmocka_unit_test(test_second_daemon_refused),
+		cmocka_unit_test(test_passivation),
+		cmocka_unit_test(test_memory_budget),
+		cmocka_unit_test(test_many_tenants_low_nofile),
+		cmocka_unit_test(test_reload_and_notify),
+		cmocka_unit_test(test_bad_config_refused),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
