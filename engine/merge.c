@@ -57,6 +57,8 @@ struct chain_rec {
 	uint64_t ptr; /* location as pointed at (key directory or newer record) */
 	uint64_t loc; /* where it was found */
 	struct rec_header h;
+	uint8_t *buf; /* the whole record, crc checked */
+	const uint8_t *value;
 	bool in_set;
 	bool keep;
 	bool corrupt;
@@ -100,6 +102,7 @@ struct merge_ctx {
 
 	struct chain_rec *ch;
 	size_t nch, capch;
+	uint64_t min_snap; /* oldest version an open iterator reads at; UINT64_MAX: none */
 };
 
 static bool in_set(const struct merge_ctx *m, uint32_t id)
@@ -401,21 +404,44 @@ static int chain_push(struct merge_ctx *m, const struct chain_rec *c)
 	return 0;
 }
 
-/* Loads the chain of key from its head. A dangling or damaged link ends it. */
+static void chain_reset(struct merge_ctx *m)
+{
+	for (size_t i = 0; i < m->nch; i++)
+		free(m->ch[i].buf);
+	m->nch = 0;
+}
+
+/* True when nothing older than the record just loaded can be kept, so the
+ * walk may stop: retention has its versions, they reach back past
+ * history_ms, and every open iterator has the version it needs. */
+static bool chain_enough(const struct merge_ctx *m, const struct chain_rec *c)
+{
+	const struct kv_options *o = &m->db->opt;
+
+	if (m->nch < o->history_versions)
+		return false;
+	if (o->history_ms && c->h.timestamp_ms + o->history_ms > m->now)
+		return false;
+	return c->h.version <= m->min_snap;
+}
+
+/* Loads the chain of key from its head, each record whole (crc checked), as
+ * far as retention can reach. A dangling or damaged link ends it;
+ * *ret_ended_early says older records exist that were not loaded. */
 static int load_chain(struct merge_ctx *m, const uint8_t *key, size_t len,
                       const struct kd_entry *head, bool *ret_ended_early)
 {
 	uint64_t ptr = loc_make(head->seg, head->off), last = UINT64_MAX;
 	int rv;
 
-	m->nch = 0;
+	chain_reset(m);
 	*ret_ended_early = false;
 	while (ptr != 0) {
 		struct chain_rec c;
 		struct rec_read r;
 
 		memset(&c, 0, sizeof(c));
-		rv = read_at(m->db, ptr, key, len, false, &r);
+		rv = read_at(m->db, ptr, key, len, true, &r);
 		if (rv == KV_ECORRUPT && m->nch == 0) {
 			/* the newest record is damaged: keep it as it is */
 			struct seg *s;
@@ -438,6 +464,8 @@ static int load_chain(struct merge_ctx *m, const uint8_t *key, size_t len,
 		if (rv == -ENOENT || rv == KV_ECORRUPT || (rv == 0 && r.h.version >= last)) {
 			if (rv == KV_ECORRUPT || rv == 0)
 				m->corrupt++;
+			if (rv == 0)
+				rec_read_release(&r);
 			*ret_ended_early = true;
 			return 0;
 		}
@@ -447,11 +475,19 @@ static int load_chain(struct merge_ctx *m, const uint8_t *key, size_t len,
 		c.ptr = ptr;
 		c.loc = r.loc;
 		c.h = r.h;
+		c.buf = r.buf;
+		c.value = r.value;
 		c.in_set = in_set(m, loc_seg(r.loc));
-		if ((rv = chain_push(m, &c)) != 0)
+		if ((rv = chain_push(m, &c)) != 0) {
+			free(c.buf);
 			return rv;
+		}
 		if (r.h.prev_seg == 0)
 			break;
+		if (chain_enough(m, &c)) {
+			*ret_ended_early = true;
+			break;
+		}
 		ptr = loc_make(r.h.prev_seg, r.h.prev_off);
 	}
 	return 0;
@@ -512,7 +548,15 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 	struct rec_read r;
 	int rv;
 
-	if (!c->corrupt) {
+	if (!c->corrupt && c->buf != NULL) {
+		/* read and checked when the chain was loaded */
+		memset(&r, 0, sizeof(r));
+		r.h = c->h;
+		r.buf = c->buf;
+		r.value = c->value;
+		c->buf = NULL;
+		rv = 0;
+	} else if (!c->corrupt) {
 		rv = read_at(m->db, c->ptr, key, len, true, &r);
 		if (rv == KV_ECORRUPT) {
 			m->corrupt++;
@@ -743,6 +787,10 @@ static int merge_run(kv_db *db)
 			break;
 		free(m.snaps);
 		db_snapshots(db, &m.snaps, &m.nsnaps);
+		m.min_snap = UINT64_MAX;
+		for (i = 0; i < m.nsnaps; i++)
+			if (m.snaps[i] < m.min_snap)
+				m.min_snap = m.snaps[i];
 		for (i = 0; i < pg->n; i++) {
 			rv = merge_key(&m, pg->keys + pg->ent[i].off, pg->ent[i].len, &pg->ent[i].e);
 			if (rv != 0)
@@ -795,6 +843,7 @@ out:
 	free(m.ap);
 	free(m.akeys);
 	free(m.outputs);
+	chain_reset(&m);
 	free(m.ch);
 	hint_writer_release(&m.hw);
 	reloc_release(&m.relocs);

@@ -24,9 +24,10 @@ static void put_header(uint8_t *p, const struct rec_header *h)
 void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value)
 {
 	put_header(dst, h);
-	if (h->key_len)
+	/* key and value may already be in place (re-encoding a record) */
+	if (h->key_len && dst + REC_HEADER_SIZE != (const uint8_t *)key)
 		memcpy(dst + REC_HEADER_SIZE, key, h->key_len);
-	if (h->value_len)
+	if (h->value_len && dst + REC_HEADER_SIZE + h->key_len != (const uint8_t *)value)
 		memcpy(dst + REC_HEADER_SIZE + h->key_len, value, h->value_len);
 	put_le32(dst, crc32c(dst + 4, rec_size(h->key_len, h->value_len) - 4));
 }

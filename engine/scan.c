@@ -16,15 +16,20 @@
 #include "db.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PAGE_KEYS 128
+#define PREFETCH_GAP 4096u           /* read across holes up to this size */
+#define PREFETCH_SPAN (256u * 1024u) /* one read covers at most this much */
 
 struct page_ent {
 	size_t key_off;
 	uint32_t key_len;
 	struct kd_entry e;
+	bool pf;       /* the record was read with its neighbours, at pbuf + pf_off */
+	size_t pf_off;
 };
 
 struct kv_iter {
@@ -51,6 +56,9 @@ struct kv_iter {
 	size_t keys_len, keys_cap;
 
 	struct rec_read rr; /* record behind the entry last returned */
+	uint8_t *pbuf;      /* records of the page read in a few large reads */
+	size_t pbuf_cap;
+	uint32_t order[PAGE_KEYS];
 };
 
 static int cmp_keys(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
@@ -115,6 +123,7 @@ void kv_iter_close(kv_iter *it)
 	free(it->cursor);
 	free(it->pe);
 	free(it->keys);
+	free(it->pbuf);
 	free(it);
 }
 
@@ -306,6 +315,85 @@ static int fill_page(kv_iter *it)
 	return 0;
 }
 
+static int by_location(const void *a, const void *b, void *arg)
+{
+	const struct page_ent *pe = arg;
+	const struct kd_entry *x = &pe[*(const uint32_t *)a].e, *y = &pe[*(const uint32_t *)b].e;
+
+	if (x->seg != y->seg)
+		return x->seg < y->seg ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * Reads the records a page will return from their newest version with as few
+ * preads as possible: sorted by location, neighbours less than PREFETCH_GAP
+ * apart are read together. After a merge, records lie in key order, so a scan
+ * reads whole runs at once. Anything not read here (or that fails its check
+ * later) is read on its own by resolve().
+ */
+static void prefetch_page(kv_iter *it, uint64_t now)
+{
+	kv_db *db = it->db;
+	size_t n = 0, i, total = 0;
+
+	if (it->keys_only)
+		return;
+	for (i = 0; i < it->np; i++) {
+		const struct kd_entry *e = &it->pe[i].e;
+		it->pe[i].pf = false;
+		if (e->version > it->snap || (e->flags & KD_F_TOMBSTONE) ||
+		    ((e->flags & KD_F_TTL) && db_expired(db, e->expiry_ms, now)) ||
+		    e->size > PREFETCH_SPAN)
+			continue;
+		it->order[n++] = (uint32_t)i;
+	}
+	if (n < 2)
+		return;
+	qsort_r(it->order, n, sizeof(it->order[0]), by_location, it->pe);
+	/* room for the worst case: every record read separately */
+	for (i = 0; i < n; i++)
+		total += it->pe[it->order[i]].e.size + PREFETCH_GAP;
+	if (total > it->pbuf_cap) {
+		uint8_t *nb = realloc(it->pbuf, total);
+		if (nb == NULL)
+			return;
+		it->pbuf = nb;
+		it->pbuf_cap = total;
+	}
+	total = 0;
+	for (i = 0; i < n;) {
+		const struct kd_entry *first = &it->pe[it->order[i]].e;
+		uint64_t start = first->off, end = (uint64_t)first->off + first->size, loc;
+		size_t j = i + 1;
+		struct seg *s;
+
+		while (j < n) {
+			const struct kd_entry *e = &it->pe[it->order[j]].e;
+			if (e->seg != first->seg || e->off > end + PREFETCH_GAP ||
+			    (uint64_t)e->off + e->size - start > PREFETCH_SPAN)
+				break;
+			if ((uint64_t)e->off + e->size > end)
+				end = (uint64_t)e->off + e->size;
+			j++;
+		}
+		if (j - i >= 2 && db_seg_acquire(db, loc_make(first->seg, first->off), &s, &loc) == 0) {
+			if (loc_seg(loc) == first->seg &&
+			    io_pread_full(db->opt.fault, s->fd, it->pbuf + total, (size_t)(end - start),
+			                  start) == 0) {
+				for (size_t k = i; k < j; k++) {
+					struct page_ent *pe = &it->pe[it->order[k]];
+					pe->pf = true;
+					pe->pf_off = total + (pe->e.off - start);
+				}
+				total += (size_t)(end - start);
+			}
+			db_seg_release(s);
+		}
+		i = j;
+	}
+}
+
 /* Resolves one page entry at the snapshot. 0 with ret filled, 1 to skip. */
 static int resolve(kv_iter *it, const struct page_ent *pe, uint64_t now, struct kv_entry *ret)
 {
@@ -330,6 +418,25 @@ again:
 			ret->timestamp_ms = 0;
 			ret->expiry_ms = e.expiry_ms;
 			return 0;
+		}
+		if (pe->pf && tries == 0) {
+			const uint8_t *rec = it->pbuf + pe->pf_off;
+			struct rec_header h;
+			rec_decode_header(rec, &h);
+			if (rec_check_header(&h, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, e.size) == 0 &&
+			    rec_size(h.key_len, h.value_len) == e.size && h.key_len == pe->key_len &&
+			    memcmp(rec + REC_HEADER_SIZE, key, h.key_len) == 0 &&
+			    rec_verify(rec, e.size) == 0) {
+				ret->key = key;
+				ret->key_len = pe->key_len;
+				ret->value = rec + REC_HEADER_SIZE + h.key_len;
+				ret->value_len = h.value_len;
+				ret->version = h.version;
+				ret->timestamp_ms = h.timestamp_ms;
+				ret->expiry_ms = h.expiry_ms;
+				return 0;
+			}
+			/* not what the directory said: read it on its own */
 		}
 		rv = read_at(db, loc_make(e.seg, e.off), key, pe->key_len, true, &it->rr);
 	} else {
@@ -379,6 +486,7 @@ int kv_iter_next(kv_iter *it, struct kv_entry *ret)
 				return rv;
 			if (it->np == 0)
 				return KV_EEND;
+			prefetch_page(it, now);
 		}
 		rv = resolve(it, &it->pe[it->pi++], now, ret);
 		if (rv == 0) {
