@@ -81,7 +81,20 @@ struct common {
 	uint32_t value_size;
 	const char *dir;
 	bool json;
+	bool cold;
 };
+
+/* Empties the page cache (root only), so an open reads from the disk. */
+static int drop_caches(void)
+{
+	FILE *f;
+
+	sync();
+	if ((f = fopen("/proc/sys/vm/drop_caches", "w")) == NULL)
+		return -errno;
+	fputs("3\n", f);
+	return fclose(f) == 0 ? 0 : -errno;
+}
 
 static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count)
 {
@@ -124,6 +137,7 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 		{"value-size", required_argument, NULL, 'v'},
 		{"dir", required_argument, NULL, 'd'},
 		{"json", no_argument, NULL, 'j'},
+		{"cold", no_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -134,6 +148,7 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 	c->value_size = 100;
 	c->dir = NULL;
 	c->json = false;
+	c->cold = false;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
@@ -151,6 +166,9 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 			break;
 		case 'j':
 			c->json = true;
+			break;
+		case 'C':
+			c->cold = true;
 			break;
 		case 'h':
 			printf("%s", usage);
@@ -191,8 +209,9 @@ static char *make_dir(const char *given, const char *tag)
 int bench_open(int argc, char **argv)
 {
 	static const char usage[] =
-		"usage: kvbench open [--keys N] [--key-size B] [--value-size B] [--dir D] [--json]\n"
-		"Fills N keys, closes, then times kv_open from hint files and from a full log scan.\n";
+		"usage: kvbench open [--keys N] [--key-size B] [--value-size B] [--dir D] [--cold] [--json]\n"
+		"Fills N keys, closes, then times kv_open from hint files and from a full log scan.\n"
+		"--cold empties the page cache before each open (root), so both read the disk.\n";
 	struct common c;
 	struct kv_options o;
 	struct kv_recovery_info ri_hint, ri_scan;
@@ -217,6 +236,10 @@ int bench_open(int argc, char **argv)
 	kv_stats(db, &st);
 	kv_close(db);
 
+	if (c.cold && (rv = drop_caches()) != 0) {
+		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+		return 1;
+	}
 	t0 = now_s();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
@@ -227,6 +250,10 @@ int bench_open(int argc, char **argv)
 	kv_close(db);
 
 	remove_hints(dir);
+	if (c.cold && (rv = drop_caches()) != 0) {
+		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+		return 1;
+	}
 	t0 = now_s();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
@@ -244,8 +271,8 @@ int bench_open(int argc, char **argv)
 		       st.keys, c.key_size, c.value_size, st.disk_bytes, ri_hint.segments, t_hint,
 		       t_scan, ri_scan.records);
 	} else {
-		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
-		       c.key_size, c.value_size);
+		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u%s\n", c.keys,
+		       c.key_size, c.value_size, c.cold ? " --cold" : "");
 		printf("%" PRIu64 " live keys, %" PRIu64 " records, %.1f MiB in %u segments\n",
 		       st.keys, ri_scan.records, st.disk_bytes / 1048576.0, ri_hint.segments);
 		printf("open from hint files : %8.3f s  (%5.0f k records/s, %u hints)\n", t_hint,

@@ -54,14 +54,17 @@ struct rctx {
 
 static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
 {
-	struct kd_entry cur, old;
+	struct kd_entry old;
 	bool replaced;
 	int rv;
 
-	if (keydir_get(db->kd, key, len, &cur) == 0 && cur.version >= e->version)
-		return 0; /* an older version, or a merge's duplicate */
+	/* Segments load oldest first, so the record at hand is nearly always
+	 * the newest yet: put it, and put the old entry back in the rare case
+	 * (merge outputs, a merge's duplicates) where it was newer. */
 	if ((rv = keydir_put(db->kd, key, len, e, &old, &replaced)) != 0)
 		return rv;
+	if (replaced && old.version >= e->version)
+		return keydir_put(db->kd, key, len, &old, NULL, NULL);
 	db_account(db, e, &old, replaced);
 	return 0;
 }
