@@ -83,6 +83,7 @@ struct kv_db {
 	int efd;
 	struct kv_options opt;
 	struct io_backend *io;
+	bool read_uring; /* reads through each thread's ring (io_uring in use) */
 
 	pthread_rwlock_t kd_lock;
 	struct keydir *kd;

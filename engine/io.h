@@ -55,6 +55,22 @@ int io_write_start(struct io_backend *io, int fd, const void *buf, size_t len, u
 /* 1 with *ret filled when the started write finished; 0 while it runs (!wait). */
 int io_write_poll(struct io_backend *io, bool wait, struct io_result *ret);
 
+/* Reads of the log. With uring, the calling thread's own ring (set up on
+ * first use, freed when the thread exits) carries them — one submission for
+ * a whole batch; without it, or when the ring cannot be set up, pread. All
+ * return 0 or -errno; a read past end of file is -EIO. */
+struct io_rd {
+	int fd;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	int res; /* out: 0 or -errno */
+};
+int io_read(struct kv_io_fault *f, bool uring, int fd, void *buf, size_t len, uint64_t off);
+/* Runs n reads; returns 0 when all succeeded, else the first error (each
+ * op's res says which). */
+int io_read_batch(struct kv_io_fault *f, bool uring, struct io_rd *v, size_t n);
+
 /* Blocking helpers; all return 0 or -errno. A read past end of file is -EIO. */
 int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off);
 int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, uint64_t off);

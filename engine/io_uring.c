@@ -231,6 +231,7 @@ int io_uring_backend_open(int efd, struct kv_io_fault *fault, struct io_backend 
 		free(b);
 		return rv;
 	}
+	io_uring_ring_dontfork(&b->ring); /* a forked child must not share it */
 	if (efd >= 0 && (rv = io_uring_register_eventfd(&b->ring, efd)) != 0) {
 		io_uring_queue_exit(&b->ring);
 		free(b);

@@ -2,9 +2,9 @@
  * read.c — point reads and version chains.
  *
  * A read looks the key up in the key directory and reads the record at the
- * location found, with one pread (records are read by the calling thread:
- * for page-cache hits a ring per caller would cost more than it saves). Only
- * bytes whose crc matched are returned. Older versions are reached by
+ * location found, with one read through the calling thread's io_uring ring
+ * (io.c; pread when io_uring is not available). Only bytes whose crc
+ * matched are returned. Older versions are reached by
  * following each record's previous-location field; a location in a segment
  * merge retired is looked up in the relocation map, and one with no
  * relocation means merge dropped the older versions.
@@ -42,7 +42,7 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 		first = REC_HEADER_SIZE + key_len;
 	if ((buf = malloc(first)) == NULL)
 		return -ENOMEM;
-	if ((rv = io_pread_full(db->opt.fault, s->fd, buf, first, off)) != 0) {
+	if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf, first, off)) != 0) {
 		free(buf);
 		return rv == -EIO ? KV_ECORRUPT : rv;
 	}
@@ -65,7 +65,7 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 				return -ENOMEM;
 			}
 			buf = nb;
-			if ((rv = io_pread_full(db->opt.fault, s->fd, buf + first, size - first,
+			if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first, size - first,
 			                        off + first)) != 0) {
 				free(buf);
 				return rv == -EIO ? KV_ECORRUPT : rv;

@@ -327,10 +327,11 @@ static int by_location(const void *a, const void *b, void *arg)
 
 /*
  * Reads the records a page will return from their newest version with as few
- * preads as possible: sorted by location, neighbours less than PREFETCH_GAP
- * apart are read together. After a merge, records lie in key order, so a scan
- * reads whole runs at once. Anything not read here (or that fails its check
- * later) is read on its own by resolve().
+ * reads as possible, all submitted at once (one io_uring submission for the
+ * page): sorted by location, neighbours less than PREFETCH_GAP apart are read
+ * together. After a merge, records lie in key order, so a scan reads whole
+ * runs at once. Anything not read here (or that fails its check later) is
+ * read on its own by resolve().
  */
 static void prefetch_page(kv_iter *it, uint64_t now)
 {
@@ -348,7 +349,7 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 			continue;
 		it->order[n++] = (uint32_t)i;
 	}
-	if (n < 2)
+	if (n == 0)
 		return;
 	qsort_r(it->order, n, sizeof(it->order[0]), by_location, it->pe);
 	/* room for the worst case: every record read separately */
@@ -361,36 +362,55 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 		it->pbuf = nb;
 		it->pbuf_cap = total;
 	}
-	total = 0;
-	for (i = 0; i < n;) {
-		const struct kd_entry *first = &it->pe[it->order[i]].e;
-		uint64_t start = first->off, end = (uint64_t)first->off + first->size, loc;
-		size_t j = i + 1;
-		struct seg *s;
+	/* plan the groups, pin their segments, then read them all at once */
+	{
+		struct io_rd rd[PAGE_KEYS];
+		struct seg *segs[PAGE_KEYS];
+		size_t gfirst[PAGE_KEYS], glast[PAGE_KEYS], ng = 0, g;
 
-		while (j < n) {
-			const struct kd_entry *e = &it->pe[it->order[j]].e;
-			if (e->seg != first->seg || e->off > end + PREFETCH_GAP ||
-			    (uint64_t)e->off + e->size - start > PREFETCH_SPAN)
-				break;
-			if ((uint64_t)e->off + e->size > end)
-				end = (uint64_t)e->off + e->size;
-			j++;
+		total = 0;
+		for (i = 0; i < n;) {
+			const struct kd_entry *first = &it->pe[it->order[i]].e;
+			uint64_t start = first->off, end = (uint64_t)first->off + first->size, loc;
+			size_t j = i + 1;
+			struct seg *s;
+
+			while (j < n) {
+				const struct kd_entry *e = &it->pe[it->order[j]].e;
+				if (e->seg != first->seg || e->off > end + PREFETCH_GAP ||
+				    (uint64_t)e->off + e->size - start > PREFETCH_SPAN)
+					break;
+				if ((uint64_t)e->off + e->size > end)
+					end = (uint64_t)e->off + e->size;
+				j++;
+			}
+			if (db_seg_acquire(db, loc_make(first->seg, first->off), &s, &loc) == 0) {
+				if (loc_seg(loc) == first->seg) {
+					rd[ng] = (struct io_rd){s->fd, it->pbuf + total,
+					                        (size_t)(end - start), start, 0};
+					segs[ng] = s;
+					gfirst[ng] = i;
+					glast[ng] = j;
+					ng++;
+					total += (size_t)(end - start);
+				} else {
+					db_seg_release(s);
+				}
+			}
+			i = j;
 		}
-		if (j - i >= 2 && db_seg_acquire(db, loc_make(first->seg, first->off), &s, &loc) == 0) {
-			if (loc_seg(loc) == first->seg &&
-			    io_pread_full(db->opt.fault, s->fd, it->pbuf + total, (size_t)(end - start),
-			                  start) == 0) {
-				for (size_t k = i; k < j; k++) {
+		io_read_batch(db->opt.fault, db->read_uring, rd, ng);
+		for (g = 0; g < ng; g++) {
+			if (rd[g].res == 0) {
+				for (size_t k = gfirst[g]; k < glast[g]; k++) {
 					struct page_ent *pe = &it->pe[it->order[k]];
 					pe->pf = true;
-					pe->pf_off = total + (pe->e.off - start);
+					pe->pf_off = (size_t)((uint8_t *)rd[g].buf - it->pbuf) +
+					             (pe->e.off - rd[g].off);
 				}
-				total += (size_t)(end - start);
 			}
-			db_seg_release(s);
+			db_seg_release(segs[g]);
 		}
-		i = j;
 	}
 }
 
