@@ -230,8 +230,10 @@ int main(int argc, char **argv)
 	const char *delay;
 
 	memset(&d, 0, sizeof(d));
-	if ((rv = parse_args(&d, argc, argv)) != 0)
+	if ((rv = parse_args(&d, argc, argv)) != 0) {
+		config_release(&d.cfg);
 		return rv;
+	}
 	log_set_level(d.cfg.log_level);
 	d.start_ms = now_ms();
 	d.notify = getenv("NOTIFY_SOCKET") != NULL;
@@ -266,11 +268,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (open_store(&d) != 0)
+	if (open_store(&d) != 0) {
+		config_release(&d.cfg);
+		close(sfd);
 		return 1;
+	}
 	if ((rv = workers_start(&d)) != 0 || (rv = maint_start(&d)) != 0) {
 		fprintf(stderr, "kvd: cannot start threads: %s\n", strerror(-rv));
+		maint_stop(&d);
+		workers_stop(&d);
 		kv_store_close(d.store);
+		config_release(&d.cfg);
 		return 1;
 	}
 	if (listeners_start(&d, err, sizeof(err)) != 0) {
@@ -279,6 +287,8 @@ int main(int argc, char **argv)
 		workers_stop(&d);
 		conns_stop(&d);
 		kv_store_close(d.store);
+		config_release(&d.cfg);
+		close(sfd);
 		return 1;
 	}
 	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,

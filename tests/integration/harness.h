@@ -48,6 +48,43 @@ struct kvd_opts {
 	int health_timeout_ms; /* readiness probe timeout; default 300 */
 };
 
+/* Every kvd started and not yet stopped, so a test that fails half way
+ * does not leave one running (cmocka leaves the test function at the failed
+ * assertion): they are killed when the test program exits. */
+#define H_PROCS_MAX 64
+static pid_t h_procs[H_PROCS_MAX];
+
+static inline void h_kill_all(void)
+{
+	for (int i = 0; i < H_PROCS_MAX; i++) {
+		if (h_procs[i] > 0) {
+			kill(h_procs[i], SIGKILL);
+			waitpid(h_procs[i], NULL, 0);
+			h_procs[i] = 0;
+		}
+	}
+}
+
+static inline void h_track(pid_t pid, bool add)
+{
+	static bool registered;
+
+	if (!registered) {
+		atexit(h_kill_all);
+		registered = true;
+	}
+	for (int i = 0; i < H_PROCS_MAX; i++) {
+		if (add && h_procs[i] == 0) {
+			h_procs[i] = pid;
+			return;
+		}
+		if (!add && h_procs[i] == pid) {
+			h_procs[i] = 0;
+			return;
+		}
+	}
+}
+
 static inline uint64_t h_now_ms(void)
 {
 	struct timespec ts;
@@ -336,6 +373,8 @@ static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 		return -1;
 	if (k->pid == 0) {
 		int fd = open(k->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		/* nothing of kvd may hold the test's stdout (meson waits for it) */
+		dup2(fd, 1);
 		dup2(fd, 2);
 		close(fd);
 		for (int i = 0; o && i < 4 && o->env[i]; i++)
@@ -349,10 +388,12 @@ static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
+	h_track(k->pid, true);
 	t0 = h_now_ms();
 	while (h_now_ms() - t0 < 20000) {
 		int status;
 		if (waitpid(k->pid, &status, WNOHANG) == k->pid) {
+			h_track(k->pid, false);
 			k->pid = 0;
 			h_dump_log(k);
 			return -1;
@@ -375,6 +416,7 @@ static inline int kvd_stop(struct kvd_proc *k)
 	kill(k->pid, SIGTERM);
 	if (waitpid(k->pid, &status, 0) != k->pid)
 		return -1;
+	h_track(k->pid, false);
 	k->pid = 0;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		h_dump_log(k);
@@ -386,6 +428,7 @@ static inline void kvd_cleanup(struct kvd_proc *k, bool keep_dir)
 	if (k->pid > 0) {
 		kill(k->pid, SIGKILL);
 		waitpid(k->pid, NULL, 0);
+		h_track(k->pid, false);
 	}
 	if (!keep_dir)
 		tu_rmtree(k->dir);

@@ -466,6 +466,7 @@ static void test_sigterm_drains(void **state)
 	{
 		int status;
 		assert_int_equal(waitpid(k.pid, &status, 0), k.pid);
+		h_track(k.pid, false);
 		k.pid = 0;
 		assert_true(WIFEXITED(status));
 		assert_int_equal(WEXITSTATUS(status), 0);
