@@ -375,8 +375,8 @@ static void test_resend_applies_once(void **state)
 struct flight {
 	nng_ctx ctx;
 	nng_aio *aio;
-	int step; /* 0 sending, 1 receiving, 2 done */
-	int status;
+	atomic_int step; /* 0 sending, 1 receiving, 2 done */
+	atomic_int status;
 	char key[32];
 	atomic_int *done;
 };
