@@ -78,7 +78,32 @@ int parse_size(const char *s, uint64_t *ret)
 	return 0;
 }
 
+/* A plain count or duration: digits only (no size suffix). */
+static int parse_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end != '\0' || s[0] == '-')
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
 static int parse_u32(const char *s, uint32_t *ret)
+{
+	uint64_t v;
+
+	if (parse_u64(s, &v) != 0 || v > UINT32_MAX)
+		return -EINVAL;
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+/* A size in bytes that fits 32 bits ("16M"). */
+static int parse_size32(const char *s, uint32_t *ret)
 {
 	uint64_t v;
 
@@ -144,7 +169,7 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "max_message_size"))
 			return parse_size(v, &c->max_message_size);
 		if (!strcmp(k, "max_value_size"))
-			return parse_u32(v, &c->max_value_size);
+			return parse_size32(v, &c->max_value_size);
 		if (!strcmp(k, "contexts"))
 			return parse_u32(v, &c->contexts);
 		if (!strcmp(k, "auto_create"))
@@ -186,9 +211,9 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "history"))
 			return parse_u32(v, &c->defaults.history_versions);
 		if (!strcmp(k, "ttl_ms"))
-			return parse_size(v, &c->defaults.default_ttl_ms);
+			return parse_u64(v, &c->defaults.default_ttl_ms);
 		if (!strcmp(k, "max_keys"))
-			return parse_size(v, &c->defaults.max_keys);
+			return parse_u64(v, &c->defaults.max_keys);
 	}
 	(void)u;
 	return -ENOENT;
@@ -201,11 +226,13 @@ static int ini_cb(void *user, const char *section, const char *k, const char *v)
 
 	if (rv == 0)
 		return 1;
-	if (l->err[0] == '\0')
-		snprintf(l->err, l->errlen, rv == -ENOENT ? "unknown setting '%s%s%s'"
-		                                          : "bad value '%s' for '%s'",
-		         rv == -ENOENT ? section : v, rv == -ENOENT && section[0] ? "." : "",
-		         k);
+	if (l->err[0] == '\0') {
+		if (rv == -ENOENT)
+			snprintf(l->err, l->errlen, "unknown setting '%s%s%s'", section,
+			         section[0] ? "." : "", k);
+		else
+			snprintf(l->err, l->errlen, "bad value '%s' for '%s'", v, k);
+	}
 	return 0;
 }
 
@@ -260,6 +287,14 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	if (c->max_message_size < (uint64_t)c->max_value_size + KV_KEY_SIZE_MAX + 1024) {
 		snprintf(err, errlen, "max_message_size must leave room for a key and a value "
 		                      "of max_value_size");
+		return -EINVAL;
+	}
+	if (c->workers > 1024) {
+		snprintf(err, errlen, "workers must be 0 (one per CPU) .. 1024");
+		return -EINVAL;
+	}
+	if (c->max_queue == 0) {
+		snprintf(err, errlen, "max_queue must be at least 1");
 		return -EINVAL;
 	}
 	if (c->contexts == 0 || c->contexts > 65536) {

@@ -77,6 +77,7 @@ struct kvd {
 	struct kvd_config cfg;
 	char config_path[4096];
 	bool config_from_file;
+	bool log_level_from_flag; /* --log-level wins over the file, also on reload */
 	kv_store *store;
 	struct rpc_limits lim;
 	nng_socket sock;
@@ -86,6 +87,7 @@ struct kvd {
 	uint32_t nconns;
 	struct worker *workers;
 	uint32_t nworkers;
+	uint32_t nstarted; /* workers whose thread runs */
 	pthread_t maint;
 	bool maint_running;
 	pthread_mutex_t maint_mu;
@@ -105,6 +107,8 @@ struct kvd {
 };
 
 uint64_t now_ms(void);
+/* The oldest time a worker last went round its loop (watchdog). */
+uint64_t workers_oldest_beat(struct kvd *d);
 
 /* listener.c */
 int listeners_start(struct kvd *d, char *err, size_t errlen);

@@ -62,6 +62,34 @@ static void reload(struct kvd *d)
 		config_release(&fresh);
 		return;
 	}
+	{
+		/* what a reload cannot change: say so instead of ignoring it */
+		const struct kvd_config *o = &d->cfg, *n = &fresh;
+		struct {
+			const char *name;
+			bool changed;
+		} fixed[] = {
+			{"workers", n->workers != o->workers},
+			{"max_message_size", n->max_message_size != o->max_message_size},
+			{"max_value_size", n->max_value_size != o->max_value_size},
+			{"contexts", n->contexts != o->contexts},
+			{"auto_create", n->auto_create != o->auto_create},
+			{"token", strcmp(n->token, o->token) != 0},
+			{"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
+			{"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
+			{"ipc_mode", n->ipc_mode != o->ipc_mode},
+			{"segment_size", n->segment_size != o->segment_size},
+			{"open_files", n->open_files != o->open_files},
+			{"max_queue", n->max_queue != o->max_queue},
+			{"tenant-defaults", memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
+		};
+		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+			if (fixed[i].changed)
+				klog(LOG_WARNING, "reload: %s changed in %s; restart kvd to apply it",
+				     fixed[i].name, d->config_path);
+	}
+	if (d->log_level_from_flag)
+		fresh.log_level = d->cfg.log_level;
 	if (fresh.log_level != d->cfg.log_level) {
 		klog(LOG_NOTICE, "reload: log_level %s -> %s", log_level_name(d->cfg.log_level),
 		     log_level_name(fresh.log_level));
@@ -170,6 +198,7 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		}
 		d->cfg.workers = (uint32_t)w;
 	}
+	d->log_level_from_flag = level != NULL;
 	if (level != NULL && (d->cfg.log_level = log_level_parse(level)) < 0) {
 		fprintf(stderr, "kvd: unknown log level '%s'\n", level);
 		return 2;
@@ -252,6 +281,7 @@ int main(int argc, char **argv)
 	if (d.nworkers == 0)
 		d.nworkers = 1;
 	d.lim.max_value_size = d.cfg.max_value_size;
+	d.lim.defaults = &d.cfg.defaults;
 	d.lim.token = d.cfg.token;
 	d.lim.version = KVD_VERSION;
 
@@ -268,6 +298,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	{
+		int uerr = kv_io_uring_probe();
+		if (uerr != 0)
+			klog(LOG_WARNING, "io_uring is not available (%s): tenants use pread/pwrite",
+			     strerror(-uerr));
+	}
 	if (open_store(&d) != 0) {
 		config_release(&d.cfg);
 		close(sfd);
@@ -299,9 +335,23 @@ int main(int argc, char **argv)
 
 	for (;;) {
 		struct signalfd_siginfo si;
-		ssize_t n = read(sfd, &si, sizeof(si));
+		struct pollfd p = {sfd, POLLIN, 0};
+		int timeout = d.watchdog_usec ? (int)(d.watchdog_usec / 1000 / 2) : -1;
+		ssize_t n;
+
+		if (poll(&p, 1, timeout) == 0) {
+			/* the watchdog is fed while every worker still turns its loop */
+			uint64_t oldest = workers_oldest_beat(&d);
+			if (now_ms() - oldest < d.watchdog_usec / 1000)
+				sd_notify(0, "WATCHDOG=1");
+			else
+				klog(LOG_ERR, "a worker has been stuck for %" PRIu64 " ms",
+				     now_ms() - oldest);
+			continue;
+		}
+		n = read(sfd, &si, sizeof(si));
 		if (n != sizeof(si)) {
-			if (errno == EINTR)
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			klog(LOG_ERR, "signalfd: %m");
 			break;

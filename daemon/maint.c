@@ -3,7 +3,8 @@
  * (interval syncs, hint files of sealed segments, auto-merge), every second
  * it passivates idle tenants and keeps key directories within the memory
  * budget, and it runs merges and Compact requests. It also sends systemd
- * STATUS= and WATCHDOG=1.
+ * STATUS= (WATCHDOG=1 comes from the main thread, which a long merge never
+ * holds up).
  *
  * A merge drives barriers through the tenant's write path, which the owning
  * worker runs; so before merging, the thread asks the owner to watch the
@@ -107,7 +108,7 @@ static void tick_tenants(struct kvd *d)
 static void *maint_main(void *arg)
 {
 	struct kvd *d = arg;
-	uint64_t last_maintain = now_ms(), last_status = 0, last_watchdog = 0;
+	uint64_t last_maintain = now_ms(), last_status = 0;
 
 	pthread_mutex_lock(&d->maint_mu);
 	while (!atomic_load(&d->maint_quit)) {
@@ -150,10 +151,6 @@ static void *maint_main(void *arg)
 			           st.tenants, st.active, atomic_load(&d->requests),
 			           atomic_load(&d->in_flight));
 			last_status = now;
-		}
-		if (d->watchdog_usec && (now - last_watchdog) * 1000 >= d->watchdog_usec / 2) {
-			sd_notify(0, "WATCHDOG=1");
-			last_watchdog = now;
 		}
 		pthread_mutex_lock(&d->maint_mu);
 	}

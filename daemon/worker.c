@@ -63,6 +63,7 @@ struct worker {
 	struct kvd *d;
 	uint32_t id;
 	pthread_t th;
+	_Atomic uint64_t beat; /* now_ms() of the last turn of the loop */
 	pthread_mutex_t mu;
 	struct job *q_head, *q_tail;
 	uint32_t qlen;
@@ -85,6 +86,18 @@ uint64_t now_ms(void)
 uint32_t worker_of(const struct kvd *d, const char *tenant)
 {
 	return (uint32_t)(XXH3_64bits(tenant, strlen(tenant)) % d->nworkers);
+}
+
+uint64_t workers_oldest_beat(struct kvd *d)
+{
+	uint64_t oldest = UINT64_MAX;
+
+	for (uint32_t i = 0; i < d->nstarted; i++) {
+		uint64_t b = atomic_load(&d->workers[i].beat);
+		if (b < oldest)
+			oldest = b;
+	}
+	return oldest;
 }
 
 bool worker_post(struct kvd *d, uint32_t wi, struct job *j)
@@ -466,7 +479,9 @@ static void *worker_main(void *arg)
 	while (!atomic_load(&w->d->quit)) {
 		struct job *q;
 		uint64_t v;
-		int n = epoll_wait(w->epfd, evs, 64, 500);
+		int n;
+		atomic_store(&w->beat, now_ms());
+		n = epoll_wait(w->epfd, evs, 64, 500);
 		(void)n;
 		if (read(w->qfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			klog(LOG_ERR, "worker %u: queue: %m", w->id);
@@ -503,10 +518,14 @@ int workers_start(struct kvd *d)
 		return -ENOMEM;
 	for (i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
-		struct epoll_event ev;
 		w->d = d;
 		w->id = i;
+		w->qfd = w->epfd = -1;
 		pthread_mutex_init(&w->mu, NULL);
+	}
+	for (i = 0; i < d->nworkers; i++) {
+		struct worker *w = &d->workers[i];
+		struct epoll_event ev;
 		w->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		if (w->qfd < 0 || w->epfd < 0)
@@ -518,6 +537,7 @@ int workers_start(struct kvd *d)
 			return -errno;
 		if (pthread_create(&w->th, NULL, worker_main, w) != 0)
 			return -EAGAIN;
+		d->nstarted = i + 1;
 	}
 	return 0;
 }
@@ -530,20 +550,23 @@ void workers_stop(struct kvd *d)
 	if (d->workers == NULL)
 		return;
 	atomic_store(&d->quit, true);
-	for (i = 0; i < d->nworkers; i++)
+	for (i = 0; i < d->nstarted; i++)
 		if (write(d->workers[i].qfd, &one, sizeof(one)) < 0)
 			klog(LOG_ERR, "worker %u: cannot wake: %m", i);
 	for (i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
-		pthread_join(w->th, NULL);
+		if (i < d->nstarted)
+			pthread_join(w->th, NULL);
 		while (w->dd_head != NULL) {
 			struct dd_ent *e = w->dd_head;
 			w->dd_head = e->fnext;
 			free(e->reply);
 			free(e);
 		}
-		close(w->qfd);
-		close(w->epfd);
+		if (w->qfd >= 0)
+			close(w->qfd);
+		if (w->epfd >= 0)
+			close(w->epfd);
 		pthread_mutex_destroy(&w->mu);
 	}
 	free(d->workers);

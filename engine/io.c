@@ -49,6 +49,16 @@ int io_write_poll(struct io_backend *io, bool wait, struct io_result *ret)
 	return io->ops->write_poll(io, wait, ret);
 }
 
+int kv_io_uring_probe(void)
+{
+	struct io_uring ring;
+	int rv = io_uring_queue_init(2, &ring, 0);
+
+	if (rv == 0)
+		io_uring_queue_exit(&ring);
+	return rv;
+}
+
 void io_signal(int efd)
 {
 	uint64_t one = 1;

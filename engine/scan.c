@@ -199,7 +199,10 @@ int kv_iter_open(kv_db *db, const struct kv_scan_opts *opts, kv_iter **ret)
 	}
 
 	pthread_mutex_lock(&db->mu);
-	it->snap = opts->as_of ? opts->as_of : atomic_load(&db->committed_version);
+	it->snap = atomic_load(&db->committed_version);
+	/* an as_of in the future would let later writes into the snapshot */
+	if (opts->as_of && opts->as_of < it->snap)
+		it->snap = opts->as_of;
 	if (db->nsnaps == db->capsnaps) {
 		size_t cap = db->capsnaps ? db->capsnaps * 2 : 8;
 		uint64_t *nv = realloc(db->snaps, cap * sizeof(*nv));

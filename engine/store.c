@@ -773,6 +773,17 @@ int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret)
 		pthread_mutex_unlock(&s->mu);
 		return -ENOENT;
 	}
+	/* a tenant half way open or closed has no consistent figures yet */
+	t->hold++;
+	while (t->state == T_OPENING || t->state == T_CLOSING)
+		pthread_cond_wait(&s->cv, &s->mu);
+	t->hold--;
+	if (t->dropped) {
+		if (t->hold == 0)
+			tenant_free(t);
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
 	snprintf(info.name, sizeof(info.name), "%s", t->name);
 	info.active = t->state == T_ACTIVE;
 	info.idle_ms = t->refs > 0 ? 0 : mono_ms() - t->last_used_ms;

@@ -91,7 +91,9 @@ void kvc_close(kvc *c);
 struct kvc_call {
 	const char *tenant;        /* NULL: the handle's tenant */
 	uint32_t timeout_ms;       /* 0: the handle's timeout */
-	struct kvc_status *status; /* filled when not NULL, also on success */
+	struct kvc_status *status; /* filled when not NULL, also on success; the *_async
+	                              calls fill it only when they fail to send, the
+	                              outcome goes to the callback */
 };
 
 /* ---- data --------------------------------------------------------------- */

@@ -707,7 +707,10 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 	}
 	case RPC_TENANT_CREATE: {
 		struct kv_tenant_config c;
-		kv_tenant_config_init(&c);
+		if (lim->defaults)
+			c = *lim->defaults;
+		else
+			kv_tenant_config_init(&c);
 		if (parse_config(r, out, &c) != 0)
 			return;
 		rv = kv_store_create(s, r->tenant, &c);

@@ -73,6 +73,7 @@ enum rpc_kind {
 /* Limits and identity of the server, set once by kvd. */
 struct rpc_limits {
 	uint32_t max_value_size;
+	const struct kv_tenant_config *defaults; /* TenantCreate starts from these */
 	const char *token; /* NULL or "": no authentication */
 	const char *version;
 };

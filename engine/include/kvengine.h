@@ -105,6 +105,10 @@ struct kv_options {
 /* Fills *o with the defaults above. */
 void kv_options_init(struct kv_options *o);
 
+/* 0 when this process can set up io_uring, else why not (-errno):
+ * KV_IO_AUTO databases then use pread/pwrite. */
+int kv_io_uring_probe(void);
+
 typedef struct kv_db kv_db;
 
 /*

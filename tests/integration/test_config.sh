@@ -1,0 +1,208 @@
+#!/bin/sh
+# test_config.sh — the shipped systemd/kvd.conf is accepted by kvd as it is and with every default uncommented, lists (as kvd.conf(5) does) every setting kvd knows, and a typo or a bad value is refused with exit 1 and one line.
+#
+# usage: test_config.sh KVD KVCTL SOURCE_ROOT   (meson passes them)
+#
+# Each kvd runs with the file under test plus --data-dir and --listen on a
+# temporary directory (flags override the file), is polled with
+# `kvctl health` a bounded number of times, then stopped with SIGTERM, which
+# must give exit status 0. Prints every failed check; exits 1 if there was
+# any.
+
+set -u
+
+KVD=${1:?usage: test_config.sh KVD KVCTL SOURCE_ROOT}
+KVCTL=${2:?usage: test_config.sh KVD KVCTL SOURCE_ROOT}
+SRC=${3:?usage: test_config.sh KVD KVCTL SOURCE_ROOT}
+CONF=$SRC/systemd/kvd.conf
+MAN=$SRC/docs/kvd.conf.5
+CONFIG_C=$SRC/daemon/config.c
+
+for f in "$KVD" "$KVCTL"; do
+	if [ ! -x "$f" ]; then
+		echo "FAIL: $f is not an executable"
+		exit 1
+	fi
+done
+for f in "$CONF" "$MAN" "$CONFIG_C"; do
+	if [ ! -r "$f" ]; then
+		echo "FAIL: $f is missing"
+		exit 1
+	fi
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtest-config-XXXXXX") || exit 1
+KVD_PID=
+failures=0
+checks=0
+
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+	if [ -n "$KVD_PID" ]; then
+		kill -KILL "$KVD_PID" 2>/dev/null
+		wait "$KVD_PID" 2>/dev/null
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+fail() {
+	failures=$((failures + 1))
+	echo "FAIL: $*"
+}
+
+# serve NAME FILE: kvd with FILE answers health, a put and a get, and exits
+# 0 on SIGTERM.
+serve() {
+	name=$1
+	file=$2
+	dir=$TMP/$name
+	sock=ipc://$dir/kvd.sock
+	mkdir -p "$dir"
+	"$KVD" --config "$file" --data-dir "$dir/data" --listen "$sock" 2>"$dir/kvd.log" &
+	KVD_PID=$!
+	up=no
+	tries=0
+	# bounded readiness poll: at most 100 tries (kvctl fails at once
+	# while nothing listens)
+	while [ $tries -lt 100 ]; do
+		if "$KVCTL" -e "$sock" --timeout 1000 health >/dev/null 2>&1; then
+			up=yes
+			break
+		fi
+		if ! kill -0 "$KVD_PID" 2>/dev/null; then
+			break
+		fi
+		tries=$((tries + 1))
+		sleep 0.1
+	done
+	checks=$((checks + 1))
+	if [ $up != yes ]; then
+		fail "$name: kvd did not answer health after $tries tries"
+		sed 's/^/    /' "$dir/kvd.log"
+		kill -KILL "$KVD_PID" 2>/dev/null
+		wait "$KVD_PID" 2>/dev/null
+		KVD_PID=
+		return
+	fi
+	checks=$((checks + 1))
+	if ! "$KVCTL" -e "$sock" put greeting hello >/dev/null 2>"$dir/err" ||
+		[ "$("$KVCTL" -e "$sock" get greeting 2>>"$dir/err")" != hello ]; then
+		fail "$name: put/get: $(cat "$dir/err")"
+	fi
+	kill -TERM "$KVD_PID"
+	wait "$KVD_PID"
+	status=$?
+	KVD_PID=
+	checks=$((checks + 1))
+	if [ $status -ne 0 ]; then
+		fail "$name: kvd exited $status after SIGTERM, want 0"
+		sed 's/^/    /' "$dir/kvd.log"
+	fi
+}
+
+# refuse NAME FILE PATTERN: kvd with FILE exits 1 with one line on stderr
+# that contains PATTERN (a fixed string).
+refuse() {
+	name=$1
+	file=$2
+	pattern=$3
+	dir=$TMP/$name
+	mkdir -p "$dir"
+	"$KVD" --config "$file" --data-dir "$dir/data" --listen "ipc://$dir/kvd.sock" \
+		>"$dir/out" 2>"$dir/err" &
+	KVD_PID=$!
+	# kvd refuses before it starts anything; one that takes the file
+	# anyway is stopped after a bounded wait (100 tries)
+	tries=0
+	while kill -0 "$KVD_PID" 2>/dev/null && [ $tries -lt 100 ]; do
+		tries=$((tries + 1))
+		sleep 0.1
+	done
+	if kill -0 "$KVD_PID" 2>/dev/null; then
+		kill -TERM "$KVD_PID"
+	fi
+	wait "$KVD_PID"
+	status=$?
+	KVD_PID=
+	checks=$((checks + 1))
+	if [ $status -ne 1 ]; then
+		fail "$name: exit $status, want 1"
+	fi
+	lines=$(wc -l <"$dir/err")
+	checks=$((checks + 1))
+	if [ "$lines" -ne 1 ]; then
+		fail "$name: $lines lines on stderr, want 1:"
+		sed 's/^/    /' "$dir/err"
+	fi
+	checks=$((checks + 1))
+	if ! grep -qF -- "$pattern" "$dir/err"; then
+		fail "$name: stderr lacks '$pattern': $(cat "$dir/err")"
+	fi
+	checks=$((checks + 1))
+	if [ -s "$dir/out" ]; then
+		fail "$name: something on stdout: $(cat "$dir/out")"
+	fi
+}
+
+# 1. The file as shipped: everything commented out, kvd runs on defaults.
+serve shipped "$CONF"
+
+# 2. Every setting uncommented with the default the file states.
+sed -E 's/^#([a-z_]+ =)/\1/' "$CONF" >"$TMP/uncommented.conf"
+n=$(grep -cE '^[a-z_]+ =' "$TMP/uncommented.conf")
+checks=$((checks + 1))
+if [ "$n" -lt 20 ]; then
+	fail "only $n settings found in $CONF (each as '#key = default')"
+fi
+serve uncommented "$TMP/uncommented.conf"
+
+# 3. Every setting config.c knows is in the shipped file and in kvd.conf(5);
+# and the file shows nothing config.c does not know.
+known=$(grep -oE '!strcmp\(k, "[a-z_]+"\)' "$CONFIG_C" | sed -E 's/.*"([a-z_]+)".*/\1/' | sort -u)
+checks=$((checks + 1))
+if [ -z "$known" ]; then
+	fail "no settings found in $CONFIG_C"
+fi
+for k in $known; do
+	checks=$((checks + 1))
+	grep -qE "^#$k =( |\$)" "$CONF" || fail "setting '$k' is not in $CONF as '#$k = default'"
+	checks=$((checks + 1))
+	grep -qE "^\\.BI $k " "$MAN" || fail "setting '$k' is not described in $MAN"
+done
+grep -oE '^#[a-z_]+ =' "$CONF" | sed -E 's/^#([a-z_]+) =/\1/' >"$TMP/shown"
+while read -r k; do
+	checks=$((checks + 1))
+	echo "$known" | grep -qx "$k" || fail "$CONF shows '$k', which kvd does not know"
+done <"$TMP/shown"
+
+# 4. A typo in a setting's name: refused, naming it and its line.
+line=$(grep -nE '^#workers = ' "$CONF" | cut -d: -f1)
+sed -E 's/^#workers = .*/wrokers = 2/' "$CONF" >"$TMP/typo.conf"
+refuse typo "$TMP/typo.conf" "line $line: unknown setting 'kvd.wrokers'"
+
+# 5. A typo in a section's name.
+sed -E 's/^\[tenant-defaults\]/[tenant-default]/; s/^#history = /history = /' "$CONF" \
+	>"$TMP/section.conf"
+refuse section "$TMP/section.conf" "unknown setting 'tenant-default.history'"
+
+# 6. A value that is not one: refused, naming the line.
+line=$(grep -nE '^#idle_timeout = ' "$CONF" | cut -d: -f1)
+sed -E 's/^#idle_timeout = .*/idle_timeout = 5 minutes/' "$CONF" >"$TMP/value.conf"
+refuse value "$TMP/value.conf" "line $line: bad value '5 minutes'"
+
+# 7. A comment after a value with '#' is part of the value (kvd.conf(5)).
+sed -E 's/^#log_level = .*/log_level = debug # more/' "$CONF" >"$TMP/hash.conf"
+refuse hash-comment "$TMP/hash.conf" "bad value 'debug # more'"
+
+# 8. A combination that cannot hold.
+sed -E 's/^#max_value_size = .*/max_value_size = 64M/' "$CONF" >"$TMP/combo.conf"
+refuse combination "$TMP/combo.conf" "max_message_size must leave room"
+
+if [ $failures -gt 0 ]; then
+	echo "$failures of $checks checks failed"
+	exit 1
+fi
+echo "all $checks checks passed"
+exit 0
