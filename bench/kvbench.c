@@ -1,4 +1,4 @@
-/* kvbench.c — kvbench: benchmarks of kvd's engine and its peers. */
+/* kvbench.c — kvbench: benchmarks of kvd's engine, its peers, and kvd itself. */
 #include "bench.h"
 
 #include <stdio.h>
@@ -6,13 +6,16 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kvbench COMMAND [options]\n"
-	           "commands:\n"
-	           "  engine   db_bench-style workloads: kvd engine against RocksDB and LevelDB\n"
-	           "  keydir   key-directory memory per key and speed\n"
-	           "  open     time to open a database: from hint files, by log scan\n"
-	           "  merge    merge time, space reclaimed, writer latency during a merge\n"
-	           "run 'kvbench COMMAND --help' for the options of a command\n");
+	fprintf(f,
+	        "usage: kvbench COMMAND [options]\n"
+	        "commands:\n"
+	        "  engine   db_bench-style workloads: kvd engine against RocksDB and LevelDB\n"
+	        "  keydir   key-directory memory per key and speed\n"
+	        "  open     time to open a database: from hint files, by log scan\n"
+	        "  merge    merge time, space reclaimed, writer latency during a merge\n"
+	        "  rpc      Get/Put throughput and latency through kvd, with transport baselines\n"
+	        "  activate time to activate a passive tenant; first Get through kvd\n"
+	        "run 'kvbench COMMAND --help' for the options of a command\n");
 }
 
 int main(int argc, char **argv)
@@ -33,6 +36,10 @@ int main(int argc, char **argv)
 		return bench_merge(argc - 1, argv + 1);
 	if (strcmp(argv[1], "engine") == 0)
 		return bench_engine(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rpc") == 0)
+		return bench_rpc(argc - 1, argv + 1);
+	if (strcmp(argv[1], "activate") == 0)
+		return bench_activate(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

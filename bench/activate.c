@@ -1,0 +1,1131 @@
+/*
+ * bench/activate.c — kvbench activate: how long a passive tenant takes to
+ * come back, in process and through kvd.
+ *
+ *   kvbench activate [--keys LIST] [--repeat R] [--kvd PATH] [--no-kvd]
+ *                    [--dir DIR] [--quick] [--json | --markdown]
+ *
+ * For each N of --keys:
+ *   1. load: a store in a fresh directory (kv_store_open), tenant "bench"
+ *      (sync=none), N distinct keys in random order through kv_batch on the
+ *      tenant's database, kv_store_close — the tenant is now passive, with a
+ *      hint file per sealed segment.
+ *   2. in process: the store reopened with kvd's options (external event
+ *      loop, no background thread); kv_store_activate timed R times for each
+ *      of: from hint files with the files in the page cache (warm), the same
+ *      after POSIX_FADV_DONTNEED on every file of the tenant (cold), and by
+ *      full log replay (every .hint file deleted first), warm and cold. Each
+ *      activation is followed by kv_store_passivate. After the first
+ *      activation from hints: key-directory bytes per key (kv_store_info's
+ *      stats.keydir_bytes / keys) and, as a cross-check, the bytes malloc
+ *      handed out during the activation (mallinfo2) per key.
+ *   3. through kvd (unless --no-kvd): kvd started on the directory (the
+ *      tenant is passive at start), the same four cases R times each: the
+ *      first kvc_get of an existing key timed end to end (it includes the
+ *      activation), then a second Get, then the median of 1000 more Gets;
+ *      then the same activation by TenantActivate (kvd's own activation_us);
+ *      TenantPassivate between them; SIGTERM at the end, exit 0 checked.
+ * Every row reports the median of its R repetitions, with the fastest and
+ * slowest. Exits 0 only when every step worked and every Get found its value.
+ */
+#include "bench.h"
+
+#include "kvclient.h"
+#include "kvengine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define AB_KEYS_DEFAULT   1000000ull
+#define AB_QUICK_KEYS     10000ull
+#define AB_KEYS_MAX       200000000ull
+#define AB_KLIST_MAX      8 /* entries of --keys */
+#define AB_REPEAT_DEFAULT 3ull
+#define AB_REPEAT_MAX     51ull
+#define AB_KEY_SIZE       16   /* bytes, zero-padded decimal */
+#define AB_VALUE_SIZE     100  /* bytes of random data */
+#define AB_BATCH          1024 /* ops per kv_batch while loading */
+#define AB_MORE_GETS      1000 /* Gets after the second, for a steady-state median */
+#define AB_TENANT         "bench"
+#define AB_PATH_MAX       4096
+#define AB_ERR_MAX        512
+#define AB_TIMEOUT_MS     120000 /* a first Get may activate a large tenant */
+
+enum ab_case { C_HINT_WARM, C_HINT_COLD, C_SCAN_WARM, C_SCAN_COLD, C_COUNT };
+
+static const char *const ab_case_path[C_COUNT] = {"hint files", "hint files", "log replay",
+                                                  "log replay"};
+static const char *const ab_case_cache[C_COUNT] = {"warm", "cold", "warm", "cold"};
+
+/* R samples and their summary. */
+struct ab_series {
+	double v[AB_REPEAT_MAX];
+	size_t n;
+};
+
+struct ab_row {
+	bool ran;
+	struct ab_series activate_s;      /* kvbench's clock around kv_store_activate */
+	struct ab_series engine_us;       /* the store's own last_activation_us */
+	struct ab_series faults;          /* minor page faults of the activating thread */
+	struct ab_series first_s;         /* first Get through kvd */
+	struct ab_series second_s;        /* the Get after it */
+	struct ab_series steady_s;        /* median of AB_MORE_GETS more */
+	struct ab_series kvd_activate_us; /* TenantActivate's activation_us */
+	uint32_t hints_loaded, segments_scanned, segments;
+	uint64_t records;
+};
+
+struct ab_size {
+	uint64_t keys;
+	bool ok;
+	char err[AB_ERR_MAX];
+	double load_s;
+	uint64_t disk_bytes, hint_bytes, live_keys;
+	uint32_t segments_on_disk, hint_files;
+	uint32_t segments_after; /* segment files after every activation and passivation */
+	uint64_t keydir_bytes;
+	int64_t malloc_bytes; /* during the first activation from hints */
+	struct ab_row row[C_COUNT];
+	char kvd_command[4096];
+	bool kvd_ran, kvd_exit_ok;
+	uint64_t passivate_retries;  /* TenantPassivate answered UNAVAILABLE "busy" */
+	double passivate_wait_max_s; /* longest TenantPassivate, retries included */
+};
+
+struct ab_opts {
+	uint64_t keys[AB_KLIST_MAX];
+	size_t nkeys;
+	uint64_t repeat;
+	const char *kvd;
+	bool use_kvd;
+	const char *dir;
+	bool quick, json, markdown;
+	bool keys_set, repeat_set;
+};
+
+struct ab_bench {
+	struct ab_opts o;
+	char command[4096];
+	char kvd_path[AB_PATH_MAX];     /* the kvd binary given or found */
+	char kvd_bin[AB_PATH_MAX + 16]; /* its copy in base, which every kvd runs */
+	char base[AB_PATH_MAX];
+	char fs[64];
+	char *pool;
+	struct ab_size sizes[AB_KLIST_MAX];
+	FILE *progress;
+};
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static uint64_t ab_rng(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t ab_below(uint64_t *s, uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)ab_rng(s) * n) >> 64);
+}
+
+static void ab_key(char *buf, uint64_t id)
+{
+	for (size_t i = AB_KEY_SIZE; i > 0; i--) {
+		buf[i - 1] = (char)('0' + id % 10);
+		id /= 10;
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void series_add(struct ab_series *s, double v)
+{
+	if (s->n < AB_REPEAT_MAX)
+		s->v[s->n++] = v;
+}
+
+/* The median (the upper middle one for an even count); min and max. */
+static double series_median(const struct ab_series *s, double *ret_min, double *ret_max)
+{
+	double v[AB_REPEAT_MAX];
+
+	if (s->n == 0) {
+		if (ret_min)
+			*ret_min = 0;
+		if (ret_max)
+			*ret_max = 0;
+		return 0;
+	}
+	memcpy(v, s->v, s->n * sizeof(double));
+	qsort(v, s->n, sizeof(double), cmp_double);
+	if (ret_min)
+		*ret_min = v[0];
+	if (ret_max)
+		*ret_max = v[s->n - 1];
+	return v[s->n / 2];
+}
+
+static int64_t malloc_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (int64_t)(mi.uordblks + mi.hblkhd);
+}
+
+/* Calls fn(path, name, arg) for every regular file of dir. */
+static int each_file(const char *dir, int (*fn)(const char *path, const char *name, void *arg),
+                     void *arg)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[AB_PATH_MAX + 256];
+	int rv = 0;
+
+	if (d == NULL)
+		return -errno;
+	while ((de = readdir(d)) != NULL && rv == 0) {
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		rv = fn(p, de->d_name, arg);
+	}
+	closedir(d);
+	return rv;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t l = strlen(s), k = strlen(suffix);
+	return l >= k && strcmp(s + l - k, suffix) == 0;
+}
+
+static int drop_hint(const char *path, const char *name, void *arg)
+{
+	(void)arg;
+	if (ends_with(name, ".hint") && unlink(path) != 0)
+		return -errno;
+	return 0;
+}
+
+/* Writes back and evicts a file's pages from the page cache. */
+static int drop_cache(const char *path, const char *name, void *arg)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rv = 0;
+
+	(void)name;
+	(void)arg;
+	if (fd < 0)
+		return -errno;
+	if (fdatasync(fd) != 0)
+		rv = -errno;
+	else if ((rv = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) != 0)
+		rv = -rv;
+	close(fd);
+	return rv;
+}
+
+struct file_count {
+	uint32_t seg, hint;
+	uint64_t seg_bytes, hint_bytes;
+};
+
+static int count_file(const char *path, const char *name, void *arg)
+{
+	struct file_count *c = arg;
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return 0;
+	if (ends_with(name, ".seg")) {
+		c->seg++;
+		c->seg_bytes += (uint64_t)st.st_size;
+	} else if (ends_with(name, ".hint")) {
+		c->hint++;
+		c->hint_bytes += (uint64_t)st.st_size;
+	}
+	return 0;
+}
+
+/* Gets the tenant into the state a case starts from: hint files removed for
+ * the log-replay cases, page cache dropped for the cold ones. */
+static int prepare(const char *tdir, enum ab_case k, char *err, size_t errlen)
+{
+	int rv;
+
+	if ((k == C_SCAN_WARM || k == C_SCAN_COLD) &&
+	    (rv = each_file(tdir, drop_hint, NULL)) != 0) {
+		bench_fmt(err, errlen, "removing hint files in %s: %s", tdir, strerror(-rv));
+		return rv;
+	}
+	if ((k == C_HINT_COLD || k == C_SCAN_COLD) &&
+	    (rv = each_file(tdir, drop_cache, NULL)) != 0) {
+		bench_fmt(err, errlen, "dropping %s from the page cache: %s", tdir, strerror(-rv));
+		return rv;
+	}
+	return 0;
+}
+
+/* ---- 1. load ------------------------------------------------------------------ */
+
+static int load(struct ab_bench *b, struct ab_size *z, const char *dir)
+{
+	struct kv_store_options so;
+	struct kv_tenant_config tc;
+	struct kv_op *ops = calloc(AB_BATCH, sizeof(*ops));
+	char(*keys)[AB_KEY_SIZE] = calloc(AB_BATCH, AB_KEY_SIZE);
+	uint64_t *perm = malloc(z->keys * sizeof(uint64_t)), s = 42;
+	kv_store *st = NULL;
+	kv_tenant *t = NULL;
+	struct kv_stats stats;
+	size_t vpos = 0;
+	double t0 = bench_now();
+	int rv = -ENOMEM;
+
+	if (ops == NULL || keys == NULL || perm == NULL) {
+		bench_fmt(z->err, sizeof z->err, "out of memory for %" PRIu64 " keys", z->keys);
+		goto out;
+	}
+	/* every key once, in random order */
+	for (uint64_t i = 0; i < z->keys; i++)
+		perm[i] = i;
+	for (uint64_t i = z->keys - 1; i > 0; i--) {
+		uint64_t j = ab_below(&s, i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	kv_store_options_init(&so);
+	kv_tenant_config_init(&tc);
+	tc.sync = KV_SYNC_NONE;
+	if ((rv = kv_store_open(dir, &so, &st)) != 0 ||
+	    (rv = kv_store_create(st, AB_TENANT, &tc)) != 0 ||
+	    (rv = kv_store_get(st, AB_TENANT, &t)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "store %s: %s", dir, kv_strerror(rv));
+		goto out;
+	}
+	for (uint64_t i = 0; i < z->keys;) {
+		size_t n = 0;
+		for (; n < AB_BATCH && i < z->keys; n++, i++) {
+			ab_key(keys[n], perm[i]);
+			ops[n] = (struct kv_op){.type = KV_OP_PUT,
+			                        .key = keys[n],
+			                        .key_len = AB_KEY_SIZE,
+			                        .value = b->pool + vpos,
+			                        .value_len = AB_VALUE_SIZE,
+			                        .if_version = KV_ANY_VERSION};
+			if ((vpos += 4099) >= (1u << 20))
+				vpos -= 1u << 20;
+		}
+		if ((rv = kv_batch(kv_tenant_db(t), ops, n)) != 0) {
+			bench_fmt(z->err, sizeof z->err, "kv_batch: %s", kv_strerror(rv));
+			goto out;
+		}
+	}
+	if ((rv = kv_stats(kv_tenant_db(t), &stats)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "kv_stats: %s", kv_strerror(rv));
+		goto out;
+	}
+	z->live_keys = stats.keys;
+	z->disk_bytes = stats.disk_bytes;
+	kv_store_put(st, t);
+	t = NULL;
+	rv = kv_store_close(st);
+	st = NULL;
+	if (rv != 0) {
+		bench_fmt(z->err, sizeof z->err, "kv_store_close: %s", kv_strerror(rv));
+		goto out;
+	}
+	z->load_s = bench_now() - t0;
+	if (z->live_keys != z->keys) {
+		bench_fmt(z->err, sizeof z->err, "%" PRIu64 " live keys after loading %" PRIu64,
+		          z->live_keys, z->keys);
+		rv = -EIO;
+	}
+out:
+	if (t != NULL)
+		kv_store_put(st, t);
+	kv_store_close(st);
+	free(perm);
+	free(keys);
+	free(ops);
+	return rv;
+}
+
+/* ---- 2. in process --------------------------------------------------------------- */
+
+/* The store options kvd uses (daemon/main.c open_store) at its defaults. */
+static void kvd_like_options(struct kv_store_options *so)
+{
+	kv_store_options_init(so);
+	so->base.external_loop = true;
+	so->base.background = false;
+	so->base.merge_ratio_pct = 50;
+}
+
+static int in_process(struct ab_bench *b, struct ab_size *z, const char *dir, const char *tdir)
+{
+	struct kv_store_options so;
+	kv_store *st = NULL;
+	int rv;
+
+	kvd_like_options(&so);
+	if ((rv = kv_store_open(dir, &so, &st)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "reopening the store: %s", kv_strerror(rv));
+		return rv;
+	}
+	for (int k = 0; k < C_COUNT; k++) {
+		struct ab_row *row = &z->row[k];
+		for (uint64_t r = 0; r < b->o.repeat; r++) {
+			struct kv_tenant_info ti;
+			struct kv_recovery_info ri;
+			struct rusage ru0, ru1;
+			kv_tenant *t;
+			uint64_t us = 0;
+			int64_t m0;
+			double t0, t1;
+			if ((rv = prepare(tdir, (enum ab_case)k, z->err, sizeof z->err)) != 0)
+				goto out;
+			m0 = malloc_in_use();
+			getrusage(RUSAGE_THREAD, &ru0);
+			t0 = bench_now();
+			rv = kv_store_activate(st, AB_TENANT, &us);
+			t1 = bench_now();
+			getrusage(RUSAGE_THREAD, &ru1);
+			series_add(&row->faults, (double)(ru1.ru_minflt - ru0.ru_minflt));
+			if (rv != 0) {
+				bench_fmt(z->err, sizeof z->err, "kv_store_activate (%s, %s): %s",
+				          ab_case_path[k], ab_case_cache[k], kv_strerror(rv));
+				goto out;
+			}
+			if (k == C_HINT_WARM && r == 0)
+				z->malloc_bytes = malloc_in_use() - m0;
+			series_add(&row->activate_s, t1 - t0);
+			series_add(&row->engine_us, (double)us);
+			if ((rv = kv_store_info(st, AB_TENANT, &ti)) != 0 ||
+			    (rv = kv_store_get_active(st, AB_TENANT, &t)) != 0) {
+				bench_fmt(z->err, sizeof z->err, "kv_store_info: %s",
+				          kv_strerror(rv));
+				goto out;
+			}
+			rv = kv_recovery_info(kv_tenant_db(t), &ri);
+			kv_store_put_unused(st, t);
+			if (rv != 0) {
+				bench_fmt(z->err, sizeof z->err, "kv_recovery_info: %s",
+				          kv_strerror(rv));
+				goto out;
+			}
+			if (ti.stats.keys != z->keys) {
+				bench_fmt(z->err, sizeof z->err,
+				          "%" PRIu64 " keys after activation, %" PRIu64 " loaded",
+				          ti.stats.keys, z->keys);
+				rv = -EIO;
+				goto out;
+			}
+			if (k == C_HINT_WARM && r == 0)
+				z->keydir_bytes = ti.stats.keydir_bytes;
+			if (r == 0) {
+				row->hints_loaded = ri.hints_loaded;
+				row->segments_scanned = ri.segments_scanned;
+				row->segments = ri.segments;
+				row->records = ri.records;
+			}
+			if ((rv = kv_store_passivate(st, AB_TENANT)) != 0) {
+				bench_fmt(z->err, sizeof z->err, "kv_store_passivate: %s",
+				          kv_strerror(rv));
+				goto out;
+			}
+		}
+		row->ran = true;
+		fprintf(b->progress,
+		        "  %" PRIu64 " keys, in process, %s, %s: %.1f ms (engine %.1f ms), %u hint "
+		        "files loaded, %u segments replayed, %.0f page faults\n",
+		        z->keys, ab_case_path[k], ab_case_cache[k],
+		        series_median(&row->activate_s, NULL, NULL) * 1e3,
+		        series_median(&row->engine_us, NULL, NULL) / 1e3, row->hints_loaded,
+		        row->segments_scanned, series_median(&row->faults, NULL, NULL));
+		fflush(b->progress);
+	}
+	rv = 0;
+out : {
+	int r2 = kv_store_close(st);
+	if (rv == 0 && r2 != 0) {
+		bench_fmt(z->err, sizeof z->err, "kv_store_close: %s", kv_strerror(r2));
+		rv = r2;
+	}
+}
+	return rv;
+}
+
+/* ---- 3. through kvd ------------------------------------------------------------ */
+
+static int timed_get(kvc *c, const char *key, double *ret_s, char *err, size_t errlen)
+{
+	struct kvc_status st;
+	struct kvc_call call = {.tenant = AB_TENANT, .timeout_ms = AB_TIMEOUT_MS, .status = &st};
+	struct kvc_value v;
+	double t0 = bench_now();
+	int rv = kvc_get(c, &call, key, AB_KEY_SIZE, 0, 0, &v);
+	double t1 = bench_now();
+
+	if (rv != 0) {
+		bench_fmt(err, errlen, "Get: %s: %s", kvc_code_name(rv), st.message);
+		return rv;
+	}
+	rv = v.len == AB_VALUE_SIZE ? 0 : -EIO;
+	if (rv != 0)
+		bench_fmt(err, errlen, "Get returned %zu bytes, not %d", v.len, AB_VALUE_SIZE);
+	kvc_value_free(&v);
+	*ret_s = t1 - t0;
+	return rv;
+}
+
+/* TenantPassivate, retried while kvd answers UNAVAILABLE "busy" (its
+ * maintenance thread holds the tenant: writing hint files, merging). */
+static int passivate(kvc *c, struct ab_size *z)
+{
+	struct kvc_status st;
+	struct kvc_call call = {.timeout_ms = AB_TIMEOUT_MS, .status = &st};
+	double t0 = bench_now(), waited;
+	int rv;
+
+	while ((rv = kvc_tenant_passivate(c, &call, AB_TENANT)) == -KVC_UNAVAILABLE &&
+	       bench_now() - t0 < AB_TIMEOUT_MS / 1000.0) {
+		z->passivate_retries++;
+		usleep(10000);
+	}
+	if (rv != 0) {
+		bench_fmt(z->err, sizeof z->err, "TenantPassivate: %s: %s", kvc_code_name(rv),
+		          st.message);
+		return rv;
+	}
+	if ((waited = bench_now() - t0) > z->passivate_wait_max_s)
+		z->passivate_wait_max_s = waited;
+	return 0;
+}
+
+static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, const char *tdir)
+{
+	char conf[AB_PATH_MAX + 32], log[AB_PATH_MAX + 32], url[AB_PATH_MAX + 32];
+	char err[AB_ERR_MAX], key[AB_KEY_SIZE];
+	const char *args[16];
+	struct bench_proc k;
+	struct kvc_options o;
+	struct kvc_status st;
+	struct kvc_call call = {.timeout_ms = AB_TIMEOUT_MS, .status = &st};
+	struct kvc_health h;
+	kvc *c = NULL;
+	uint64_t s = 7, act_us = 0;
+	size_t n = 0;
+	int rv;
+	FILE *f;
+
+	snprintf(conf, sizeof conf, "%s/kvd.conf", b->base);
+	snprintf(log, sizeof log, "%s/kvd-%" PRIu64 ".log", b->base, z->keys);
+	snprintf(url, sizeof url, "ipc://%s/kvd.sock", b->base);
+	if ((f = fopen(conf, "w")) == NULL ||
+	    fputs("# kvbench activate: kvd's defaults\n", f) < 0 || fclose(f) != 0) {
+		bench_fmt(z->err, sizeof z->err, "writing %s: %s", conf, strerror(errno));
+		return -EIO;
+	}
+	args[n++] = "--data-dir";
+	args[n++] = dir;
+	args[n++] = "--listen";
+	args[n++] = url;
+	args[n++] = "--config";
+	args[n++] = conf;
+	args[n] = NULL;
+	if ((rv = bench_proc_start(&k, b->kvd_bin, args, log, err, sizeof err)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "starting kvd: %s", err);
+		return rv;
+	}
+	bench_fmt(z->kvd_command, sizeof z->kvd_command, "%s", k.command);
+	z->kvd_ran = true;
+	if ((rv = bench_kvd_wait_ready(&k, url, err, sizeof err)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "%s", err);
+		goto stop;
+	}
+	kvc_options_init(&o);
+	o.endpoint = url;
+	o.timeout_ms = AB_TIMEOUT_MS;
+	o.contexts = 2;
+	if ((rv = kvc_open(&o, &c)) != 0 || (rv = kvc_health(c, &call, &h)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "connecting to kvd: %s", kvc_code_name(rv));
+		goto stop;
+	}
+	for (int kc = 0; kc < C_COUNT; kc++) {
+		struct ab_row *row = &z->row[kc];
+		for (uint64_t r = 0; r < b->o.repeat; r++) {
+			struct kvc_tenant_info ti;
+			double first, second, more[AB_MORE_GETS];
+			if ((kc > 0 || r > 0) && (rv = passivate(c, z)) != 0)
+				goto stop;
+			if ((rv = prepare(tdir, (enum ab_case)kc, z->err, sizeof z->err)) != 0)
+				goto stop;
+			if ((rv = kvc_tenant_info(c, &call, AB_TENANT, &ti)) != 0) {
+				bench_fmt(z->err, sizeof z->err, "TenantInfo: %s: %s",
+				          kvc_code_name(rv), st.message);
+				goto stop;
+			}
+			if (ti.active) {
+				bench_fmt(z->err, sizeof z->err,
+				          "tenant active before the first Get");
+				rv = -EBUSY;
+				goto stop;
+			}
+			ab_key(key, ab_below(&s, z->keys));
+			if ((rv = timed_get(c, key, &first, z->err, sizeof z->err)) != 0)
+				goto stop;
+			ab_key(key, ab_below(&s, z->keys));
+			if ((rv = timed_get(c, key, &second, z->err, sizeof z->err)) != 0)
+				goto stop;
+			for (int i = 0; i < AB_MORE_GETS; i++) {
+				ab_key(key, ab_below(&s, z->keys));
+				if ((rv = timed_get(c, key, &more[i], z->err, sizeof z->err)) != 0)
+					goto stop;
+			}
+			qsort(more, AB_MORE_GETS, sizeof(double), cmp_double);
+			series_add(&row->first_s, first);
+			series_add(&row->second_s, second);
+			series_add(&row->steady_s, more[AB_MORE_GETS / 2]);
+			/* the same activation by TenantActivate: kvd's own figure */
+			if ((rv = passivate(c, z)) != 0 ||
+			    (rv = prepare(tdir, (enum ab_case)kc, z->err, sizeof z->err)) != 0)
+				goto stop;
+			if ((rv = kvc_tenant_activate(c, &call, AB_TENANT, &act_us)) != 0) {
+				bench_fmt(z->err, sizeof z->err, "TenantActivate: %s: %s",
+				          kvc_code_name(rv), st.message);
+				goto stop;
+			}
+			series_add(&row->kvd_activate_us, (double)act_us);
+		}
+		fprintf(b->progress,
+		        "  %" PRIu64
+		        " keys, through kvd, %s, %s: TenantActivate %.1f ms, first Get "
+		        "%.1f ms, second %.0f us, steady %.0f us\n",
+		        z->keys, ab_case_path[kc], ab_case_cache[kc],
+		        series_median(&row->kvd_activate_us, NULL, NULL) / 1e3,
+		        series_median(&row->first_s, NULL, NULL) * 1e3,
+		        series_median(&row->second_s, NULL, NULL) * 1e6,
+		        series_median(&row->steady_s, NULL, NULL) * 1e6);
+		fflush(b->progress);
+	}
+	rv = 0;
+stop:
+	kvc_close(c);
+	{
+		int r2 = bench_proc_stop(&k, err, sizeof err);
+		z->kvd_exit_ok = r2 == 0;
+		if (r2 != 0 && rv == 0) {
+			bench_fmt(z->err, sizeof z->err, "kvd: %s", err);
+			rv = r2;
+		}
+	}
+	return rv;
+}
+
+static void run_size(struct ab_bench *b, struct ab_size *z)
+{
+	char dir[AB_PATH_MAX + 32], tdir[AB_PATH_MAX + 128];
+	struct file_count fc = {0, 0, 0, 0};
+	int rv;
+
+	snprintf(dir, sizeof dir, "%s/store-%" PRIu64, b->base, z->keys);
+	snprintf(tdir, sizeof tdir, "%s/tenants/%s", dir, AB_TENANT);
+	fprintf(b->progress, "%" PRIu64 " keys: loading\n", z->keys);
+	fflush(b->progress);
+	if (load(b, z, dir) != 0)
+		goto done;
+	each_file(tdir, count_file, &fc);
+	z->segments_on_disk = fc.seg;
+	z->hint_files = fc.hint;
+	z->hint_bytes = fc.hint_bytes;
+	fprintf(b->progress,
+	        "  loaded in %.1f s: %.1f MiB in %u segments, %u hint files (%.1f MiB)\n",
+	        z->load_s, z->disk_bytes / 1048576.0, fc.seg, fc.hint, fc.hint_bytes / 1048576.0);
+	if (in_process(b, z, dir, tdir) != 0)
+		goto done;
+	memset(&fc, 0, sizeof fc);
+	each_file(tdir, count_file, &fc);
+	z->segments_after = fc.seg;
+	if (b->o.use_kvd && (rv = through_kvd(b, z, dir, tdir)) != 0)
+		goto done;
+	if (z->passivate_retries > 0)
+		fprintf(b->progress,
+		        "  TenantPassivate answered UNAVAILABLE \"busy\" %" PRIu64
+		        " times (retried; "
+		        "longest %.2f s)\n",
+		        z->passivate_retries, z->passivate_wait_max_s);
+	z->ok = true;
+done:
+	if (!z->ok)
+		fprintf(stderr, "kvbench activate: %" PRIu64 " keys: %s\n", z->keys, z->err);
+	if (z->ok && (rv = bench_rmtree(dir)) != 0)
+		fprintf(stderr, "kvbench activate: removing %s: %s\n", dir, strerror(-rv));
+}
+
+/* ---- report ------------------------------------------------------------------- */
+
+static void header(const struct ab_bench *b, FILE *f, bool md)
+{
+	char tmp[512];
+	const char *lead = md ? "- **" : "", *mid = md ? "**: " : ": ";
+
+	bench_date(tmp, sizeof tmp);
+	fprintf(f, "%sdate%s%s\n", lead, mid, tmp);
+	bench_machine(tmp, sizeof tmp);
+	fprintf(f, "%smachine%s%s\n", lead, mid, tmp);
+	fprintf(f, "%sbuild%s%s\n", lead, mid, bench_build());
+	fprintf(f, "%sdirectory%s%s (%s; removed afterwards unless a step failed)\n", lead, mid,
+	        b->base, b->fs);
+	fprintf(f,
+	        "%sdata%stenant \"%s\" (sync=none), N distinct keys of %d bytes (zero-padded "
+	        "decimal) in random order, %d-byte random values, loaded with kv_batch (%d ops), "
+	        "then kv_store_close: passive with a hint file per sealed segment\n",
+	        lead, mid, AB_TENANT, AB_KEY_SIZE, AB_VALUE_SIZE, AB_BATCH);
+	fprintf(f,
+	        "%sin process%skv_store_open with kvd's options (external_loop, no background "
+	        "thread, segment 64 MiB), then kv_store_activate timed by kvbench (and by the "
+	        "store: "
+	        "\"engine\"), kv_store_passivate after each; median of %" PRIu64 " [min-max]\n",
+	        lead, mid, b->o.repeat);
+	fprintf(f,
+	        "%scache%swarm: files as the previous step left them (in the page cache); cold: "
+	        "fdatasync + POSIX_FADV_DONTNEED on every file of the tenant first\n",
+	        lead, mid);
+	fprintf(f,
+	        "%slog replay%severy .hint file of the tenant deleted before the activation (they "
+	        "are written again at passivation)\n",
+	        lead, mid);
+	if (b->o.use_kvd)
+		fprintf(f,
+		        "%sthrough kvd%s%s (run from a copy made at the start; defaults; the "
+		        "tenant "
+		        "passive at start, TenantPassivate "
+		        "between repetitions), libkvclient over ipc://; first Get timed end to end "
+		        "(includes the activation), then a second Get, then the median of %d more; "
+		        "then the same activation by TenantActivate (kvd's activation_us)\n",
+		        lead, mid, b->kvd_path, AB_MORE_GETS);
+}
+
+static void fmt_ms(char *buf, size_t len, const struct ab_series *s, double scale, bool range)
+{
+	double lo, hi, m = series_median(s, &lo, &hi);
+
+	if (s->n == 0)
+		snprintf(buf, len, "-");
+	else if (range && s->n > 1)
+		snprintf(buf, len, "%.1f [%.1f-%.1f]", m * scale, lo * scale, hi * scale);
+	else
+		snprintf(buf, len, "%.1f", m * scale);
+}
+
+static void report_rows(const struct ab_bench *b, FILE *f, bool md)
+{
+	if (md) {
+		fprintf(f,
+		        "\n| keys | activation from | cache | in process ms [min-max] | engine ms "
+		        "| "
+		        "kvd TenantActivate ms | first Get via kvd ms [min-max] | second Get µs | "
+		        "steady Get µs | hints loaded | segments replayed |\n");
+		fprintf(f, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+	} else {
+		fprintf(f, "\n%10s  %-10s  %-5s  %24s  %9s  %9s  %24s  %9s  %9s  %5s  %5s\n",
+		        "keys", "from", "cache", "in-process ms [min-max]", "engine ms",
+		        "kvd act ms", "first Get ms [min-max]", "2nd Get us", "steady us", "hints",
+		        "replay");
+	}
+	for (size_t i = 0; i < b->o.nkeys; i++) {
+		const struct ab_size *z = &b->sizes[i];
+		for (int k = 0; k < C_COUNT; k++) {
+			const struct ab_row *r = &z->row[k];
+			char a[64], e[64], ka[64], fg[64], sg[64], st[64];
+			if (!r->ran)
+				continue;
+			fmt_ms(a, sizeof a, &r->activate_s, 1e3, true);
+			fmt_ms(e, sizeof e, &r->engine_us, 1e-3, false);
+			fmt_ms(ka, sizeof ka, &r->kvd_activate_us, 1e-3, false);
+			fmt_ms(fg, sizeof fg, &r->first_s, 1e3, true);
+			fmt_ms(sg, sizeof sg, &r->second_s, 1e6, false);
+			fmt_ms(st, sizeof st, &r->steady_s, 1e6, false);
+			if (md)
+				fprintf(f,
+				        "| %" PRIu64
+				        " | %s | %s | %s | %s | %s | %s | %s | %s | %u | %u |\n",
+				        z->keys, ab_case_path[k], ab_case_cache[k], a, e, ka, fg,
+				        sg, st, r->hints_loaded, r->segments_scanned);
+			else
+				fprintf(f,
+				        "%10" PRIu64
+				        "  %-10s  %-5s  %24s  %9s  %9s  %24s  %9s  %9s  %5u  %5u\n",
+				        z->keys, ab_case_path[k], ab_case_cache[k], a, e, ka, fg,
+				        sg, st, r->hints_loaded, r->segments_scanned);
+		}
+	}
+	if (md) {
+		fprintf(f,
+		        "\n| keys | load s | log MiB | segments | hint files | hint MiB | segments "
+		        "after the in-process cases | key directory B/key | malloc B/key "
+		        "(cross-check) | kvd exit |\n");
+		fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+	} else {
+		fprintf(f, "\n%10s  %7s  %8s  %8s  %6s  %8s  %8s  %12s  %12s  %s\n", "keys",
+		        "load s", "log MiB", "segments", "hints", "hint MiB", "seg after",
+		        "keydir B/key", "malloc B/key", "kvd exit");
+	}
+	for (size_t i = 0; i < b->o.nkeys; i++) {
+		const struct ab_size *z = &b->sizes[i];
+		const char *exit = !z->kvd_ran ? "-" : z->kvd_exit_ok ? "0" : "FAILED";
+		double kd = z->keys ? (double)z->keydir_bytes / (double)z->keys : 0;
+		double mb = z->keys ? (double)z->malloc_bytes / (double)z->keys : 0;
+		if (md)
+			fprintf(f,
+			        "| %" PRIu64
+			        " | %.1f | %.1f | %u | %u | %.1f | %u | %.1f | %.1f | %s |\n",
+			        z->keys, z->load_s, z->disk_bytes / 1048576.0, z->segments_on_disk,
+			        z->hint_files, z->hint_bytes / 1048576.0, z->segments_after, kd, mb,
+			        exit);
+		else
+			fprintf(f,
+			        "%10" PRIu64
+			        "  %7.1f  %8.1f  %8u  %6u  %8.1f  %8u  %12.1f  %12.1f  %s\n",
+			        z->keys, z->load_s, z->disk_bytes / 1048576.0, z->segments_on_disk,
+			        z->hint_files, z->hint_bytes / 1048576.0, z->segments_after, kd, mb,
+			        exit);
+		if (!z->ok)
+			fprintf(f, "%s%" PRIu64 " keys FAILED: %s\n", md ? "\n" : "", z->keys,
+			        z->err);
+		if (z->passivate_retries > 0)
+			fprintf(f,
+			        "%s%" PRIu64
+			        " keys: TenantPassivate answered UNAVAILABLE \"busy\" %" PRIu64
+			        " times (kvd's maintenance held the tenant); retried, longest %.2f "
+			        "s\n",
+			        md ? "\n" : "", z->keys, z->passivate_retries,
+			        z->passivate_wait_max_s);
+	}
+	for (size_t i = 0; i < b->o.nkeys; i++)
+		if (b->sizes[i].kvd_command[0]) {
+			fprintf(f, "%skvd: %s\n", md ? "\n" : "\n", b->sizes[i].kvd_command);
+			break;
+		}
+}
+
+static void json_series(const char *name, const struct ab_series *s, double scale)
+{
+	double lo, hi, m = series_median(s, &lo, &hi);
+
+	printf(",\"%s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"samples\":[", name, m * scale,
+	       lo * scale, hi * scale);
+	for (size_t i = 0; i < s->n; i++)
+		printf("%s%.4f", i ? "," : "", s->v[i] * scale);
+	printf("]}");
+}
+
+static void report_json(const struct ab_bench *b, bool ok)
+{
+	printf("{\"bench\":\"activate\",\"ok\":%s,\"command\":", ok ? "true" : "false");
+	bench_json_string(stdout, b->command);
+	printf(",\"config\":{\"repeat\":%" PRIu64 ",\"key_size\":%d,\"value_size\":%d,\"kvd\":",
+	       b->o.repeat, AB_KEY_SIZE, AB_VALUE_SIZE);
+	bench_json_string(stdout, b->o.use_kvd ? b->kvd_path : "");
+	printf(",\"dir\":");
+	bench_json_string(stdout, b->base);
+	printf(",\"fs\":");
+	bench_json_string(stdout, b->fs);
+	printf("},\"sizes\":[");
+	for (size_t i = 0; i < b->o.nkeys; i++) {
+		const struct ab_size *z = &b->sizes[i];
+		printf("%s{\"keys\":%" PRIu64 ",\"ok\":%s,\"error\":", i ? "," : "", z->keys,
+		       z->ok ? "true" : "false");
+		bench_json_string(stdout, z->err);
+		printf(",\"load_s\":%.3f,\"disk_bytes\":%" PRIu64
+		       ",\"segments\":%u,\"hint_files\":%u,"
+		       "\"hint_bytes\":%" PRIu64 ",\"segments_after\":%u,\"keydir_bytes\":%" PRIu64
+		       ",\"keydir_bytes_per_key\":%.2f,"
+		       "\"malloc_bytes_per_key\":%.2f,\"passivate_busy_retries\":%" PRIu64
+		       ",\"passivate_wait_max_s\":%.3f,\"kvd_exit_ok\":%s,\"kvd_command\":",
+		       z->load_s, z->disk_bytes, z->segments_on_disk, z->hint_files, z->hint_bytes,
+		       z->segments_after, z->keydir_bytes,
+		       z->keys ? (double)z->keydir_bytes / (double)z->keys : 0,
+		       z->keys ? (double)z->malloc_bytes / (double)z->keys : 0,
+		       z->passivate_retries, z->passivate_wait_max_s,
+		       z->kvd_ran && z->kvd_exit_ok ? "true" : "false");
+		bench_json_string(stdout, z->kvd_command);
+		printf(",\"cases\":[");
+		bool first = true;
+		for (int k = 0; k < C_COUNT; k++) {
+			const struct ab_row *r = &z->row[k];
+			if (!r->ran)
+				continue;
+			printf("%s{\"from\":\"%s\",\"cache\":\"%s\",\"hints_loaded\":%u,"
+			       "\"segments_replayed\":%u,\"segments\":%u,\"records\":%" PRIu64,
+			       first ? "" : ",", k < C_SCAN_WARM ? "hints" : "replay",
+			       ab_case_cache[k], r->hints_loaded, r->segments_scanned, r->segments,
+			       r->records);
+			json_series("activate_ms", &r->activate_s, 1e3);
+			json_series("engine_ms", &r->engine_us, 1e-3);
+			json_series("page_faults", &r->faults, 1);
+			json_series("kvd_activate_ms", &r->kvd_activate_us, 1e-3);
+			json_series("kvd_first_get_ms", &r->first_s, 1e3);
+			json_series("kvd_second_get_us", &r->second_s, 1e6);
+			json_series("kvd_steady_get_us", &r->steady_s, 1e6);
+			putchar('}');
+			first = false;
+		}
+		printf("]}");
+	}
+	printf("]}\n");
+}
+
+/* ---- options and entry point ----------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: kvbench activate [options]\n"
+	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
+	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
+	        "through kvd (which activates the tenant) against the second.\n"
+	        "  --keys LIST    tenant sizes, comma-separated (default %llu)\n"
+	        "  --repeat R     activations per case; rows report the median (default %llu)\n"
+	        "  --kvd PATH     kvd binary (default ../daemon/kvd next to kvbench)\n"
+	        "  --no-kvd       in-process figures only\n"
+	        "  --dir DIR      make the run's directory in DIR (default /tmp)\n"
+	        "  --quick        smoke run: --keys %llu --repeat 1 unless given\n"
+	        "  --markdown     print the header and markdown tables at the end\n"
+	        "  --json         print one JSON object at the end\n"
+	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
+	        "0.\n",
+	        AB_KEYS_DEFAULT, AB_REPEAT_DEFAULT, AB_QUICK_KEYS);
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr,
+		        "kvbench activate: %s takes a number in %" PRIu64 "..%" PRIu64
+		        ", not '%s'\n",
+		        name, lo, hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int parse(int argc, char **argv, struct ab_opts *o)
+{
+	enum { O_KEYS = 256, O_REPEAT, O_KVD, O_NOKVD, O_DIR, O_QUICK, O_JSON, O_MD, O_HELP };
+	static const struct option lo[] = {
+	        {"keys", required_argument, NULL, O_KEYS},
+	        {"repeat", required_argument, NULL, O_REPEAT},
+	        {"kvd", required_argument, NULL, O_KVD},
+	        {"no-kvd", no_argument, NULL, O_NOKVD},
+	        {"dir", required_argument, NULL, O_DIR},
+	        {"quick", no_argument, NULL, O_QUICK},
+	        {"json", no_argument, NULL, O_JSON},
+	        {"markdown", no_argument, NULL, O_MD},
+	        {"help", no_argument, NULL, O_HELP},
+	        {NULL, 0, NULL, 0},
+	};
+	char buf[256], *save = NULL;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case O_KEYS:
+			snprintf(buf, sizeof buf, "%s", optarg);
+			o->nkeys = 0;
+			for (char *t = strtok_r(buf, ",", &save); t != NULL;
+			     t = strtok_r(NULL, ",", &save)) {
+				if (o->nkeys == AB_KLIST_MAX) {
+					fprintf(stderr, "kvbench activate: at most %d sizes\n",
+					        AB_KLIST_MAX);
+					return -EINVAL;
+				}
+				if (parse_u64("--keys", t, 1, AB_KEYS_MAX, &o->keys[o->nkeys]) != 0)
+					return -EINVAL;
+				o->nkeys++;
+			}
+			if (o->nkeys == 0) {
+				fprintf(stderr, "kvbench activate: --keys is empty\n");
+				return -EINVAL;
+			}
+			o->keys_set = true;
+			break;
+		case O_REPEAT:
+			if (parse_u64("--repeat", optarg, 1, AB_REPEAT_MAX, &o->repeat) != 0)
+				return -EINVAL;
+			o->repeat_set = true;
+			break;
+		case O_KVD:
+			o->kvd = optarg;
+			break;
+		case O_NOKVD:
+			o->use_kvd = false;
+			break;
+		case O_DIR:
+			o->dir = optarg;
+			break;
+		case O_QUICK:
+			o->quick = true;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_MD:
+			o->markdown = true;
+			break;
+		case O_HELP:
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvbench activate: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (o->json && o->markdown) {
+		fprintf(stderr, "kvbench activate: --json and --markdown exclude each other\n");
+		return -EINVAL;
+	}
+	if (o->quick) {
+		if (!o->keys_set) {
+			o->keys[0] = AB_QUICK_KEYS;
+			o->nkeys = 1;
+		}
+		if (!o->repeat_set)
+			o->repeat = 1;
+	}
+	return 0;
+}
+
+static int make_base(struct ab_bench *b)
+{
+	const char *parent = b->o.dir ? b->o.dir : "/tmp";
+
+	if (b->o.dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "kvbench activate: mkdir %s: %s\n", parent, strerror(errno));
+		return -errno;
+	}
+	/* the ipc socket lives here: keep it short (sun_path is 108 bytes) */
+	if ((size_t)snprintf(b->base, sizeof b->base, "%s/kvbench-activate-XXXXXX", parent) >= 80) {
+		fprintf(stderr, "kvbench activate: --dir path too long for an ipc socket path\n");
+		b->base[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	if (mkdtemp(b->base) == NULL) {
+		fprintf(stderr, "kvbench activate: mkdtemp %s: %s\n", b->base, strerror(errno));
+		b->base[0] = '\0';
+		return -errno;
+	}
+	bench_fs_name(b->base, b->fs, sizeof b->fs);
+	return 0;
+}
+
+int bench_activate(int argc, char **argv)
+{
+	struct ab_bench *b = calloc(1, sizeof(*b));
+	struct ab_opts *o;
+	bool ok = true;
+	int rv;
+
+	if (b == NULL) {
+		fprintf(stderr, "kvbench activate: out of memory\n");
+		return 1;
+	}
+	o = &b->o;
+	o->keys[0] = AB_KEYS_DEFAULT;
+	o->nkeys = 1;
+	o->repeat = AB_REPEAT_DEFAULT;
+	o->use_kvd = true;
+	if ((rv = parse(argc, argv, o)) != 0) {
+		free(b);
+		return rv > 0 ? 0 : 2;
+	}
+	bench_command_line(b->command, sizeof b->command, argc, argv);
+	if (o->use_kvd && (rv = bench_kvd_path(o->kvd, b->kvd_path, sizeof b->kvd_path)) != 0) {
+		fprintf(stderr,
+		        "kvbench activate: kvd binary %s: %s (give it with --kvd PATH, or "
+		        "--no-kvd)\n",
+		        b->kvd_path, strerror(-rv));
+		free(b);
+		return 2;
+	}
+	if ((b->pool = malloc((1u << 20) + AB_VALUE_SIZE)) == NULL || make_base(b) != 0) {
+		free(b->pool);
+		free(b);
+		return 1;
+	}
+	{
+		uint64_t s = 0x5eed;
+		for (size_t i = 0; i < (1u << 20) + AB_VALUE_SIZE; i++)
+			b->pool[i] = (char)(ab_rng(&s) & 0xff);
+	}
+	if (o->use_kvd) {
+		char err[AB_ERR_MAX];
+		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,
+		                  sizeof err) != 0) {
+			fprintf(stderr, "kvbench activate: %s\n", err);
+			bench_rmtree(b->base);
+			free(b->pool);
+			free(b);
+			return 1;
+		}
+	}
+	b->progress = o->json || o->markdown ? stderr : stdout;
+	fprintf(b->progress, "kvbench activate: %s\n", b->command);
+	if (!o->json && !o->markdown)
+		header(b, stdout, false);
+	for (size_t i = 0; i < o->nkeys; i++) {
+		b->sizes[i].keys = o->keys[i];
+		run_size(b, &b->sizes[i]);
+		ok &= b->sizes[i].ok;
+	}
+	if (o->json) {
+		report_json(b, ok);
+	} else if (o->markdown) {
+		printf("```\n%s\n```\n\n", b->command);
+		header(b, stdout, true);
+		report_rows(b, stdout, true);
+	} else {
+		report_rows(b, stdout, false);
+	}
+	if (!ok)
+		fprintf(stderr, "kvbench activate: FAILED (files kept in %s)\n", b->base);
+	else if ((rv = bench_rmtree(b->base)) != 0)
+		fprintf(stderr, "kvbench activate: removing %s: %s\n", b->base, strerror(-rv));
+	free(b->pool);
+	free(b);
+	return ok ? 0 : 1;
+}
