@@ -488,6 +488,11 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 		U(tombstones);
 		U(merges);
 		U(compact_revision);
+		json_object_set_new(o, "io_uring", json_boolean(ti->io_uring));
+		U(batches);
+		U(batched_writes);
+		U(syncs);
+		U(last_activation_us);
 	}
 #undef U
 	return o;

@@ -226,6 +226,7 @@ static int open_store(struct kvd *d)
 	so.memory_budget = d->cfg.memory_budget;
 	so.idle_timeout_s = d->cfg.idle_timeout_s;
 	so.auto_create = d->cfg.auto_create;
+	so.busy_wait_ms = 2000; /* an explicit TenantPassivate/Drop outwaits maintenance */
 	so.defaults = d->cfg.defaults;
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);

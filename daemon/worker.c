@@ -14,7 +14,9 @@
  * Invariants:
  *   1. A busy tenant holds one store reference, so it is not passivated
  *      while writes are in flight; it leaves the busy list (and epoll) when
- *      none are in flight and maintenance is not attached.
+ *      none are in flight and maintenance is not attached. (Keeping idle
+ *      tenants registered would save an epoll_ctl pair per write, but would
+ *      pin them against the open-file budget's passivation.)
  *   2. A write with a client id is applied at most once per (client, id):
  *      a repeat while the first is in flight waits for its reply, a repeat
  *      after it gets a copy of that reply.
@@ -36,7 +38,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define DEDUP_CAP 16384u
+#define DEDUP_CAP 65536u
 #define DEDUP_BUCKETS 4096u
 #define DEDUP_TTL_MS (120u * 1000u)
 

@@ -10,10 +10,8 @@
  * Invariants:
  *   1. One write is in flight per backend; io_write_start() is only called
  *      after io_write_poll() reported the previous one finished.
- *   2. A write is finished only when every completion reported its full
- *      length and, when sync was asked, the fdatasync completed after it
- *      (linked with IOSQE_IO_LINK; a short write breaks the link and the rest
- *      is written and synced again).
+ *   2. A write is finished only when all its bytes were written and, when
+ *      sync was asked, an fdatasync submitted after that completed.
  * Threads: a backend is used by one thread at a time (the write-path driver).
  */
 #ifndef KV_IO_H

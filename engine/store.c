@@ -9,12 +9,13 @@
  *
  * States of a tenant, all changed under s->mu:
  *
+ *   (new) --create--> CREATING --directory and TENANT written--> PASSIVE
  *   PASSIVE --get/activate--> OPENING --kv_open ok--> ACTIVE
  *                                     --kv_open failed--> PASSIVE
  *   ACTIVE --passivate/maintain (no references)--> CLOSING --kv_close--> PASSIVE
  *
- * kv_open and kv_close run without s->mu held; a thread that finds a tenant
- * OPENING or CLOSING waits on s->cv. `refs` counts users of an ACTIVE
+ * File I/O (creating, kv_open, kv_close) runs without s->mu held; a thread
+ * that finds a tenant CREATING, OPENING or CLOSING waits on s->cv. `refs` counts users of an ACTIVE
  * tenant's database; a tenant is only closed with refs == 0. `hold` keeps the
  * struct alive for threads waiting on it, also after a drop.
  *
@@ -40,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum tstate { T_PASSIVE, T_OPENING, T_ACTIVE, T_CLOSING };
+enum tstate { T_CREATING, T_PASSIVE, T_OPENING, T_ACTIVE, T_CLOSING };
 
 struct kv_tenant {
 	char name[KV_TENANT_NAME_MAX + 1];
@@ -50,6 +51,7 @@ struct kv_tenant {
 	enum tstate state;
 	uint32_t refs;
 	uint32_t hold;
+	uint32_t waiting_idle; /* threads waiting for refs to reach 0 */
 	bool dropped;
 	uint64_t last_used_ms; /* monotonic */
 	uint64_t activations;
@@ -338,7 +340,49 @@ static struct kv_tenant *tenant_new(kv_store *s, const char *name)
 	return t;
 }
 
-/* Creates the tenant's directory and configuration; s->mu held. */
+static bool settling(const struct kv_tenant *t)
+{
+	return t->state == T_CREATING || t->state == T_OPENING || t->state == T_CLOSING;
+}
+
+static void wait_settled(kv_store *s, struct kv_tenant *t)
+{
+	while (settling(t))
+		pthread_cond_wait(&s->cv, &s->mu);
+}
+
+/* Waits, at most busy_wait_ms, for a tenant's references to go (a request
+ * finishing, maintenance writing hints or merging). */
+static void wait_idle(kv_store *s, struct kv_tenant *t)
+{
+	struct timespec until;
+
+	if (t->refs == 0 || s->opt.busy_wait_ms == 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += s->opt.busy_wait_ms / 1000;
+	until.tv_nsec += (long)(s->opt.busy_wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	t->waiting_idle++;
+	while (t->refs > 0 && !t->dropped)
+		if (pthread_cond_timedwait(&s->cv, &s->mu, &until) != 0)
+			break;
+	t->waiting_idle--;
+	wait_settled(s, t);
+}
+
+static void hold_drop(struct kv_tenant *t)
+{
+	if (--t->hold == 0 && t->dropped)
+		tenant_free(t);
+}
+
+/* Creates the tenant's directory and configuration. Called and returns with
+ * s->mu held; drops it around the file I/O (two fsyncs), during which the
+ * tenant is in the table as CREATING. */
 static int create_locked(kv_store *s, const char *name, const struct kv_tenant_config *c,
                          struct kv_tenant **ret)
 {
@@ -355,19 +399,28 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 		return -ENOMEM;
 	if (c != NULL)
 		t->cfg = *c;
-	if (mkdir(t->path, 0755) != 0 && errno != EEXIST) {
-		rv = -errno;
-		goto fail;
+	t->state = T_CREATING;
+	if ((rv = table_insert(s, t)) != 0) {
+		tenant_free(t);
+		return rv;
 	}
-	if ((rv = write_config(t)) != 0)
-		goto fail;
-	if ((rv = table_insert(s, t)) != 0)
-		goto fail;
-	if (ret)
+	t->hold++;
+	pthread_mutex_unlock(&s->mu);
+	if (mkdir(t->path, 0755) != 0 && errno != EEXIST)
+		rv = -errno;
+	else
+		rv = write_config(t);
+	pthread_mutex_lock(&s->mu);
+	if (rv != 0) {
+		table_remove(s, t);
+		t->dropped = true;
+	} else {
+		t->state = T_PASSIVE;
+	}
+	pthread_cond_broadcast(&s->cv);
+	if (rv == 0 && ret)
 		*ret = t;
-	return 0;
-fail:
-	tenant_free(t);
+	hold_drop(t);
 	return rv;
 }
 
@@ -472,8 +525,7 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 	int rv;
 
 	for (;;) {
-		while (t->state == T_OPENING || t->state == T_CLOSING)
-			pthread_cond_wait(&s->cv, &s->mu);
+		wait_settled(s, t);
 		if (t->dropped)
 			return -ENOENT;
 		if (t->state == T_ACTIVE)
@@ -637,8 +689,7 @@ int kv_store_close(kv_store *s)
 	pthread_mutex_lock(&s->mu);
 	for (i = 0; i < s->n; i++) {
 		struct kv_tenant *t = s->t[i];
-		while (t->state == T_OPENING || t->state == T_CLOSING)
-			pthread_cond_wait(&s->cv, &s->mu);
+		wait_settled(s, t);
 		if (t->state == T_ACTIVE) {
 			int r = close_locked(s, t);
 			if (rv == 0)
@@ -708,8 +759,12 @@ int kv_store_drop(kv_store *s, const char *name)
 		return -ENOENT;
 	}
 	t->hold++;
-	while (t->state == T_OPENING || t->state == T_CLOSING)
-		pthread_cond_wait(&s->cv, &s->mu);
+	wait_settled(s, t);
+	if (t->dropped) {
+		rv = -ENOENT;
+		goto out;
+	}
+	wait_idle(s, t);
 	if (t->dropped) {
 		rv = -ENOENT;
 		goto out;
@@ -775,8 +830,7 @@ int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret)
 	}
 	/* a tenant half way open or closed has no consistent figures yet */
 	t->hold++;
-	while (t->state == T_OPENING || t->state == T_CLOSING)
-		pthread_cond_wait(&s->cv, &s->mu);
+	wait_settled(s, t);
 	t->hold--;
 	if (t->dropped) {
 		if (t->hold == 0)
@@ -863,7 +917,8 @@ void kv_store_put(kv_store *s, kv_tenant *t)
 	if (t == NULL)
 		return;
 	pthread_mutex_lock(&s->mu);
-	t->refs--;
+	if (--t->refs == 0 && t->waiting_idle > 0)
+		pthread_cond_broadcast(&s->cv);
 	t->last_used_ms = mono_ms();
 	pthread_mutex_unlock(&s->mu);
 }
@@ -873,7 +928,8 @@ void kv_store_put_unused(kv_store *s, kv_tenant *t)
 	if (t == NULL)
 		return;
 	pthread_mutex_lock(&s->mu);
-	t->refs--;
+	if (--t->refs == 0 && t->waiting_idle > 0)
+		pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -903,8 +959,9 @@ int kv_store_passivate(kv_store *s, const char *name)
 		return -ENOENT;
 	}
 	t->hold++;
-	while (t->state == T_OPENING || t->state == T_CLOSING)
-		pthread_cond_wait(&s->cv, &s->mu);
+	wait_settled(s, t);
+	if (t->state == T_ACTIVE)
+		wait_idle(s, t);
 	if (t->state == T_ACTIVE) {
 		if (t->refs > 0)
 			rv = -EBUSY;

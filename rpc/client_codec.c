@@ -386,7 +386,8 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 	        TI(idle_s),       TI(keys),        TI(live_bytes),         TI(disk_bytes),
 	        TI(keydir_bytes), TI(activations), TI(last_activation_ms), TI(last_version),
 	        TI(ttl_ms),       TI(max_keys),    TI(dead_bytes),         TI(segments),
-	        TI(tombstones),   TI(merges),      TI(compact_revision),   {NULL, 0},
+	        TI(tombstones),   TI(merges),      TI(compact_revision),   TI(batches),
+	        TI(batched_writes), TI(syncs),     TI(last_activation_us), {NULL, 0},
 	};
 	struct kvc_tenant_info ti;
 	const msgpack_object *name = mp_map_get(result, "name");
@@ -404,6 +405,8 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 	    (rv = mp_field_str(result, "sync", false, &s, &n)) != 0)
 		return rv;
 	ti.history = history > UINT32_MAX ? UINT32_MAX : (uint32_t)history;
+	if ((rv = mp_field_bool(result, "io_uring", false, &ti.io_uring)) != 0)
+		return rv;
 	ti.sync = KVC_SYNC_ALWAYS;
 	if (mp_map_get(result, "sync") != NULL) {
 		if (n == 8 && memcmp(s, "interval", 8) == 0)

@@ -228,6 +228,11 @@ struct kvc_tenant_info {
 	uint64_t tombstones;
 	uint64_t merges;
 	uint64_t compact_revision;
+	bool io_uring;             /* the tenant's log is written through io_uring */
+	uint64_t batches;          /* group commits since activation */
+	uint64_t batched_writes;   /* write requests they carried */
+	uint64_t syncs;            /* fdatasyncs of the log since activation */
+	uint64_t last_activation_us;
 };
 
 struct kvc_tenant_entry {

@@ -548,7 +548,7 @@ static const char *sync_str(enum kv_sync s)
 static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant_info *in,
                       bool with_stats)
 {
-	rpc_reply_ok(out, id, with_stats ? 20 : 14);
+	rpc_reply_ok(out, id, with_stats ? 24 : 14);
 	mp_kv_str(&out->pk, "name", in->name);
 	mp_kv_str(&out->pk, "state", in->active ? "active" : "passive");
 	mp_kv_uint(&out->pk, "idle_s", in->idle_ms / 1000);
@@ -570,6 +570,10 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 		mp_kv_uint(&out->pk, "merges", in->stats.merges);
 		mp_kv_uint(&out->pk, "compact_revision", in->stats.compact_revision);
 		mp_kv_bool(&out->pk, "io_uring", in->stats.io_uring);
+		mp_kv_uint(&out->pk, "batches", in->stats.batches);
+		mp_kv_uint(&out->pk, "batched_writes", in->stats.batched_writes);
+		mp_kv_uint(&out->pk, "syncs", in->stats.syncs);
+		mp_kv_uint(&out->pk, "last_activation_us", in->last_activation_us);
 	}
 }
 

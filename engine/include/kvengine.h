@@ -333,6 +333,7 @@ struct kv_store_options {
 	uint32_t idle_timeout_s; /* passivate after this long unused; 0: never */
 	uint32_t max_active;     /* active tenants at most; 0: from the open-file budget */
 	bool auto_create;        /* a get of an unknown tenant creates it with default config */
+	uint32_t busy_wait_ms;   /* passivate/drop wait this long for a tenant in use; 0: -EBUSY now */
 	struct kv_tenant_config defaults;
 };
 void kv_store_options_init(struct kv_store_options *o);
@@ -347,7 +348,8 @@ bool kv_tenant_name_valid(const char *name);
 
 /* -EEXIST, -EINVAL (name or config) */
 int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config *c);
-/* Removes the tenant and its files. -ENOENT, -EPERM ("default"), -EBUSY (in use). */
+/* Removes the tenant and its files. -ENOENT, -EPERM ("default"), -EBUSY (still
+ * in use after busy_wait_ms). */
 int kv_store_drop(kv_store *s, const char *name);
 
 struct kv_tenant_state {
@@ -383,7 +385,7 @@ kv_db *kv_tenant_db(kv_tenant *t);
 const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t);
 const char *kv_tenant_name(kv_tenant *t);
 
-/* -EBUSY while references are held. */
+/* -EBUSY while references are still held after busy_wait_ms. */
 int kv_store_passivate(kv_store *s, const char *name);
 int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us);
 
