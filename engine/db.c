@@ -175,15 +175,15 @@ int db_meta_write(kv_db *db, uint64_t floor)
 	put_le32(buf + 12, 0);
 	put_le64(buf + 16, floor);
 	put_le32(buf + 24, crc32c(buf, 24));
-	fd = openat(db->dirfd, "META.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = io_create(db->opt.fault, db->dirfd, "META.tmp", O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	rv = io_pwrite_full(db->opt.fault, fd, buf, sizeof(buf), 0);
 	if (rv == 0)
 		rv = io_fdatasync(db->opt.fault, fd);
 	close(fd);
-	if (rv == 0 && renameat(db->dirfd, "META.tmp", db->dirfd, "META") != 0)
-		rv = -errno;
+	if (rv == 0)
+		rv = io_rename(db->opt.fault, db->dirfd, "META.tmp", "META");
 	if (rv == 0)
 		rv = db_fsync_dir(db);
 	return rv;

@@ -94,23 +94,22 @@ int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct
 
 	snprintf(tmp, sizeof(tmp), "%08x.hint.tmp", seg_id);
 	seg_name(name, seg_id, ".hint");
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = io_create(f, dirfd, tmp, O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		rv = -errno;
+		rv = fd;
+		fd = -1;
 		goto out;
 	}
 	/* No fdatasync: a hint is checked whole before use, and a hint that a
 	 * crash left torn or empty is rejected and its segment scanned. */
 	if ((rv = io_pwrite_full(f, fd, w->buf, w->len, 0)) != 0)
 		goto out_unlink;
-	if (renameat(dirfd, tmp, dirfd, name) != 0) {
-		rv = -errno;
+	if ((rv = io_rename(f, dirfd, tmp, name)) != 0)
 		goto out_unlink;
-	}
 	rv = 0;
 	goto out;
 out_unlink:
-	unlinkat(dirfd, tmp, 0);
+	io_unlink(f, dirfd, tmp);
 out:
 	if (fd >= 0)
 		close(fd);

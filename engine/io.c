@@ -2,8 +2,10 @@
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -94,6 +96,27 @@ int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t
 	return 0;
 }
 
+static void record(struct kv_io_fault *f, const struct kv_io_event *ev)
+{
+	if (f != NULL && f->record != NULL)
+		f->record(f->arg, ev);
+}
+
+static void record_write(struct kv_io_fault *f, int fd, uint64_t off, const void *buf, size_t len)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_WRITE, .fd = fd, .off = off, .buf = buf, .len = len};
+
+	if (len > 0)
+		record(f, &ev);
+}
+
+void io_record_sync(struct kv_io_fault *f, int fd)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_SYNC, .fd = fd};
+
+	record(f, &ev);
+}
+
 int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, uint64_t off)
 {
 	const uint8_t *p = buf;
@@ -115,6 +138,7 @@ int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, u
 		}
 		if (n == 0)
 			return -EIO;
+		record_write(f, fd, off, p, (size_t)n);
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
@@ -128,7 +152,10 @@ int io_fdatasync(struct kv_io_fault *f, int fd)
 
 	if (f != NULL && f->on_sync != NULL && (rv = f->on_sync(f->arg, fd)) < 0)
 		return rv;
-	return fdatasync(fd) == 0 ? 0 : -errno;
+	if (fdatasync(fd) != 0)
+		return -errno;
+	io_record_sync(f, fd);
+	return 0;
 }
 
 int io_fsync(struct kv_io_fault *f, int fd)
@@ -137,7 +164,70 @@ int io_fsync(struct kv_io_fault *f, int fd)
 
 	if (f != NULL && f->on_sync != NULL && (rv = f->on_sync(f->arg, fd)) < 0)
 		return rv;
-	return fsync(fd) == 0 ? 0 : -errno;
+	if (fsync(fd) != 0)
+		return -errno;
+	io_record_sync(f, fd);
+	return 0;
+}
+
+static int dirop_check(struct kv_io_fault *f, const struct kv_io_event *ev)
+{
+	if (f != NULL && f->on_dirop != NULL)
+		return f->on_dirop(f->arg, ev);
+	return 0;
+}
+
+int io_create(struct kv_io_fault *f, int dirfd, const char *name, int flags, int mode)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_CREATE, .dirfd = dirfd, .name = name, .fd = -1};
+	int fd, rv;
+
+	if ((rv = dirop_check(f, &ev)) < 0)
+		return rv;
+	if ((fd = openat(dirfd, name, flags | O_CREAT, mode)) < 0)
+		return -errno;
+	ev.fd = fd;
+	record(f, &ev);
+	return fd;
+}
+
+int io_rename(struct kv_io_fault *f, int dirfd, const char *from, const char *to)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_RENAME, .dirfd = dirfd, .name = from, .name2 = to};
+	int rv;
+
+	if ((rv = dirop_check(f, &ev)) < 0)
+		return rv;
+	if (renameat(dirfd, from, dirfd, to) != 0)
+		return -errno;
+	record(f, &ev);
+	return 0;
+}
+
+int io_unlink(struct kv_io_fault *f, int dirfd, const char *name)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_UNLINK, .dirfd = dirfd, .name = name};
+	int rv;
+
+	if ((rv = dirop_check(f, &ev)) < 0)
+		return rv;
+	if (unlinkat(dirfd, name, 0) != 0)
+		return -errno;
+	record(f, &ev);
+	return 0;
+}
+
+int io_truncate(struct kv_io_fault *f, int fd, uint64_t size)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_TRUNCATE, .fd = fd, .off = size};
+	int rv;
+
+	if ((rv = dirop_check(f, &ev)) < 0)
+		return rv;
+	if (ftruncate(fd, (off_t)size) != 0)
+		return -errno;
+	record(f, &ev);
+	return 0;
 }
 
 /* ---- reads through a per-thread ring -------------------------------------- */

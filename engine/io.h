@@ -23,13 +23,39 @@
 
 #include "kvengine.h"
 
-/* Test hooks. Each returns 0 to let the operation run, or a negative errno to
- * fail it as if the kernel had. on_write may return a positive n < len to
- * make it a short write of n bytes. */
+/* What a change to the files did, for tests that record them (a power-cut
+ * simulator rebuilds the directory from the record). */
+enum kv_io_event_type {
+	KV_IO_EV_WRITE = 1, /* fd, off, buf, len: bytes that reached the file */
+	KV_IO_EV_SYNC,      /* fd: fdatasync/fsync of a file or a directory completed */
+	KV_IO_EV_CREATE,    /* dirfd, name, fd: a new (or truncated) file */
+	KV_IO_EV_RENAME,    /* dirfd, name -> name2 */
+	KV_IO_EV_UNLINK,    /* dirfd, name */
+	KV_IO_EV_TRUNCATE,  /* fd, off: the new size */
+};
+
+struct kv_io_event {
+	enum kv_io_event_type type;
+	int fd;
+	int dirfd;
+	const char *name;
+	const char *name2;
+	uint64_t off;
+	const void *buf;
+	size_t len;
+};
+
+/* Test hooks. on_* run before an operation and return 0 to let it run, or a
+ * negative errno to fail it as if the kernel had; on_write may return a
+ * positive n < len to make it a short write of n bytes (then an error).
+ * on_dirop covers creating, renaming, unlinking and truncating files.
+ * record runs after every change that took effect. */
 struct kv_io_fault {
 	int (*on_write)(void *arg, int fd, uint64_t off, size_t len);
 	int (*on_sync)(void *arg, int fd);
 	int (*on_read)(void *arg, int fd, uint64_t off, size_t len);
+	int (*on_dirop)(void *arg, const struct kv_io_event *ev);
+	void (*record)(void *arg, const struct kv_io_event *ev);
 	void *arg;
 };
 
@@ -74,6 +100,14 @@ int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t
 int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, uint64_t off);
 int io_fdatasync(struct kv_io_fault *f, int fd);
 int io_fsync(struct kv_io_fault *f, int fd);
+/* Directory changes: openat(O_CREAT) returning the fd, renameat, unlinkat,
+ * ftruncate. All return 0 (or the fd) or -errno. */
+int io_create(struct kv_io_fault *f, int dirfd, const char *name, int flags, int mode);
+int io_rename(struct kv_io_fault *f, int dirfd, const char *from, const char *to);
+int io_unlink(struct kv_io_fault *f, int dirfd, const char *name);
+int io_truncate(struct kv_io_fault *f, int fd, uint64_t size);
+/* Reports a completed fdatasync done outside these helpers (the ring). */
+void io_record_sync(struct kv_io_fault *f, int fd);
 
 /* Backend implementations (io_uring.c, io_psync.c). */
 struct io_ops {

@@ -22,6 +22,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define URING_ENTRIES 8
 
@@ -30,6 +31,7 @@ struct uring_backend {
 	struct io_uring ring;
 	bool active;
 	bool pending; /* an fdatasync on the ring */
+	int sync_fd;
 	int err;
 	bool sync_failed;
 };
@@ -62,9 +64,12 @@ static int uring_write_start(struct io_backend *io, int fd, const void *buf, siz
 	}
 	sqe = io_uring_get_sqe(&b->ring);
 	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+	b->sync_fd = fd;
 	if ((rv = io_uring_submit(&b->ring)) < 0) {
 		/* the ring refused it: sync the plain way */
-		b->err = io_fdatasync(NULL, fd);
+		b->err = fdatasync(fd) == 0 ? 0 : -errno;
+		if (b->err == 0)
+			io_record_sync(f, fd);
 		b->sync_failed = b->err != 0;
 		io_signal(io->efd);
 		return 0;
@@ -96,6 +101,8 @@ static int uring_write_poll(struct io_backend *io, bool wait, struct io_result *
 			if (cqe->res < 0) {
 				b->err = cqe->res;
 				b->sync_failed = true;
+			} else {
+				io_record_sync(io->fault, b->sync_fd);
 			}
 			io_uring_cqe_seen(&b->ring, cqe);
 		}

@@ -279,8 +279,8 @@ static int out_finish(struct merge_ctx *m)
 		return rv;
 	snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", s->id);
 	seg_name(name, s->id, ".seg");
-	if (renameat(db->dirfd, tmp, db->dirfd, name) != 0)
-		return -errno;
+	if ((rv = io_rename(db->opt.fault, db->dirfd, tmp, name)) != 0)
+		return rv;
 	if ((rv = hint_writer_finish(&m->hw, db->dirfd, s->id, db->opt.fault)) != 0)
 		return rv;
 	if ((rv = db_fsync_dir(db)) != 0)
@@ -742,7 +742,7 @@ static void remove_old_commits(kv_db *db, uint64_t keep_seq)
 		char tail[16];
 		if (sscanf(de->d_name, "merge-%16llx%15s", &seq, tail) == 2 &&
 		    strcmp(tail, ".commit") == 0 && seq < keep_seq)
-			unlinkat(db->dirfd, de->d_name, 0);
+			io_unlink(db->opt.fault, db->dirfd, de->d_name);
 	}
 	closedir(d);
 }
@@ -817,9 +817,9 @@ static int merge_run(kv_db *db)
 	for (i = 0; i < m.nset; i++) {
 		char name[SEG_NAME_MAX];
 		seg_name(name, m.set[i], ".seg");
-		unlinkat(db->dirfd, name, 0);
+		io_unlink(db->opt.fault, db->dirfd, name);
 		seg_name(name, m.set[i], ".hint");
-		unlinkat(db->dirfd, name, 0);
+		io_unlink(db->opt.fault, db->dirfd, name);
 	}
 	remove_old_commits(db, ca.seq);
 	rv = db_fsync_dir(db);
@@ -830,7 +830,7 @@ out:
 		/* an unfinished output: drop it, nothing points into it */
 		char tmp[SEG_NAME_MAX + 8];
 		snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", m.out->id);
-		unlinkat(db->dirfd, tmp, 0);
+		io_unlink(db->opt.fault, db->dirfd, tmp);
 		seg_unref(m.out);
 	}
 	free(cursor);

@@ -198,7 +198,7 @@ static int list_dir(kv_db *db, struct listing *l)
 		uint32_t id;
 
 		if (len > 4 && strcmp(n + len - 4, ".tmp") == 0) {
-			unlinkat(db->dirfd, n, 0);
+			io_unlink(db->opt.fault, db->dirfd, n);
 		} else if (parse_hex_name(n, ".seg", &id)) {
 			if (l->nsegs == l->capsegs) {
 				size_t cap = l->capsegs ? l->capsegs * 2 : 64;
@@ -314,9 +314,9 @@ int recovery_run(kv_db *db)
 			max_id = id;
 		if (is_retired(retired, nretired, id)) {
 			seg_name(name, id, ".seg");
-			unlinkat(db->dirfd, name, 0);
+			io_unlink(db->opt.fault, db->dirfd, name);
 			seg_name(name, id, ".hint");
-			unlinkat(db->dirfd, name, 0);
+			io_unlink(db->opt.fault, db->dirfd, name);
 			continue;
 		}
 		rv = seg_open(db->dirfd, id, db->opt.fault, &s);
@@ -327,7 +327,7 @@ int recovery_run(kv_db *db)
 				/* a crash while the segment was being created: no
 				 * record can have been acknowledged in it */
 				seg_name(name, id, ".seg");
-				unlinkat(db->dirfd, name, 0);
+				io_unlink(db->opt.fault, db->dirfd, name);
 				seg_unref(s);
 				continue;
 			}
@@ -405,9 +405,7 @@ int recovery_run(kv_db *db)
 			rv = fd;
 			goto out;
 		}
-		if (ftruncate(fd, (off_t)junk_from) != 0)
-			rv = -errno;
-		else
+		if ((rv = io_truncate(db->opt.fault, fd, junk_from)) == 0)
 			rv = io_fdatasync(db->opt.fault, fd);
 		seg_unpin(junk_seg);
 		if (rv != 0)
@@ -427,10 +425,9 @@ int recovery_run(kv_db *db)
 		if (tail->has_hint) {
 			/* appending makes the hint stale: remove it durably first */
 			seg_name(name, tail->id, ".hint");
-			if (unlinkat(db->dirfd, name, 0) != 0 || (rv = db_fsync_dir(db)) != 0) {
-				rv = rv ? rv : -errno;
+			if ((rv = io_unlink(db->opt.fault, db->dirfd, name)) != 0 ||
+			    (rv = db_fsync_dir(db)) != 0)
 				goto out;
-			}
 			tail->has_hint = false;
 		}
 		if ((rv = seg_pin(tail)) < 0)

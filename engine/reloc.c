@@ -136,21 +136,21 @@ int commit_write(int dirfd, const struct merge_commit *c, struct kv_io_fault *f)
 
 	snprintf(tmp, sizeof(tmp), "merge-%016llx.commit.tmp", (unsigned long long)c->seq);
 	snprintf(name, sizeof(name), "merge-%016llx.commit", (unsigned long long)c->seq);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = io_create(f, dirfd, tmp, O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		rv = -errno;
+		rv = fd;
 		goto out;
 	}
 	rv = io_pwrite_full(f, fd, buf, len, 0);
 	if (rv == 0)
 		rv = io_fdatasync(f, fd);
 	close(fd);
-	if (rv == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
-		rv = -errno;
+	if (rv == 0)
+		rv = io_rename(f, dirfd, tmp, name);
 	if (rv == 0)
 		rv = io_fsync(f, dirfd);
 	if (rv != 0)
-		unlinkat(dirfd, tmp, 0);
+		io_unlink(f, dirfd, tmp);
 out:
 	free(buf);
 	return rv;

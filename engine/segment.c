@@ -169,9 +169,9 @@ int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, ui
 	snprintf(name, sizeof(name), "%08x.seg%s", id, suffix);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
-	fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = io_create(f, dirfd, name, O_RDWR | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		rv = -errno;
+		rv = fd;
 		goto fail;
 	}
 	seg_header_encode(hdr, id, flags, base_version, now_ms);
@@ -190,7 +190,7 @@ int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, ui
 	return 0;
 fail_file:
 	close(fd);
-	unlinkat(dirfd, name, 0);
+	io_unlink(f, dirfd, name);
 fail:
 	free(s);
 	return rv;

@@ -501,7 +501,7 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it
 		 * could not write, so the database also stops taking writes. */
-		if (ftruncate(db->active->fd, (off_t)db->tail) != 0 || res->sync_failed)
+		if (io_truncate(db->opt.fault, db->active->fd, db->tail) != 0 || res->sync_failed)
 			atomic_store(&db->read_only, true);
 		db->next_version = b->first_version;
 	}
