@@ -10,6 +10,7 @@
  */
 #include "kvd.h"
 
+#include "io.h" /* struct kv_io_fault, for the test fault hooks */
 #include "log.h"
 
 #include <errno.h>
@@ -212,6 +213,49 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Fault injection for the tests: with KVD_TEST_FAULT_FILE=/path, every
+ * write and sync of a tenant's files first reads that file; "write-eio",
+ * "write-enospc" or "sync-eio" in it makes the operation fail so. Off (and
+ * never looked at) without the variable.
+ */
+static const char *fault_file;
+
+static int fault_mode(void)
+{
+	char buf[32] = "";
+	FILE *f = fopen(fault_file, "r");
+
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL)
+		buf[0] = '\0';
+	fclose(f);
+	if (strncmp(buf, "write-eio", 9) == 0)
+		return 1;
+	if (strncmp(buf, "write-enospc", 12) == 0)
+		return 2;
+	if (strncmp(buf, "sync-eio", 8) == 0)
+		return 3;
+	return 0;
+}
+
+static int fault_write(void *arg, int fd, uint64_t off, size_t len)
+{
+	int m = fault_mode();
+
+	(void)arg, (void)fd, (void)off, (void)len;
+	return m == 1 ? -EIO : m == 2 ? -ENOSPC : 0;
+}
+
+static int fault_sync(void *arg, int fd)
+{
+	(void)arg, (void)fd;
+	return fault_mode() == 3 ? -EIO : 0;
+}
+
+static struct kv_io_fault test_fault = {.on_write = fault_write, .on_sync = fault_sync};
+
 static int open_store(struct kvd *d)
 {
 	struct kv_store_options so;
@@ -227,6 +271,10 @@ static int open_store(struct kvd *d)
 	so.idle_timeout_s = d->cfg.idle_timeout_s;
 	so.auto_create = d->cfg.auto_create;
 	so.busy_wait_ms = 2000; /* an explicit TenantPassivate/Drop outwaits maintenance */
+	if ((fault_file = getenv("KVD_TEST_FAULT_FILE")) != NULL) {
+		so.base.fault = &test_fault;
+		klog(LOG_WARNING, "test mode: I/O faults are read from %s", fault_file);
+	}
 	so.defaults = d->cfg.defaults;
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);

@@ -613,6 +613,8 @@ static int seal_active(kv_db *db, void *arg)
 	db->active->size = db->tail;
 	db->active->sealed = true;
 	pthread_mutex_unlock(&db->seg_mu);
+	if (db->active->reserved > db->tail && db->active->reserved != UINT64_MAX)
+		io_truncate(db->opt.fault, db->active->fd, db->tail); /* free the reserve */
 	seg_unpin(db->active);
 	db->active = NULL;
 	return 0;
@@ -620,7 +622,7 @@ static int seal_active(kv_db *db, void *arg)
 
 int kv_close(kv_db *db)
 {
-	int rv, r2;
+	int rv, r2 = 0;
 
 	if (db == NULL)
 		return 0;
@@ -634,11 +636,11 @@ int kv_close(kv_db *db)
 		pthread_join(db->bg, NULL);
 	/* finish what is queued, sync, seal the active segment */
 	rv = write_barrier(db, seal_active, NULL);
-	if (rv == 0 && !atomic_load(&db->read_only)) {
+	/* hint files only make the next open faster: a full disk or an I/O
+	 * error writing them does not fail the close */
+	if (rv == 0 && !atomic_load(&db->read_only))
 		r2 = db_write_hints(db);
-		if (rv == 0)
-			rv = r2;
-	}
+	(void)r2;
 	db_free(db);
 	return rv;
 }

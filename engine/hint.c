@@ -154,14 +154,40 @@ static int hint_walk(const uint8_t *p, size_t len, uint64_t count, uint64_t seg_
 	return off == len ? 0 : KV_ECORRUPT;
 }
 
+int hint_parse(const uint8_t *buf, size_t len, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
+               hint_visit_fn fn, void *arg)
+{
+	uint64_t count;
+	size_t body;
+	int rv;
+
+	if (len < HINT_HEADER_SIZE + HINT_FOOTER_SIZE)
+		return KV_ECORRUPT;
+	if (memcmp(buf, HINT_MAGIC, 8) != 0 || crc32c(buf, 28) != get_le32(buf + 28))
+		return KV_ECORRUPT;
+	if (get_le32(buf + 8) != HINT_FORMAT_VERSION)
+		return KV_EFORMAT;
+	if (get_le32(buf + 12) != seg_id || memcmp(buf + len - 4, "HEND", 4) != 0)
+		return KV_ECORRUPT;
+	count = get_le64(buf + 16);
+	body = len - HINT_HEADER_SIZE - HINT_FOOTER_SIZE;
+	if (count > body / HINT_ENTRY_SIZE ||
+	    crc32c(buf + HINT_HEADER_SIZE, body) != get_le32(buf + len - HINT_FOOTER_SIZE))
+		return KV_ECORRUPT;
+	/* check everything first, so a bad hint feeds nothing to the caller */
+	rv = hint_walk(buf + HINT_HEADER_SIZE, body, count, seg_size, max_key, NULL, NULL);
+	if (rv != 0)
+		return rv;
+	return hint_walk(buf + HINT_HEADER_SIZE, body, count, seg_size, max_key, fn, arg);
+}
+
 int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
               struct kv_io_fault *f, hint_visit_fn fn, void *arg)
 {
 	char name[SEG_NAME_MAX];
 	struct stat st;
 	uint8_t *buf = NULL;
-	uint64_t count;
-	size_t len, body;
+	size_t len;
 	int fd, rv;
 
 	seg_name(name, seg_id, ".hint");
@@ -182,29 +208,7 @@ int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
 	}
 	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0)
 		goto out;
-	if (memcmp(buf, HINT_MAGIC, 8) != 0 || crc32c(buf, 28) != get_le32(buf + 28)) {
-		rv = KV_ECORRUPT;
-		goto out;
-	}
-	if (get_le32(buf + 8) != HINT_FORMAT_VERSION) {
-		rv = KV_EFORMAT;
-		goto out;
-	}
-	if (get_le32(buf + 12) != seg_id || memcmp(buf + len - 4, "HEND", 4) != 0) {
-		rv = KV_ECORRUPT;
-		goto out;
-	}
-	count = get_le64(buf + 16);
-	body = len - HINT_HEADER_SIZE - HINT_FOOTER_SIZE;
-	if (count > body / HINT_ENTRY_SIZE ||
-	    crc32c(buf + HINT_HEADER_SIZE, body) != get_le32(buf + len - HINT_FOOTER_SIZE)) {
-		rv = KV_ECORRUPT;
-		goto out;
-	}
-	/* check everything first, so a bad hint feeds nothing to the caller */
-	if ((rv = hint_walk(buf + HINT_HEADER_SIZE, body, count, seg_size, max_key, NULL, NULL)) != 0)
-		goto out;
-	rv = hint_walk(buf + HINT_HEADER_SIZE, body, count, seg_size, max_key, fn, arg);
+	rv = hint_parse(buf, len, seg_id, seg_size, max_key, fn, arg);
 out:
 	free(buf);
 	close(fd);

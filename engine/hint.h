@@ -51,8 +51,17 @@ void hint_writer_release(struct hint_writer *w);
 
 typedef int (*hint_visit_fn)(void *arg, const struct hint_ent *e);
 
-/* Loads <id>.hint, checks it whole (KV_ECORRUPT, KV_EFORMAT, -ENOENT), then
- * calls fn for each entry. seg_size bounds the offsets. */
+/* Checks the len bytes of a hint file whole — magic, header checksum,
+ * segment id, footer, entry checksum, count, every entry in bounds (offset
+ * ≥ SEG_HEADER_SIZE, offset + size ≤ seg_size, 1 ≤ key length ≤ max_key) —
+ * and only then calls fn for each entry, in file order; a buffer that does
+ * not check out reports no entry. KV_ECORRUPT, KV_EFORMAT (format version),
+ * or the first non-zero return of fn. Entry keys point into buf. */
+int hint_parse(const uint8_t *buf, size_t len, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
+               hint_visit_fn fn, void *arg);
+
+/* Loads <id>.hint and parses it with hint_parse (KV_ECORRUPT, KV_EFORMAT,
+ * -ENOENT, -errno). seg_size bounds the offsets. */
 int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
               struct kv_io_fault *f, hint_visit_fn fn, void *arg);
 

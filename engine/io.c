@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -214,6 +215,19 @@ int io_unlink(struct kv_io_fault *f, int dirfd, const char *name)
 	if (unlinkat(dirfd, name, 0) != 0)
 		return -errno;
 	record(f, &ev);
+	return 0;
+}
+
+int io_reserve(struct kv_io_fault *f, int fd, uint64_t off, uint64_t len)
+{
+	struct kv_io_event ev = {.type = KV_IO_EV_TRUNCATE, .fd = fd, .off = off, .len = len};
+	int rv;
+
+	(void)ev;
+	if (f != NULL && f->on_write != NULL && (rv = f->on_write(f->arg, fd, off, 0)) < 0)
+		return rv;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) != 0)
+		return -errno;
 	return 0;
 }
 

@@ -106,6 +106,11 @@ int io_create(struct kv_io_fault *f, int dirfd, const char *name, int flags, int
 int io_rename(struct kv_io_fault *f, int dirfd, const char *from, const char *to);
 int io_unlink(struct kv_io_fault *f, int dirfd, const char *name);
 int io_truncate(struct kv_io_fault *f, int fd, uint64_t size);
+/* Allocates [off, off+len) without changing the file size (fallocate
+ * KEEP_SIZE), so a later write there cannot fail for space — nor, with
+ * delayed allocation, its fdatasync. -ENOSPC when the disk is full;
+ * -EOPNOTSUPP where the file system cannot. */
+int io_reserve(struct kv_io_fault *f, int fd, uint64_t off, uint64_t len);
 /* Reports a completed fdatasync done outside these helpers (the ring). */
 void io_record_sync(struct kv_io_fault *f, int fd);
 

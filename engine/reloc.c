@@ -156,53 +156,29 @@ out:
 	return rv;
 }
 
-int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge_commit *ret)
+int commit_parse(const uint8_t *buf, size_t len, struct merge_commit *ret)
 {
 	struct merge_commit c = {0};
-	struct stat st;
-	uint8_t *buf = NULL;
 	const uint8_t *p;
-	size_t len, i;
-	int fd, rv;
+	size_t i;
 
-	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		rv = -errno;
-		goto fail;
-	}
-	len = (size_t)st.st_size;
-	if (len < COMMIT_HEADER_SIZE + 4) {
-		rv = KV_ECORRUPT;
-		goto fail;
-	}
-	if ((buf = malloc(len)) == NULL) {
-		rv = -ENOMEM;
-		goto fail;
-	}
-	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0)
-		goto fail;
-	if (memcmp(buf, COMMIT_MAGIC, 8) != 0 || crc32c(buf, len - 4) != get_le32(buf + len - 4)) {
-		rv = KV_ECORRUPT;
-		goto fail;
-	}
-	if (get_le32(buf + 8) != COMMIT_FORMAT_VERSION) {
-		rv = KV_EFORMAT;
-		goto fail;
-	}
+	if (len < COMMIT_HEADER_SIZE + 4)
+		return KV_ECORRUPT;
+	if (memcmp(buf, COMMIT_MAGIC, 8) != 0 || crc32c(buf, len - 4) != get_le32(buf + len - 4))
+		return KV_ECORRUPT;
+	if (get_le32(buf + 8) != COMMIT_FORMAT_VERSION)
+		return KV_EFORMAT;
 	c.seq = get_le64(buf + 16);
 	c.nretired = get_le32(buf + 24);
 	c.nrelocs = get_le64(buf + 32);
 	if (c.nrelocs > len / 16 ||
-	    COMMIT_HEADER_SIZE + (uint64_t)c.nretired * 4 + c.nrelocs * 16 + 4 != len) {
-		rv = KV_ECORRUPT;
-		goto fail;
-	}
+	    COMMIT_HEADER_SIZE + (uint64_t)c.nretired * 4 + c.nrelocs * 16 + 4 != len)
+		return KV_ECORRUPT;
 	c.retired = calloc(c.nretired + 1, sizeof(*c.retired));
 	c.relocs = calloc(c.nrelocs + 1, sizeof(*c.relocs));
 	if (c.retired == NULL || c.relocs == NULL) {
-		rv = -ENOMEM;
-		goto fail;
+		commit_release(&c);
+		return -ENOMEM;
 	}
 	p = buf + COMMIT_HEADER_SIZE;
 	for (i = 0; i < c.nretired; i++, p += 4)
@@ -211,12 +187,36 @@ int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge
 		c.relocs[i].from = get_le64(p);
 		c.relocs[i].to = get_le64(p + 8);
 	}
-	free(buf);
-	close(fd);
 	*ret = c;
 	return 0;
-fail:
-	commit_release(&c);
+}
+
+int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge_commit *ret)
+{
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t len;
+	int fd, rv;
+
+	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		rv = -errno;
+		goto out;
+	}
+	len = (size_t)st.st_size;
+	if (len < COMMIT_HEADER_SIZE + 4) {
+		rv = KV_ECORRUPT;
+		goto out;
+	}
+	if ((buf = malloc(len)) == NULL) {
+		rv = -ENOMEM;
+		goto out;
+	}
+	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0)
+		goto out;
+	rv = commit_parse(buf, len, ret);
+out:
 	free(buf);
 	close(fd);
 	return rv;

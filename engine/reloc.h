@@ -71,7 +71,12 @@ struct merge_commit {
 
 /* Writes merge-<seq>.commit durably (temp, fsync, rename, directory fsync). */
 int commit_write(int dirfd, const struct merge_commit *c, struct kv_io_fault *f);
-/* Loads one commit file by name; KV_ECORRUPT when it does not check out. */
+/* Parses the len bytes of a commit file: magic, checksum, format version,
+ * and counts that account for exactly len bytes (KV_ECORRUPT, KV_EFORMAT,
+ * -ENOMEM). *ret (release with commit_release) is written only on success. */
+int commit_parse(const uint8_t *buf, size_t len, struct merge_commit *ret);
+/* Loads one commit file by name and parses it with commit_parse;
+ * KV_ECORRUPT when it does not check out. */
 int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge_commit *ret);
 void commit_release(struct merge_commit *c);
 

@@ -48,6 +48,7 @@ struct seg {
 	bool sealed;
 	bool has_hint;
 	bool retired;
+	uint64_t reserved; /* [driver] bytes of the active segment fallocate'd so far */
 };
 
 /* Names: buf must hold SEG_NAME_MAX bytes. */

@@ -319,6 +319,8 @@ int write_roll(kv_db *db)
 		old->sealed = true;
 	}
 	pthread_mutex_unlock(&db->seg_mu);
+	if (old != NULL && old->reserved > db->tail && old->reserved != UINT64_MAX)
+		io_truncate(db->opt.fault, old->fd, db->tail); /* give back what was reserved */
 	if (old != NULL)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
@@ -326,6 +328,43 @@ int write_roll(kv_db *db)
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes += SEG_HEADER_SIZE;
 	pthread_rwlock_unlock(&db->kd_lock);
+	return 0;
+}
+
+/*
+ * Space for the active segment is allocated ahead of the writes, a chunk at a
+ * time, without changing its size. A full disk then shows as ENOSPC here,
+ * before anything is written, and never later as a failed fdatasync (which
+ * delayed allocation would otherwise make possible, and which would turn the
+ * database read-only). [driver]
+ */
+#define RESERVE_CHUNK (1u << 20)
+
+static int reserve_space(kv_db *db, size_t len)
+{
+	struct seg *s = db->active;
+	uint64_t end = db->tail + len, want;
+	int rv;
+
+	if (end <= s->reserved)
+		return 0;
+	want = end - s->reserved;
+	if (want < RESERVE_CHUNK)
+		want = RESERVE_CHUNK;
+	rv = io_reserve(db->opt.fault, s->fd, s->reserved > db->tail ? s->reserved : db->tail,
+	                want);
+	if (rv == -EOPNOTSUPP || rv == -ENOSYS) {
+		s->reserved = UINT64_MAX; /* not on this file system: plain writes */
+		return 0;
+	}
+	if (rv == -ENOSPC && (rv = io_reserve(db->opt.fault, s->fd, db->tail, len)) == 0) {
+		/* not a whole chunk left, but enough for this batch */
+		s->reserved = end;
+		return 0;
+	}
+	if (rv != 0)
+		return rv;
+	s->reserved = (s->reserved > db->tail ? s->reserved : db->tail) + want;
 	return 0;
 }
 
@@ -590,6 +629,14 @@ static bool form_and_start(kv_db *db)
 		return true;
 	}
 	db->in_flight = true;
+	{
+		int rv = reserve_space(db, b->len);
+		if (rv != 0) {
+			struct io_result full = {rv, false};
+			batch_finish(db, &full);
+			return true;
+		}
+	}
 	if (io_write_start(db->io, db->active->fd, b->buf, b->len, db->tail,
 	                   db->opt.sync == KV_SYNC_ALWAYS) != 0) {
 		struct io_result fail = {-EIO, false};

@@ -136,6 +136,9 @@ const char *rpc_message_of(int err)
 		return "I/O error";
 	case -EBUSY:
 		return "busy, try again";
+	case KV_EREADONLY:
+		return "tenant is read-only after a failed fsync: fix the disk, then "
+		       "TenantPassivate and TenantActivate it (or restart kvd)";
 	default:
 		return kv_strerror(err);
 	}

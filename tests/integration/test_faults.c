@@ -1,0 +1,202 @@
+/* test_faults.c — a real kvd under I/O faults: a failed fsync fails its writes and makes the tenant read-only until an operator reopens it, a failed write leaves nothing behind, a full disk (a size-limited tmpfs) gives RESOURCE_EXHAUSTED while reads go on and writes resume once space is freed — and nothing acknowledged is ever lost. */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/mount.h>
+#include <cmocka.h>
+
+static void set_fault(const char *path, const char *mode)
+{
+	if (mode == NULL) {
+		unlink(path);
+		return;
+	}
+	FILE *f = fopen(path, "w");
+	fputs(mode, f);
+	fclose(f);
+}
+
+static char val[4096];
+
+static void test_fsync_failure(void **state)
+{
+	struct kvd_proc k;
+	char env[700], fault[600], got[64];
+	struct kvd_opts o = {.env = {env}};
+	char *dir = tu_mkdtemp("fsyncfault");
+	nng_socket s;
+	int st;
+
+	(void)state;
+	snprintf(fault, sizeof(fault), "%s/fault", dir);
+	snprintf(env, sizeof(env), "KVD_TEST_FAULT_FILE=%s", fault);
+	o.reuse_dir = dir;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	assert_int_equal(h_put(s, NULL, "before", "1", 1, NULL), 0);
+	set_fault(fault, "sync-eio");
+	/* the batch whose fdatasync failed is not acknowledged */
+	assert_int_equal(h_put(s, NULL, "during", "2", 1, NULL), 14);
+	set_fault(fault, NULL);
+	/* from then on: read-only, with a reason that says what to do */
+	{
+		struct h_req q;
+		struct h_reply2 r;
+		h_req_begin(&q, "Put", NULL, 7, 2, 0);
+		mp_kv_bin(&q.pk, "key", "after", 5);
+		mp_kv_bin(&q.pk, "value", "3", 1);
+		assert_int_equal(h_call(s, &q, &r), 0);
+		assert_int_equal(r.r.status, 14);
+		assert_non_null(strstr(r.r.message, "read-only"));
+		h_reply2_free(&r);
+	}
+	/* reads go on */
+	assert_int_equal(h_get(s, NULL, "before", got, sizeof(got), NULL), 0);
+	assert_int_equal(h_get(s, NULL, "during", got, sizeof(got), NULL), 5);
+	/* the operator reopens the tenant: writable again, nothing lost */
+	assert_int_equal(h_tenant_call(s, "TenantPassivate", "default", NULL), 0);
+	assert_int_equal(h_tenant_call(s, "TenantActivate", "default", NULL), 0);
+	st = h_put(s, NULL, "after", "3", 1, NULL);
+	assert_int_equal(st, 0);
+	assert_int_equal(h_get(s, NULL, "before", got, sizeof(got), NULL), 0);
+	assert_string_equal(got, "1");
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, true);
+	/* and after a restart */
+	o.env[0] = NULL;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	assert_int_equal(h_get(s, NULL, "before", got, sizeof(got), NULL), 0);
+	assert_int_equal(h_get(s, NULL, "after", got, sizeof(got), NULL), 0);
+	assert_int_equal(h_get(s, NULL, "during", got, sizeof(got), NULL), 5);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	free(dir);
+}
+
+static void test_write_failure(void **state)
+{
+	struct kvd_proc k;
+	char env[700], fault[600], got[64];
+	struct kvd_opts o = {.env = {env}};
+	char *dir = tu_mkdtemp("writefault");
+	uint64_t v1 = 0, v2 = 0;
+	nng_socket s;
+
+	(void)state;
+	snprintf(fault, sizeof(fault), "%s/fault", dir);
+	snprintf(env, sizeof(env), "KVD_TEST_FAULT_FILE=%s", fault);
+	o.reuse_dir = dir;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	assert_int_equal(h_put(s, NULL, "a", "1", 1, &v1), 0);
+	set_fault(fault, "write-eio");
+	assert_int_equal(h_put(s, NULL, "b", "2", 1, NULL), 14);
+	set_fault(fault, "write-enospc");
+	assert_int_equal(h_put(s, NULL, "b", "2", 1, NULL), 8);
+	set_fault(fault, NULL);
+	/* not read-only: the next write goes through, with the next version */
+	assert_int_equal(h_put(s, NULL, "c", "3", 1, &v2), 0);
+	assert_int_equal(v2, v1 + 1);
+	assert_int_equal(h_get(s, NULL, "b", got, sizeof(got), NULL), 5);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	free(dir);
+}
+
+static void test_full_disk(void **state)
+{
+	struct kvd_proc k;
+	char *dir = tu_mkdtemp("fulldisk"), *mnt = tu_path(dir, "small");
+	struct kvd_opts o = {.reuse_dir = mnt, .config_text = "segment_size = 256K\n"};
+	char key[32], got[8192];
+	int acked = 0, refused = 0;
+	nng_socket s;
+
+	(void)state;
+	mkdir(mnt, 0755);
+	if (mount("kvdtest", mnt, "tmpfs", 0, "size=4m") != 0) {
+		fprintf(stderr, "skipped: cannot mount a 4 MiB tmpfs at %s (%s); this test needs "
+		                "root to make a small disk\n",
+		        mnt, strerror(errno));
+		tu_rmtree(dir);
+		exit(77);
+	}
+	for (size_t i = 0; i < sizeof(val); i++)
+		val[i] = (char)('a' + i % 26);
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	/* a filler tenant whose drop frees space later */
+	{
+		struct h_req q;
+		struct h_reply2 r;
+		h_req_begin(&q, "TenantCreate", NULL, 1, 1, 0);
+		mp_kv_str(&q.pk, "name", "filler");
+		assert_int_equal(h_call(s, &q, &r), 0);
+		assert_int_equal(r.r.status, 0);
+		h_reply2_free(&r);
+		for (int i = 0; i < 100; i++) {
+			snprintf(key, sizeof(key), "f%03d", i);
+			assert_int_equal(h_put(s, "filler", key, val, sizeof(val), NULL), 0);
+		}
+	}
+	/* fill the disk: writes are refused with RESOURCE_EXHAUSTED */
+	for (int i = 0; i < 4000 && refused < 5; i++) {
+		int st;
+		snprintf(key, sizeof(key), "k%05d", i);
+		st = h_put(s, NULL, key, val, sizeof(val), NULL);
+		if (st == 0) {
+			acked = i + 1;
+			assert_int_equal(refused, 0); /* no acknowledged write after a refusal */
+		} else {
+			assert_int_equal(st, 8);
+			refused++;
+		}
+	}
+	assert_true(acked > 100);
+	assert_true(refused == 5);
+	/* reads go on, everything acknowledged is there */
+	for (int i = 0; i < acked; i++) {
+		snprintf(key, sizeof(key), "k%05d", i);
+		assert_int_equal(h_get(s, NULL, key, got, sizeof(got), NULL), 0);
+		assert_int_equal(memcmp(got, val, sizeof(val)), 0);
+	}
+	/* space comes back: writes resume */
+	assert_int_equal(h_tenant_call(s, "TenantDrop", "filler", NULL), 0);
+	snprintf(key, sizeof(key), "k%05d", acked);
+	assert_int_equal(h_put(s, NULL, key, val, sizeof(val), NULL), 0);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, true);
+	/* and nothing acknowledged is lost across a restart on the full disk */
+	o.config_text = NULL;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	for (int i = 0; i <= acked; i++) {
+		snprintf(key, sizeof(key), "k%05d", i);
+		assert_int_equal(h_get(s, NULL, key, got, sizeof(got), NULL), 0);
+	}
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, true);
+	umount(mnt);
+	tu_rmtree(dir);
+	free(mnt);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fsync_failure),
+		cmocka_unit_test(test_write_failure),
+		cmocka_unit_test(test_full_disk),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
