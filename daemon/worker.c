@@ -397,6 +397,9 @@ static void run_read(struct worker *w, struct job *j)
 	rpc_reply_init(&rp);
 	rpc_run_read(d->store, t, &j->req, &rp);
 	kv_store_put(d->store, t);
+	if (rp.status == RPC_DATA_LOSS)
+		klog(LOG_ERR, "tenant %s: a %s read a damaged record (DATA_LOSS)", j->req.tenant,
+		     rpc_method_name(j->req.method));
 	conn_reply(j->conn, &rp);
 }
 

@@ -230,6 +230,17 @@ static int hint_gen_rec(void *arg, const struct seg_scan_rec *r)
 	return hint_writer_add(&g->w, &e);
 }
 
+/* A damaged record whose header still checks out keeps its entry, so reads
+ * of its key report the damage (DATA_LOSS) rather than an older value. */
+static int hint_gen_damage(void *arg, uint64_t off, uint64_t len, const struct seg_scan_rec *r)
+{
+	(void)off;
+	(void)len;
+	if (r == NULL)
+		return 0;
+	return hint_gen_rec(arg, r);
+}
+
 /* Scans one sealed segment and writes its hint file. */
 static int write_hint(kv_db *db, struct seg *s)
 {
@@ -244,7 +255,7 @@ static int write_hint(kv_db *db, struct seg *s)
 	hint_writer_init(&g.w);
 	/* a sealed segment was synced when it was sealed (write_roll, close) */
 	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
-	              hint_gen_rec, &g, &res);
+	              hint_gen_rec, hint_gen_damage, &g, &res);
 	seg_unpin(s);
 	if (rv == 0)
 		rv = hint_writer_finish(&g.w, db->dirfd, s->id, db->opt.fault);

@@ -50,6 +50,8 @@ struct rctx {
 	uint64_t pend_start; /* offset of the first record of the open batch */
 	uint64_t max_version;
 	uint64_t records;
+	uint64_t seg_base; /* the segment being loaded: its base version and size */
+	uint64_t seg_size;
 };
 
 static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
@@ -128,6 +130,22 @@ static int scan_rec(void *arg, const struct seg_scan_rec *r)
 {
 	return index_source(arg, r->h.type, r->h.flags, r->key, r->h.key_len, r->h.version, r->off,
 	                    r->size, r->h.expiry_ms);
+}
+
+/* A damaged record whose header still checks out is indexed (without its
+ * batch flag: it cannot be told apart), so a read of its key reports the
+ * damage instead of returning the key's previous value. Its version must be
+ * one this segment could hold. */
+static int scan_damage(void *arg, uint64_t off, uint64_t len, const struct seg_scan_rec *r)
+{
+	struct rctx *c = arg;
+
+	(void)len;
+	if (r == NULL || r->h.version <= c->seg_base ||
+	    r->h.version > c->seg_base + c->seg_size / REC_HEADER_SIZE)
+		return 0;
+	return index_source(c, r->h.type, (uint8_t)(r->h.flags & ~REC_F_BATCH_MORE), r->key,
+	                    r->h.key_len, r->h.version, off, r->size, r->h.expiry_ms);
 }
 
 static int hint_rec(void *arg, const struct hint_ent *e)
@@ -350,8 +368,10 @@ int recovery_run(kv_db *db)
 				db->rinfo.hints_rejected++;
 			pend_clear(&c);
 			/* a rejected hint indexed nothing (it is checked whole first) */
+			c.seg_base = s->base_version;
+			c.seg_size = s->size;
 			rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX,
-			              KV_VALUE_SIZE_MAX, false, scan_rec, &c, &res);
+			              KV_VALUE_SIZE_MAX, false, scan_rec, scan_damage, &c, &res);
 			if (rv != 0) {
 				seg_unref(s);
 				goto out;

@@ -356,9 +356,29 @@ static int record_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t 
 	return 0;
 }
 
+/* The header at off, when it passes its bounds (its crc is not checked). */
+static bool plausible_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t max_value,
+                         struct seg_scan_rec *r)
+{
+	const uint8_t *p;
+
+	if (w->file_size - off < REC_HEADER_SIZE || window_get(w, off, REC_HEADER_SIZE, &p) != 0)
+		return false;
+	rec_decode_header(p, &r->h);
+	if (rec_check_header(&r->h, max_key, max_value, w->file_size - off) != 0)
+		return false;
+	r->size = rec_size(r->h.key_len, r->h.value_len);
+	if (window_get(w, off, REC_HEADER_SIZE + r->h.key_len, &p) != 0)
+		return false;
+	r->key = p + REC_HEADER_SIZE;
+	r->value = NULL;
+	r->off = off;
+	return true;
+}
+
 int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, bool want_values, seg_scan_fn cb, void *arg,
-             struct seg_scan_result *ret)
+             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage,
+             void *arg, struct seg_scan_result *ret)
 {
 	struct window w = {.f = f, .fd = fd, .file_size = file_size};
 	struct seg_scan_result res = {.valid_end = SEG_HEADER_SIZE};
@@ -390,6 +410,16 @@ int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key
 			res.corrupt_bytes += q - off;
 			if (res.first_corrupt_off == 0)
 				res.first_corrupt_off = off;
+			if (damage != NULL) {
+				struct seg_scan_rec d;
+				bool ok = plausible_at(&w, off, max_key, max_value, &d) &&
+				          off + d.size <= q;
+				if ((rv = damage(arg, off, q - off, ok ? &d : NULL)) != 0)
+					goto out;
+				/* the window may have moved: read the good record again */
+				if ((rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size)) != 0)
+					goto out;
+			}
 			off = q;
 		} else if (rv != 0) {
 			goto out;

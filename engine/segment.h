@@ -98,12 +98,18 @@ struct seg_scan_result {
 };
 
 /* Calls cb for every record that passes its bounds and crc, in order. A
- * damaged region is skipped up to the next record that checks out; damage with
- * nothing valid after it ends the scan at valid_end (a torn tail). cb returns
- * 0 to go on or a negative error to stop the scan with it. */
+ * damaged region is skipped up to the next record that checks out, and
+ * reported to damage (if not NULL) -- with the damaged record's header and
+ * key when its header still passes its bounds (only its crc failed), so the
+ * caller can index it and reads of that key report the damage instead of
+ * falling back to an older version. Damage with nothing valid after it ends
+ * the scan at valid_end (a torn tail; not reported to damage). The
+ * callbacks return 0 to go on or a negative error to stop the scan. */
 typedef int (*seg_scan_fn)(void *arg, const struct seg_scan_rec *r);
+typedef int (*seg_damage_fn)(void *arg, uint64_t off, uint64_t len,
+                             const struct seg_scan_rec *plausible);
 int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, bool want_values, seg_scan_fn cb, void *arg,
-             struct seg_scan_result *ret);
+             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage,
+             void *arg, struct seg_scan_result *ret);
 
 #endif

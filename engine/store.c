@@ -548,6 +548,14 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 		t->last_activation_ms = wall_ms();
 		t->last_activation_us = t0;
 		s->activations++;
+		if (s->opt.activated != NULL) {
+			/* the tenant is ACTIVE and held by our caller: safe unlocked */
+			t->refs++;
+			pthread_mutex_unlock(&s->mu);
+			s->opt.activated(s->opt.activated_arg, t->name, db, t0);
+			pthread_mutex_lock(&s->mu);
+			t->refs--;
+		}
 	} else {
 		t->state = T_PASSIVE;
 	}

@@ -42,6 +42,7 @@ void rpc_reply_init(struct rpc_reply *rp)
 {
 	msgpack_sbuffer_init(&rp->buf);
 	msgpack_packer_init(&rp->pk, &rp->buf, msgpack_sbuffer_write);
+	rp->status = RPC_OK;
 }
 
 void rpc_reply_release(struct rpc_reply *rp)
@@ -51,6 +52,7 @@ void rpc_reply_release(struct rpc_reply *rp)
 
 static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t extra)
 {
+	rp->status = status;
 	msgpack_pack_map(&rp->pk, 3 + extra);
 	mp_kv_uint(&rp->pk, "v", 1);
 	mp_kv_uint(&rp->pk, "id", id);

@@ -96,6 +96,7 @@ struct rpc_req {
 struct rpc_reply {
 	msgpack_sbuffer buf;
 	msgpack_packer pk;
+	int status; /* the status the reply carries */
 };
 
 void rpc_reply_init(struct rpc_reply *rp);

@@ -297,6 +297,26 @@ int kv_set_open_files_budget(size_t n);
 /* Segment files open right now, in the whole process. */
 size_t kv_open_segment_files(void);
 
+/* Reads every file of the database at path without changing anything and
+ * calls fn for each damaged thing found: a record failing its checksum,
+ * damaged bytes, a torn end, a damaged segment header, hint, merge commit or
+ * META. The database must not be open (KV_ELOCKED). */
+struct kv_check_item {
+	char file[64];    /* file name in the directory */
+	uint64_t off;     /* where the damage starts */
+	uint64_t len;     /* how many bytes (0: the file as a whole) */
+	const char *what; /* one line */
+};
+typedef void (*kv_check_fn)(void *arg, const struct kv_check_item *it);
+struct kv_check_summary {
+	uint32_t segments;
+	uint32_t hints;
+	uint64_t records; /* records that check out */
+	uint32_t damaged; /* items reported */
+	uint64_t damaged_bytes;
+};
+int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret);
+
 /* Makes every acknowledged write durable now (useful under sync=interval|none). */
 int kv_sync(kv_db *db);
 
@@ -334,6 +354,10 @@ struct kv_store_options {
 	uint32_t max_active;     /* active tenants at most; 0: from the open-file budget */
 	bool auto_create;        /* a get of an unknown tenant creates it with default config */
 	uint32_t busy_wait_ms;   /* passivate/drop wait this long for a tenant in use; 0: -EBUSY now */
+	/* Called after a tenant was activated (not under the store's lock), so
+	 * the caller can say what recovery found. */
+	void (*activated)(void *arg, const char *tenant, kv_db *db, uint64_t us);
+	void *activated_arg;
 	struct kv_tenant_config defaults;
 };
 void kv_store_options_init(struct kv_store_options *o);
