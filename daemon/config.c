@@ -52,9 +52,12 @@ int parse_size(const char *s, uint64_t *ret)
 	unsigned long long v;
 	uint64_t mul = 1;
 
+	/* strtoull would also take white space and a sign, and negate "-1" */
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
+	if (errno || end == s)
 		return -EINVAL;
 	if (*end != '\0') {
 		switch (*end) {
@@ -84,9 +87,11 @@ static int parse_u64(const char *s, uint64_t *ret)
 	char *end;
 	unsigned long long v;
 
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end != '\0' || s[0] == '-')
+	if (errno || end == s || *end != '\0')
 		return -EINVAL;
 	*ret = v;
 	return 0;
@@ -183,7 +188,7 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "ipc_mode")) {
 			char *end;
 			unsigned long m = strtoul(v, &end, 8);
-			if (*end != '\0' || m > 0777)
+			if (end == v || *end != '\0' || m > 0777)
 				return -EINVAL;
 			c->ipc_mode = (uint32_t)m;
 			return 0;
