@@ -29,6 +29,10 @@ int bench_rpc(int argc, char **argv);
  * replay), key-directory bytes per key, first Get through kvd. */
 int bench_activate(int argc, char **argv);
 
+/* kvbench ycsb: the YCSB core workloads A-F against kvd, Redis and the
+ * embedded engines (bench/ycsb.c). */
+int bench_ycsb(int argc, char **argv);
+
 /* ---- helpers shared by rpc.c and activate.c (defined in rpc.c) ---------- */
 
 /* A child process (kvd, sockperf) started by bench_proc_start. */

@@ -15,6 +15,7 @@ static void usage(FILE *f)
 	        "  merge    merge time, space reclaimed, writer latency during a merge\n"
 	        "  rpc      Get/Put throughput and latency through kvd, with transport baselines\n"
 	        "  activate time to activate a passive tenant; first Get through kvd\n"
+	        "  ycsb     YCSB workloads A-F: kvd against Redis, RocksDB, LevelDB, LMDB\n"
 	        "run 'kvbench COMMAND --help' for the options of a command\n");
 }
 
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
 		return bench_rpc(argc - 1, argv + 1);
 	if (strcmp(argv[1], "activate") == 0)
 		return bench_activate(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ycsb") == 0)
+		return bench_ycsb(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

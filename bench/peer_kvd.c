@@ -4,8 +4,10 @@
  *
  * Configuration: kv_options_init() defaults (background thread on, default
  * segment size, merge policy and I/O method) except the sync mode, which is
- * KV_SYNC_ALWAYS or KV_SYNC_NONE as the run asks. Reads use kv_get (a
- * malloc'd copy released with kv_value_release); scans use kv_iter_*.
+ * KV_SYNC_ALWAYS or KV_SYNC_NONE as the run asks, or KV_SYNC_INTERVAL with
+ * the run's sync_interval_ms (the engine syncs on its own: no sync op).
+ * Reads use kv_get (a malloc'd copy released with kv_value_release); scans
+ * use kv_iter_*.
  */
 #include "peers.h"
 
@@ -13,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct peer {
 	kv_db *db;
@@ -46,6 +49,10 @@ static int kvd_open(const struct peer_config *c, struct peer **ret_db, char *err
 	}
 	kv_options_init(&o);
 	o.sync = c->sync ? KV_SYNC_ALWAYS : KV_SYNC_NONE;
+	if (!c->sync && c->sync_interval_ms > 0) {
+		o.sync = KV_SYNC_INTERVAL;
+		o.sync_interval_ms = c->sync_interval_ms;
+	}
 	if ((rv = kv_open(c->path, &o, &p->db)) != 0) {
 		peer_errf(err, errlen, "kv_open %s: %s", c->path, kv_strerror(rv));
 		free(p);
@@ -123,6 +130,51 @@ static int kvd_scan(struct peer_worker *w, const char *start, const char *end, s
 	return 0;
 }
 
+static int kvd_get_copy(struct peer_worker *w, const char *key, size_t key_len, void *buf,
+                        size_t cap, size_t *ret_len)
+{
+	struct kv_value v;
+	int rv = kv_get(w->db->db, key, key_len, NULL, &v);
+
+	if (rv == KV_ENOTFOUND)
+		return PEER_NOTFOUND;
+	if (rv != 0) {
+		peer_errf(w->err, sizeof w->err, "kv_get: %s", kv_strerror(rv));
+		return -1;
+	}
+	memcpy(buf, v.data, v.len < cap ? v.len : cap);
+	*ret_len = v.len;
+	kv_value_release(&v);
+	return PEER_FOUND;
+}
+
+static int kvd_scan_count(struct peer_worker *w, const char *start, size_t start_len,
+                          uint64_t count, size_t value_size, struct peer_scan *ret)
+{
+	struct kv_scan_opts so = {.start = start, .start_len = start_len, .limit = count};
+	struct peer_scan s = {0, 0};
+	struct kv_entry e;
+	kv_iter *it;
+	int rv;
+
+	if ((rv = kv_iter_open(w->db->db, &so, &it)) != 0) {
+		peer_errf(w->err, sizeof w->err, "kv_iter_open: %s", kv_strerror(rv));
+		return -1;
+	}
+	while (s.entries < count && (rv = kv_iter_next(it, &e)) == 0) {
+		s.entries++;
+		if (e.value_len != value_size)
+			s.wrong++;
+	}
+	kv_iter_close(it);
+	if (s.entries < count && rv != KV_EEND) {
+		peer_errf(w->err, sizeof w->err, "kv_iter_next: %s", kv_strerror(rv));
+		return -1;
+	}
+	*ret = s;
+	return 0;
+}
+
 static int kvd_counters(struct peer *p, struct peer_counters *ret)
 {
 	struct kv_stats st;
@@ -157,6 +209,8 @@ const struct peer_backend peer_kvd = {
         .put = kvd_put,
         .get = kvd_get,
         .scan = kvd_scan,
+        .get_copy = kvd_get_copy,
+        .scan_count = kvd_scan_count,
         .counters = kvd_counters,
         .describe = kvd_describe,
 };

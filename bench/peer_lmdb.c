@@ -9,6 +9,7 @@
  * read-only transaction, reset after every get and renewed before the next
  * (the usual way to read from many threads). Unlike the others, a get
  * returns a pointer into the map, not a copy: LMDB's natural read path.
+ * sync (kvbench ycsb's sync=interval over MDB_NOSYNC) is mdb_env_sync(force).
  */
 #include "peers.h"
 
@@ -204,6 +205,80 @@ static int lmdb_scan(struct peer_worker *w, const char *start, const char *end, 
 	return 0;
 }
 
+static int lmdb_get_copy(struct peer_worker *w, const char *key, size_t key_len, void *buf,
+                         size_t cap, size_t *ret_len)
+{
+	MDB_val k = {key_len, (void *)key}, v;
+	MDB_txn *txn;
+	int rv;
+
+	if (lmdb_read_begin(w, &txn) != 0)
+		return -1;
+	rv = mdb_get(txn, w->db->dbi, &k, &v);
+	if (rv == 0) {
+		memcpy(buf, v.mv_data, v.mv_size < cap ? v.mv_size : cap);
+		*ret_len = v.mv_size;
+	}
+	mdb_txn_reset(txn);
+	if (rv == MDB_NOTFOUND)
+		return PEER_NOTFOUND;
+	if (rv != 0) {
+		peer_errf(w->err, sizeof w->err, "mdb_get: %s", mdb_strerror(rv));
+		return -1;
+	}
+	return PEER_FOUND;
+}
+
+static int lmdb_scan_count(struct peer_worker *w, const char *start, size_t start_len,
+                           uint64_t count, size_t value_size, struct peer_scan *ret)
+{
+	struct peer_scan s = {0, 0};
+	MDB_val k = {start_len, (void *)start}, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	int rv;
+
+	if (count == 0) {
+		*ret = s;
+		return 0;
+	}
+	if (lmdb_read_begin(w, &txn) != 0)
+		return -1;
+	if ((rv = mdb_cursor_open(txn, w->db->dbi, &cur)) != 0) {
+		mdb_txn_reset(txn);
+		peer_errf(w->err, sizeof w->err, "mdb_cursor_open: %s", mdb_strerror(rv));
+		return -1;
+	}
+	rv = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	while (rv == 0) {
+		s.entries++;
+		if (v.mv_size != value_size)
+			s.wrong++;
+		if (s.entries == count)
+			break;
+		rv = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_reset(txn);
+	if (rv != 0 && rv != MDB_NOTFOUND) {
+		peer_errf(w->err, sizeof w->err, "mdb_cursor_get: %s", mdb_strerror(rv));
+		return -1;
+	}
+	*ret = s;
+	return 0;
+}
+
+static int lmdb_sync(struct peer *p, char *err, size_t errlen)
+{
+	int rv = mdb_env_sync(p->env, 1);
+
+	if (rv != 0) {
+		peer_errf(err, errlen, "mdb_env_sync: %s", mdb_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
 const struct peer_backend peer_lmdb = {
         .name = "lmdb",
         .settings = "one write transaction per put; MDB_NOSYNC for sync=none; a get returns "
@@ -216,4 +291,7 @@ const struct peer_backend peer_lmdb = {
         .put = lmdb_put,
         .get = lmdb_get,
         .scan = lmdb_scan,
+        .get_copy = lmdb_get_copy,
+        .scan_count = lmdb_scan_count,
+        .sync = lmdb_sync,
 };

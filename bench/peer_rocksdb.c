@@ -7,12 +7,15 @@
  * cache and everything else at their defaults; WriteOptions.sync as the run
  * asks. Reads use rocksdb_get (a malloc'd copy freed with rocksdb_free);
  * scans use rocksdb_iter_* with iterate_upper_bound for a bounded range.
+ * sync (kvbench ycsb's sync=interval) is rocksdb_flush_wal(sync=1): the
+ * WAL written so far, fdatasync'ed.
  */
 #include "peers.h"
 
 #include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef KVB_ROCKSDB_VERSION
 #define KVB_ROCKSDB_VERSION "unknown"
@@ -173,6 +176,66 @@ out:
 	return rv;
 }
 
+static int rocks_get_copy(struct peer_worker *w, const char *key, size_t key_len, void *buf,
+                          size_t cap, size_t *ret_len)
+{
+	char *e = NULL;
+	size_t len = 0;
+	char *v = rocksdb_get(w->db->db, w->db->ro, key, key_len, &len, &e);
+
+	if (e != NULL) {
+		rocks_err(w->err, sizeof w->err, "rocksdb_get", e);
+		return -1;
+	}
+	if (v == NULL)
+		return PEER_NOTFOUND;
+	memcpy(buf, v, len < cap ? len : cap);
+	*ret_len = len;
+	rocksdb_free(v);
+	return PEER_FOUND;
+}
+
+static int rocks_scan_count(struct peer_worker *w, const char *start, size_t start_len,
+                            uint64_t count, size_t value_size, struct peer_scan *ret)
+{
+	struct peer_scan s = {0, 0};
+	rocksdb_iterator_t *it;
+	char *e = NULL;
+
+	if ((it = rocksdb_create_iterator(w->db->db, w->db->ro)) == NULL) {
+		peer_errf(w->err, sizeof w->err, "rocksdb_create_iterator failed");
+		return -1;
+	}
+	rocksdb_iter_seek(it, start, start_len);
+	for (; s.entries < count && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t vl;
+		(void)rocksdb_iter_value(it, &vl);
+		s.entries++;
+		if (vl != value_size)
+			s.wrong++;
+	}
+	rocksdb_iter_get_error(it, &e);
+	rocksdb_iter_destroy(it);
+	if (e != NULL) {
+		rocks_err(w->err, sizeof w->err, "rocksdb iterator", e);
+		return -1;
+	}
+	*ret = s;
+	return 0;
+}
+
+static int rocks_sync(struct peer *p, char *err, size_t errlen)
+{
+	char *e = NULL;
+
+	rocksdb_flush_wal(p->db, 1, &e);
+	if (e != NULL) {
+		rocks_err(err, errlen, "rocksdb_flush_wal", e);
+		return -1;
+	}
+	return 0;
+}
+
 const struct peer_backend peer_rocksdb = {
         .name = "rocksdb",
         .settings = "no compression; WAL on; write_buffer_size 64 MiB (default); full bloom "
@@ -184,4 +247,7 @@ const struct peer_backend peer_rocksdb = {
         .put = rocks_put,
         .get = rocks_get,
         .scan = rocks_scan,
+        .get_copy = rocks_get_copy,
+        .scan_count = rocks_scan_count,
+        .sync = rocks_sync,
 };

@@ -7,9 +7,14 @@
  * threads. A backend whose library was missing at configure time is still
  * listed, with open == NULL: its rows say "not built".
  *
- * Threads: open and close from one thread; worker_init, put, get, scan and
- * worker_fini from any number of threads at once on one open database, each
- * thread with its own struct peer_worker.
+ * Threads: open and close from one thread; worker_init, put, get, get_copy,
+ * scan, scan_count, sync and worker_fini from any number of threads at once
+ * on one open database, each thread with its own struct peer_worker (sync
+ * takes the database).
+ *
+ * `kvbench ycsb` uses the same backends for its embedded rows; get_copy,
+ * scan_count and sync exist for it (YCSB's read-modify-write, its scans of
+ * variable-length keys, and sync=interval).
  *
  * Errors: every call returns 0 on success (get: PEER_FOUND or
  * PEER_NOTFOUND) or -1 with a one-line message in the worker's err (open:
@@ -32,6 +37,9 @@ struct peer_config {
 	uint64_t num;      /* writes the benchmark will make (sizes LMDB's map) */
 	size_t key_size;   /* bytes per key */
 	size_t value_size; /* bytes per value */
+	/* With !sync: a backend whose sync op is NULL syncs this often on its
+	 * own (the engine's KV_SYNC_INTERVAL); 0: never. */
+	uint32_t sync_interval_ms;
 };
 
 struct peer_worker {
@@ -87,6 +95,19 @@ struct peer_backend {
 	 * value length against key_size and value_size. */
 	int (*scan)(struct peer_worker *w, const char *start, const char *end, size_t key_size,
 	            size_t value_size, struct peer_scan *ret);
+
+	/* Optional (kvbench ycsb): reads key as get does and copies the
+	 * value's first cap bytes into buf; *ret_len is its full length. */
+	int (*get_copy)(struct peer_worker *w, const char *key, size_t key_len, void *buf,
+	                size_t cap, size_t *ret_len);
+	/* Optional (kvbench ycsb): forward scan of at most count entries from
+	 * the first key >= start (start_len bytes, any key lengths); entries
+	 * whose value is not value_size bytes count as wrong. */
+	int (*scan_count)(struct peer_worker *w, const char *start, size_t start_len,
+	                  uint64_t count, size_t value_size, struct peer_scan *ret);
+	/* Optional: makes every write that returned durable (fdatasync of the
+	 * log); NULL when open() honours sync_interval_ms itself. */
+	int (*sync)(struct peer *db, char *err, size_t errlen);
 
 	/* Optional: write-path counters since open. */
 	int (*counters)(struct peer *db, struct peer_counters *ret);

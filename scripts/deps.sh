@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential meson ninja-build pkg-config cmake
  liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
  libisal-dev libxxhash-dev libinih-dev libjansson-dev
- librocksdb-dev libleveldb-dev liblmdb-dev"
+ librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,1822 @@
+/*
+ * bench/ycsb.c — kvbench ycsb: the YCSB core workloads A–F against kvd,
+ * Redis and the embedded engines, with YCSB's own generators.
+ *
+ *   kvbench ycsb [--workload LIST] [--backend LIST] [--records N]
+ *                [--operations N] [--threads LIST] [--load-threads N]
+ *                [--target OPS] [--sync LIST] [--sync-interval-ms MS]
+ *                [--warmup S] [--max-seconds S] [--seed S] [--kvd PATH]
+ *                [--endpoint URL] [--redis-server PATH] [--dir DIR]
+ *                [--quick] [--json | --markdown]
+ *
+ * The sequence is the one YCSB's documentation gives ("Running a Workload",
+ * core workloads): load the database with workload A's file, run A, B, C,
+ * F and D, delete the data, load again with E's file, run E. For every
+ * sync mode of --sync, every thread count of --threads and every backend
+ * of --backend (so the rows of one table are next to each other):
+ *   1. a fresh database (ycsb_backend.h), the load phase: recordcount
+ *      inserts of records 0..N-1 (CounterGenerator, hashed key names) by
+ *      --load-threads threads, all measured;
+ *   2. each selected workload of A, B, C, F, D in that order: --warmup
+ *      seconds of the workload, not recorded, then operationcount
+ *      operations (YCSB's split between threads), recorded; --max-seconds
+ *      ends a run early, like YCSB's maxexecutiontime;
+ *   3. the database closed and removed; for E a second fresh database,
+ *      loaded the same way, and E.
+ * Workloads follow YCSB's files (workloads/workloada…f) and CoreWorkload:
+ * operation proportions, request distribution (scrambled zipfian with
+ * constant 0.99, `latest`, uniform scan lengths 1–100 for E), key names
+ * "user" + fnvhash64(keynum), inserts through an acknowledged counter,
+ * records of fieldcount 10 × fieldlength 100. Departures from YCSB are
+ * listed in docs/BENCHMARKS.md and in the report's header.
+ *
+ * Every operation is timed with CLOCK_MONOTONIC into a log-linear histogram
+ * per operation type (READ, UPDATE, INSERT, SCAN, READ-MODIFY-WRITE; as in
+ * YCSB, the read and the update inside a read-modify-write are also
+ * counted under READ and UPDATE). ops/s of a run = operations completed
+ * after the warm-up / (last thread's end - warm-up end).
+ *
+ * Checks: a read must find its record and get fieldcount×(4+name+4+
+ * fieldlength) bytes; a scan must return 1..count records of that size.
+ * Anything else, and every failed call, is an error. The exit code is 0
+ * only when every backend that could run here completed every phase with
+ * zero errors and every server it started exited 0; a backend not built or
+ * not installed is reported as skipped and counts neither way.
+ */
+#include "bench.h"
+#include "ycsb_backend.h"
+#include "ycsb_gen.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define YC_RECORDS_DEFAULT    100000ull
+#define YC_OPERATIONS_DEFAULT 1000000ull
+#define YC_WARMUP_DEFAULT     2.0
+#define YC_SYNC_INTERVAL_MS   1000u /* = Redis's appendfsync everysec */
+#define YC_QUICK_RECORDS      300ull
+#define YC_QUICK_OPERATIONS   600ull
+#define YC_QUICK_THREADS      2u
+#define YC_QUICK_WARMUP       0.05
+#define YC_RECORDS_MAX        2000000000ull /* YCSB's key numbers are Java ints */
+#define YC_OPERATIONS_MAX     (1ull << 40)
+#define YC_THREADS_MAX        256u
+#define YC_TLIST_MAX          16  /* entries of --threads */
+#define YC_BACKENDS_MAX       8   /* entries of --backend */
+#define YC_FIELDS             10  /* YCSB's fieldcount */
+#define YC_FIELD_LEN          100 /* YCSB's fieldlength */
+#define YC_FIELD_NAME_MAX     16  /* bytes of "field<n>" */
+#define YC_RECORD_MAX         (YC_FIELDS * (8 + YC_FIELD_NAME_MAX + YC_FIELD_LEN))
+#define YC_POOL_BYTES         (1u << 20) /* random printable bytes fields are cut from */
+#define YC_ERRORS_MAX         1000       /* a thread stops after this many errors */
+#define YC_ERR_MAX            512
+#define YC_INFO_MAX           1024
+#define YC_RESULTS_MAX        4096 /* phases of one run */
+#define YC_INFOS_MAX          64   /* backend descriptions kept for the header */
+
+/* ---- latency histogram ------------------------------------------------------
+ *
+ * The same log-linear histogram as bench/rpc.c's (HdrHistogram's layout with
+ * 2^7 sub-buckets per power of two): a percentile is its bucket's upper
+ * bound, at most 1/128 above the true value, never above the largest
+ * sample. */
+
+#define H_SUB_BITS 8
+#define H_HALF     (1u << (H_SUB_BITS - 1))
+#define H_BUCKETS  ((64 - H_SUB_BITS + 1) * H_HALF + H_HALF)
+
+struct hist {
+	uint64_t n, max, sum;
+	uint64_t c[H_BUCKETS];
+};
+
+static unsigned hist_index(uint64_t v)
+{
+	unsigned msb, shift;
+
+	if (v < (1u << H_SUB_BITS))
+		return (unsigned)v;
+	msb = 63u - (unsigned)__builtin_clzll(v);
+	shift = msb - H_SUB_BITS + 1;
+	return shift * H_HALF + (unsigned)(v >> shift);
+}
+
+static uint64_t hist_upper(unsigned i)
+{
+	unsigned shift;
+
+	if (i < (1u << H_SUB_BITS))
+		return i;
+	shift = i / H_HALF - 1;
+	return (((uint64_t)(i - shift * H_HALF)) << shift) + (1ull << shift) - 1;
+}
+
+static void hist_add(struct hist *h, uint64_t ns)
+{
+	h->c[hist_index(ns)]++;
+	h->n++;
+	h->sum += ns;
+	if (ns > h->max)
+		h->max = ns;
+}
+
+static void hist_merge(struct hist *dst, const struct hist *src)
+{
+	for (unsigned i = 0; i < H_BUCKETS; i++)
+		dst->c[i] += src->c[i];
+	dst->n += src->n;
+	dst->sum += src->sum;
+	if (src->max > dst->max)
+		dst->max = src->max;
+}
+
+static uint64_t hist_pct(const struct hist *h, double p)
+{
+	uint64_t want, seen = 0;
+
+	if (h->n == 0)
+		return 0;
+	want = (uint64_t)(p * (double)h->n + 0.999999);
+	if (want == 0)
+		want = 1;
+	for (unsigned i = 0; i < H_BUCKETS; i++) {
+		seen += h->c[i];
+		if (seen >= want) {
+			uint64_t u = hist_upper(i);
+			return u < h->max ? u : h->max;
+		}
+	}
+	return h->max;
+}
+
+/* ---- workloads --------------------------------------------------------------- */
+
+enum yc_op { OP_READ, OP_UPDATE, OP_INSERT, OP_SCAN, OP_RMW, OP_COUNT };
+static const char *const yc_op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN",
+                                                  "READ-MODIFY-WRITE"};
+
+/* A YCSB core workload file (workloads/workloada…f). */
+struct yc_workload {
+	char id;
+	const char *summary;
+	double proportion[OP_COUNT]; /* readproportion, updateproportion, insertproportion,
+	                                scanproportion, readmodifywriteproportion */
+	enum yg_dist dist;           /* requestdistribution */
+	const char *dist_name;
+	int64_t min_scan, max_scan; /* minscanlength, maxscanlength (uniform) */
+};
+
+#define YC_WORKLOADS 6
+static const struct yc_workload yc_workloads[YC_WORKLOADS] = {
+        {'a',
+         "update heavy: 50% read, 50% update",
+         {0.5, 0.5, 0, 0, 0},
+         YG_DIST_ZIPFIAN,
+         "zipfian",
+         1,
+         1000},
+        {'b',
+         "read mostly: 95% read, 5% update",
+         {0.95, 0.05, 0, 0, 0},
+         YG_DIST_ZIPFIAN,
+         "zipfian",
+         1,
+         1000},
+        {'c', "read only: 100% read", {1, 0, 0, 0, 0}, YG_DIST_ZIPFIAN, "zipfian", 1, 1000},
+        {'d',
+         "read latest: 95% read, 5% insert",
+         {0.95, 0, 0.05, 0, 0},
+         YG_DIST_LATEST,
+         "latest",
+         1,
+         1000},
+        {'e',
+         "short ranges: 95% scan of 1-100 records, 5% insert",
+         {0, 0, 0.05, 0.95, 0},
+         YG_DIST_ZIPFIAN,
+         "zipfian",
+         1,
+         100},
+        {'f',
+         "read-modify-write: 50% read, 50% read-modify-write",
+         {0.5, 0, 0, 0, 0.5},
+         YG_DIST_ZIPFIAN,
+         "zipfian",
+         1,
+         1000},
+};
+
+/* YCSB's documented order: load with A's file, A, B, C, F, D; reload with
+ * E's file, E. */
+static const char yc_group1[] = "abcfd";
+static const char yc_group2[] = "e";
+
+static const struct yc_workload *yc_workload(char id)
+{
+	for (int i = 0; i < YC_WORKLOADS; i++)
+		if (yc_workloads[i].id == id)
+			return &yc_workloads[i];
+	return NULL;
+}
+
+/* ---- options and results -------------------------------------------------------- */
+
+struct yc_opts {
+	uint64_t records, operations, seed;
+	unsigned threads[YC_TLIST_MAX];
+	size_t nthreads;
+	unsigned load_threads; /* 0: the run's thread count */
+	double target;         /* ops/s of all threads together; 0: as fast as possible */
+	enum yb_sync syncs[3];
+	size_t nsyncs;
+	uint32_t sync_interval_ms;
+	double warmup, max_seconds;
+	bool workload[26]; /* by letter */
+	const struct yb_backend *backends[YC_BACKENDS_MAX];
+	size_t nbackends;
+	const char *kvd, *endpoint, *redis_server, *dir;
+	bool quick, json, markdown;
+	bool records_set, operations_set, threads_set, warmup_set, sync_set, backends_set;
+};
+
+struct yc_opstat {
+	uint64_t count; /* recorded */
+	uint64_t errors, not_found, wrong;
+	uint64_t p50, p95, p99, p999, max, mean; /* ns */
+	uint64_t scanned;                        /* SCAN: records returned */
+};
+
+struct yc_result {
+	const struct yb_backend *be;
+	enum yb_sync sync;
+	unsigned threads; /* client threads of the phase */
+	char workload;    /* 'a'…'f' */
+	bool load;        /* the load phase (with `workload`'s file) */
+	bool ran;         /* false: skipped after the load failed */
+	bool failed;      /* the phase, its database or its server failed */
+	bool early;       /* stopped by --max-seconds */
+	uint64_t planned; /* operations asked for */
+	uint64_t ops;     /* operations recorded */
+	uint64_t warmup_ops;
+	double seconds; /* the measured window */
+	struct yc_opstat op[OP_COUNT];
+	uint64_t errors; /* every kind, every op type, warm-up included */
+	double loadavg;  /* /proc/loadavg's 1-minute figure at the end: other work */
+	char err[YC_ERR_MAX];
+};
+
+struct yc_info {
+	const struct yb_backend *be;
+	enum yb_sync sync;
+	char text[YC_INFO_MAX];
+};
+
+struct yc_skip {
+	const struct yb_backend *be;
+	char reason[YC_ERR_MAX];
+};
+
+struct yc_bench {
+	struct yc_opts o;
+	char command[4096];
+	char base[YB_PATH_MAX];
+	char fs[64];
+	char kvd_path[YB_PATH_MAX];
+	char kvd_bin[YB_PATH_MAX + 16];
+	char redis_path[YB_PATH_MAX];
+	struct yb_env env;
+	char *pool; /* YC_POOL_BYTES + YC_FIELD_LEN printable random bytes */
+	size_t record_size;
+	struct yc_result *res;
+	size_t nres;
+	struct yc_info info[YC_INFOS_MAX];
+	size_t ninfo;
+	struct yc_skip skip[YC_BACKENDS_MAX];
+	size_t nskip;
+	char env_err[YC_ERR_MAX]; /* the kvd we started did not exit 0 */
+	bool env_failed;
+	FILE *progress;
+};
+
+/* ---- records -------------------------------------------------------------------------
+ *
+ * A record is stored as one value: for each field, a 4-byte big-endian name
+ * length, the name ("field0"…), a 4-byte big-endian value length and the
+ * value, as YCSB's RocksDB binding serializes a record. */
+
+static size_t yc_record_layout(char *buf)
+{
+	size_t n = 0;
+
+	for (unsigned f = 0; f < YC_FIELDS; f++) {
+		char name[YC_FIELD_NAME_MAX];
+		uint32_t nl = (uint32_t)snprintf(name, sizeof name, "field%u", f);
+		uint32_t vl = YC_FIELD_LEN;
+		unsigned char be[4] = {(unsigned char)(nl >> 24), (unsigned char)(nl >> 16),
+		                       (unsigned char)(nl >> 8), (unsigned char)nl};
+		if (buf != NULL)
+			memcpy(buf + n, be, 4);
+		n += 4;
+		if (buf != NULL)
+			memcpy(buf + n, name, nl);
+		n += nl;
+		be[0] = (unsigned char)(vl >> 24);
+		be[1] = (unsigned char)(vl >> 16);
+		be[2] = (unsigned char)(vl >> 8);
+		be[3] = (unsigned char)vl;
+		if (buf != NULL)
+			memcpy(buf + n, be, 4);
+		n += 4;
+		n += vl; /* the value, filled per write */
+	}
+	return n;
+}
+
+/* Offset of field f's value in a record. */
+static size_t yc_field_offset(unsigned f)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < f; i++)
+		n += 8 + (size_t)snprintf(NULL, 0, "field%u", i) + YC_FIELD_LEN;
+	return n + 8 + (size_t)snprintf(NULL, 0, "field%u", f);
+}
+
+/* ---- one phase ------------------------------------------------------------------------ */
+
+struct yc_phase {
+	struct yc_bench *b;
+	const struct yb_backend *be;
+	struct yb_db *db;
+	const struct yc_workload *w; /* the run's workload; NULL: load */
+	unsigned nthreads;
+	uint64_t ops;
+	size_t field_off[YC_FIELDS];
+	/* generators shared by the threads */
+	struct yg_counter keysequence; /* load: CounterGenerator(insertstart) */
+	struct yg_acked inserts;       /* run: transactioninsertkeysequence */
+	bool inserts_init;
+	struct yg_keychooser keychooser; /* template copied into each thread */
+	struct yg_discrete operationchooser;
+	struct yg_uniform scanlength;
+	struct yg_uniform fieldchooser;
+	uint64_t seed;
+	/* start gate */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned ready;
+	int go;                                   /* 0 wait, 1 run, -1 cancelled */
+	uint64_t t_start, t_warm_end, t_deadline; /* ns; deadline 0: none */
+	uint64_t tick_ns;                         /* per-thread op interval for --target */
+};
+
+struct yc_thread {
+	struct yc_phase *ph;
+	unsigned idx;
+	pthread_t tid;
+	struct yb_worker w;
+	bool worker_ok;
+	struct yg_rng rng;
+	struct yg_keychooser kc;
+	uint64_t todo; /* operations after the warm-up */
+	uint64_t done, warmup_ops;
+	bool early;
+	struct hist *h; /* OP_COUNT histograms */
+	uint64_t errors[OP_COUNT], not_found[OP_COUNT], wrong[OP_COUNT];
+	uint64_t scanned, nerrors;
+	uint64_t t_end;
+	char *buf;   /* a record read back (RMW) */
+	char *value; /* a record to write */
+	size_t vpos; /* next position in the pool */
+	char err[YB_ERR_MAX];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The 1-minute load average: with 2 CPUs, above about 2 plus this run's own
+ * threads something else was running. */
+static double yc_loadavg(void)
+{
+	double v = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lf", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void sleep_until_ns(uint64_t t)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
+	                      .tv_nsec = (long)(t % 1000000000ull)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* New random values for the fields of t->value (all of them, or field f). */
+static void yc_fill(struct yc_thread *t, char *rec, int f)
+{
+	const struct yc_phase *ph = t->ph;
+
+	for (unsigned i = 0; i < YC_FIELDS; i++) {
+		if (f >= 0 && i != (unsigned)f)
+			continue;
+		memcpy(rec + ph->field_off[i], ph->b->pool + t->vpos, YC_FIELD_LEN);
+		t->vpos = (t->vpos + 4099) % YC_POOL_BYTES;
+	}
+}
+
+static void yc_error(struct yc_thread *t, enum yc_op op, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void yc_error(struct yc_thread *t, enum yc_op op, const char *fmt, ...)
+{
+	va_list ap;
+
+	t->errors[op]++;
+	t->nerrors++;
+	if (t->err[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->err, sizeof t->err, fmt, ap);
+	va_end(ap);
+}
+
+static void yc_record(struct yc_thread *t, enum yc_op op, bool measured, uint64_t ns)
+{
+	if (measured)
+		hist_add(&t->h[op], ns);
+}
+
+/* A read; buf NULL for a plain READ. 0 when the record was found whole. */
+static int yc_read(struct yc_thread *t, const char *key, size_t kl, bool measured, char *buf)
+{
+	const struct yb_backend *be = t->ph->be;
+	size_t len = 0;
+	uint64_t t0 = now_ns();
+	int rv = be->read(&t->w, key, kl, buf, buf ? t->ph->b->record_size : 0, &len);
+	uint64_t t1 = now_ns();
+
+	if (rv < 0) {
+		yc_error(t, OP_READ, "READ %.*s: %s", (int)kl, key, t->w.err);
+		return -1;
+	}
+	yc_record(t, OP_READ, measured, t1 - t0);
+	if (rv == YB_NOTFOUND) {
+		t->not_found[OP_READ]++;
+		yc_error(t, OP_READ, "READ %.*s: not found", (int)kl, key);
+		return -1;
+	}
+	if (len != t->ph->b->record_size) {
+		t->wrong[OP_READ]++;
+		yc_error(t, OP_READ, "READ %.*s: %zu bytes, not %zu", (int)kl, key, len,
+		         t->ph->b->record_size);
+		return -1;
+	}
+	return 0;
+}
+
+static int yc_write(struct yc_thread *t, enum yc_op op, const char *key, size_t kl, bool measured,
+                    const char *rec)
+{
+	const struct yb_backend *be = t->ph->be;
+	uint64_t t0 = now_ns();
+	int rv = (op == OP_INSERT ? be->insert : be->update)(&t->w, key, kl, rec,
+	                                                     t->ph->b->record_size);
+	uint64_t t1 = now_ns();
+
+	if (rv != 0) {
+		yc_error(t, op, "%s %.*s: %s", yc_op_names[op], (int)kl, key, t->w.err);
+		return -1;
+	}
+	yc_record(t, op, measured, t1 - t0);
+	return 0;
+}
+
+/* One operation of the load (an insert) or of the run (a transaction). */
+static void yc_one(struct yc_thread *t, bool measured)
+{
+	struct yc_phase *ph = t->ph;
+	char key[YG_KEY_MAX];
+	int64_t keynum;
+	size_t kl;
+	int op;
+
+	if (ph->w == NULL) {
+		/* CoreWorkload.doInsert: keysequence.nextValue().intValue() */
+		keynum = (int32_t)yg_counter_next(&ph->keysequence);
+		kl = yg_key_name(key, keynum, 1, false);
+		yc_fill(t, t->value, -1);
+		(void)yc_write(t, OP_INSERT, key, kl, measured, t->value);
+		return;
+	}
+	op = yg_discrete_next(&ph->operationchooser, &t->rng);
+	switch (op) {
+	case OP_READ:
+		keynum = yg_keychooser_next(&t->kc, &t->rng);
+		kl = yg_key_name(key, keynum, 1, false);
+		(void)yc_read(t, key, kl, measured, NULL);
+		break;
+	case OP_UPDATE:
+		keynum = yg_keychooser_next(&t->kc, &t->rng);
+		kl = yg_key_name(key, keynum, 1, false);
+		yc_fill(t, t->value, -1);
+		(void)yc_write(t, OP_UPDATE, key, kl, measured, t->value);
+		break;
+	case OP_INSERT: {
+		int rv;
+		keynum = yg_acked_next(&ph->inserts);
+		kl = yg_key_name(key, keynum, 1, false);
+		yc_fill(t, t->value, -1);
+		(void)yc_write(t, OP_INSERT, key, kl, measured, t->value);
+		/* acknowledged also after a failure, as YCSB's finally does */
+		if ((rv = yg_acked_ack(&ph->inserts, keynum)) != 0)
+			yc_error(t, OP_INSERT, "too many unacknowledged insertion keys");
+		break;
+	}
+	case OP_SCAN: {
+		uint64_t len, n = 0, wrong = 0, t0, t1;
+		keynum = yg_keychooser_next(&t->kc, &t->rng);
+		kl = yg_key_name(key, keynum, 1, false);
+		len = (uint64_t)yg_uniform_next(&ph->scanlength, &t->rng);
+		t0 = now_ns();
+		if (ph->be->scan(&t->w, key, kl, len, ph->b->record_size, &n, &wrong) != 0) {
+			yc_error(t, OP_SCAN, "SCAN %s: %s", key, t->w.err);
+			break;
+		}
+		t1 = now_ns();
+		yc_record(t, OP_SCAN, measured, t1 - t0);
+		if (measured)
+			t->scanned += n;
+		/* the start key exists: at least it comes back */
+		if (n == 0 || n > len || wrong > 0) {
+			t->wrong[OP_SCAN]++;
+			yc_error(t, OP_SCAN,
+			         "SCAN %s of %" PRIu64 ": %" PRIu64 " records, %" PRIu64
+			         " of the wrong size",
+			         key, len, n, wrong);
+		}
+		break;
+	}
+	case OP_RMW: {
+		/* CoreWorkload.doTransactionReadModifyWrite: read, then update one
+		 * field (writeallfields=false), timed from before the read to
+		 * after the write; the read and the write are also READ and
+		 * UPDATE */
+		uint64_t t0, t1;
+		keynum = yg_keychooser_next(&t->kc, &t->rng);
+		kl = yg_key_name(key, keynum, 1, false);
+		t0 = now_ns();
+		if (yc_read(t, key, kl, measured, t->buf) != 0) {
+			t->errors[OP_RMW]++;
+			break;
+		}
+		yc_fill(t, t->buf, (int)yg_uniform_next(&ph->fieldchooser, &t->rng));
+		if (yc_write(t, OP_UPDATE, key, kl, measured, t->buf) != 0) {
+			t->errors[OP_RMW]++;
+			break;
+		}
+		t1 = now_ns();
+		yc_record(t, OP_RMW, measured, t1 - t0);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void *yc_thread_main(void *arg)
+{
+	struct yc_thread *t = arg;
+	struct yc_phase *ph = t->ph;
+	uint64_t n = 0, now;
+	int go;
+
+	t->w.db = ph->db;
+	t->worker_ok = ph->be->worker_init(&t->w) == 0;
+	if (!t->worker_ok)
+		bench_fmt(t->err, sizeof t->err, "worker setup: %s", t->w.err);
+	pthread_mutex_lock(&ph->mu);
+	ph->ready++;
+	pthread_cond_broadcast(&ph->cv);
+	while (ph->go == 0)
+		pthread_cond_wait(&ph->cv, &ph->mu);
+	go = ph->go;
+	pthread_mutex_unlock(&ph->mu);
+	if (!t->worker_ok || go < 0)
+		goto out;
+
+	/* the warm-up: not recorded, not counted in the operations */
+	while ((now = now_ns()) < ph->t_warm_end && t->nerrors < YC_ERRORS_MAX) {
+		if (ph->tick_ns > 0) {
+			uint64_t due = ph->t_start + n * ph->tick_ns;
+			if (due > now) {
+				sleep_until_ns(due < ph->t_warm_end ? due : ph->t_warm_end);
+				continue;
+			}
+		}
+		yc_one(t, false);
+		n++;
+		t->warmup_ops++;
+	}
+	for (uint64_t i = 0; i < t->todo && t->nerrors < YC_ERRORS_MAX; i++) {
+		if (ph->tick_ns > 0) {
+			uint64_t due = ph->t_start + n * ph->tick_ns;
+			if (due > now_ns())
+				sleep_until_ns(due);
+		}
+		if (ph->t_deadline != 0 && now_ns() >= ph->t_deadline) {
+			t->early = true;
+			break;
+		}
+		yc_one(t, true);
+		n++;
+		t->done++;
+	}
+out:
+	t->t_end = now_ns();
+	if (t->worker_ok)
+		ph->be->worker_fini(&t->w);
+	return NULL;
+}
+
+/* Runs one phase with ph->nthreads threads; fills r. */
+static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
+{
+	struct yc_bench *b = ph->b;
+	const struct yc_opts *o = &b->o;
+	struct yc_thread *th = calloc(ph->nthreads, sizeof(*th));
+	struct hist *all = calloc((size_t)ph->nthreads + 1, OP_COUNT * sizeof(struct hist));
+	uint64_t t_last = 0;
+	unsigned started = 0;
+
+	r->ran = true;
+	r->planned = ph->ops;
+	pthread_mutex_init(&ph->mu, NULL);
+	pthread_cond_init(&ph->cv, NULL);
+	ph->ready = 0;
+	ph->go = 0;
+	if (th == NULL || all == NULL) {
+		snprintf(r->err, sizeof r->err, "out of memory for %u threads", ph->nthreads);
+		r->failed = true;
+		goto out;
+	}
+	for (started = 0; started < ph->nthreads; started++) {
+		struct yc_thread *t = &th[started];
+		uint64_t share = ph->ops / ph->nthreads + (started < ph->ops % ph->nthreads);
+		t->ph = ph;
+		t->idx = started;
+		t->todo = share; /* YCSB's threadopcount */
+		t->h = &all[(size_t)(started + 1) * OP_COUNT];
+		t->kc = ph->keychooser;
+		/* the same streams for every backend of a table */
+		yg_rng_seed(&t->rng, ph->seed ^ (0x9e3779b97f4a7c15ull * (started + 1)));
+		t->vpos = ((size_t)started * 65537u) % YC_POOL_BYTES;
+		t->buf = malloc(b->record_size);
+		t->value = malloc(b->record_size);
+		if (t->buf == NULL || t->value == NULL) {
+			free(t->buf);
+			free(t->value);
+			t->buf = t->value = NULL;
+			break;
+		}
+		yc_record_layout(t->value);
+		if (pthread_create(&t->tid, NULL, yc_thread_main, t) != 0) {
+			free(t->buf);
+			free(t->value);
+			t->buf = t->value = NULL;
+			break;
+		}
+	}
+	pthread_mutex_lock(&ph->mu);
+	while (ph->ready < started)
+		pthread_cond_wait(&ph->cv, &ph->mu);
+	ph->go = started == ph->nthreads ? 1 : -1;
+	for (unsigned i = 0; i < started; i++)
+		if (!th[i].worker_ok)
+			ph->go = -1;
+	ph->t_start = now_ns();
+	ph->t_warm_end = ph->t_start + (ph->w != NULL ? (uint64_t)(o->warmup * 1e9) : 0);
+	ph->t_deadline = ph->w != NULL && o->max_seconds > 0
+	                         ? ph->t_warm_end + (uint64_t)(o->max_seconds * 1e9)
+	                         : 0;
+	ph->tick_ns = o->target > 0 ? (uint64_t)(1e9 * ph->nthreads / o->target) : 0;
+	pthread_cond_broadcast(&ph->cv);
+	pthread_mutex_unlock(&ph->mu);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i].tid, NULL);
+	if (started < ph->nthreads) {
+		snprintf(r->err, sizeof r->err, "could not start thread %u of %u", started + 1,
+		         ph->nthreads);
+		r->failed = true;
+	}
+	for (unsigned i = 0; i < started; i++) {
+		struct yc_thread *t = &th[i];
+		for (int op = 0; op < OP_COUNT; op++) {
+			hist_merge(&all[op], &t->h[op]);
+			r->op[op].errors += t->errors[op];
+			r->op[op].not_found += t->not_found[op];
+			r->op[op].wrong += t->wrong[op];
+		}
+		r->op[OP_SCAN].scanned += t->scanned;
+		r->ops += t->done;
+		r->warmup_ops += t->warmup_ops;
+		r->errors += t->nerrors;
+		r->early |= t->early;
+		if (t->t_end > t_last)
+			t_last = t->t_end;
+		if (r->err[0] == '\0' && t->err[0] != '\0')
+			snprintf(r->err, sizeof r->err, "%s", t->err);
+		if (!t->worker_ok)
+			r->failed = true;
+		free(t->buf);
+		free(t->value);
+	}
+	r->seconds = t_last > ph->t_warm_end ? (double)(t_last - ph->t_warm_end) / 1e9 : 0;
+	for (int op = 0; op < OP_COUNT; op++) {
+		struct yc_opstat *s = &r->op[op];
+		const struct hist *h = &all[op];
+		s->count = h->n;
+		s->p50 = hist_pct(h, 0.50);
+		s->p95 = hist_pct(h, 0.95);
+		s->p99 = hist_pct(h, 0.99);
+		s->p999 = hist_pct(h, 0.999);
+		s->max = h->max;
+		s->mean = h->n ? h->sum / h->n : 0;
+	}
+	if (r->errors > 0 && r->err[0] == '\0')
+		snprintf(r->err, sizeof r->err, "%" PRIu64 " errors", r->errors);
+	r->loadavg = yc_loadavg();
+	if (!r->failed && r->ops == 0 && ph->ops > 0) {
+		r->failed = true;
+		if (r->err[0] == '\0')
+			snprintf(r->err, sizeof r->err, "no operation completed");
+	}
+out:
+	pthread_cond_destroy(&ph->cv);
+	pthread_mutex_destroy(&ph->mu);
+	free(th);
+	free(all);
+}
+
+/* ---- the sequence of one backend ---------------------------------------------------------- */
+
+static double yc_rate(const struct yc_result *r)
+{
+	return r->seconds > 0 ? (double)r->ops / r->seconds : 0;
+}
+
+static struct yc_result *yc_result_new(struct yc_bench *b, const struct yb_backend *be,
+                                       enum yb_sync sync, unsigned threads, char workload,
+                                       bool load)
+{
+	struct yc_result *r;
+
+	if (b->nres == YC_RESULTS_MAX)
+		return NULL;
+	r = &b->res[b->nres++];
+	memset(r, 0, sizeof(*r));
+	r->be = be;
+	r->sync = sync;
+	r->threads = threads;
+	r->workload = workload;
+	r->load = load;
+	return r;
+}
+
+static void yc_progress_head(FILE *f)
+{
+	fprintf(f, "%-9s %-8s %3s %-7s %-17s %10s %10s %9s %9s %9s %9s %6s %5s\n", "backend",
+	        "sync", "thr", "phase", "op", "operations", "ops/s", "p50 us", "p95 us", "p99 us",
+	        "p999 us", "errors", "load");
+}
+
+static void yc_progress(FILE *f, const struct yc_result *r)
+{
+	char phase[16];
+
+	snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
+	if (!r->ran) {
+		fprintf(f, "%-9s %-8s %3u %-7s %-17s skipped: %s\n", r->be->name,
+		        yb_sync_name(r->sync), r->threads, phase, "-", r->err);
+		return;
+	}
+	fprintf(f,
+	        "%-9s %-8s %3u %-7s %-17s %10" PRIu64 " %10.0f %9s %9s %9s %9s %6" PRIu64
+	        " %5.1f%s%s%s\n",
+	        r->be->name, yb_sync_name(r->sync), r->threads, phase, "TOTAL", r->ops, yc_rate(r),
+	        "", "", "", "", r->errors, r->loadavg,
+	        r->failed ? "  FAILED: " : (r->err[0] ? "  " : ""), r->err,
+	        r->early ? "  (--max-seconds)" : "");
+	for (int op = 0; op < OP_COUNT; op++) {
+		const struct yc_opstat *s = &r->op[op];
+		if (s->count == 0 && s->errors == 0)
+			continue;
+		fprintf(f,
+		        "%-9s %-8s %3s %-7s %-17s %10" PRIu64
+		        " %10.0f %9.1f %9.1f %9.1f %9.1f %6" PRIu64 "\n",
+		        "", "", "", "", yc_op_names[op], s->count,
+		        r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
+		        s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->errors);
+	}
+	fflush(f);
+}
+
+static void yc_keep_info(struct yc_bench *b, const struct yb_backend *be, enum yb_sync sync,
+                         struct yb_db *db)
+{
+	for (size_t i = 0; i < b->ninfo; i++)
+		if (b->info[i].be == be && b->info[i].sync == sync)
+			return;
+	if (b->ninfo == YC_INFOS_MAX)
+		return;
+	b->info[b->ninfo].be = be;
+	b->info[b->ninfo].sync = sync;
+	be->describe(db, b->info[b->ninfo].text, sizeof b->info[b->ninfo].text);
+	b->ninfo++;
+}
+
+static void yc_init_field_offsets(struct yc_phase *ph)
+{
+	for (unsigned f = 0; f < YC_FIELDS; f++)
+		ph->field_off[f] = yc_field_offset(f);
+}
+
+/* The phase's seed: the same for every backend, distinct per phase. */
+static uint64_t yc_phase_seed(const struct yc_opts *o, size_t si, unsigned threads, char wl,
+                              bool load)
+{
+	return o->seed ^ ((uint64_t)si << 56) ^ ((uint64_t)threads << 40) ^
+	       ((uint64_t)(unsigned char)wl << 8) ^ (load ? 1u : 0u);
+}
+
+/* A fresh database, the load with `file`'s workload, then the runs of
+ * `runs` that were asked for. */
+static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si, unsigned threads,
+                     const char *runs, char file)
+{
+	const struct yc_opts *o = &b->o;
+	enum yb_sync sync = o->syncs[si];
+	unsigned load_threads = o->load_threads ? o->load_threads : threads;
+	struct yc_result *load;
+	struct yb_config cfg = {
+	        .sync = sync,
+	        .sync_interval_ms = o->sync_interval_ms,
+	        .threads = threads > load_threads ? threads : load_threads,
+	        .records = o->records + o->operations,
+	        .key_size = 24,
+	        .value_size = b->record_size,
+	};
+	char err[YC_ERR_MAX] = "";
+	struct yb_db *db = NULL;
+	struct yc_phase ph;
+	size_t i0 = b->nres;
+	bool any = false;
+
+	for (const char *c = runs; *c; c++)
+		any |= o->workload[*c - 'a'];
+	if (!any)
+		return;
+	load = yc_result_new(b, be, sync, load_threads, file, true);
+	if (load == NULL)
+		return;
+	if (be->open(be, &b->env, &cfg, &db, err, sizeof err) != 0) {
+		load->ran = true;
+		load->failed = true;
+		snprintf(load->err, sizeof load->err, "open: %s", err);
+		yc_progress(b->progress, load);
+		return;
+	}
+	yc_keep_info(b, be, sync, db);
+
+	/* load */
+	memset(&ph, 0, sizeof ph);
+	ph.b = b;
+	ph.be = be;
+	ph.db = db;
+	ph.nthreads = load->threads;
+	ph.ops = o->records;
+	ph.seed = yc_phase_seed(o, si, threads, file, true);
+	yc_init_field_offsets(&ph);
+	yg_counter_init(&ph.keysequence, 0);
+	yc_phase_run(&ph, load);
+	yc_progress(b->progress, load);
+
+	for (const char *c = runs; *c; c++) {
+		const struct yc_workload *w = yc_workload(*c);
+		struct yc_result *r;
+		if (!o->workload[*c - 'a'])
+			continue;
+		if ((r = yc_result_new(b, be, sync, threads, *c, false)) == NULL)
+			break;
+		if (load->failed || load->errors > 0) {
+			snprintf(r->err, sizeof r->err, "the load failed");
+			yc_progress(b->progress, r);
+			continue;
+		}
+		memset(&ph, 0, sizeof ph);
+		ph.b = b;
+		ph.be = be;
+		ph.db = db;
+		ph.w = w;
+		ph.nthreads = threads;
+		ph.ops = o->operations;
+		ph.seed = yc_phase_seed(o, si, threads, *c, false);
+		yc_init_field_offsets(&ph);
+		/* CoreWorkload.init() */
+		if (yg_acked_init(&ph.inserts, (int64_t)o->records) != 0) {
+			r->ran = r->failed = true;
+			snprintf(r->err, sizeof r->err, "out of memory");
+			yc_progress(b->progress, r);
+			continue;
+		}
+		{
+			double ip = w->proportion[OP_INSERT] * 2.0 * (double)o->operations;
+			int64_t expectednewkeys = ip > INT_MAX ? INT_MAX : (int64_t)ip;
+			yg_keychooser_init(&ph.keychooser, w->dist, 0, (int64_t)o->records,
+			                   expectednewkeys, &ph.inserts);
+		}
+		yg_discrete_init(&ph.operationchooser);
+		for (int op = 0; op < OP_COUNT; op++)
+			if (w->proportion[op] > 0)
+				(void)yg_discrete_add(&ph.operationchooser, w->proportion[op], op);
+		yg_uniform_init(&ph.scanlength, w->min_scan, w->max_scan);
+		yg_uniform_init(&ph.fieldchooser, 0, YC_FIELDS - 1);
+		yc_phase_run(&ph, r);
+		yg_acked_fini(&ph.inserts);
+		yc_progress(b->progress, r);
+	}
+	if (be->close(db, err, sizeof err) != 0) {
+		/* the server did not exit cleanly or a background sync failed:
+		 * every phase on this database fails */
+		for (size_t i = i0; i < b->nres; i++) {
+			b->res[i].failed = true;
+			if (b->res[i].err[0] == '\0')
+				snprintf(b->res[i].err, sizeof b->res[i].err, "close: %s", err);
+		}
+		fprintf(b->progress, "%s: close: %s\n", be->name, err);
+	}
+}
+
+/* ---- report -----------------------------------------------------------------------------------
+ */
+
+struct yc_line {
+	char label[16];
+	char value[2048];
+};
+
+static size_t yc_header(const struct yc_bench *b, struct yc_line *l, size_t max)
+{
+	const struct yc_opts *o = &b->o;
+	char tmp[512], tmp2[64], threads[128] = "", syncs[64] = "", wl[32] = "", be[256] = "";
+	size_t n = 0;
+
+#define LINE(lab, ...)                                                                             \
+	do {                                                                                       \
+		if (n < max) {                                                                     \
+			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
+			bench_fmt(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
+			n++;                                                                       \
+		}                                                                                  \
+	} while (0)
+
+	for (size_t i = 0; i < o->nthreads; i++)
+		snprintf(threads + strlen(threads), sizeof threads - strlen(threads), "%s%u",
+		         i ? "," : "", o->threads[i]);
+	for (size_t i = 0; i < o->nsyncs; i++)
+		snprintf(syncs + strlen(syncs), sizeof syncs - strlen(syncs), "%s%s", i ? "," : "",
+		         yb_sync_name(o->syncs[i]));
+	for (const char *c = "abcfde"; *c; c++)
+		if (o->workload[*c - 'a'])
+			snprintf(wl + strlen(wl), sizeof wl - strlen(wl), "%s%c", wl[0] ? "," : "",
+			         *c);
+	for (size_t i = 0; i < o->nbackends; i++)
+		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
+		         o->backends[i]->name);
+	bench_date(tmp, sizeof tmp);
+	LINE("date", "%s", tmp);
+	bench_machine(tmp, sizeof tmp);
+	LINE("machine", "%s; clients and servers share these CPUs", tmp);
+	LINE("build", "%s", bench_build());
+	LINE("command", "%s", b->command);
+	LINE("ycsb",
+	     "recordcount=%" PRIu64 " operationcount=%" PRIu64
+	     " threadcount=%s (load: %s) target=%s fieldcount=%d fieldlength=%d "
+	     "readallfields=true insertorder=hashed zeropadding=1 zipfian constant 0.99",
+	     o->records, o->operations, threads,
+	     o->load_threads ? (snprintf(tmp, sizeof tmp, "%u", o->load_threads), tmp) : "the same",
+	     o->target > 0 ? (snprintf(tmp2, sizeof tmp2, "%.0f ops/s", o->target), tmp2) : "none",
+	     YC_FIELDS, YC_FIELD_LEN);
+	LINE("sequence",
+	     "workloads %s on backends %s, sync %s (interval: every %u ms); per sync, thread "
+	     "count and backend: fresh database, load (workload a's file), a, b, c, f, d; fresh "
+	     "database, load (e's file), e",
+	     wl, be, syncs, o->sync_interval_ms);
+	LINE("record",
+	     "one value of %zu bytes: %d fields, each a 4-byte big-endian name length, "
+	     "\"fieldN\", a 4-byte big-endian value length and %d random printable bytes (as "
+	     "YCSB's RocksDB binding serializes); keys \"user\" + fnvhash64(keynum), %s",
+	     b->record_size, YC_FIELDS, YC_FIELD_LEN, "e.g. user6284781860667377211");
+	LINE("ops",
+	     "read: the whole record; update: the whole record rewritten, not read first; "
+	     "read-modify-write: read, one field changed, the whole record written (also counted "
+	     "as READ and UPDATE, as YCSB does); scan: start key (the request distribution), "
+	     "length uniform %d-%d, values fetched",
+	     1, 100);
+	LINE("timing",
+	     "load: every insert measured; runs: %.2f s warm-up (not recorded, not counted), then "
+	     "operationcount operations%s; latency per call (CLOCK_MONOTONIC) in a log-linear "
+	     "histogram per op type, percentiles are bucket upper bounds (<= 0.8%% high); "
+	     "ops/s = operations / (last thread's end - warm-up end); seed %" PRIu64,
+	     o->warmup,
+	     o->max_seconds > 0 ? (snprintf(tmp, sizeof tmp, " or %.1f s, whichever ends first",
+	                                    o->max_seconds),
+	                           tmp)
+	                        : "",
+	     o->seed);
+	LINE("directory", "%s (%s), removed afterwards unless the run failed", b->base, b->fs);
+	LINE("load", "the `load` column is /proc/loadavg's 1-minute figure at a phase's end: "
+	             "beyond the run's own threads and server, other work was running");
+	if (b->env.kvd_started || b->env.kvd.pid != 0) {
+		LINE("kvd", "%s", b->env.kvd.command);
+		LINE("kvd",
+		     "binary %s (run from a copy), version %s, %" PRIu64
+		     " workers; config file: %s",
+		     b->kvd_path, b->env.kvd_version, b->env.kvd_workers,
+		     "[kvd] (nothing set; tenants get their sync by TenantCreate)");
+	}
+	for (size_t i = 0; i < b->ninfo; i++)
+		LINE("backend", "%s, sync=%s: %s", b->info[i].be->name,
+		     yb_sync_name(b->info[i].sync), b->info[i].text);
+	for (size_t i = 0; i < b->nskip; i++)
+		LINE("skipped", "%s: %s", b->skip[i].be->name, b->skip[i].reason);
+#undef LINE
+	return n;
+}
+
+/* The reference row of r's table: the first backend of --backend that ran
+ * the same phase with the same sync and threads. */
+static const struct yc_result *yc_ref(const struct yc_bench *b, const struct yc_result *r)
+{
+	for (size_t k = 0; k < b->o.nbackends; k++)
+		for (size_t i = 0; i < b->nres; i++) {
+			const struct yc_result *q = &b->res[i];
+			if (q->be == b->o.backends[k] && q->sync == r->sync &&
+			    q->threads == r->threads && q->workload == r->workload &&
+			    q->load == r->load && q->ran && !q->failed)
+				return q;
+		}
+	return NULL;
+}
+
+static void grouped(char *buf, size_t len, double v)
+{
+	char digits[32];
+	size_t n, o = 0;
+
+	snprintf(digits, sizeof digits, "%.0f", v);
+	n = strlen(digits);
+	for (size_t i = 0; i < n && o + 2 < len; i++) {
+		buf[o++] = digits[i];
+		if (i + 1 < n && (n - i - 1) % 3 == 0)
+			buf[o++] = ',';
+	}
+	buf[o] = '\0';
+}
+
+static void yc_report_text(const struct yc_bench *b)
+{
+	printf("\nsummary (ops/s; %s/this: the first backend's ops/s over this row's):\n",
+	       b->o.nbackends ? b->o.backends[0]->name : "ref");
+	printf("%-9s %-8s %3s %-7s %10s %9s  %s\n", "backend", "sync", "thr", "phase", "ops/s",
+	       "ref/this", "p50 / p99 us per op");
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
+		char phase[16], lat[512] = "";
+		snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
+		if (!r->ran || r->failed) {
+			printf("%-9s %-8s %3u %-7s %10s  %s\n", r->be->name, yb_sync_name(r->sync),
+			       r->threads, phase, r->ran ? "FAILED" : "skipped", r->err);
+			continue;
+		}
+		for (int op = 0; op < OP_COUNT; op++)
+			if (r->op[op].count > 0)
+				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
+				         "%s%s %.0f/%.0f", lat[0] ? ", " : "", yc_op_names[op],
+				         r->op[op].p50 / 1e3, r->op[op].p99 / 1e3);
+		printf("%-9s %-8s %3u %-7s %10.0f ", r->be->name, yb_sync_name(r->sync), r->threads,
+		       phase, yc_rate(r));
+		if (ref == NULL || ref == r)
+			printf("%9s", "-");
+		else
+			printf("%8.2fx", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
+		printf("  %s%s\n", lat, r->errors ? "  (errors)" : "");
+	}
+}
+
+static void yc_report_markdown(const struct yc_bench *b)
+{
+	struct yc_line *l = calloc(64, sizeof(*l));
+	size_t n = l ? yc_header(b, l, 64) : 0;
+	const char *refname = b->o.nbackends ? b->o.backends[0]->name : "ref";
+
+	printf("```\n%s\n```\n\n", b->command);
+	for (size_t i = 0; i < n; i++) {
+		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
+		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
+			printf("  - %s\n", l[i].value);
+		else if (run)
+			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
+		else
+			printf("- **%s**: %s\n", l[i].label, l[i].value);
+	}
+	free(l);
+	printf("\n| sync | threads | phase | backend | ops/s | %s/this | p50 / p99 µs per op "
+	       "(count) | errors | load |\n",
+	       refname);
+	printf("|---|--:|---|---|--:|--:|---|--:|--:|\n");
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
+		char ops[32], lat[768] = "";
+		printf("| %s | %u | %s %c | %s | ", yb_sync_name(r->sync), r->threads,
+		       r->load ? "load" : "run", r->workload, r->be->name);
+		if (!r->ran || r->failed) {
+			printf("%s: %s | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
+			continue;
+		}
+		for (int op = 0; op < OP_COUNT; op++)
+			if (r->op[op].count > 0)
+				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
+				         "%s%s %.0f / %.0f (%" PRIu64 ")", lat[0] ? "; " : "",
+				         yc_op_names[op], r->op[op].p50 / 1e3, r->op[op].p99 / 1e3,
+				         r->op[op].count);
+		grouped(ops, sizeof ops, yc_rate(r));
+		printf("%s | ", ops);
+		if (ref == NULL || ref == r)
+			printf("- | ");
+		else
+			printf("%.2fx | ", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
+		printf("%s | %" PRIu64 " | %.1f |\n", lat, r->errors, r->loadavg);
+	}
+}
+
+static void yc_report_json(const struct yc_bench *b, bool ok)
+{
+	const struct yc_opts *o = &b->o;
+	struct yc_line *l = calloc(64, sizeof(*l));
+	size_t n = l ? yc_header(b, l, 64) : 0;
+
+	printf("{\"bench\":\"ycsb\",\"ok\":%s,\"command\":", ok ? "true" : "false");
+	bench_json_string(stdout, b->command);
+	printf(",\"config\":{\"recordcount\":%" PRIu64 ",\"operationcount\":%" PRIu64
+	       ",\"threads\":[",
+	       o->records, o->operations);
+	for (size_t i = 0; i < o->nthreads; i++)
+		printf("%s%u", i ? "," : "", o->threads[i]);
+	printf("],\"load_threads\":%u,\"target\":%.1f,\"sync\":[", o->load_threads, o->target);
+	for (size_t i = 0; i < o->nsyncs; i++)
+		printf("%s\"%s\"", i ? "," : "", yb_sync_name(o->syncs[i]));
+	printf("],\"sync_interval_ms\":%u,\"warmup_s\":%.3f,\"max_seconds\":%.3f,\"seed\":%" PRIu64
+	       ",\"fieldcount\":%d,\"fieldlength\":%d,\"record_bytes\":%zu,\"zipfian_constant\":0."
+	       "99,"
+	       "\"workloads\":[",
+	       o->sync_interval_ms, o->warmup, o->max_seconds, o->seed, YC_FIELDS, YC_FIELD_LEN,
+	       b->record_size);
+	{
+		bool first = true;
+		for (const char *c = "abcfde"; *c; c++)
+			if (o->workload[*c - 'a']) {
+				printf("%s\"%c\"", first ? "" : ",", *c);
+				first = false;
+			}
+	}
+	printf("],\"backends\":[");
+	for (size_t i = 0; i < o->nbackends; i++)
+		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
+	printf("]},\"header\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"label\":", i ? "," : "");
+		bench_json_string(stdout, l[i].label);
+		printf(",\"value\":");
+		bench_json_string(stdout, l[i].value);
+		putchar('}');
+	}
+	free(l);
+	printf("],\"skipped\":[");
+	for (size_t i = 0; i < b->nskip; i++) {
+		printf("%s{\"backend\":\"%s\",\"reason\":", i ? "," : "", b->skip[i].be->name);
+		bench_json_string(stdout, b->skip[i].reason);
+		putchar('}');
+	}
+	printf("],\"results\":[");
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
+		printf("%s{\"backend\":\"%s\",\"sync\":\"%s\",\"threads\":%u,\"phase\":\"%s\","
+		       "\"workload\":\"%c\",\"state\":\"%s\",\"planned\":%" PRIu64
+		       ",\"operations\":%" PRIu64 ",\"warmup_operations\":%" PRIu64
+		       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"stopped_early\":%s,\"errors\":"
+		       "%" PRIu64 ",\"loadavg_1min\":%.2f",
+		       i ? "," : "", r->be->name, yb_sync_name(r->sync), r->threads,
+		       r->load ? "load" : "run", r->workload,
+		       !r->ran     ? "skipped"
+		       : r->failed ? "failed"
+		                   : "ok",
+		       r->planned, r->ops, r->warmup_ops, r->seconds, yc_rate(r),
+		       r->early ? "true" : "false", r->errors, r->loadavg);
+		if (ref != NULL && ref != r && yc_rate(r) > 0)
+			printf(",\"ref\":\"%s\",\"ref_over_this\":%.4f", ref->be->name,
+			       yc_rate(ref) / yc_rate(r));
+		printf(",\"ops\":[");
+		for (int op = 0, k = 0; op < OP_COUNT; op++) {
+			const struct yc_opstat *s = &r->op[op];
+			if (s->count == 0 && s->errors == 0)
+				continue;
+			printf("%s{\"op\":\"%s\",\"count\":%" PRIu64
+			       ",\"ops_per_s\":%.1f,\"p50_us\":%.2f,\"p95_us\":%.2f,\"p99_us\":%."
+			       "2f,"
+			       "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"errors\":"
+			       "%" PRIu64 ",\"not_found\":%" PRIu64 ",\"wrong\":%" PRIu64,
+			       k++ ? "," : "", yc_op_names[op], s->count,
+			       r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
+			       s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->max / 1e3,
+			       s->mean / 1e3, s->errors, s->not_found, s->wrong);
+			if (op == OP_SCAN)
+				printf(",\"records\":%" PRIu64, s->scanned);
+			putchar('}');
+		}
+		printf("],\"error\":");
+		bench_json_string(stdout, r->err);
+		putchar('}');
+	}
+	printf("],\"kvd_exit\":");
+	bench_json_string(stdout, b->env_failed ? b->env_err : "ok");
+	printf("}\n");
+}
+
+/* ---- options ------------------------------------------------------------------------------------
+ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: kvbench ycsb [options]\n"
+	        "YCSB core workloads A-F (YCSB's generators, key names and sequence) against\n"
+	        "kvd, Redis and the embedded engines.\n"
+	        "  --workload LIST       a,b,c,d,e,f or all (default all); run in YCSB's order:\n"
+	        "                        load, a, b, c, f, d; fresh load, e\n"
+	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
+	        "                        leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
+	        "                        reference of the ratios\n"
+	        "  --records N           recordcount (default %llu)\n"
+	        "  --operations N        operationcount per run (default %llu)\n"
+	        "  --threads LIST        client threads, comma-separated (default 1)\n"
+	        "  --load-threads N      threads of the load phase (default: as the run)\n"
+	        "  --target OPS          throttle every phase to OPS ops/s in all (default none)\n"
+	        "  --sync LIST           always,interval,none (default interval): kvd tenant\n"
+	        "                        sync; redis appendfsync always|everysec|no; embedded\n"
+	        "                        sync writes | a sync every interval | none\n"
+	        "  --sync-interval-ms MS sync=interval's period (default %u, Redis's everysec)\n"
+	        "  --warmup S            seconds of each run not recorded (default %.0f)\n"
+	        "  --max-seconds S       end a run after S measured seconds (default: none)\n"
+	        "  --seed S              random streams (default 1)\n"
+	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
+	        "  --endpoint URL        use this running kvd instead of starting one\n"
+	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
+	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
+	        "  --quick               smoke run: every workload on every backend found,\n"
+	        "                        sync always,interval,none, %llu records, %llu\n"
+	        "                        operations, %u threads (explicit options win)\n"
+	        "  --markdown            print the header and a markdown table at the end\n"
+	        "  --json                print one JSON object at the end\n"
+	        "Exits 0 only when every backend that could run completed every phase with\n"
+	        "zero errors and every server it started exited 0.\n",
+	        YC_RECORDS_DEFAULT, YC_OPERATIONS_DEFAULT, YC_SYNC_INTERVAL_MS, YC_WARMUP_DEFAULT,
+	        YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
+}
+
+static int parse_double(const char *name, const char *s, double lo, double hi, double *ret)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
+		fprintf(stderr, "kvbench ycsb: %s takes a number in %g..%g, not '%s'\n", name, lo,
+		        hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int parse_uint(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr,
+		        "kvbench ycsb: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
+		        name, lo, hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* 0, 1 for --help, or -EINVAL. */
+static int parse(int argc, char **argv, struct yc_opts *o)
+{
+	enum {
+		O_WORKLOAD = 256,
+		O_BACKEND,
+		O_RECORDS,
+		O_OPERATIONS,
+		O_THREADS,
+		O_LOAD_THREADS,
+		O_TARGET,
+		O_SYNC,
+		O_SYNC_INTERVAL,
+		O_WARMUP,
+		O_MAX_SECONDS,
+		O_SEED,
+		O_KVD,
+		O_ENDPOINT,
+		O_REDIS,
+		O_DIR,
+		O_QUICK,
+		O_JSON,
+		O_MD,
+		O_HELP,
+	};
+	static const struct option lo[] = {
+	        {"workload", required_argument, NULL, O_WORKLOAD},
+	        {"backend", required_argument, NULL, O_BACKEND},
+	        {"records", required_argument, NULL, O_RECORDS},
+	        {"operations", required_argument, NULL, O_OPERATIONS},
+	        {"threads", required_argument, NULL, O_THREADS},
+	        {"load-threads", required_argument, NULL, O_LOAD_THREADS},
+	        {"target", required_argument, NULL, O_TARGET},
+	        {"sync", required_argument, NULL, O_SYNC},
+	        {"sync-interval-ms", required_argument, NULL, O_SYNC_INTERVAL},
+	        {"warmup", required_argument, NULL, O_WARMUP},
+	        {"max-seconds", required_argument, NULL, O_MAX_SECONDS},
+	        {"seed", required_argument, NULL, O_SEED},
+	        {"kvd", required_argument, NULL, O_KVD},
+	        {"endpoint", required_argument, NULL, O_ENDPOINT},
+	        {"redis-server", required_argument, NULL, O_REDIS},
+	        {"dir", required_argument, NULL, O_DIR},
+	        {"quick", no_argument, NULL, O_QUICK},
+	        {"json", no_argument, NULL, O_JSON},
+	        {"markdown", no_argument, NULL, O_MD},
+	        {"help", no_argument, NULL, O_HELP},
+	        {NULL, 0, NULL, 0},
+	};
+	char buf[512], *save = NULL;
+	uint64_t v;
+	int ch;
+
+	optind = 1;
+	opterr = 1;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case O_WORKLOAD:
+			snprintf(buf, sizeof buf, "%s", optarg);
+			memset(o->workload, 0, sizeof o->workload);
+			for (char *t = strtok_r(buf, ",", &save); t != NULL;
+			     t = strtok_r(NULL, ",", &save)) {
+				if (strcmp(t, "all") == 0) {
+					for (int i = 0; i < YC_WORKLOADS; i++)
+						o->workload[yc_workloads[i].id - 'a'] = true;
+					continue;
+				}
+				if (strlen(t) != 1 || yc_workload((char)(t[0] | 0x20)) == NULL) {
+					fprintf(stderr,
+					        "kvbench ycsb: unknown workload '%s' (a-f, all)\n",
+					        t);
+					return -EINVAL;
+				}
+				o->workload[(t[0] | 0x20) - 'a'] = true;
+			}
+			break;
+		case O_BACKEND:
+			snprintf(buf, sizeof buf, "%s", optarg);
+			o->nbackends = 0;
+			for (char *t = strtok_r(buf, ",", &save); t != NULL;
+			     t = strtok_r(NULL, ",", &save)) {
+				const struct yb_backend *be = yb_find(t);
+				if (be == NULL) {
+					fprintf(stderr,
+					        "kvbench ycsb: unknown backend '%s' (kvd-ipc, "
+					        "kvd-tcp, "
+					        "redis, redis-tcp, engine, rocksdb, leveldb, "
+					        "lmdb)\n",
+					        t);
+					return -EINVAL;
+				}
+				for (size_t i = 0; i < o->nbackends; i++)
+					if (o->backends[i] == be) {
+						fprintf(stderr,
+						        "kvbench ycsb: backend '%s' twice\n", t);
+						return -EINVAL;
+					}
+				if (o->nbackends == YC_BACKENDS_MAX)
+					return -EINVAL;
+				o->backends[o->nbackends++] = be;
+			}
+			if (o->nbackends == 0) {
+				fprintf(stderr, "kvbench ycsb: --backend is empty\n");
+				return -EINVAL;
+			}
+			o->backends_set = true;
+			break;
+		case O_RECORDS:
+			if (parse_uint("--records", optarg, 10, YC_RECORDS_MAX, &o->records) != 0)
+				return -EINVAL;
+			o->records_set = true;
+			break;
+		case O_OPERATIONS:
+			if (parse_uint("--operations", optarg, 1, YC_OPERATIONS_MAX,
+			               &o->operations) != 0)
+				return -EINVAL;
+			o->operations_set = true;
+			break;
+		case O_THREADS:
+			snprintf(buf, sizeof buf, "%s", optarg);
+			o->nthreads = 0;
+			for (char *t = strtok_r(buf, ",", &save); t != NULL;
+			     t = strtok_r(NULL, ",", &save)) {
+				if (o->nthreads == YC_TLIST_MAX) {
+					fprintf(stderr, "kvbench ycsb: at most %d thread counts\n",
+					        YC_TLIST_MAX);
+					return -EINVAL;
+				}
+				if (parse_uint("--threads", t, 1, YC_THREADS_MAX, &v) != 0)
+					return -EINVAL;
+				o->threads[o->nthreads++] = (unsigned)v;
+			}
+			if (o->nthreads == 0) {
+				fprintf(stderr, "kvbench ycsb: --threads is empty\n");
+				return -EINVAL;
+			}
+			o->threads_set = true;
+			break;
+		case O_LOAD_THREADS:
+			if (parse_uint("--load-threads", optarg, 1, YC_THREADS_MAX, &v) != 0)
+				return -EINVAL;
+			o->load_threads = (unsigned)v;
+			break;
+		case O_TARGET:
+			if (parse_double("--target", optarg, 0, 1e9, &o->target) != 0)
+				return -EINVAL;
+			break;
+		case O_SYNC:
+			snprintf(buf, sizeof buf, "%s", optarg);
+			o->nsyncs = 0;
+			for (char *t = strtok_r(buf, ",", &save); t != NULL;
+			     t = strtok_r(NULL, ",", &save)) {
+				enum yb_sync s;
+				if (strcmp(t, "always") == 0)
+					s = YB_SYNC_ALWAYS;
+				else if (strcmp(t, "interval") == 0)
+					s = YB_SYNC_INTERVAL;
+				else if (strcmp(t, "none") == 0)
+					s = YB_SYNC_NONE;
+				else {
+					fprintf(stderr,
+					        "kvbench ycsb: unknown sync '%s' (always, "
+					        "interval, "
+					        "none)\n",
+					        t);
+					return -EINVAL;
+				}
+				for (size_t i = 0; i < o->nsyncs; i++)
+					if (o->syncs[i] == s) {
+						fprintf(stderr, "kvbench ycsb: sync '%s' twice\n",
+						        t);
+						return -EINVAL;
+					}
+				o->syncs[o->nsyncs++] = s;
+			}
+			if (o->nsyncs == 0) {
+				fprintf(stderr, "kvbench ycsb: --sync is empty\n");
+				return -EINVAL;
+			}
+			o->sync_set = true;
+			break;
+		case O_SYNC_INTERVAL:
+			if (parse_uint("--sync-interval-ms", optarg, 1, 3600000, &v) != 0)
+				return -EINVAL;
+			o->sync_interval_ms = (uint32_t)v;
+			break;
+		case O_WARMUP:
+			if (parse_double("--warmup", optarg, 0, 3600, &o->warmup) != 0)
+				return -EINVAL;
+			o->warmup_set = true;
+			break;
+		case O_MAX_SECONDS:
+			if (parse_double("--max-seconds", optarg, 0, 86400, &o->max_seconds) != 0)
+				return -EINVAL;
+			break;
+		case O_SEED:
+			if (parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
+				return -EINVAL;
+			break;
+		case O_KVD:
+			o->kvd = optarg;
+			break;
+		case O_ENDPOINT:
+			o->endpoint = optarg;
+			break;
+		case O_REDIS:
+			o->redis_server = optarg;
+			break;
+		case O_DIR:
+			o->dir = optarg;
+			break;
+		case O_QUICK:
+			o->quick = true;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_MD:
+			o->markdown = true;
+			break;
+		case O_HELP:
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvbench ycsb: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (o->json && o->markdown) {
+		fprintf(stderr, "kvbench ycsb: --json and --markdown exclude each other\n");
+		return -EINVAL;
+	}
+
+	if (o->quick) {
+		if (!o->records_set)
+			o->records = YC_QUICK_RECORDS;
+		if (!o->operations_set)
+			o->operations = YC_QUICK_OPERATIONS;
+		if (!o->threads_set) {
+			o->threads[0] = YC_QUICK_THREADS;
+			o->nthreads = 1;
+		}
+		if (!o->warmup_set)
+			o->warmup = YC_QUICK_WARMUP;
+		if (!o->sync_set) {
+			o->syncs[0] = YB_SYNC_ALWAYS;
+			o->syncs[1] = YB_SYNC_INTERVAL;
+			o->syncs[2] = YB_SYNC_NONE;
+			o->nsyncs = 3;
+		}
+		if (!o->backends_set) {
+			o->nbackends = 0;
+			for (size_t i = 0; i < yb_backend_count && i < YC_BACKENDS_MAX; i++)
+				o->backends[o->nbackends++] = yb_backends[i];
+		}
+	}
+	/* E's zipfian draws over records + operations/10 keys and draws again
+	 * while the key is not inserted yet (as YCSB does): refuse a mix where
+	 * that would take for ever */
+	if (o->workload['e' - 'a'] && o->operations / 10 > 100 * o->records) {
+		fprintf(stderr,
+		        "kvbench ycsb: workload e with operations/10 > 100 x records would draw "
+		        "mostly keys not inserted yet; raise --records or lower --operations\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- entry point
+ * --------------------------------------------------------------------------------- */
+
+static bool find_in_path(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+	char *save = NULL;
+
+	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+		bench_fmt(buf, len, "%s/%s", d, name);
+		if (access(buf, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int make_base(struct yc_bench *b)
+{
+	const char *parent = b->o.dir ? b->o.dir : "/tmp";
+
+	if (b->o.dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "kvbench ycsb: mkdir %s: %s\n", parent, strerror(errno));
+		return -1;
+	}
+	/* ipc and Unix socket paths live here: keep it short (sun_path is 108 bytes) */
+	if ((size_t)snprintf(b->base, sizeof b->base, "%s/kvbench-ycsb-XXXXXX", parent) >= 80) {
+		fprintf(stderr, "kvbench ycsb: --dir path too long for socket paths\n");
+		b->base[0] = '\0';
+		return -1;
+	}
+	if (mkdtemp(b->base) == NULL) {
+		fprintf(stderr, "kvbench ycsb: mkdtemp %s: %s\n", b->base, strerror(errno));
+		b->base[0] = '\0';
+		return -1;
+	}
+	bench_fs_name(b->base, b->fs, sizeof b->fs);
+	return 0;
+}
+
+static bool yc_all_ok(const struct yc_bench *b)
+{
+	size_t ran = 0;
+
+	if (b->env_failed)
+		return false;
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct yc_result *r = &b->res[i];
+		if (!r->ran || r->failed || r->errors > 0)
+			return false;
+		ran++;
+	}
+	return ran > 0;
+}
+
+int bench_ycsb(int argc, char **argv)
+{
+	struct yc_bench *b = calloc(1, sizeof(*b));
+	struct yc_opts *o;
+	bool need_kvd = false, ok;
+	int rv, code = 1;
+
+	if (b == NULL) {
+		fprintf(stderr, "kvbench ycsb: out of memory\n");
+		return 1;
+	}
+	o = &b->o;
+	o->records = YC_RECORDS_DEFAULT;
+	o->operations = YC_OPERATIONS_DEFAULT;
+	o->threads[0] = 1;
+	o->nthreads = 1;
+	o->syncs[0] = YB_SYNC_INTERVAL;
+	o->nsyncs = 1;
+	o->sync_interval_ms = YC_SYNC_INTERVAL_MS;
+	o->warmup = YC_WARMUP_DEFAULT;
+	o->seed = 1;
+	for (int i = 0; i < YC_WORKLOADS; i++)
+		o->workload[yc_workloads[i].id - 'a'] = true;
+	o->backends[0] = yb_find("kvd-ipc");
+	o->backends[1] = yb_find("redis");
+	o->nbackends = 2;
+	if ((rv = parse(argc, argv, o)) != 0) {
+		free(b);
+		return rv > 0 ? 0 : 2;
+	}
+	bench_command_line(b->command, sizeof b->command, argc, argv);
+	b->record_size = yc_record_layout(NULL);
+	b->progress = o->json || o->markdown ? stderr : stdout;
+	signal(SIGPIPE, SIG_IGN);
+
+	for (size_t i = 0; i < o->nbackends; i++)
+		need_kvd |= strcmp(o->backends[i]->kind, "kvd") == 0;
+	if (need_kvd && o->endpoint == NULL) {
+		if ((rv = bench_kvd_path(o->kvd, b->kvd_path, sizeof b->kvd_path)) != 0) {
+			fprintf(stderr,
+			        "kvbench ycsb: kvd binary %s: %s (give it with --kvd PATH)\n",
+			        b->kvd_path[0] ? b->kvd_path : "?", strerror(-rv));
+			goto out;
+		}
+	}
+	if (o->redis_server != NULL) {
+		if (access(o->redis_server, X_OK) != 0) {
+			fprintf(stderr, "kvbench ycsb: --redis-server %s: %s\n", o->redis_server,
+			        strerror(errno));
+			goto out;
+		}
+		bench_fmt(b->redis_path, sizeof b->redis_path, "%s", o->redis_server);
+	} else if (!find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
+		b->redis_path[0] = '\0';
+	}
+	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||
+	    (b->res = calloc(YC_RESULTS_MAX, sizeof(*b->res))) == NULL) {
+		fprintf(stderr, "kvbench ycsb: out of memory\n");
+		goto out;
+	}
+	{
+		/* RandomByteIterator's alphabet: printable ASCII ' '…'_' */
+		struct yg_rng r;
+		yg_rng_seed(&r, o->seed ^ 0x5eed);
+		for (size_t i = 0; i < YC_POOL_BYTES + YC_FIELD_LEN; i++)
+			b->pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
+	}
+	if (make_base(b) != 0)
+		goto out;
+	if (need_kvd && o->endpoint == NULL) {
+		char err[YC_ERR_MAX];
+		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,
+		                  sizeof err) != 0) {
+			fprintf(stderr, "kvbench ycsb: %s\n", err);
+			goto out;
+		}
+	}
+	b->env.base = b->base;
+	b->env.kvd_path = b->kvd_bin[0] ? b->kvd_bin : NULL;
+	b->env.endpoint = o->endpoint;
+	b->env.redis_path = b->redis_path[0] ? b->redis_path : NULL;
+
+	fprintf(b->progress, "kvbench ycsb: %s\n", b->command);
+	for (size_t i = 0; i < o->nbackends; i++) {
+		const struct yb_backend *be = o->backends[i];
+		const char *why = be->unavailable(be, &b->env);
+		if (why == NULL)
+			continue;
+		b->skip[b->nskip].be = be;
+		snprintf(b->skip[b->nskip].reason, sizeof b->skip[b->nskip].reason, "%s", why);
+		b->nskip++;
+		fprintf(b->progress, "%s: %s, skipped\n", be->name, why);
+	}
+	yc_progress_head(b->progress);
+	for (size_t si = 0; si < o->nsyncs; si++)
+		for (size_t ti = 0; ti < o->nthreads; ti++)
+			for (size_t bi = 0; bi < o->nbackends; bi++) {
+				const struct yb_backend *be = o->backends[bi];
+				if (be->unavailable(be, &b->env) != NULL)
+					continue;
+				yc_group(b, be, si, o->threads[ti], yc_group1, 'a');
+				yc_group(b, be, si, o->threads[ti], yc_group2, 'e');
+			}
+	if (yb_env_fini(&b->env, b->env_err, sizeof b->env_err) != 0) {
+		b->env_failed = true;
+		fprintf(stderr, "kvbench ycsb: kvd: %s\n", b->env_err);
+	}
+	ok = yc_all_ok(b);
+	if (o->json) {
+		yc_report_json(b, ok);
+	} else if (o->markdown) {
+		yc_report_markdown(b);
+	} else {
+		struct yc_line *l = calloc(64, sizeof(*l));
+		size_t n = l ? yc_header(b, l, 64) : 0;
+		putchar('\n');
+		for (size_t i = 0; i < n; i++)
+			printf("%-10s %s\n",
+			       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0 ? "" : l[i].label,
+			       l[i].value);
+		free(l);
+		yc_report_text(b);
+	}
+	if (!ok)
+		fprintf(stderr,
+		        "kvbench ycsb: FAILED: a phase failed or had errors, or a server "
+		        "did not exit 0 (files kept in %s)\n",
+		        b->base);
+	else if ((rv = bench_rmtree(b->base)) != 0)
+		fprintf(stderr, "kvbench ycsb: removing %s: %s\n", b->base, strerror(-rv));
+	code = ok ? 0 : 1;
+out:
+	if (b->env.kvd_started) {
+		char err[YC_ERR_MAX];
+		(void)yb_env_fini(&b->env, err, sizeof err);
+	}
+	free(b->res);
+	free(b->pool);
+	free(b);
+	return code;
+}
