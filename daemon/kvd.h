@@ -83,6 +83,8 @@ struct kvd {
 	nng_socket sock;
 	nng_listener listeners[KVD_LISTEN_MAX];
 	int nlisteners;
+	uint64_t listener_errors[KVD_LISTEN_MAX]; /* nng's "other" count last seen */
+	_Atomic uint64_t listener_restarts;       /* listeners replaced (listeners_watch) */
 	struct conn *conns;
 	uint32_t nconns;
 	struct worker *workers;
@@ -113,6 +115,8 @@ uint64_t workers_oldest_beat(struct kvd *d);
 /* listener.c */
 int listeners_start(struct kvd *d, char *err, size_t errlen);
 void listeners_close(struct kvd *d);  /* stop accepting connections */
+/* Replaces listeners that stopped accepting (main thread, every second). */
+void listeners_watch(struct kvd *d);
 void conns_stop(struct kvd *d);       /* close the socket and free the contexts */
 /* Sends a reply for the job's context (takes the reply's bytes). */
 void conn_reply(struct conn *c, struct rpc_reply *rp);

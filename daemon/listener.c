@@ -16,10 +16,14 @@
 
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 #include <nng/transport/ipc/ipc.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +234,153 @@ static void ensure_ipc_dir(const char *url)
 	}
 }
 
+static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
+                         size_t errlen);
+
+/* A counter from nng's statistics of listener `l` (0 when absent). */
+static uint64_t listener_stat(nng_listener l, const char *name)
+{
+	nng_stat *all, *ls, *st;
+	uint64_t v = 0;
+
+	if (nng_stats_get(&all) != 0)
+		return 0;
+	if ((ls = nng_stat_find_listener(all, l)) != NULL && (st = nng_stat_find(ls, name)) != NULL)
+		v = nng_stat_value(st);
+	nng_stats_free(all);
+	return v;
+}
+
+/* The address a probe dials to reach listener `l` configured as `url`:
+ * wildcard TCP addresses become loopback, port 0 the port bound. */
+static void probe_url(nng_listener l, const char *url, char *out, size_t outlen)
+{
+	nng_sockaddr sa;
+	const char *scheme = strncmp(url, "tls+tcp://", 10) == 0 ? "tls+tcp" : "tcp";
+	char host[INET6_ADDRSTRLEN] = "";
+
+	snprintf(out, outlen, "%s", url);
+	if (strncmp(url, "ipc://", 6) == 0 || nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) != 0)
+		return;
+	if (sa.s_family == NNG_AF_INET) {
+		struct in_addr a = {sa.s_in.sa_addr};
+		if (a.s_addr == htonl(INADDR_ANY))
+			a.s_addr = htonl(INADDR_LOOPBACK);
+		inet_ntop(AF_INET, &a, host, sizeof(host));
+		snprintf(out, outlen, "%s://%s:%u", scheme, host, ntohs(sa.s_in.sa_port));
+	} else if (sa.s_family == NNG_AF_INET6) {
+		struct in6_addr a;
+		memcpy(&a, sa.s_in6.sa_addr, sizeof(a));
+		if (IN6_IS_ADDR_UNSPECIFIED(&a))
+			a = in6addr_loopback;
+		inet_ntop(AF_INET6, &a, host, sizeof(host));
+		snprintf(out, outlen, "%s://[%s]:%u", scheme, host, ntohs(sa.s_in6.sa_port));
+	}
+}
+
+/* Whether listener `i` still hands new connections to the socket: a probe
+ * connection is dialed and must show up in the listener's accept count. */
+static bool listener_alive(struct kvd *d, int i)
+{
+	nng_listener l = d->listeners[i];
+	uint64_t before = listener_stat(l, "accept"), t0;
+	nng_socket s;
+	nng_dialer dl;
+	nng_tls_config *tls = NULL;
+	char url[512];
+	bool alive = false;
+
+	probe_url(l, d->cfg.listen[i], url, sizeof(url));
+	if (nng_req0_open(&s) != 0)
+		return true; /* cannot tell; leave it */
+	if (nng_dialer_create(&dl, s, url) != 0) {
+		nng_close(s);
+		return true;
+	}
+	if (strncmp(url, "tls+tcp://", 10) == 0 &&
+	    nng_tls_config_alloc(&tls, NNG_TLS_MODE_CLIENT) == 0) {
+		nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_NONE);
+		nng_dialer_set_ptr(dl, NNG_OPT_TLS_CONFIG, tls);
+	}
+	if (nng_dialer_start(dl, 0) == 0) {
+		t0 = now_ms();
+		while (!(alive = listener_stat(l, "accept") > before) && now_ms() - t0 < 3000)
+			poll(NULL, 0, 20);
+	}
+	nng_close(s);
+	if (tls != NULL)
+		nng_tls_config_free(tls);
+	return alive;
+}
+
+/*
+ * nng 1.5's listeners stop accepting for good when a peer disconnects in the
+ * middle of the SP handshake (nng issue #1518, fixed in nng 1.6): the
+ * transport passes the connection's NNG_ECLOSED up as if the listener had
+ * been closed. That error is counted in the listener's "other" statistic.
+ * When the count moves, a probe connection tells whether the listener still
+ * accepts; if not, it is replaced by a new one on the same address. Closing
+ * it also closes the connections it had accepted; their clients reconnect
+ * and nng's REQ sockets resend the requests that were in flight.
+ */
+void listeners_watch(struct kvd *d)
+{
+	char err[512];
+
+	for (int i = 0; i < d->nlisteners && !atomic_load(&d->stopping); i++) {
+		uint64_t errors = listener_stat(d->listeners[i], "other");
+		nng_listener l;
+		int rv;
+
+		if (errors == d->listener_errors[i])
+			continue;
+		d->listener_errors[i] = errors;
+		if (listener_alive(d, i))
+			continue;
+		klog(LOG_WARNING, "%s stopped accepting connections (a peer left during the "
+		                  "handshake); replacing the listener",
+		     d->cfg.listen[i]);
+		nng_listener_close(d->listeners[i]);
+		if ((rv = listener_open(d, d->cfg.listen[i], &l, err, sizeof(err))) != 0) {
+			klog(LOG_ERR, "%s; retrying in a second", err);
+			d->listener_errors[i] = UINT64_MAX; /* try again next time */
+			continue;
+		}
+		d->listeners[i] = l;
+		d->listener_errors[i] = listener_stat(l, "other");
+		atomic_fetch_add(&d->listener_restarts, 1);
+	}
+}
+
+/* Creates and starts the listener for the configured address `url`. */
+static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
+                         size_t errlen)
+{
+	nng_listener l;
+	int rv;
+
+	if (strncmp(url, "ipc://", 6) == 0)
+		ensure_ipc_dir(url);
+	if ((rv = nng_listener_create(&l, d->sock, url)) != 0) {
+		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
+		return -EINVAL;
+	}
+	nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+	if (strncmp(url, "ipc://", 6) == 0)
+		nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)d->cfg.ipc_mode);
+	if (strncmp(url, "tls+tcp://", 10) == 0 && (rv = tls_setup(d, l, err, errlen)) != 0) {
+		nng_listener_close(l);
+		return rv;
+	}
+	if ((rv = nng_listener_start(l, 0)) != 0) {
+		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
+		nng_listener_close(l);
+		return -EADDRINUSE;
+	}
+	*ret = l;
+	return 0;
+}
+
 int listeners_start(struct kvd *d, char *err, size_t errlen)
 {
 	int rv;
@@ -241,25 +392,11 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 	}
 	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
 	for (int k = 0; k < d->cfg.nlisten; k++) {
-		const char *url = d->cfg.listen[k];
-		nng_listener l;
-		if (strncmp(url, "ipc://", 6) == 0)
-			ensure_ipc_dir(url);
-		if ((rv = nng_listener_create(&l, d->sock, url)) != 0) {
-			snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
-			return -EINVAL;
-		}
-		nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
-		if (strncmp(url, "ipc://", 6) == 0)
-			nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)d->cfg.ipc_mode);
-		if (strncmp(url, "tls+tcp://", 10) == 0 && (rv = tls_setup(d, l, err, errlen)) != 0)
+		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[k], err, errlen)) != 0)
 			return rv;
-		if ((rv = nng_listener_start(l, 0)) != 0) {
-			snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
-			return -EADDRINUSE;
-		}
-		d->listeners[d->nlisteners++] = l;
-		klog(LOG_INFO, "listening on %s", url);
+		d->nlisteners = k + 1;
+		d->listener_errors[k] = listener_stat(d->listeners[k], "other");
+		klog(LOG_INFO, "listening on %s", d->cfg.listen[k]);
 	}
 	d->nconns = d->cfg.contexts;
 	if ((d->conns = calloc(d->nconns, sizeof(*d->conns))) == NULL) {

@@ -500,17 +500,20 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct signalfd_siginfo si;
 		struct pollfd p = {sfd, POLLIN, 0};
-		int timeout = d.watchdog_usec ? (int)(d.watchdog_usec / 1000 / 2) : -1;
+		int timeout = 1000;
 		ssize_t n;
 
+		if (d.watchdog_usec && d.watchdog_usec / 1000 / 2 < (uint64_t)timeout)
+			timeout = (int)(d.watchdog_usec / 1000 / 2);
 		if (poll(&p, 1, timeout) == 0) {
 			/* the watchdog is fed while every worker still turns its loop */
 			uint64_t oldest = workers_oldest_beat(&d);
-			if (now_ms() - oldest < d.watchdog_usec / 1000)
+			if (d.watchdog_usec && now_ms() - oldest < d.watchdog_usec / 1000)
 				sd_notify(0, "WATCHDOG=1");
-			else
+			else if (d.watchdog_usec)
 				klog(LOG_ERR, "a worker has been stuck for %" PRIu64 " ms",
 				     now_ms() - oldest);
+			listeners_watch(&d);
 			continue;
 		}
 		n = read(sfd, &si, sizeof(si));

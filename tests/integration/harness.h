@@ -9,6 +9,7 @@
 #ifndef KV_TEST_HARNESS_H
 #define KV_TEST_HARNESS_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
@@ -21,7 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -330,6 +334,64 @@ static inline bool h_health_t(const char *url, int timeout_ms)
 static inline bool h_health(const char *url)
 {
 	return h_health_t(url, 300);
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (-1 on failure). */
+static inline int h_free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+/* Connects a plain socket to an ipc:// or tcp://127.0.0.1:port URL, waits
+ * for the first `want` bytes the server sends and hangs up (at once, TCP
+ * with a reset, when `want` is 0): a peer that leaves in the middle of the
+ * SP (or TLS) handshake. 0 on success. */
+static inline int h_connect_and_leave(const char *url, size_t want)
+{
+	int fd, rv = -1;
+	char buf[64];
+	size_t got = 0;
+
+	if (strncmp(url, "ipc://", 6) == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + 6);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+			return -1;
+		rv = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	} else {
+		const char *colon = strrchr(url, ':');
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+		                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		if (colon == NULL || (fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+			return -1;
+		sa.sin_port = htons((uint16_t)atoi(colon + 1));
+		if (want == 0) { /* hang up with a reset */
+			struct linger lg = {1, 0};
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
+		rv = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	}
+	while (rv == 0 && got < want && got < sizeof(buf)) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t n;
+		if (poll(&p, 1, 5000) != 1 || (n = read(fd, buf, want - got)) <= 0) {
+			rv = -1;
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	return rv;
 }
 
 /* Starts kvd; waits (bounded) until it answers Health. */

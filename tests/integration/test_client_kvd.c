@@ -2348,20 +2348,6 @@ static void test_passivation(void **state)
 
 static bool tls_skipped;
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
 static int sh(const char *dir, const char *cmd)
 {
 	char full[2048];
@@ -2432,10 +2418,10 @@ static void test_tls_tcp(void **state)
 	}
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
 	snprintf(other, sizeof(other), "%s/other.pem", dir);
-	p1 = free_port();
-	p2 = free_port();
+	p1 = h_free_port();
+	p2 = h_free_port();
 	if (p2 == p1)
-		p2 = free_port();
+		p2 = h_free_port();
 	snprintf(cfg, sizeof(cfg),
 	         "tls_cert = %s/server.pem\ntls_key = %s/server.key\n"
 	         "token = s3cret\n",

@@ -556,6 +556,56 @@ static void test_second_daemon_refused(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* Health answered on a fresh connection to `url` within `ms` milliseconds
+ * (each try has its own 2 s timeout). */
+static bool health_within(const char *url, uint64_t ms)
+{
+	uint64_t t0 = h_now_ms();
+
+	do {
+		if (h_health_t(url, 2000))
+			return true;
+	} while (h_now_ms() - t0 < ms);
+	return false;
+}
+
+/* Peers that hang up in the middle of the SP handshake (a client killed
+ * while connecting, a TCP health check of a load balancer) must not stop
+ * kvd from taking new connections, on ipc:// nor on tcp://. */
+static void test_handshake_abort(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {0};
+	char tcp_url[64], listen[96];
+	const char *urls[2];
+	int port = h_free_port();
+
+	(void)state;
+	assert_true(port > 0);
+	snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%d", port);
+	snprintf(listen, sizeof(listen), "--listen=%s", tcp_url);
+	o.extra[0] = listen;
+	start_or_fail(&k, &o);
+	urls[0] = k.url;
+	urls[1] = tcp_url;
+	for (int u = 0; u < 2; u++) {
+		/* leave after the server's 8-byte SP header */
+		assert_int_equal(h_connect_and_leave(urls[u], 8), 0);
+		assert_true(health_within(urls[u], 15000));
+		/* leave at once, many times: some before kvd has sent its header
+		 * (its write fails with EPIPE, which stopped nng 1.5's listener) */
+		for (int round = 0; round < 3; round++) {
+			for (int i = 0; i < 64; i++)
+				assert_int_equal(h_connect_and_leave(urls[u], 0), 0);
+			assert_true(health_within(urls[u], 15000));
+		}
+		for (int i = 0; i < 20; i++)
+			assert_true(h_health_t(urls[u], 5000));
+	}
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 /* ---- tenants and passivation -------------------------------------------- */
 
 static uint64_t info_field(nng_socket s, const char *name, const char *field, char *state,
@@ -872,6 +922,7 @@ int main(void)
 		cmocka_unit_test(test_resend_applies_once),
 		cmocka_unit_test(test_sigterm_drains),
 		cmocka_unit_test(test_second_daemon_refused),
+		cmocka_unit_test(test_handshake_abort),
 		cmocka_unit_test(test_passivation),
 		cmocka_unit_test(test_memory_budget),
 		cmocka_unit_test(test_many_tenants_low_nofile),
