@@ -44,6 +44,7 @@
  * not installed is reported as skipped and counts neither way.
  */
 #include "bench.h"
+#include "hist.h"
 #include "ycsb_backend.h"
 #include "ycsb_gen.h"
 
@@ -86,81 +87,6 @@
 #define YC_INFO_MAX           1024
 #define YC_RESULTS_MAX        4096 /* phases of one run */
 #define YC_INFOS_MAX          64   /* backend descriptions kept for the header */
-
-/* ---- latency histogram ------------------------------------------------------
- *
- * The same log-linear histogram as bench/rpc.c's (HdrHistogram's layout with
- * 2^7 sub-buckets per power of two): a percentile is its bucket's upper
- * bound, at most 1/128 above the true value, never above the largest
- * sample. */
-
-#define H_SUB_BITS 8
-#define H_HALF     (1u << (H_SUB_BITS - 1))
-#define H_BUCKETS  ((64 - H_SUB_BITS + 1) * H_HALF + H_HALF)
-
-struct hist {
-	uint64_t n, max, sum;
-	uint64_t c[H_BUCKETS];
-};
-
-static unsigned hist_index(uint64_t v)
-{
-	unsigned msb, shift;
-
-	if (v < (1u << H_SUB_BITS))
-		return (unsigned)v;
-	msb = 63u - (unsigned)__builtin_clzll(v);
-	shift = msb - H_SUB_BITS + 1;
-	return shift * H_HALF + (unsigned)(v >> shift);
-}
-
-static uint64_t hist_upper(unsigned i)
-{
-	unsigned shift;
-
-	if (i < (1u << H_SUB_BITS))
-		return i;
-	shift = i / H_HALF - 1;
-	return (((uint64_t)(i - shift * H_HALF)) << shift) + (1ull << shift) - 1;
-}
-
-static void hist_add(struct hist *h, uint64_t ns)
-{
-	h->c[hist_index(ns)]++;
-	h->n++;
-	h->sum += ns;
-	if (ns > h->max)
-		h->max = ns;
-}
-
-static void hist_merge(struct hist *dst, const struct hist *src)
-{
-	for (unsigned i = 0; i < H_BUCKETS; i++)
-		dst->c[i] += src->c[i];
-	dst->n += src->n;
-	dst->sum += src->sum;
-	if (src->max > dst->max)
-		dst->max = src->max;
-}
-
-static uint64_t hist_pct(const struct hist *h, double p)
-{
-	uint64_t want, seen = 0;
-
-	if (h->n == 0)
-		return 0;
-	want = (uint64_t)(p * (double)h->n + 0.999999);
-	if (want == 0)
-		want = 1;
-	for (unsigned i = 0; i < H_BUCKETS; i++) {
-		seen += h->c[i];
-		if (seen >= want) {
-			uint64_t u = hist_upper(i);
-			return u < h->max ? u : h->max;
-		}
-	}
-	return h->max;
-}
 
 /* ---- workloads --------------------------------------------------------------- */
 
