@@ -222,6 +222,14 @@ static int kvd_env_up(struct yb_env *env, char *err, size_t errlen)
 	return 0;
 }
 
+int yb_kvd_url(struct yb_env *env, bool tcp, const char **ret, char *err, size_t errlen)
+{
+	if (kvd_env_up(env, err, errlen) != 0)
+		return -1;
+	*ret = env->endpoint != NULL ? env->endpoint : tcp ? env->kvd_tcp : env->kvd_ipc;
+	return 0;
+}
+
 int yb_env_fini(struct yb_env *env, char *err, size_t errlen)
 {
 	if (!env->kvd_started)
@@ -261,9 +269,10 @@ static int kvd_open(const struct yb_backend *b, struct yb_env *env, const struct
 	struct kvc_status st;
 	struct kvc_call call = {.timeout_ms = YB_CALL_TIMEOUT_MS, .status = &st};
 	struct yb_db *db;
+	const char *url;
 	int rv;
 
-	if (kvd_env_up(env, err, errlen) != 0)
+	if (yb_kvd_url(env, strcmp(b->name, "kvd-tcp") == 0, &url, err, errlen) != 0)
 		return -1;
 	if ((db = calloc(1, sizeof(*db))) == NULL) {
 		yb_errf(err, errlen, "out of memory");
@@ -272,14 +281,14 @@ static int kvd_open(const struct yb_backend *b, struct yb_env *env, const struct
 	db->b = b;
 	db->env = env;
 	db->cfg = *cfg;
-	db->url = env->endpoint != NULL             ? env->endpoint
-	          : strcmp(b->name, "kvd-ipc") == 0 ? env->kvd_ipc
-	                                            : env->kvd_tcp;
+	db->url = url;
 	if (kvc_connect(db->url, cfg->threads + YB_KVD_CONTEXT_SLACK, &db->c, err, errlen) != 0)
 		goto fail;
-	bench_fmt(db->tenant, sizeof db->tenant, "ycsb-%ld-%u", (long)getpid(), ++env->seq);
+	bench_fmt(db->tenant, sizeof db->tenant, "%s-%ld-%u", cfg->name ? cfg->name : "ycsb",
+	          (long)getpid(), ++env->seq);
 	if (cfg->sync == YB_SYNC_INTERVAL)
 		to.sync_interval_ms = cfg->sync_interval_ms;
+	to.history = cfg->history;
 	if ((rv = kvc_tenant_create(db->c, &call, db->tenant, &to)) != 0) {
 		yb_errf(err, errlen, "TenantCreate %s: %s: %s", db->tenant, kvc_code_name(rv),
 		        st.message);
@@ -303,6 +312,11 @@ static int kvd_open(const struct yb_backend *b, struct yb_env *env, const struct
 		        (int)ti.sync, yb_sync_name(cfg->sync));
 		goto fail;
 	}
+	if (cfg->history != 0 && ti.history != cfg->history) {
+		yb_errf(err, errlen, "tenant %s keeps %u versions, not the %u asked for",
+		        db->tenant, ti.history, cfg->history);
+		goto fail;
+	}
 	{
 		char sync[64];
 		if (cfg->sync == YB_SYNC_INTERVAL)
@@ -310,6 +324,9 @@ static int kvd_open(const struct yb_backend *b, struct yb_env *env, const struct
 			          cfg->sync_interval_ms);
 		else
 			bench_fmt(sync, sizeof sync, "%s", yb_sync_name(cfg->sync));
+		if (cfg->history != 0)
+			bench_fmt(sync + strlen(sync), sizeof sync - strlen(sync), " history=%u",
+			          cfg->history);
 		bench_fmt(db->info, sizeof db->info,
 		          "kvd %s on %s%s, tenant %s (TenantCreate sync=%s, confirmed by "
 		          "TenantInfo); one libkvclient handle shared by %u threads, %u contexts",
@@ -421,6 +438,49 @@ static int kvd_scan(struct yb_worker *w, const char *start, size_t start_len, ui
 	}
 	*ret_records = n;
 	*ret_wrong = wrong;
+	return 0;
+}
+
+static int kvd_versions(struct yb_worker *w, const char *key, size_t key_len, uint32_t m,
+                        size_t value_size, void *buf, uint32_t *ret_count, uint32_t *ret_wrong)
+{
+	struct kvc_status st;
+	struct kvc_call call = {.tenant = w->db->tenant, .status = &st};
+	struct kvc_version *list = NULL;
+	uint32_t wrong = 0;
+	size_t n = 0;
+	int rv = kvc_versions(w->db->c, &call, key, key_len, m, 0, true, &list, &n, NULL);
+
+	if (rv != 0) {
+		yb_errf(w->err, sizeof w->err, "Versions: %s: %s", kvc_code_name(rv), st.message);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i >= m || list[i].deleted || list[i].data == NULL || list[i].len != value_size)
+			wrong++;
+		else
+			memcpy((char *)buf + i * value_size, list[i].data, value_size);
+	}
+	kvc_versions_free(list, n);
+	*ret_count = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	*ret_wrong = wrong;
+	return 0;
+}
+
+static int kvd_counters(struct yb_db *db, struct yb_counters *ret, char *err, size_t errlen)
+{
+	struct kvc_status st;
+	struct kvc_call call = {.tenant = db->tenant, .status = &st};
+	struct kvc_tenant_info ti;
+	int rv = kvc_stats(db->c, &call, &ti);
+
+	if (rv != 0) {
+		yb_errf(err, errlen, "Stats %s: %s: %s", db->tenant, kvc_code_name(rv), st.message);
+		return -1;
+	}
+	ret->batches = ti.batches;
+	ret->writes = ti.batched_writes;
+	ret->syncs = ti.syncs;
 	return 0;
 }
 
@@ -989,6 +1049,22 @@ static int emb_scan(struct yb_worker *w, const char *start, size_t start_len, ui
 	return 0;
 }
 
+static int emb_counters(struct yb_db *db, struct yb_counters *ret, char *err, size_t errlen)
+{
+	struct peer_counters pc;
+
+	if (db->pb->counters == NULL)
+		return 1;
+	if (db->pb->counters(db->peer, &pc) != 0) {
+		yb_errf(err, errlen, "%s: reading its write counters failed", db->b->name);
+		return -1;
+	}
+	ret->batches = pc.batches;
+	ret->writes = pc.writes;
+	ret->syncs = pc.syncs;
+	return 0;
+}
+
 /* ==== the list ================================================================== */
 
 static void db_describe(struct yb_db *db, char *buf, size_t len)
@@ -1001,7 +1077,8 @@ static void db_describe(struct yb_db *db, char *buf, size_t len)
 		.name = n, .kind = "kvd", .unavailable = kvd_unavailable, .open = kvd_open,        \
 		.close = kvd_close, .describe = db_describe, .worker_init = kvd_worker_init,       \
 		.worker_fini = kvd_worker_fini, .read = kvd_read, .update = kvd_write,             \
-		.insert = kvd_write, .scan = kvd_scan,                                             \
+		.insert = kvd_write, .scan = kvd_scan, .versions = kvd_versions,                   \
+		.counters = kvd_counters,                                                          \
 	}
 
 #ifdef KVB_HAVE_HIREDIS
@@ -1025,6 +1102,7 @@ static void db_describe(struct yb_db *db, char *buf, size_t len)
 		.open = emb_open, .close = emb_close, .describe = db_describe,                     \
 		.worker_init = emb_worker_init, .worker_fini = emb_worker_fini, .read = emb_read,  \
 		.update = emb_write, .insert = emb_write, .scan = emb_scan,                        \
+		.counters = emb_counters,                                                          \
 	}
 
 static const struct yb_backend yb_kvd_ipc = KVD_BACKEND("kvd-ipc");

@@ -67,6 +67,12 @@ struct yb_env {
  * err filled. */
 int yb_env_fini(struct yb_env *env, char *err, size_t errlen);
 
+/* The URL of the run's kvd (started on first use, as the kvd backends
+ * start it) for its tcp (true) or ipc listener; --endpoint's URL when one
+ * was given. *ret lives as long as env. 0, or -1 with err filled. Every
+ * benchmark that reaches kvd takes its URL from here. */
+int yb_kvd_url(struct yb_env *env, bool tcp, const char **ret, char *err, size_t errlen);
+
 struct yb_config {
 	enum yb_sync sync;
 	uint32_t sync_interval_ms; /* YB_SYNC_INTERVAL's period */
@@ -74,6 +80,15 @@ struct yb_config {
 	uint64_t records;          /* records it will hold at most (sizes LMDB's map) */
 	size_t key_size;           /* bytes of a key, about */
 	size_t value_size;         /* bytes of a value */
+	uint32_t history;          /* kvd: versions a tenant keeps per key; 0: kvd's default */
+	const char *name;          /* kvd: tenant names start with it; NULL: "ycsb" */
+};
+
+/* Write-path counters of a database since it was opened. */
+struct yb_counters {
+	uint64_t batches; /* group commits */
+	uint64_t writes;  /* write requests they carried */
+	uint64_t syncs;   /* fdatasyncs of the log */
 };
 
 struct yb_db; /* one fresh, empty database of one backend */
@@ -124,6 +139,17 @@ struct yb_backend {
 	 * value of another length than value_size. */
 	int (*scan)(struct yb_worker *w, const char *start, size_t start_len, uint64_t count,
 	            size_t value_size, uint64_t *ret_records, uint64_t *ret_wrong);
+
+	/* Optional (kvd; kvbench versions): the newest m versions of key in
+	 * one call, newest first, values included. Version i's value goes to
+	 * buf + i * value_size (buf holds m values); *ret_count is how many
+	 * came back, *ret_wrong how many were deletes or had another length. */
+	int (*versions)(struct yb_worker *w, const char *key, size_t key_len, uint32_t m,
+	                size_t value_size, void *buf, uint32_t *ret_count, uint32_t *ret_wrong);
+	/* Optional (kvd, embedded; kvbench durable): the database's write-path
+	 * counters. 0; 1 when this database keeps none (LSMs, LMDB); or -1
+	 * with err filled. */
+	int (*counters)(struct yb_db *db, struct yb_counters *ret, char *err, size_t errlen);
 };
 
 /* Every backend, in the default order. */
