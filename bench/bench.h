@@ -33,6 +33,10 @@ int bench_activate(int argc, char **argv);
  * embedded engines (bench/ycsb.c). */
 int bench_ycsb(int argc, char **argv);
 
+/* kvbench versions: the newest m versions of a key, kvd's Versions call
+ * against a chain of keys in Redis (bench/versions.c). */
+int bench_versions(int argc, char **argv);
+
 /* ---- helpers shared by rpc.c and activate.c (defined in rpc.c) ---------- */
 
 /* A child process (kvd, sockperf) started by bench_proc_start. */

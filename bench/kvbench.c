@@ -16,6 +16,8 @@ static void usage(FILE *f)
 	        "  rpc      Get/Put throughput and latency through kvd, with transport baselines\n"
 	        "  activate time to activate a passive tenant; first Get through kvd\n"
 	        "  ycsb     YCSB workloads A-F: kvd against Redis, RocksDB, LevelDB, LMDB\n"
+	        "  versions the newest m versions of a key: kvd's Versions against a Redis chain\n"
+
 	        "run 'kvbench COMMAND --help' for the options of a command\n");
 }
 
@@ -43,6 +45,8 @@ int main(int argc, char **argv)
 		return bench_activate(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ycsb") == 0)
 		return bench_ycsb(argc - 1, argv + 1);
+	if (strcmp(argv[1], "versions") == 0)
+		return bench_versions(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -1,0 +1,344 @@
+/*
+ * bench/runenv.c — the run of a kvbench versions, durable or coldstart
+ * benchmark: options, directory, binaries, report header (runenv.h).
+ */
+#include "runenv.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUNENV_SOCKET_DIR_MAX 80 /* socket paths live in the run's directory: sun_path is 108 */
+
+int runenv_parse_u64(const char *cmd, const char *name, const char *s, uint64_t lo, uint64_t hi,
+                     uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] < '0' || s[0] > '9' || v < lo ||
+	    v > hi) {
+		fprintf(stderr,
+		        "kvbench %s: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
+		        cmd, name, lo, hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+int runenv_parse_double(const char *cmd, const char *name, const char *s, double lo, double hi,
+                        double *ret)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
+		fprintf(stderr, "kvbench %s: %s takes a number in %g..%g, not '%s'\n", cmd, name,
+		        lo, hi, s);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+int runenv_parse_u64_list(const char *cmd, const char *name, const char *s, uint64_t lo,
+                          uint64_t hi, uint64_t *vals, size_t max, size_t *ret_n)
+{
+	char buf[512], *save = NULL;
+	size_t n = 0;
+
+	if (strlen(s) >= sizeof buf) {
+		fprintf(stderr, "kvbench %s: %s is too long\n", cmd, name);
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		if (n == max) {
+			fprintf(stderr, "kvbench %s: %s takes at most %zu numbers\n", cmd, name,
+			        max);
+			return -EINVAL;
+		}
+		if (runenv_parse_u64(cmd, name, t, lo, hi, &v) != 0)
+			return -EINVAL;
+		for (size_t i = 0; i < n; i++)
+			if (vals[i] == v) {
+				fprintf(stderr, "kvbench %s: %s lists %" PRIu64 " twice\n", cmd,
+				        name, v);
+				return -EINVAL;
+			}
+		vals[n++] = v;
+	}
+	if (n == 0) {
+		fprintf(stderr, "kvbench %s: %s is empty\n", cmd, name);
+		return -EINVAL;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+int runenv_parse_backends(const char *cmd, const char *s, const char *const *allowed,
+                          const struct yb_backend **vals, size_t max, size_t *ret_n)
+{
+	char buf[512], names[512] = "", *save = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; allowed[i] != NULL; i++)
+		snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+		         allowed[i]);
+	if (strlen(s) >= sizeof buf) {
+		fprintf(stderr, "kvbench %s: --backend is too long\n", cmd);
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		const struct yb_backend *be = NULL;
+		for (size_t i = 0; allowed[i] != NULL; i++)
+			if (strcmp(allowed[i], t) == 0)
+				be = yb_find(t);
+		if (be == NULL) {
+			fprintf(stderr, "kvbench %s: unknown backend '%s' (%s)\n", cmd, t, names);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (vals[i] == be) {
+				fprintf(stderr, "kvbench %s: backend '%s' twice\n", cmd, t);
+				return -EINVAL;
+			}
+		if (n == max) {
+			fprintf(stderr, "kvbench %s: at most %zu backends\n", cmd, max);
+			return -EINVAL;
+		}
+		vals[n++] = be;
+	}
+	if (n == 0) {
+		fprintf(stderr, "kvbench %s: --backend is empty\n", cmd);
+		return -EINVAL;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static bool find_in_path(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+	char *save = NULL;
+
+	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+		bench_fmt(buf, len, "%s/%s", d, name);
+		if (access(buf, X_OK) == 0)
+			return true;
+	}
+	buf[0] = '\0';
+	return false;
+}
+
+int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const char *dir,
+                const char *kvd, const char *endpoint, const char *redis_server, bool need_kvd)
+{
+	const char *parent = dir ? dir : "/tmp";
+	int rv;
+
+	memset(r, 0, sizeof(*r));
+	r->cmd = cmd;
+	bench_command_line(r->command, sizeof r->command, argc, argv);
+	if (need_kvd && endpoint == NULL &&
+	    (rv = bench_kvd_path(kvd, r->kvd_path, sizeof r->kvd_path)) != 0) {
+		fprintf(stderr, "kvbench %s: kvd binary %s: %s (give it with --kvd PATH)\n", cmd,
+		        r->kvd_path[0] ? r->kvd_path : "?", strerror(-rv));
+		return -1;
+	}
+	if (redis_server != NULL) {
+		if (access(redis_server, X_OK) != 0) {
+			fprintf(stderr, "kvbench %s: --redis-server %s: %s\n", cmd, redis_server,
+			        strerror(errno));
+			return -1;
+		}
+		bench_fmt(r->redis_path, sizeof r->redis_path, "%s", redis_server);
+	} else {
+		(void)find_in_path("redis-server", r->redis_path, sizeof r->redis_path);
+	}
+	if (dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "kvbench %s: mkdir %s: %s\n", cmd, parent, strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(r->base, sizeof r->base, "%s/kvbench-%s-XXXXXX", parent, cmd) >=
+	    RUNENV_SOCKET_DIR_MAX) {
+		fprintf(stderr, "kvbench %s: --dir path too long for socket paths\n", cmd);
+		r->base[0] = '\0';
+		return -1;
+	}
+	if (mkdtemp(r->base) == NULL) {
+		fprintf(stderr, "kvbench %s: mkdtemp %s: %s\n", cmd, r->base, strerror(errno));
+		r->base[0] = '\0';
+		return -1;
+	}
+	bench_fs_name(r->base, r->fs, sizeof r->fs);
+	if (r->kvd_path[0] != '\0') {
+		char err[512];
+		if (bench_kvd_pin(r->kvd_path, r->base, r->kvd_bin, sizeof r->kvd_bin, err,
+		                  sizeof err) != 0) {
+			fprintf(stderr, "kvbench %s: %s\n", cmd, err);
+			return -1;
+		}
+	}
+	r->env.base = r->base;
+	r->env.kvd_path = r->kvd_bin[0] ? r->kvd_bin : NULL;
+	r->env.endpoint = endpoint;
+	r->env.redis_path = r->redis_path[0] ? r->redis_path : NULL;
+	return 0;
+}
+
+int runenv_fini(struct runenv *r, bool remove)
+{
+	int rv;
+
+	if (r->env.kvd_started && yb_env_fini(&r->env, r->kvd_err, sizeof r->kvd_err) != 0) {
+		r->kvd_failed = true;
+		fprintf(stderr, "kvbench %s: kvd: %s\n", r->cmd, r->kvd_err);
+	}
+	if (remove && !r->kvd_failed && r->base[0] != '\0' && (rv = bench_rmtree(r->base)) != 0)
+		fprintf(stderr, "kvbench %s: removing %s: %s\n", r->cmd, r->base, strerror(-rv));
+	return r->kvd_failed ? -1 : 0;
+}
+
+void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (h->n == RUNENV_LINES_MAX)
+		return;
+	snprintf(h->l[h->n].label, sizeof h->l[h->n].label, "%s", label);
+	va_start(ap, fmt);
+	vsnprintf(h->l[h->n].value, sizeof h->l[h->n].value, fmt, ap);
+	va_end(ap);
+	h->n++;
+}
+
+void runenv_lines_common(struct runenv_lines *h, const struct runenv *r)
+{
+	char tmp[512];
+
+	bench_date(tmp, sizeof tmp);
+	runenv_line(h, "date", "%s", tmp);
+	bench_machine(tmp, sizeof tmp);
+	runenv_line(h, "machine", "%s; clients and servers share these CPUs", tmp);
+	runenv_line(h, "build", "%s", bench_build());
+	runenv_line(h, "command", "%s", r->command);
+	runenv_line(h, "directory", "%s (%s), removed afterwards unless the run failed", r->base,
+	            r->fs);
+}
+
+void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r)
+{
+	if (r->env.endpoint != NULL) {
+		runenv_line(h, "kvd", "the running kvd at %s (--endpoint)%s%s", r->env.endpoint,
+		            r->env.kvd_version[0] ? ", version " : "", r->env.kvd_version);
+		return;
+	}
+	if (r->env.kvd.pid == 0)
+		return;
+	runenv_line(h, "kvd", "%s", r->env.kvd.command);
+	runenv_line(h, "kvd",
+	            "binary %s (run from a copy), version %s, %" PRIu64 " workers; config file: "
+	            "[kvd] (nothing set; tenants get their settings from TenantCreate)",
+	            r->kvd_path, r->env.kvd_version, r->env.kvd_workers);
+}
+
+void runenv_print_text(FILE *f, const struct runenv_lines *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		fprintf(f, "%-10s %s\n",
+		        i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0 ? "" : h->l[i].label,
+		        h->l[i].value);
+}
+
+void runenv_print_markdown(FILE *f, const struct runenv_lines *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		bool run = i + 1 < h->n && strcmp(h->l[i].label, h->l[i + 1].label) == 0;
+		if (i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0)
+			fprintf(f, "  - %s\n", h->l[i].value);
+		else if (run)
+			fprintf(f, "- **%s**:\n  - %s\n", h->l[i].label, h->l[i].value);
+		else
+			fprintf(f, "- **%s**: %s\n", h->l[i].label, h->l[i].value);
+	}
+}
+
+void runenv_print_json(FILE *f, const struct runenv_lines *h)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < h->n; i++) {
+		fprintf(f, "%s{\"label\":", i ? "," : "");
+		bench_json_string(f, h->l[i].label);
+		fprintf(f, ",\"value\":");
+		bench_json_string(f, h->l[i].value);
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
+void runenv_grouped(char *buf, size_t len, double v)
+{
+	char digits[32];
+	size_t n, o = 0;
+
+	snprintf(digits, sizeof digits, "%.0f", v);
+	n = strlen(digits);
+	for (size_t i = 0; i < n && o + 2 < len; i++) {
+		buf[o++] = digits[i];
+		if (i + 1 < n && (n - i - 1) % 3 == 0 && digits[i] != '-')
+			buf[o++] = ',';
+	}
+	buf[o] = '\0';
+}
+
+uint64_t runenv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double runenv_loadavg(void)
+{
+	double v = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lf", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double runenv_median(double *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}

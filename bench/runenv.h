@@ -1,0 +1,92 @@
+/*
+ * bench/runenv.h — what `kvbench versions`, `durable` and `coldstart`
+ * share: parsing of numbers and lists, the run's directory, the kvd and
+ * redis-server binaries behind a struct yb_env (bench/ycsb_backend.h, the
+ * one place that starts kvd and names its URLs), and the report header.
+ *
+ * Every parse function prints its own one-line error ("kvbench CMD: …") to
+ * stderr and returns -EINVAL; everything else here returns 0 or -1 with a
+ * message printed. Single-threaded: call it from the benchmark's main thread.
+ */
+#ifndef KV_BENCH_RUNENV_H
+#define KV_BENCH_RUNENV_H
+
+#include "ycsb_backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RUNENV_LINES_MAX 48   /* header lines of a report */
+#define RUNENV_LINE_MAX  2048 /* bytes of one header line */
+#define RUNENV_LIST_MAX  16   /* entries of a list option */
+
+/* A report header: label and value pairs, printed as text, markdown or JSON. */
+struct runenv_lines {
+	size_t n;
+	struct {
+		char label[16];
+		char value[RUNENV_LINE_MAX];
+	} l[RUNENV_LINES_MAX];
+};
+
+/* One run of a benchmark: its directory and the processes it may start. */
+struct runenv {
+	const char *cmd; /* "versions"… */
+	char command[4096];
+	char base[YB_PATH_MAX]; /* the run's directory */
+	char fs[64];            /* its file system */
+	char kvd_path[YB_PATH_MAX];
+	char kvd_bin[YB_PATH_MAX + 16]; /* the pinned copy the run starts */
+	char redis_path[YB_PATH_MAX];
+	struct yb_env env;
+	bool kvd_failed; /* the kvd the run started did not exit 0 */
+	char kvd_err[512];
+};
+
+/* Numbers: decimal, no sign, in lo..hi. */
+int runenv_parse_u64(const char *cmd, const char *name, const char *s, uint64_t lo, uint64_t hi,
+                     uint64_t *ret);
+int runenv_parse_double(const char *cmd, const char *name, const char *s, double lo, double hi,
+                        double *ret);
+/* A comma-separated list of distinct numbers in lo..hi, at most max. */
+int runenv_parse_u64_list(const char *cmd, const char *name, const char *s, uint64_t lo,
+                          uint64_t hi, uint64_t *vals, size_t max, size_t *ret_n);
+/* A comma-separated list of distinct backend names of bench/ycsb_backend.h,
+ * each one of allowed (NULL-terminated). */
+int runenv_parse_backends(const char *cmd, const char *s, const char *const *allowed,
+                          const struct yb_backend **vals, size_t max, size_t *ret_n);
+
+/* Fills r: the command line, the run's directory (mkdtemp under dir, or
+ * /tmp), kvd (given, or next to kvbench; copied into the directory) when
+ * need_kvd and no endpoint, redis-server (given, or from PATH; a missing
+ * one is not an error: its backends are skipped). */
+int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const char *dir,
+                const char *kvd, const char *endpoint, const char *redis_server, bool need_kvd);
+/* Stops the kvd the run started (r->kvd_failed when it did not exit 0) and
+ * removes the directory when remove is true. 0, or -1 when kvd failed. */
+int runenv_fini(struct runenv *r, bool remove);
+
+/* A line of the header. */
+void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* date, machine, build, command, directory. */
+void runenv_lines_common(struct runenv_lines *h, const struct runenv *r);
+/* kvd's command line and version, when the run started one. */
+void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r);
+void runenv_print_text(FILE *f, const struct runenv_lines *h);
+void runenv_print_markdown(FILE *f, const struct runenv_lines *h);
+/* The header as a JSON array of {"label", "value"} objects. */
+void runenv_print_json(FILE *f, const struct runenv_lines *h);
+
+/* v with thousands separators: 12,345. */
+void runenv_grouped(char *buf, size_t len, double v);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t runenv_now_ns(void);
+/* /proc/loadavg's 1-minute figure, -1 when unknown. */
+double runenv_loadavg(void);
+/* Median of n values (sorted in place), 0 when n == 0. */
+double runenv_median(double *v, size_t n);
+
+#endif
