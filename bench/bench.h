@@ -37,6 +37,11 @@ int bench_ycsb(int argc, char **argv);
  * against a chain of keys in Redis (bench/versions.c). */
 int bench_versions(int argc, char **argv);
 
+/* kvbench durable: put throughput and latency with sync=always at several
+ * client counts, kvd's group commit against Redis appendfsync always
+ * (bench/durable.c). */
+int bench_durable(int argc, char **argv);
+
 /* ---- helpers shared by rpc.c and activate.c (defined in rpc.c) ---------- */
 
 /* A child process (kvd, sockperf) started by bench_proc_start. */
