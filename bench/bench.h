@@ -42,6 +42,11 @@ int bench_versions(int argc, char **argv);
  * (bench/durable.c). */
 int bench_durable(int argc, char **argv);
 
+/* kvbench coldstart: a new process opening a database (or connecting to
+ * kvd) and doing k operations, from exec to the k-th result
+ * (bench/coldstart.c). */
+int bench_coldstart(int argc, char **argv);
+
 /* ---- helpers shared by rpc.c and activate.c (defined in rpc.c) ---------- */
 
 /* A child process (kvd, sockperf) started by bench_proc_start. */
