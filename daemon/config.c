@@ -20,6 +20,7 @@ void config_defaults(struct kvd_config *c)
 	c->max_message_size = 64ull << 20;
 	c->max_value_size = 16u << 20;
 	c->contexts = 256;
+	c->max_connections = 1024;
 	c->ipc_mode = 0660;
 	c->segment_size = 64ull << 20;
 	c->max_queue = 65536;
@@ -177,6 +178,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_size32(v, &c->max_value_size);
 		if (!strcmp(k, "contexts"))
 			return parse_u32(v, &c->contexts);
+		if (!strcmp(k, "max_connections"))
+			return parse_u32(v, &c->max_connections);
 		if (!strcmp(k, "auto_create"))
 			return parse_bool(v, &c->auto_create);
 		if (!strcmp(k, "token"))
@@ -272,8 +275,12 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	for (int i = 0; i < c->nlisten; i++) {
 		const char *u = c->listen[i];
-		if (strncmp(u, "ipc://", 6) && strncmp(u, "tcp://", 6) && strncmp(u, "tls+tcp://", 10)) {
-			snprintf(err, errlen, "listen address '%s': use ipc://, tcp:// or tls+tcp://", u);
+		if (strncmp(u, "ipc://", 6) && strncmp(u, "tcp://", 6) && strncmp(u, "tls+tcp://", 10) &&
+		    strncmp(u, "kv+ipc://", 9) && strncmp(u, "kv+tcp://", 9)) {
+			snprintf(err, errlen,
+			         "listen address '%s': use kv+ipc://, kv+tcp://, ipc://, tcp:// or "
+			         "tls+tcp://",
+			         u);
 			return -EINVAL;
 		}
 		if (!strncmp(u, "tls+tcp://", 10) && (!c->tls_cert[0] || !c->tls_key[0])) {
@@ -304,6 +311,10 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->contexts == 0 || c->contexts > 65536) {
 		snprintf(err, errlen, "contexts must be 1..65536");
+		return -EINVAL;
+	}
+	if (c->max_connections == 0 || c->max_connections > 1000000) {
+		snprintf(err, errlen, "max_connections must be 1..1000000");
 		return -EINVAL;
 	}
 	if (c->segment_size < 4096 || c->segment_size > KV_SEGMENT_SIZE_MAX) {

@@ -14,7 +14,8 @@
 
 #define KVD_LISTEN_MAX 8
 #define KVD_DEFAULT_CONFIG "/etc/kvd/kvd.conf"
-#define KVD_DEFAULT_LISTEN "ipc:///run/kvd/kvd.sock"
+#define KVD_DEFAULT_LISTEN "ipc:///run/kvd/kvd.sock"        /* nng REQ/REP */
+#define KVD_DEFAULT_LISTEN_STREAM "kv+ipc:///run/kvd/kv.sock" /* kvd's own framing */
 #define KVD_DEFAULT_DATA "/var/lib/kvd"
 
 struct kvd_config {
@@ -28,11 +29,12 @@ struct kvd_config {
 	uint64_t max_message_size;
 	uint32_t max_value_size;
 	uint32_t contexts;        /* requests served at once per listener socket */
+	uint32_t max_connections; /* kv+ipc:// and kv+tcp:// connections open at once */
 	bool auto_create;
 	char token[256];
 	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// */
 	char tls_key[4096];
-	uint32_t ipc_mode;        /* permissions of ipc:// socket files */
+	uint32_t ipc_mode;        /* permissions of ipc:// and kv+ipc:// socket files */
 	uint64_t segment_size;
 	uint32_t open_files;      /* segment files open at most; 0: half of RLIMIT_NOFILE */
 	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */

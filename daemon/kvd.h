@@ -36,6 +36,7 @@
 struct kvd;
 struct worker;
 struct busy;
+struct stream;
 
 enum job_kind {
 	JOB_REQUEST, /* a client request */
@@ -45,9 +46,14 @@ enum job_kind {
 
 struct job {
 	enum job_kind kind;
-	struct conn *conn;      /* JOB_REQUEST: where the reply goes */
+	struct kvd *d;
+	/* JOB_REQUEST: sends the reply (taking its bytes); the job is not
+	 * touched by anyone after this returns. Set by the transport. */
+	void (*reply)(struct job *j, struct rpc_reply *rp);
+	void *sink;             /* the transport's: struct conn or struct sconn */
 	struct rpc_req req;
-	nng_msg *msg;           /* the request bytes req points into */
+	nng_msg *msg;           /* nng: the request bytes req points into */
+	uint8_t *body;          /* stream: the same, malloc'd */
 	uint64_t deadline_ms;   /* monotonic; 0: none */
 	/* writes */
 	kv_tenant *t;
@@ -62,6 +68,10 @@ struct job {
 	sem_t *done;
 	struct job *next;
 };
+
+/* What an epoll event's data.ptr points at in a worker's loop (NULL: the
+ * worker's queue). */
+enum ep_kind { EP_TENANT = 1, EP_STREAM };
 
 /* One nng REP context: one request at a time. */
 struct conn {
@@ -82,11 +92,13 @@ struct kvd {
 	struct rpc_limits lim;
 	nng_socket sock;
 	nng_listener listeners[KVD_LISTEN_MAX];
+	const char *listener_url[KVD_LISTEN_MAX]; /* its address, in cfg.listen */
 	int nlisteners;
 	uint64_t listener_errors[KVD_LISTEN_MAX]; /* nng's "other" count last seen */
 	_Atomic uint64_t listener_restarts;       /* listeners replaced (listeners_watch) */
 	struct conn *conns;
 	uint32_t nconns;
+	struct stream *stream; /* stream.c's listeners and connections */
 	struct worker *workers;
 	uint32_t nworkers;
 	uint32_t nstarted; /* workers whose thread runs */
@@ -118,9 +130,29 @@ void listeners_close(struct kvd *d);  /* stop accepting connections */
 /* Replaces listeners that stopped accepting (main thread, every second). */
 void listeners_watch(struct kvd *d);
 void conns_stop(struct kvd *d);       /* close the socket and free the contexts */
-/* Sends a reply for the job's context (takes the reply's bytes). */
-void conn_reply(struct conn *c, struct rpc_reply *rp);
-void conn_reply_error(struct conn *c, uint64_t id, int status, const char *msg);
+
+/* request.c */
+/* Sends the job's reply through its transport (takes the reply's bytes). */
+void job_reply(struct job *j, struct rpc_reply *rp);
+void job_reply_error(struct job *j, uint64_t id, int status, const char *msg);
+/* Frees the decoded request and its bytes (j->msg or j->body). */
+void job_release(struct job *j);
+/* Decodes the request in body (which j->msg or j->body holds) and answers
+ * it, queues it, or runs it at once when self (the calling worker, or
+ * NULL) owns its tenant. */
+void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
+                      struct worker *self);
+
+/* stream.c: kvd's own framing on stream sockets (kv+ipc://, kv+tcp://) */
+bool stream_url(const char *url);
+/* Opens the kv+ listeners of the configuration and starts accepting. */
+int stream_start(struct kvd *d, char *err, size_t errlen);
+void stream_stop_accepting(struct kvd *d);
+/* A worker's epoll reported events on one of the connections it reads. */
+void stream_event(struct worker *w, void *tag, uint32_t events);
+/* Flushes what is still queued (bounded) and closes every connection; after
+ * workers_stop. */
+void stream_stop(struct kvd *d);
 
 /* worker.c */
 int workers_start(struct kvd *d);
@@ -128,6 +160,12 @@ void workers_stop(struct kvd *d);
 uint32_t worker_of(const struct kvd *d, const char *tenant);
 /* Queues a job on a worker; false when its queue is full. */
 bool worker_post(struct kvd *d, uint32_t w, struct job *j);
+uint32_t worker_id(const struct worker *w);
+/* Runs a request now, on w's own thread (w owns its tenant). */
+void worker_run(struct worker *w, struct job *j);
+/* epoll_ctl on worker wi's loop: tag (an enum ep_kind first) comes back to
+ * stream_event. Any thread. */
+int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag);
 
 /* maint.c */
 int maint_start(struct kvd *d);

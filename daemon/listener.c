@@ -31,18 +31,6 @@
 
 enum { CONN_RECV, CONN_DELAY, CONN_SEND };
 
-static void job_release(struct job *j)
-{
-	if (!j->live)
-		return;
-	j->live = false;
-	rpc_req_release(&j->req);
-	if (j->msg != NULL) {
-		nng_msg_free(j->msg);
-		j->msg = NULL;
-	}
-}
-
 static void conn_send(struct conn *c, nng_msg *m)
 {
 	c->state = CONN_SEND;
@@ -50,7 +38,7 @@ static void conn_send(struct conn *c, nng_msg *m)
 	nng_ctx_send(c->ctx, c->aio);
 }
 
-void conn_reply(struct conn *c, struct rpc_reply *rp)
+static void conn_reply(struct conn *c, struct rpc_reply *rp)
 {
 	struct kvd *d = c->d;
 	nng_msg *m = NULL;
@@ -77,60 +65,22 @@ void conn_reply(struct conn *c, struct rpc_reply *rp)
 	conn_send(c, m);
 }
 
-void conn_reply_error(struct conn *c, uint64_t id, int status, const char *msg)
+/* job->reply of an nng context's job. */
+static void conn_job_reply(struct job *j, struct rpc_reply *rp)
 {
-	struct rpc_reply rp;
-
-	rpc_reply_init(&rp);
-	rpc_reply_error(&rp, id, status, msg);
-	conn_reply(c, &rp);
+	conn_reply(j->sink, rp);
 }
 
 static void handle_request(struct conn *c, nng_msg *msg)
 {
-	struct kvd *d = c->d;
 	struct job *j = &c->job;
-	const char *emsg = NULL;
-	int status;
 
-	atomic_fetch_add(&d->requests, 1);
-	atomic_fetch_add(&d->in_flight, 1);
 	memset(j, 0, sizeof(*j));
-	j->kind = JOB_REQUEST;
-	j->conn = c;
+	j->d = c->d;
+	j->reply = conn_job_reply;
+	j->sink = c;
 	j->msg = msg;
-	j->live = true;
-	if (rpc_req_decode(&j->req, &d->lim, nng_msg_body(msg), nng_msg_len(msg), &status, &emsg) !=
-	    0) {
-		klog(LOG_DEBUG, "rejected request: %s", emsg);
-		conn_reply_error(c, j->req.id, status, emsg);
-		return;
-	}
-	if (atomic_load(&d->stopping) && j->req.method != RPC_HEALTH) {
-		conn_reply_error(c, j->req.id, RPC_UNAVAILABLE, "shutting down");
-		return;
-	}
-	if (j->req.timeout_ms)
-		j->deadline_ms = now_ms() + j->req.timeout_ms;
-	switch (j->req.kind) {
-	case RPC_KIND_LOCAL: {
-		struct rpc_reply rp;
-		rpc_reply_init(&rp);
-		rpc_run_local(d->store, &d->lim, &j->req, (now_ms() - d->start_ms) / 1000,
-		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
-		              atomic_load(&d->stopping), &rp);
-		conn_reply(c, &rp);
-		return;
-	}
-	case RPC_KIND_MAINT:
-		maint_post(d, j);
-		return;
-	default:
-		if (!worker_post(d, worker_of(d, j->req.tenant), j))
-			conn_reply_error(c, j->req.id, RPC_RESOURCE_EXHAUSTED,
-			                 "too many requests queued, try again");
-		return;
-	}
+	request_dispatch(c->d, j, nng_msg_body(msg), nng_msg_len(msg), NULL);
 }
 
 static void conn_cb(void *arg)
@@ -290,7 +240,7 @@ static bool listener_alive(struct kvd *d, int i)
 	char url[512];
 	bool alive = false;
 
-	probe_url(l, d->cfg.listen[i], url, sizeof(url));
+	probe_url(l, d->listener_url[i], url, sizeof(url));
 	if (nng_req0_open(&s) != 0)
 		return true; /* cannot tell; leave it */
 	if (nng_dialer_create(&dl, s, url) != 0) {
@@ -339,9 +289,9 @@ void listeners_watch(struct kvd *d)
 			continue;
 		klog(LOG_WARNING, "%s stopped accepting connections (a peer left during the "
 		                  "handshake); replacing the listener",
-		     d->cfg.listen[i]);
+		     d->listener_url[i]);
 		nng_listener_close(d->listeners[i]);
-		if ((rv = listener_open(d, d->cfg.listen[i], &l, err, sizeof(err))) != 0) {
+		if ((rv = listener_open(d, d->listener_url[i], &l, err, sizeof(err))) != 0) {
 			klog(LOG_ERR, "%s; retrying in a second", err);
 			d->listener_errors[i] = UINT64_MAX; /* try again next time */
 			continue;
@@ -392,10 +342,14 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 	}
 	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
 	for (int k = 0; k < d->cfg.nlisten; k++) {
-		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[k], err, errlen)) != 0)
+		int n = d->nlisteners;
+		if (stream_url(d->cfg.listen[k]))
+			continue; /* stream.c's */
+		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[n], err, errlen)) != 0)
 			return rv;
-		d->nlisteners = k + 1;
-		d->listener_errors[k] = listener_stat(d->listeners[k], "other");
+		d->listener_url[n] = d->cfg.listen[k];
+		d->listener_errors[n] = listener_stat(d->listeners[n], "other");
+		d->nlisteners = n + 1;
 		klog(LOG_INFO, "listening on %s", d->cfg.listen[k]);
 	}
 	d->nconns = d->cfg.contexts;

@@ -39,8 +39,10 @@ static void usage(FILE *f)
 	        "       kvd --check DIR\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
-	        "  -l, --listen URL      ipc:///path, tcp://host:port or tls+tcp://host:port;\n"
-	        "                        repeat for several (default %s)\n"
+	        "  -l, --listen URL      kv+ipc:///path or kv+tcp://host:port (kvd's own\n"
+	        "                        framing), ipc:///path, tcp://host:port or\n"
+	        "                        tls+tcp://host:port (nng REQ/REP); repeat for\n"
+	        "                        several (default %s and %s)\n"
 	        "  -c, --config FILE     INI settings (default %s if it exists)\n"
 	        "  -w, --workers N       worker threads (default: one per CPU)\n"
 	        "      --log-level L     err, warning, notice, info, debug (default info)\n"
@@ -53,7 +55,7 @@ static void usage(FILE *f)
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
 	        "idle_timeout and memory_budget from the settings file.\n",
-	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG);
+	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG);
 }
 
 /* ---- kvd --check ---------------------------------------------------------- */
@@ -266,8 +268,8 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	}
 	config_defaults(&d->cfg);
 	{
-		char *def = (char *)KVD_DEFAULT_LISTEN;
-		config_set_listen(&d->cfg, &def, 1);
+		char *def[2] = {(char *)KVD_DEFAULT_LISTEN_STREAM, (char *)KVD_DEFAULT_LISTEN};
+		config_set_listen(&d->cfg, def, 2);
 	}
 	if (config != NULL || access(KVD_DEFAULT_CONFIG, R_OK) == 0) {
 		const char *path = config ? config : KVD_DEFAULT_CONFIG;
@@ -481,10 +483,13 @@ int main(int argc, char **argv)
 		config_release(&d.cfg);
 		return 1;
 	}
-	if (listeners_start(&d, err, sizeof(err)) != 0) {
+	if (stream_start(&d, err, sizeof(err)) != 0 || listeners_start(&d, err, sizeof(err)) != 0) {
 		fprintf(stderr, "kvd: %s\n", err);
+		stream_stop_accepting(&d);
+		listeners_close(&d);
 		maint_stop(&d);
 		workers_stop(&d);
+		stream_stop(&d);
 		conns_stop(&d);
 		kv_store_close(d.store);
 		config_release(&d.cfg);
@@ -541,6 +546,7 @@ int main(int argc, char **argv)
 	 * listeners stay open until the drain is over, because closing an nng
 	 * listener also closes the connections it accepted. */
 	atomic_store(&d.stopping, true);
+	stream_stop_accepting(&d); /* its connections stay until the drain is over */
 	wait_drained(&d);
 	/* nng 1.5 has no linger: a finished send may still sit in a pipe's
 	 * queue, so give the transports a moment to put it on the wire */
@@ -548,6 +554,7 @@ int main(int argc, char **argv)
 	listeners_close(&d);
 	maint_stop(&d);
 	workers_stop(&d);
+	stream_stop(&d);
 	conns_stop(&d);
 	rv = kv_store_close(d.store);
 	close(sfd);

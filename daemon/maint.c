@@ -64,7 +64,7 @@ static void run_compact(struct kvd *d, struct job *j)
 	int rv;
 
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
-		conn_reply_error(j->conn, j->req.id, RPC_DEADLINE_EXCEEDED,
+		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
 		                 "deadline passed before the request ran; nothing was done");
 		return;
 	}
@@ -72,7 +72,7 @@ static void run_compact(struct kvd *d, struct job *j)
 		char msg[160];
 		snprintf(msg, sizeof(msg), "tenant '%s': %s", j->req.tenant,
 		         rv == -ENOENT ? "not found" : rpc_message_of(rv));
-		conn_reply_error(j->conn, j->req.id, rpc_status_of(rv), msg);
+		job_reply_error(j, j->req.id, rpc_status_of(rv), msg);
 		return;
 	}
 	rpc_reply_init(&rp);
@@ -80,7 +80,7 @@ static void run_compact(struct kvd *d, struct job *j)
 	rpc_run_read(d->store, t, &j->req, &rp);
 	owner_watch(d, j->req.tenant, JOB_DETACH);
 	kv_store_put(d->store, t);
-	conn_reply(j->conn, &rp);
+	job_reply(j, &rp);
 }
 
 static void tick_tenants(struct kvd *d)
@@ -158,7 +158,7 @@ static void *maint_main(void *arg)
 	while (d->maint_q != NULL) {
 		struct job *j = d->maint_q;
 		d->maint_q = j->next;
-		conn_reply_error(j->conn, j->req.id, RPC_UNAVAILABLE, "shutting down");
+		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
 	}
 	pthread_mutex_unlock(&d->maint_mu);
 	return NULL;

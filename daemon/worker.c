@@ -20,8 +20,8 @@
  *   2. A write with a client id is applied at most once per (client, id):
  *      a repeat while the first is in flight waits for its reply, a repeat
  *      after it gets a copy of that reply.
- *   3. After conn_reply() a job is not touched again: its context may
- *      already be receiving the next request.
+ *   3. After job_reply() a job is not touched again: its transport may
+ *      already have reused or freed it.
  */
 #include "kvd.h"
 
@@ -43,6 +43,7 @@
 #define DEDUP_TTL_MS (120u * 1000u)
 
 struct busy {
+	enum ep_kind kind; /* EP_TENANT: first, for the loop's epoll events */
 	kv_tenant *t;
 	kv_db *db;
 	int fd;
@@ -126,6 +127,22 @@ bool worker_post(struct kvd *d, uint32_t wi, struct job *j)
 	return true;
 }
 
+uint32_t worker_id(const struct worker *w)
+{
+	return w->id;
+}
+
+int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = events;
+	ev.data.ptr = tag;
+	return epoll_ctl(d->workers[wi].epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev) == 0 ? 0
+	                                                                                 : -errno;
+}
+
 /* ---- de-duplication of writes ------------------------------------------- */
 
 static struct dd_ent **dd_slot(struct worker *w, uint64_t client, uint64_t id)
@@ -190,13 +207,13 @@ static struct dd_ent *dd_insert(struct worker *w, struct job *j)
 	return e;
 }
 
-static void reply_bytes(struct conn *c, const uint8_t *p, size_t len)
+static void reply_bytes(struct job *j, const uint8_t *p, size_t len)
 {
 	struct rpc_reply rp;
 
 	rpc_reply_init(&rp);
 	msgpack_sbuffer_write(&rp.buf, (const char *)p, len);
-	conn_reply(c, &rp);
+	job_reply(j, &rp);
 }
 
 /* ---- busy tenants ------------------------------------------------------- */
@@ -225,6 +242,7 @@ static struct busy *busy_get(struct worker *w, kv_tenant *t)
 		free(b);
 		return NULL;
 	}
+	b->kind = EP_TENANT;
 	b->t = t;
 	b->db = kv_tenant_db(t);
 	b->fd = kv_event_fd(b->db);
@@ -272,26 +290,26 @@ static void drain_tenant(struct worker *w, struct busy *b)
 
 /* ---- jobs --------------------------------------------------------------- */
 
-static void reply_tenant_error(struct conn *c, const struct rpc_req *r, int rv)
+static void reply_tenant_error(struct job *j, int rv)
 {
+	const struct rpc_req *r = &j->req;
 	char msg[160];
 
 	if (rv == -ENOENT) {
 		snprintf(msg, sizeof(msg), "tenant '%s' not found", r->tenant);
-		conn_reply_error(c, r->id, RPC_NOT_FOUND, msg);
+		job_reply_error(j, r->id, RPC_NOT_FOUND, msg);
 	} else {
 		snprintf(msg, sizeof(msg), "tenant '%s': %s", r->tenant, rpc_message_of(rv));
-		conn_reply_error(c, r->id, rpc_status_of(rv), msg);
+		job_reply_error(j, r->id, rpc_status_of(rv), msg);
 	}
 }
 
 static void write_done(struct kv_req *kreq, int status)
 {
 	struct job *j = kreq->arg, *dup = j->dup_next;
-	struct conn *c = j->conn;
 	struct busy *b = j->busy;
 	kv_tenant *t = j->t;
-	struct kvd *d = c->d;
+	struct kvd *d = j->d;
 	struct worker *w = &d->workers[worker_of(d, j->req.tenant)];
 	struct rpc_reply rp;
 
@@ -311,14 +329,14 @@ static void write_done(struct kv_req *kreq, int status)
 	while (dup != NULL) {
 		/* repeats of this request (a resend): the same answer */
 		struct job *next = dup->dup_next;
-		reply_bytes(dup->conn, (const uint8_t *)rp.buf.data, rp.buf.size);
+		reply_bytes(dup, (const uint8_t *)rp.buf.data, rp.buf.size);
 		dup = next;
 	}
 	free(j->ops);
 	j->ops = NULL;
 	b->inflight--;
 	kv_store_put(d->store, t);
-	conn_reply(c, &rp); /* j may be reused from here on */
+	job_reply(j, &rp); /* j may be reused from here on */
 }
 
 static void run_write(struct worker *w, struct job *j)
@@ -340,19 +358,19 @@ static void run_write(struct worker *w, struct job *j)
 		if (e != NULL && e->reply != NULL) {
 			klog(LOG_DEBUG, "write %llu of client %016llx repeated: answered again",
 			     (unsigned long long)j->req.id, (unsigned long long)j->req.client);
-			reply_bytes(j->conn, e->reply, e->len);
+			reply_bytes(j, e->reply, e->len);
 			return;
 		}
 	}
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(j->conn, &j->req, rv);
+		reply_tenant_error(j, rv);
 		return;
 	}
 	rpc_reply_init(&rp);
 	if (rpc_write_prepare(&j->req, kv_tenant_config_of(t), &d->lim, &j->ops, &j->nops, &rp) !=
 	    0) {
 		kv_store_put(d->store, t);
-		conn_reply(j->conn, &rp);
+		job_reply(j, &rp);
 		return;
 	}
 	rpc_reply_release(&rp);
@@ -360,7 +378,7 @@ static void run_write(struct worker *w, struct job *j)
 	if ((j->busy = busy_get(w, t)) == NULL) {
 		free(j->ops);
 		kv_store_put(d->store, t);
-		conn_reply_error(j->conn, j->req.id, RPC_INTERNAL, "cannot watch the tenant's log");
+		job_reply_error(j, j->req.id, RPC_INTERNAL, "cannot watch the tenant's log");
 		return;
 	}
 	memset(&j->kreq, 0, sizeof(j->kreq));
@@ -375,7 +393,7 @@ static void run_write(struct worker *w, struct job *j)
 		rpc_write_reply(&j->req, rv, j->ops, j->nops, &er);
 		free(j->ops);
 		kv_store_put(d->store, t);
-		conn_reply(j->conn, &er);
+		job_reply(j, &er);
 		return;
 	}
 	j->busy->inflight++;
@@ -391,7 +409,7 @@ static void run_read(struct worker *w, struct job *j)
 	int rv;
 
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(j->conn, &j->req, rv);
+		reply_tenant_error(j, rv);
 		return;
 	}
 	rpc_reply_init(&rp);
@@ -400,7 +418,7 @@ static void run_read(struct worker *w, struct job *j)
 	if (rp.status == RPC_DATA_LOSS)
 		klog(LOG_ERR, "tenant %s: a %s read a damaged record (DATA_LOSS)", j->req.tenant,
 		     rpc_method_name(j->req.method));
-	conn_reply(j->conn, &rp);
+	job_reply(j, &rp);
 }
 
 static void run_tenant_op(struct worker *w, struct job *j)
@@ -417,7 +435,7 @@ static void run_tenant_op(struct worker *w, struct job *j)
 	}
 	if (b != NULL) {
 		if (b->attached > 0) {
-			conn_reply_error(j->conn, j->req.id, RPC_UNAVAILABLE,
+			job_reply_error(j, j->req.id, RPC_UNAVAILABLE,
 			                 "tenant busy: a merge is running, try again");
 			return;
 		}
@@ -426,7 +444,7 @@ static void run_tenant_op(struct worker *w, struct job *j)
 	}
 	rpc_reply_init(&rp);
 	rpc_run_tenant(d->store, &j->req, &rp);
-	conn_reply(j->conn, &rp);
+	job_reply(j, &rp);
 }
 
 static void run_attach(struct worker *w, struct job *j)
@@ -446,7 +464,7 @@ static void run_attach(struct worker *w, struct job *j)
 	sem_post(j->done);
 }
 
-static void run_job(struct worker *w, struct job *j)
+void worker_run(struct worker *w, struct job *j)
 {
 	if (j->kind != JOB_REQUEST) {
 		run_attach(w, j);
@@ -455,7 +473,7 @@ static void run_job(struct worker *w, struct job *j)
 	if (w->d->job_delay_ms)
 		poll(NULL, 0, (int)w->d->job_delay_ms);
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
-		conn_reply_error(j->conn, j->req.id, RPC_DEADLINE_EXCEEDED,
+		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
 		                 "deadline passed before the request ran; nothing was done");
 		return;
 	}
@@ -470,7 +488,7 @@ static void run_job(struct worker *w, struct job *j)
 		run_tenant_op(w, j);
 		break;
 	default:
-		conn_reply_error(j->conn, j->req.id, RPC_INTERNAL, "request on the wrong thread");
+		job_reply_error(j, j->req.id, RPC_INTERNAL, "request on the wrong thread");
 		break;
 	}
 }
@@ -486,9 +504,18 @@ static void *worker_main(void *arg)
 		uint64_t v;
 		int n;
 		atomic_store(&w->beat, now_ms());
+		bool queued = false;
 		n = epoll_wait(w->epfd, evs, 64, 500);
-		(void)n;
-		if (read(w->qfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		for (int i = 0; i < n; i++) {
+			enum ep_kind *k = evs[i].data.ptr;
+			if (k == NULL)
+				queued = true;
+			else if (*k == EP_STREAM)
+				stream_event(w, k, evs[i].events);
+		}
+		/* the queue is taken every turn; its eventfd is reset when it
+		 * fired (posters write it only when the queue was empty) */
+		if (queued && read(w->qfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			klog(LOG_ERR, "worker %u: queue: %m", w->id);
 		pthread_mutex_lock(&w->mu);
 		q = w->q_head;
@@ -497,7 +524,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&w->mu);
 		while (q != NULL) {
 			struct job *next = q->next;
-			run_job(w, q);
+			worker_run(w, q);
 			q = next;
 		}
 		drive_busy(w);

@@ -87,6 +87,7 @@ struct slot {
 };
 
 struct kvc {
+	struct cstream *stream; /* kv+ipc://, kv+tcp://: all of the transport; else nng's */
 	nng_socket sock;
 	nng_dialer dialer;
 	nng_tls_config *tls;
@@ -159,7 +160,7 @@ void kvc_options_init(struct kvc_options *o)
 	o->resend_ms = -1;
 }
 
-static int64_t now_ms(void)
+int64_t client_now_ms(void)
 {
 	struct timespec ts;
 
@@ -168,18 +169,18 @@ static int64_t now_ms(void)
 }
 
 /* Waits on cv until the monotonic deadline; ETIMEDOUT once it passed. */
-static int cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+int client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
 	struct timespec ts;
 
-	if (now_ms() >= deadline_ms)
+	if (client_now_ms() >= deadline_ms)
 		return ETIMEDOUT;
 	ts.tv_sec = deadline_ms / 1000;
 	ts.tv_nsec = (deadline_ms % 1000) * 1000000;
 	return pthread_cond_timedwait(cv, mu, &ts);
 }
 
-static int cond_init_monotonic(pthread_cond_t *cv)
+int client_cond_init_monotonic(pthread_cond_t *cv)
 {
 	pthread_condattr_t a;
 	int rv;
@@ -322,7 +323,7 @@ static int slot_acquire(kvc *c, struct client_op *op, struct slot **ret)
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->closing && c->pipes == 0 && c->probing && rv != ETIMEDOUT)
-		rv = cond_wait_until(&c->conn_cv, &c->mu, op->deadline_ms);
+		rv = client_cond_wait_until(&c->conn_cv, &c->mu, op->deadline_ms);
 	if (c->closing) {
 		rv = client_op_fail(op, KVC_CANCELLED, "the handle is being closed");
 		goto out;
@@ -338,7 +339,7 @@ static int slot_acquire(kvc *c, struct client_op *op, struct slot **ret)
 	}
 	rv = 0;
 	while (!c->closing && c->free_slots == NULL && rv != ETIMEDOUT)
-		rv = cond_wait_until(&c->slot_cv, &c->mu, op->deadline_ms);
+		rv = client_cond_wait_until(&c->slot_cv, &c->mu, op->deadline_ms);
 	if (c->closing) {
 		rv = client_op_fail(op, KVC_CANCELLED, "the handle is being closed");
 		goto out;
@@ -364,7 +365,7 @@ out:
 
 static nng_duration remaining(const struct client_op *op)
 {
-	int64_t left = op->deadline_ms - now_ms();
+	int64_t left = op->deadline_ms - client_now_ms();
 
 	return left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (nng_duration)left;
 }
@@ -443,22 +444,27 @@ static int transport_error(struct client_op *op, int rv, bool sent)
 	}
 }
 
-/* The reply's envelope: parsed (bounded), id matched, status mapped. */
-static int reply_decode(struct client_op *op)
+int client_reply_parse(nng_msg *m, msgpack_zone *zone, msgpack_object *root,
+                       struct crep_envelope *env)
 {
-	const uint8_t *body = nng_msg_body(op->reply);
-	size_t len = nng_msg_len(op->reply);
+	if (!msgpack_zone_init(zone, 2048))
+		return -KVC_RESOURCE_EXHAUSTED;
+	if (mp_parse(nng_msg_body(m), nng_msg_len(m), zone, root) != 0 ||
+	    crep_envelope(root, env) != 0) {
+		msgpack_zone_destroy(zone);
+		return -KVC_INTERNAL;
+	}
+	return 0;
+}
+
+int client_op_check_reply(struct client_op *op)
+{
 	const struct crep_envelope *e = &op->env;
 	int code;
 
-	if (!msgpack_zone_init(&op->zone, 2048))
-		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply");
-	op->zone_ready = true;
-	if (mp_parse(body, len, &op->zone, &op->root) != 0 ||
-	    crep_envelope(&op->root, &op->env) != 0)
-		return client_op_fail(op, KVC_INTERNAL, "malformed reply to %s", op->method);
 	/* id 0 with an error: the server could not parse the request at all
-	 * (PROTOCOL.md); REQ has already paired the reply with this request. */
+	 * (PROTOCOL.md); the transport has already paired the reply with this
+	 * request. */
 	if (e->id != op->id && !(e->id == 0 && e->status != 0))
 		return client_op_fail(op, KVC_INTERNAL,
 		                      "malformed reply to %s: id %llu, expected %llu", op->method,
@@ -472,6 +478,18 @@ static int reply_decode(struct client_op *op)
 		client_op_fail(op, code, "%s (status %llu)", kvc_code_name(code),
 		               (unsigned long long)e->status);
 	return -code;
+}
+
+int client_op_decode_reply(struct client_op *op)
+{
+	int rv = client_reply_parse(op->reply, &op->zone, &op->root, &op->env);
+
+	if (rv == -KVC_RESOURCE_EXHAUSTED)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply");
+	if (rv != 0)
+		return client_op_fail(op, KVC_INTERNAL, "malformed reply to %s", op->method);
+	op->zone_ready = true;
+	return client_op_check_reply(op);
 }
 
 static void slot_cb(void *arg)
@@ -500,7 +518,7 @@ static void slot_cb(void *arg)
 	}
 	op->reply = nng_aio_get_msg(s->aio);
 	nng_aio_set_msg(s->aio, NULL);
-	slot_finish(s, op->raw ? 0 : reply_decode(op));
+	slot_finish(s, op->raw ? 0 : client_op_decode_reply(op));
 }
 
 /* ---- ops ------------------------------------------------------------------ */
@@ -523,8 +541,13 @@ void client_op_init(struct client_op *op, kvc *c, const struct kvc_call *call, c
 	if (c != NULL) {
 		op->timeout_ms =
 		        call != NULL && call->timeout_ms != 0 ? call->timeout_ms : c->timeout_ms;
-		op->deadline_ms = now_ms() + op->timeout_ms;
+		op->deadline_ms = client_now_ms() + op->timeout_ms;
 	}
+}
+
+uint64_t client_next_id(kvc *c)
+{
+	return atomic_fetch_add(&c->next_id, 1);
 }
 
 /* Allocates the request and packs the envelope; args follow through op->pk. */
@@ -541,7 +564,7 @@ int client_op_request(struct client_op *op, const struct kvc_call *call, bool ha
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
 		                      "out of memory for a request of %zu bytes", payload);
 	msgpack_packer_init(&op->pk, op, msg_write);
-	op->id = atomic_fetch_add(&c->next_id, 1);
+	op->id = client_next_id(c);
 	e.id = op->id;
 	e.client = c->client_id;
 	e.method = op->method;
@@ -577,6 +600,12 @@ int client_op_run(struct client_op *op)
 	struct slot *s;
 	int rv;
 
+	if (c->stream != NULL) {
+		if (op->write_error != 0)
+			return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+			                      "out of memory while packing %s", op->method);
+		return cstream_run(c->stream, op);
+	}
 	if ((rv = op_submit(op, &s)) != 0)
 		return rv;
 	pthread_cond_init(&op->done_cv, NULL);
@@ -596,6 +625,12 @@ int client_op_send_async(struct client_op *op)
 
 	if (op->complete == NULL)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT, "an async call needs a callback");
+	if (op->c->stream != NULL) {
+		if (op->write_error != 0)
+			return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+			                      "out of memory while packing %s", op->method);
+		return cstream_send_async(op->c->stream, op);
+	}
 	if ((rv = op_submit(op, &s)) != 0)
 		return rv;
 	slot_start(s, op);
@@ -789,8 +824,8 @@ int kvc_open(const struct kvc_options *o, kvc **ret)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -KVC_RESOURCE_EXHAUSTED;
 	pthread_mutex_init(&c->mu, NULL);
-	if (cond_init_monotonic(&c->slot_cv) != 0 || cond_init_monotonic(&c->conn_cv) != 0 ||
-	    cond_init_monotonic(&c->idle_cv) != 0) {
+	if (client_cond_init_monotonic(&c->slot_cv) != 0 || client_cond_init_monotonic(&c->conn_cv) != 0 ||
+	    client_cond_init_monotonic(&c->idle_cv) != 0) {
 		rv = -KVC_RESOURCE_EXHAUSTED;
 		goto fail;
 	}
@@ -805,8 +840,19 @@ int kvc_open(const struct kvc_options *o, kvc **ret)
 		c->nslots = CLIENT_CONTEXTS_MAX;
 	c->client_id = random_client_id();
 	atomic_init(&c->next_id, 1);
+	if (nomem) {
+		rv = -KVC_RESOURCE_EXHAUSTED;
+		goto fail;
+	}
+	if (cstream_url(c->endpoint)) {
+		if ((rv = cstream_open(c, c->endpoint, c->nslots, c->max_message_size,
+		                       &c->stream)) != 0)
+			goto fail;
+		*ret = c;
+		return 0;
+	}
 	c->slots = calloc(c->nslots, sizeof(*c->slots));
-	if (nomem || c->slots == NULL) {
+	if (c->slots == NULL) {
 		rv = -KVC_RESOURCE_EXHAUSTED;
 		goto fail;
 	}
@@ -870,6 +916,11 @@ void kvc_close(kvc *c)
 {
 	if (c == NULL)
 		return;
+	if (c->stream != NULL) {
+		cstream_close(c->stream);
+		client_free(c);
+		return;
+	}
 	pthread_mutex_lock(&c->mu);
 	c->closing = true;
 	pthread_cond_broadcast(&c->conn_cv);
@@ -887,6 +938,10 @@ void kvc_drain(kvc *c)
 {
 	if (c == NULL)
 		return;
+	if (c->stream != NULL) {
+		cstream_drain(c->stream);
+		return;
+	}
 	pthread_mutex_lock(&c->mu);
 	while (c->in_flight > 0)
 		pthread_cond_wait(&c->idle_cv, &c->mu);

@@ -52,11 +52,14 @@ struct client_op {
 
 	/* async: on an nng thread, once; decodes and calls fn */
 	void (*complete)(struct client_op *op);
+	struct client_op *complete_next; /* stream: a list of ops being failed */
 	kvc_async_fn fn;
 	void *arg;
 };
 
 void client_op_init(struct client_op *op, kvc *c, const struct kvc_call *call, const char *method);
+/* The handle's id for the next request (any thread). */
+uint64_t client_next_id(kvc *c);
 /* has_args: the caller packs an args map next; payload: bytes of keys and
  * values it will pack (to reserve room once). */
 int client_op_request(struct client_op *op, const struct kvc_call *call, bool has_args,
@@ -85,5 +88,35 @@ int client_nomem(const struct kvc_call *call);
 void *client_copy_bytes(const void *p, size_t n);
 /* One line: control characters become spaces; a cut keeps UTF-8 whole. */
 void client_status_set(struct kvc_status *st, int code, const char *msg, size_t len);
+
+/* Replies (client.c). client_reply_parse: a reply message's envelope,
+ * parsed with bounds into zone (initialised here; destroyed again on
+ * failure): 0, -KVC_RESOURCE_EXHAUSTED or -KVC_INTERNAL. */
+int client_reply_parse(nng_msg *m, msgpack_zone *zone, msgpack_object *root,
+                       struct crep_envelope *env);
+/* op->env against op: the id, and the status as the call's outcome. */
+int client_op_check_reply(struct client_op *op);
+/* Both, into op (op->reply set). */
+int client_op_decode_reply(struct client_op *op);
+
+int64_t client_now_ms(void); /* CLOCK_MONOTONIC */
+int client_cond_init_monotonic(pthread_cond_t *cv);
+/* ETIMEDOUT once the monotonic deadline passed. */
+int client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+
+/* ---- the stream transport (client_stream.c): kv+ipc:// and kv+tcp:// ---- */
+
+struct cstream;
+
+bool cstream_url(const char *endpoint);
+/* Checks the endpoint; connects on first use. -KVC_INVALID_ARGUMENT or
+ * -KVC_RESOURCE_EXHAUSTED. */
+int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t max_message_size,
+                 struct cstream **ret);
+/* Waits for the calls in flight, then closes. NULL ok. */
+void cstream_close(struct cstream *s);
+void cstream_drain(struct cstream *s);
+int cstream_run(struct cstream *s, struct client_op *op);
+int cstream_send_async(struct cstream *s, struct client_op *op);
 
 #endif

@@ -61,7 +61,7 @@ struct kvc_status {
 	char message[KVC_MESSAGE_MAX];  /* the server's or the library's one line */
 };
 
-#define KVC_DEFAULT_ENDPOINT "ipc:///run/kvd/kvd.sock"
+#define KVC_DEFAULT_ENDPOINT "kv+ipc:///run/kvd/kv.sock"
 
 struct kvc_options {
 	const char *endpoint;    /* default KVC_DEFAULT_ENDPOINT */

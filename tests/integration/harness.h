@@ -3,8 +3,10 @@
  * with plain nng REQ sockets and msgpack.
  *
  * The kvd binary comes from $KVD_BIN (meson sets it). Each daemon gets a
- * fresh data directory and ipc socket under $TMPDIR; its stderr goes to
- * <dir>/kvd.log, printed when a test fails.
+ * fresh data directory, an ipc:// (nng) and a kv+ipc:// (stream) socket
+ * under $TMPDIR; its stderr goes to <dir>/kvd.log, printed when a test
+ * fails. kvd opens its stream listeners before its nng ones, so the Health
+ * probe over nng also means the stream socket is up.
  */
 #ifndef KV_TEST_HARNESS_H
 #define KV_TEST_HARNESS_H
@@ -37,7 +39,8 @@ struct kvd_proc {
 	pid_t pid;
 	char *dir;      /* scratch directory */
 	char *data;     /* data directory */
-	char url[512];  /* ipc:// address */
+	char url[512];  /* ipc:// address (nng REQ/REP) */
+	char surl[512]; /* kv+ipc:// address (kvd's stream framing) */
 	char log[600];
 	char config[600];
 };
@@ -412,12 +415,15 @@ static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 	if (asprintf(&k->data, "%s/data", k->dir) < 0)
 		abort();
 	snprintf(k->url, sizeof(k->url), "ipc://%s/kvd.sock", k->dir);
+	snprintf(k->surl, sizeof(k->surl), "kv+ipc://%s/kv.sock", k->dir);
 	snprintf(k->log, sizeof(k->log), "%s/kvd.log", k->dir);
 	argv[argc++] = bin;
 	argv[argc++] = "--data-dir";
 	argv[argc++] = k->data;
 	argv[argc++] = "--listen";
 	argv[argc++] = k->url;
+	argv[argc++] = "--listen";
+	argv[argc++] = k->surl;
 	if (o && o->config_text) {
 		FILE *f;
 		snprintf(k->config, sizeof(k->config), "%s/kvd.conf", k->dir);

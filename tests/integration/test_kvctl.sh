@@ -3,7 +3,8 @@
 #
 # usage: test_kvctl.sh KVD KVCTL   (meson passes the built binaries)
 #
-# Starts kvd on a temporary directory and ipc socket, waits until
+# Starts kvd on a temporary directory with a kv+ipc (stream) and an ipc
+# (nng) socket; the checks use the stream one, a few the nng one. Waits until
 # `kvctl health` answers (a bounded readiness poll), runs the checks, then
 # stops kvd with SIGTERM and expects exit status 0. Prints every failed
 # check and exits 1 if there was any; exits 77 (skipped, with the reason)
@@ -30,7 +31,8 @@ for f in "$KVD" "$KVCTL"; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtest-kvctl-XXXXXX") || exit 1
-SOCK="ipc://$TMP/kvd.sock"
+SOCK="kv+ipc://$TMP/kv.sock"
+NSOCK="ipc://$TMP/kvd.sock"
 KVD_PID=
 failures=0
 checks=0
@@ -146,7 +148,7 @@ sys.exit(rc if rc >= 0 else 128 - rc)
 
 # ---- start kvd and wait until it answers -------------------------------------------
 
-"$KVD" --data-dir "$TMP/data" --listen "$SOCK" --workers 2 >"$TMP/kvd.out" 2>"$TMP/kvd.log" &
+"$KVD" --data-dir "$TMP/data" --listen "$SOCK" --listen "$NSOCK" --workers 2 >"$TMP/kvd.out" 2>"$TMP/kvd.log" &
 KVD_PID=$!
 
 tries=0
@@ -427,16 +429,38 @@ run 5 "get --version of compacted history (OUT_OF_RANGE)" kv -t hist -o json get
 json "out of range document" 'd["error"]["name"] == "OUT_OF_RANGE" and d["error"]["exit"] == 5'
 run 5 "compact --revision in the future" kv -t hist compact --revision 999999999
 
+# ---- the same commands over nng ----------------------------------------------------------------
+
+nkv() {
+	"$KVCTL" -e "$NSOCK" "$@"
+}
+run 0 "put over nng" nkv put nk "over nng"
+run 0 "get over the stream of a key put over nng" kv get nk
+[ "$(cat "$TMP/out")" = "over nng" ] || fail "get nk: '$(cat "$TMP/out")'"
+run 0 "versions over nng" nkv -o json versions nk --values
+json "versions over nng document" 'len(d["versions"]) == 1 and d["versions"][0]["value"] == "over nng"'
+run 0 "scan over nng" nkv -t scans -o json scan --prefix scan/ --limit 2
+json "scan over nng document" '[i["key"] for i in d["items"]] == ["scan/a", "scan/b"]'
+
 # ---- the daemon goes away ---------------------------------------------------------------------
 
-within 3 4 "a daemon that is not there (exit 4, fast)" "$KVCTL" -e "ipc://$TMP/nobody.sock" health
+within 3 4 "a daemon that is not there (exit 4, fast)" "$KVCTL" -e "kv+ipc://$TMP/nobody.sock" health
 case $(cat "$TMP/err") in
-"kvctl: health: cannot reach ipc://$TMP/nobody.sock: "?*) ;;
+"kvctl: health: cannot reach kv+ipc://$TMP/nobody.sock: "?*) ;;
 *) fail "unreachable message: '$(cat "$TMP/err")'" ;;
 esac
-within 3 4 "unreachable -o json" "$KVCTL" -e "ipc://$TMP/nobody.sock" -o json get k
+within 3 4 "unreachable -o json" "$KVCTL" -e "kv+ipc://$TMP/nobody.sock" -o json get k
 json "unavailable document" 'd["error"]["name"] == "UNAVAILABLE" and d["error"]["exit"] == 4'
 within 3 4 "unreachable tcp" "$KVCTL" -e tcp://127.0.0.1:1 health
+within 3 4 "unreachable kv+tcp" "$KVCTL" -e kv+tcp://127.0.0.1:1 health
+within 3 4 "a daemon that is not there over nng (exit 4, fast)" "$KVCTL" -e "ipc://$TMP/nobody.sock" health
+case $(cat "$TMP/err") in
+"kvctl: health: cannot reach ipc://$TMP/nobody.sock: "?*) ;;
+*) fail "unreachable message over nng: '$(cat "$TMP/err")'" ;;
+esac
+# the wrong kind of listener says so
+within 3 4 "kv+ipc:// against the nng socket" "$KVCTL" -e "kv+$NSOCK" health
+grep -q "nng REQ/REP listener" "$TMP/err" || fail "kv+ against nng: '$(cat "$TMP/err")'"
 
 kill -TERM "$KVD_PID"
 # a watchdog, so that a kvd that ignores SIGTERM cannot hang the test

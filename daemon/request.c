@@ -1,0 +1,96 @@
+/*
+ * request.c — what every transport does with a request once its bytes have
+ * arrived: decode the envelope, then answer at once (errors, Health, tenant
+ * bookkeeping), queue it on the maintenance thread (Compact), or run it on
+ * the worker that owns its tenant — at once when the calling thread is that
+ * worker, else through the worker's queue.
+ *
+ * The transport fills in j->d, j->reply and j->sink (and j->msg or j->body,
+ * which the decoded request points into) before request_dispatch; whoever
+ * answers calls job_reply exactly once, after which the job belongs to the
+ * transport again.
+ *
+ * Threads: request_dispatch runs on the transport's thread (an nng callback,
+ * or the worker that read a stream connection).
+ */
+#include "kvd.h"
+
+#include "log.h"
+
+#include <string.h>
+
+void job_release(struct job *j)
+{
+	if (!j->live)
+		return;
+	j->live = false;
+	rpc_req_release(&j->req);
+	if (j->msg != NULL) {
+		nng_msg_free(j->msg);
+		j->msg = NULL;
+	}
+	free(j->body);
+	j->body = NULL;
+}
+
+void job_reply(struct job *j, struct rpc_reply *rp)
+{
+	j->reply(j, rp);
+}
+
+void job_reply_error(struct job *j, uint64_t id, int status, const char *msg)
+{
+	struct rpc_reply rp;
+
+	rpc_reply_init(&rp);
+	rpc_reply_error(&rp, id, status, msg);
+	job_reply(j, &rp);
+}
+
+void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
+                      struct worker *self)
+{
+	const char *emsg = NULL;
+	uint32_t owner;
+	int status;
+
+	atomic_fetch_add(&d->requests, 1);
+	atomic_fetch_add(&d->in_flight, 1);
+	j->kind = JOB_REQUEST;
+	j->live = true;
+	if (rpc_req_decode(&j->req, &d->lim, body, len, &status, &emsg) != 0) {
+		klog(LOG_DEBUG, "rejected request: %s", emsg);
+		job_reply_error(j, j->req.id, status, emsg);
+		return;
+	}
+	if (atomic_load(&d->stopping) && j->req.method != RPC_HEALTH) {
+		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
+		return;
+	}
+	if (j->req.timeout_ms)
+		j->deadline_ms = now_ms() + j->req.timeout_ms;
+	switch (j->req.kind) {
+	case RPC_KIND_LOCAL: {
+		struct rpc_reply rp;
+		rpc_reply_init(&rp);
+		rpc_run_local(d->store, &d->lim, &j->req, (now_ms() - d->start_ms) / 1000,
+		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
+		              atomic_load(&d->stopping), &rp);
+		job_reply(j, &rp);
+		return;
+	}
+	case RPC_KIND_MAINT:
+		maint_post(d, j);
+		return;
+	default:
+		owner = worker_of(d, j->req.tenant);
+		if (self != NULL && worker_id(self) == owner) {
+			worker_run(self, j);
+			return;
+		}
+		if (!worker_post(d, owner, j))
+			job_reply_error(j, j->req.id, RPC_RESOURCE_EXHAUSTED,
+			                "too many requests queued, try again");
+		return;
+	}
+}

@@ -1,0 +1,888 @@
+/*
+ * stream.c — kvd's own framing on stream sockets: kv+ipc://PATH (a Unix
+ * socket) and kv+tcp://HOST:PORT. The same msgpack requests and replies as
+ * over nng (rpc/PROTOCOL.md), each in a frame of a 4-byte big-endian length
+ * and the body; many requests in flight on one connection, replies matched
+ * by their id and sent as soon as each is ready (not in request order).
+ *
+ * Who does what:
+ *   - the acceptor thread accepts on every kv+ listener, sends the server's
+ *     hello and hands the connection to a worker, round robin;
+ *   - that worker reads it from its own loop (stream_event): frames are
+ *     decoded and dispatched at once (request_dispatch runs the worker's own
+ *     tenants' requests on the spot, queues the others on their owners);
+ *   - whichever thread answers a request writes the reply itself
+ *     (sconn_job_reply): straight to the socket when nothing is queued
+ *     before it, else behind the queued bytes, which the reading worker
+ *     sends when the socket takes more (EPOLLOUT).
+ *
+ * Invariants:
+ *   1. Only the reading worker reads a connection, registers or removes it
+ *      in its epoll set, and closes its descriptor (under c->mu, setting
+ *      c->dead). Everyone else only writes replies, under c->mu, and never
+ *      once c->dead is set.
+ *   2. c->refs = 1 (the reader's, until it closed the connection) + requests
+ *      in flight; the connection is freed by whoever drops the last one.
+ *   3. A connection is not read while it has STREAM_IN_FLIGHT_MAX requests
+ *      in flight or STREAM_OUT_MAX bytes of replies queued, so a client that
+ *      does not read its replies costs kvd bounded memory.
+ *   4. c->events is what the epoll registration asks for; it changes only
+ *      under c->mu (sconn_update_events).
+ *   5. A frame the server cannot take (length 0 or over max_message_size, a
+ *      bad hello) is answered with an error of id 0, and nothing more is
+ *      taken from the connection: the rest of the stream cannot be trusted
+ *      to be framed. Once that reply is out the server shuts its side down
+ *      and reads and drops what the client still sends (at most
+ *      STREAM_DISCARD_MAX bytes), so that a client still writing its
+ *      request is not cut off with a reset before it read the answer.
+ *
+ * Threads: the acceptor; the workers (reading, writing queued replies,
+ * answering); the maintenance thread (answering Compact); the main thread
+ * (stream_start, stream_stop_accepting, stream_stop once the workers have
+ * stopped).
+ */
+#include "kvd.h"
+
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define STREAM_HELLO_LEN       8
+#define STREAM_FRAME_HDR       4
+#define STREAM_IN_MIN          (16u << 10)  /* a connection's input buffer, at least */
+#define STREAM_IN_KEEP         (256u << 10) /* larger buffers are given back when empty */
+#define STREAM_READ_BUDGET     (1u << 20)   /* bytes read from one connection per turn */
+#define STREAM_IN_FLIGHT_MAX   1024u        /* requests in flight before reading pauses */
+#define STREAM_OUT_MAX         (8u << 20)   /* queued reply bytes before reading pauses */
+#define STREAM_BACKLOG         1024
+#define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
+#define STREAM_ACCEPT_PAUSE_MS 100          /* after EMFILE and the like */
+#define STREAM_DISCARD_MAX     (128u << 20) /* bytes read and dropped after a framing error */
+
+/* "kvd\0" and the framing version, 1, as a 32-bit big-endian number. */
+static const uint8_t stream_hello[STREAM_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+
+struct sconn {
+	enum ep_kind kind; /* EP_STREAM: first, for the worker's epoll events */
+	struct stream *s;
+	uint32_t worker; /* the worker whose loop reads it */
+	/* the reading worker's alone */
+	uint8_t *in;
+	size_t in_len, in_cap;
+	bool hello_read;
+	/* c->mu guards everything below */
+	pthread_mutex_t mu;
+	int fd;
+	uint8_t *out; /* queued reply bytes: out[out_off, out_len) */
+	size_t out_off, out_len, out_cap;
+	uint32_t in_flight;
+	uint32_t refs;
+	uint32_t events;
+	bool backlog;              /* the reader stopped parsing at a pause, frames may wait */
+	bool eof;                  /* the client will send no more: close once answered */
+	bool fatal;                /* bad framing: answer, shut down, drop the rest */
+	bool wr_shut;              /* fatal: our side is shut down */
+	size_t discard;            /* fatal: bytes dropped so far */
+	bool broken;               /* a write failed: the reader closes it */
+	bool dead;                 /* closed by the reader */
+	struct sconn *prev, *next; /* s->conns, under s->mu */
+};
+
+struct stream {
+	struct kvd *d;
+	int lfd[KVD_LISTEN_MAX];
+	char *path[KVD_LISTEN_MAX]; /* kv+ipc: the socket file, removed at the end */
+	int nl;
+	int epfd, stopfd;
+	pthread_t acceptor;
+	bool acceptor_running;
+	pthread_mutex_t mu;
+	struct sconn *conns;
+	uint32_t nconns;
+	uint32_t next_worker;
+	uint64_t refused_at_ms; /* last "too many connections" log line */
+};
+
+bool stream_url(const char *url)
+{
+	return strncmp(url, "kv+ipc://", 9) == 0 || strncmp(url, "kv+tcp://", 9) == 0;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void sconn_free(struct sconn *c)
+{
+	struct stream *s = c->s;
+
+	pthread_mutex_lock(&s->mu);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	s->nconns--;
+	pthread_mutex_unlock(&s->mu);
+	if (c->fd >= 0)
+		close(c->fd);
+	pthread_mutex_destroy(&c->mu);
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+/* With c->mu held: drops a reference; true when it was the last. */
+static bool sconn_unref_locked(struct sconn *c)
+{
+	assert(c->refs > 0);
+	return --c->refs == 0;
+}
+
+/* With c->mu held: whether requests may be taken from the buffer
+ * (invariant 3), and whether more may be read from the socket. */
+static bool sconn_can_parse_locked(const struct sconn *c)
+{
+	return !c->fatal && !c->broken && c->in_flight < STREAM_IN_FLIGHT_MAX &&
+	       c->out_len - c->out_off < STREAM_OUT_MAX;
+}
+
+static bool sconn_can_read_locked(const struct sconn *c)
+{
+	if (c->broken || c->eof)
+		return false;
+	return c->fatal ? c->discard < STREAM_DISCARD_MAX : sconn_can_parse_locked(c);
+}
+
+/* With c->mu held: whether the connection is done for: broken, finished
+ * after EOF with nothing left to send, or after a framing error once the
+ * client stopped sending (or sent too much). */
+static bool sconn_finished_locked(const struct sconn *c)
+{
+	if (c->broken)
+		return true;
+	if (c->out_len > c->out_off)
+		return false;
+	if (c->fatal)
+		return c->eof || c->discard >= STREAM_DISCARD_MAX;
+	return c->eof && c->in_flight == 0 && !c->backlog;
+}
+
+/* With c->mu held: the epoll registration that matches the state. EPOLLOUT
+ * also wakes the reader for waiting frames and for closing (a writable
+ * socket reports it at once; the reader then leaves that state). */
+static void sconn_update_events(struct sconn *c)
+{
+	struct kvd *d = c->s->d;
+	bool queued = c->out_len > c->out_off;
+	uint32_t ev = sconn_can_read_locked(c) ? EPOLLIN | EPOLLRDHUP : 0;
+
+	if (queued || (c->backlog && sconn_can_parse_locked(c)) || sconn_finished_locked(c))
+		ev |= EPOLLOUT;
+	if (c->dead)
+		return;
+	if (c->fatal && !queued && !c->wr_shut) {
+		shutdown(c->fd, SHUT_WR); /* invariant 5 */
+		c->wr_shut = true;
+	}
+	if (ev == c->events)
+		return;
+	if (worker_watch(d, c->worker, EPOLL_CTL_MOD, c->fd, ev, c) != 0)
+		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
+	c->events = ev;
+}
+
+/* With c->mu held: writes queued bytes while the socket takes them. */
+static void sconn_flush_locked(struct sconn *c)
+{
+	while (!c->broken && c->out_len > c->out_off) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				c->broken = true;
+			break;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+}
+
+/* With c->mu held: appends bytes to the queue (false: out of memory). */
+static bool sconn_queue_locked(struct sconn *c, const void *p, size_t len)
+{
+	if (c->out_off > 0 && c->out_len + len > c->out_cap) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
+	if (c->out_len + len > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		uint8_t *n;
+		while (cap < c->out_len + len)
+			cap *= 2;
+		if ((n = realloc(c->out, cap)) == NULL)
+			return false;
+		c->out = n;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, p, len);
+	c->out_len += len;
+	return true;
+}
+
+/* With c->mu held: one frame out, straight to the socket when nothing is
+ * queued before it, the rest queued. */
+static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t len)
+{
+	uint8_t hdr[STREAM_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
+	                                 (uint8_t)(len >> 8), (uint8_t)len};
+	size_t done = 0;
+
+	if (c->dead || c->broken)
+		return;
+	if (c->out_len == c->out_off) {
+		struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)body, len}};
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+		ssize_t n;
+		do
+			n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			c->broken = true;
+			return;
+		}
+		done = n > 0 ? (size_t)n : 0;
+	}
+	if (done < sizeof(hdr) && !sconn_queue_locked(c, hdr + done, sizeof(hdr) - done))
+		goto nomem;
+	done = done > sizeof(hdr) ? done - sizeof(hdr) : 0;
+	if (done < len && !sconn_queue_locked(c, (const uint8_t *)body + done, len - done))
+		goto nomem;
+	return;
+nomem:
+	/* half a frame is on the wire or queued: the stream is lost */
+	klog(LOG_ERR, "stream connection: out of memory for a reply of %zu bytes", len);
+	c->broken = true;
+}
+
+/* The reader's end of a connection (its worker's thread). */
+static void sconn_close(struct sconn *c)
+{
+	struct kvd *d = c->s->d;
+	bool last;
+
+	pthread_mutex_lock(&c->mu);
+	if (worker_watch(d, c->worker, EPOLL_CTL_DEL, c->fd, 0, NULL) != 0)
+		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
+	c->dead = true;
+	close(c->fd);
+	c->fd = -1;
+	last = sconn_unref_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		sconn_free(c);
+}
+
+/* job->reply of a stream job: any thread. */
+static void sconn_job_reply(struct job *j, struct rpc_reply *rp)
+{
+	struct sconn *c = j->sink;
+	struct kvd *d = j->d;
+	bool last;
+
+	job_release(j);
+	free(j);
+	pthread_mutex_lock(&c->mu);
+	sconn_send_frame_locked(c, rp->buf.data, rp->buf.size);
+	c->in_flight--;
+	if (c->broken && !c->dead)
+		shutdown(c->fd, SHUT_RDWR); /* its reader sees EPOLLHUP and closes it */
+	sconn_update_events(c);
+	last = sconn_unref_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	rpc_reply_release(rp);
+	atomic_fetch_sub(&d->in_flight, 1);
+	if (last)
+		sconn_free(c);
+}
+
+/* A frame the server cannot take: answered (id 0) where it can be, then the
+ * connection ends (invariant 5). */
+static void sconn_fatal(struct sconn *c, int status, const char *msg)
+{
+	struct rpc_reply rp;
+
+	klog(LOG_DEBUG, "stream connection: %s", msg);
+	rpc_reply_init(&rp);
+	rpc_reply_error(&rp, 0, status, msg);
+	pthread_mutex_lock(&c->mu);
+	sconn_send_frame_locked(c, rp.buf.data, rp.buf.size);
+	c->fatal = true;
+	sconn_update_events(c);
+	pthread_mutex_unlock(&c->mu);
+	rpc_reply_release(&rp);
+}
+
+/* One whole frame's body: a job, dispatched. false: out of memory (the
+ * connection is then ended). */
+static bool sconn_request(struct worker *w, struct sconn *c, const uint8_t *p, size_t len)
+{
+	struct kvd *d = c->s->d;
+	struct job *j = calloc(1, sizeof(*j));
+	uint8_t *body = malloc(len);
+
+	if (j == NULL || body == NULL) {
+		free(j);
+		free(body);
+		return false;
+	}
+	memcpy(body, p, len);
+	j->d = d;
+	j->reply = sconn_job_reply;
+	j->sink = c;
+	j->body = body;
+	pthread_mutex_lock(&c->mu);
+	c->in_flight++;
+	c->refs++;
+	pthread_mutex_unlock(&c->mu);
+	request_dispatch(d, j, body, len, w);
+	return true;
+}
+
+/* With the reader's buffer: takes the hello and every whole frame. */
+static void sconn_parse(struct worker *w, struct sconn *c)
+{
+	struct kvd *d = c->s->d;
+	size_t pos = 0;
+	bool paused = false;
+	char msg[128];
+
+	if (!c->hello_read) {
+		if (c->in_len < STREAM_HELLO_LEN)
+			return;
+		if (memcmp(c->in, stream_hello, STREAM_HELLO_LEN) != 0) {
+			/* not a kvd stream client (an nng/SP peer starts with "\0SP\0") */
+			sconn_fatal(c, RPC_INVALID_ARGUMENT,
+			            "not a kvd stream client: the connection must start with "
+			            "the hello \"kvd\\0\" 00 00 00 01");
+			c->in_len = 0;
+			return;
+		}
+		c->hello_read = true;
+		pos = STREAM_HELLO_LEN;
+	}
+	while (c->in_len - pos >= STREAM_FRAME_HDR) {
+		const uint8_t *h = c->in + pos;
+		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+
+		if (len == 0 || len > d->cfg.max_message_size) {
+			snprintf(msg, sizeof(msg),
+			         "frame of %zu bytes: a request is 1 to %llu bytes", len,
+			         (unsigned long long)d->cfg.max_message_size);
+			sconn_fatal(c, len == 0 ? RPC_INVALID_ARGUMENT : RPC_RESOURCE_EXHAUSTED,
+			            msg);
+			c->in_len = 0;
+			return;
+		}
+		if (c->in_len - pos - STREAM_FRAME_HDR < len)
+			break;
+		if (!sconn_request(w, c, h + STREAM_FRAME_HDR, len)) {
+			klog(LOG_ERR, "stream connection: out of memory for a request of %zu bytes",
+			     len);
+			pthread_mutex_lock(&c->mu);
+			c->broken = true;
+			pthread_mutex_unlock(&c->mu);
+			c->in_len = 0;
+			return;
+		}
+		pos += STREAM_FRAME_HDR + len;
+		pthread_mutex_lock(&c->mu);
+		paused = !sconn_can_parse_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		if (paused)
+			break; /* the rest waits in the buffer (invariant 3) */
+	}
+	pthread_mutex_lock(&c->mu);
+	c->backlog = paused && c->in_len > pos;
+	pthread_mutex_unlock(&c->mu);
+	if (pos > 0) {
+		memmove(c->in, c->in + pos, c->in_len - pos);
+		c->in_len -= pos;
+	}
+}
+
+/* Room for at least `need` more bytes in the input buffer. */
+static bool sconn_in_reserve(struct sconn *c, size_t need)
+{
+	size_t cap = c->in_cap ? c->in_cap : STREAM_IN_MIN;
+	uint8_t *n;
+
+	if (c->in_cap - c->in_len >= need)
+		return true;
+	while (cap - c->in_len < need)
+		cap *= 2;
+	if ((n = realloc(c->in, cap)) == NULL)
+		return false;
+	c->in = n;
+	c->in_cap = cap;
+	return true;
+}
+
+/* The bytes the partial frame at the start of the buffer still needs (at
+ * least a read's worth). */
+static size_t sconn_in_need(const struct sconn *c)
+{
+	size_t off = c->hello_read ? 0 : STREAM_HELLO_LEN;
+	const uint8_t *h = c->in + off;
+	size_t len, want;
+
+	if (c->in_len < off + STREAM_FRAME_HDR)
+		return 4096;
+	len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+	want = off + STREAM_FRAME_HDR + len;
+	return want > c->in_len + 4096 ? want - c->in_len : 4096;
+}
+
+static void sconn_read(struct worker *w, struct sconn *c)
+{
+	size_t budget = STREAM_READ_BUDGET;
+
+	for (;;) {
+		size_t room;
+		ssize_t n;
+		bool paused;
+
+		if (!sconn_in_reserve(c, sconn_in_need(c))) {
+			klog(LOG_ERR, "stream connection: out of memory for its input");
+			pthread_mutex_lock(&c->mu);
+			c->broken = true;
+			pthread_mutex_unlock(&c->mu);
+			return;
+		}
+		room = c->in_cap - c->in_len;
+		n = read(c->fd, c->in + c->in_len, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			pthread_mutex_lock(&c->mu);
+			if (n == 0)
+				c->eof = true;
+			else
+				c->broken = true;
+			pthread_mutex_unlock(&c->mu);
+			break;
+		}
+		pthread_mutex_lock(&c->mu);
+		if (c->fatal) {
+			/* invariant 5: dropped */
+			c->discard += (size_t)n;
+			paused = c->discard >= STREAM_DISCARD_MAX;
+			pthread_mutex_unlock(&c->mu);
+			if (paused || budget <= (size_t)n)
+				break;
+			budget -= (size_t)n;
+			continue;
+		}
+		pthread_mutex_unlock(&c->mu);
+		c->in_len += (size_t)n;
+		sconn_parse(w, c);
+		pthread_mutex_lock(&c->mu);
+		paused = !sconn_can_read_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		/* a short read drained the socket; epoll says when more comes */
+		if (paused || (size_t)n < room || budget <= (size_t)n)
+			break;
+		budget -= (size_t)n;
+	}
+	if (c->in_len == 0 && c->in_cap > STREAM_IN_KEEP) {
+		free(c->in);
+		c->in = NULL;
+		c->in_cap = 0;
+	}
+}
+
+void stream_event(struct worker *w, void *tag, uint32_t events)
+{
+	struct sconn *c = tag;
+	bool parse, read, done;
+
+	pthread_mutex_lock(&c->mu);
+	if (events & (EPOLLERR | EPOLLHUP))
+		c->broken = true; /* gone both ways: what is queued cannot be delivered */
+	if (events & EPOLLOUT)
+		sconn_flush_locked(c);
+	parse = c->backlog && sconn_can_parse_locked(c);
+	read = (events & (EPOLLIN | EPOLLRDHUP)) && sconn_can_read_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	if (parse)
+		sconn_parse(w, c);
+	if (read)
+		sconn_read(w, c);
+	pthread_mutex_lock(&c->mu);
+	done = sconn_finished_locked(c);
+	if (!done)
+		sconn_update_events(c);
+	pthread_mutex_unlock(&c->mu);
+	if (done)
+		sconn_close(c);
+}
+
+/* ---- listeners ------------------------------------------------------------ */
+
+static void ensure_dir_of(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
+		return;
+	*slash = '\0';
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		klog(LOG_WARNING, "cannot create %s: %m", dir);
+}
+
+/* A Unix socket at path: a stale one (nobody accepting) is replaced, a live
+ * one is EADDRINUSE. */
+static int listen_unix(struct kvd *d, const char *path, int *ret, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, probe;
+
+	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "listen kv+ipc://%s: the path must be 1 to %zu bytes", path,
+		         sizeof(sa.sun_path) - 1);
+		return -EINVAL;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	ensure_dir_of(path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (errno != EADDRINUSE)
+			goto fail;
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			errno = EADDRINUSE;
+			goto fail;
+		}
+		if (probe >= 0)
+			close(probe);
+		if (unlink(path) != 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			goto fail;
+	}
+	/* before listen(): nobody can connect yet */
+	if (chmod(path, (mode_t)d->cfg.ipc_mode) != 0 || listen(fd, STREAM_BACKLOG) != 0)
+		goto fail;
+	*ret = fd;
+	return 0;
+fail:
+	snprintf(err, errlen, "listen kv+ipc://%s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -EADDRINUSE;
+}
+
+/* HOST:PORT, [V6]:PORT, or *:PORT / :PORT for every address. */
+static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
+{
+	char host[256];
+	const char *port, *h = hostport;
+	size_t hl;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+	                         .ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+	                *res = NULL;
+	int fd = -1, one = 1, rv;
+
+	if (h[0] == '[') {
+		const char *e = strchr(h, ']');
+		if (e == NULL || e[1] != ':')
+			goto bad;
+		hl = (size_t)(e - h - 1);
+		h++;
+		port = e + 2;
+	} else {
+		const char *colon = strrchr(h, ':');
+		if (colon == NULL)
+			goto bad;
+		hl = (size_t)(colon - h);
+		port = colon + 1;
+	}
+	if (hl >= sizeof(host) || port[0] == '\0')
+		goto bad;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	if ((rv = getaddrinfo(hl == 0 || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
+	                      &res)) != 0) {
+		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, gai_strerror(rv));
+		return -EINVAL;
+	}
+	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	            res->ai_protocol);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, STREAM_BACKLOG) != 0) {
+		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return -EADDRINUSE;
+	}
+	freeaddrinfo(res);
+	*ret = fd;
+	return 0;
+bad:
+	snprintf(err, errlen, "listen kv+tcp://%s: expected HOST:PORT or [ADDRESS]:PORT", hostport);
+	return -EINVAL;
+}
+
+/* A new connection: the server's hello, then a worker to read it. */
+static void stream_adopt(struct stream *s, int fd, bool tcp)
+{
+	struct kvd *d = s->d;
+	struct sconn *c;
+	int one = 1;
+	uint64_t now;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->nconns >= d->cfg.max_connections) {
+		now = now_ms();
+		if (now - s->refused_at_ms >= 1000) {
+			klog(LOG_WARNING,
+			     "%u stream connections open (max_connections): refusing more",
+			     s->nconns);
+			s->refused_at_ms = now;
+		}
+		pthread_mutex_unlock(&s->mu);
+		close(fd);
+		return;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (tcp)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a new socket's send buffer takes the 8 bytes at once */
+	if (send(fd, stream_hello, sizeof(stream_hello), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	            (ssize_t)sizeof(stream_hello) ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->kind = EP_STREAM;
+	c->s = s;
+	c->fd = fd;
+	c->refs = 1;
+	c->events = EPOLLIN | EPOLLRDHUP;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_lock(&s->mu);
+	c->worker = s->next_worker++ % d->nworkers;
+	c->next = s->conns;
+	if (s->conns != NULL)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	pthread_mutex_unlock(&s->mu);
+	/* from here on the worker may read and close it */
+	if (worker_watch(d, c->worker, EPOLL_CTL_ADD, fd, c->events, c) != 0) {
+		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
+		sconn_free(c);
+	}
+}
+
+static void *acceptor_main(void *arg)
+{
+	struct stream *s = arg;
+	struct epoll_event evs[KVD_LISTEN_MAX + 1];
+
+	for (;;) {
+		int n = epoll_wait(s->epfd, evs, KVD_LISTEN_MAX + 1, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			klog(LOG_ERR, "stream listeners: epoll_wait: %m");
+			return NULL;
+		}
+		for (int i = 0; i < n; i++) {
+			int k = (int)evs[i].data.u32, fd;
+			struct sockaddr_storage sa;
+			socklen_t sl = sizeof(sa);
+
+			if (k == KVD_LISTEN_MAX)
+				return NULL; /* stopfd */
+			fd = accept4(s->lfd[k], (struct sockaddr *)&sa, &sl,
+			             SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (fd >= 0) {
+				stream_adopt(s, fd, sa.ss_family != AF_UNIX);
+				continue;
+			}
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				struct pollfd p = {s->stopfd, POLLIN, 0};
+				klog(LOG_WARNING, "stream listeners: accept: %m; pausing %d ms",
+				     STREAM_ACCEPT_PAUSE_MS);
+				if (poll(&p, 1, STREAM_ACCEPT_PAUSE_MS) > 0)
+					return NULL;
+			}
+			/* EAGAIN, ECONNABORTED, EINTR…: the next event */
+		}
+	}
+}
+
+int stream_start(struct kvd *d, char *err, size_t errlen)
+{
+	struct stream *s;
+	struct epoll_event ev;
+	int rv;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->d = d;
+	s->epfd = s->stopfd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	d->stream = s;
+	for (int i = 0; i < d->cfg.nlisten; i++) {
+		const char *u = d->cfg.listen[i];
+		int fd;
+
+		if (!stream_url(u))
+			continue;
+		if (strncmp(u, "kv+ipc://", 9) == 0) {
+			rv = listen_unix(d, u + 9, &fd, err, errlen);
+			if (rv == 0 && (s->path[s->nl] = strdup(u + 9)) == NULL) {
+				close(fd);
+				snprintf(err, errlen, "out of memory");
+				return -ENOMEM;
+			}
+		} else {
+			rv = listen_tcp(u + 9, &fd, err, errlen);
+		}
+		if (rv != 0)
+			return rv;
+		s->lfd[s->nl++] = fd;
+		klog(LOG_INFO, "listening on %s", u);
+	}
+	if (s->nl == 0)
+		return 0;
+	if ((s->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "stream listeners: %s", strerror(errno));
+		return -errno;
+	}
+	for (int k = 0; k <= s->nl; k++) {
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLIN;
+		ev.data.u32 = k < s->nl ? (uint32_t)k : KVD_LISTEN_MAX;
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, k < s->nl ? s->lfd[k] : s->stopfd, &ev) !=
+		    0) {
+			snprintf(err, errlen, "stream listeners: epoll_ctl: %s", strerror(errno));
+			return -errno;
+		}
+	}
+	if (pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
+		snprintf(err, errlen, "cannot start the stream acceptor thread");
+		return -EAGAIN;
+	}
+	s->acceptor_running = true;
+	return 0;
+}
+
+void stream_stop_accepting(struct kvd *d)
+{
+	struct stream *s = d->stream;
+	uint64_t one = 1;
+
+	if (s == NULL)
+		return;
+	if (s->acceptor_running) {
+		if (write(s->stopfd, &one, sizeof(one)) != sizeof(one))
+			klog(LOG_ERR, "stream listeners: cannot stop the acceptor: %m");
+		pthread_join(s->acceptor, NULL);
+		s->acceptor_running = false;
+	}
+	for (int k = 0; k < s->nl; k++) {
+		close(s->lfd[k]);
+		if (s->path[k] != NULL) {
+			unlink(s->path[k]);
+			free(s->path[k]);
+			s->path[k] = NULL;
+		}
+	}
+	s->nl = 0;
+}
+
+void stream_stop(struct kvd *d)
+{
+	struct stream *s = d->stream;
+	uint64_t t0 = now_ms();
+
+	if (s == NULL)
+		return;
+	stream_stop_accepting(d);
+	/* The workers have stopped: nobody else touches the connections. What
+	 * is still queued gets STREAM_FLUSH_MS in all to go out. */
+	while (s->conns != NULL) {
+		struct sconn *c = s->conns;
+		bool last;
+
+		pthread_mutex_lock(&c->mu);
+		while (!c->dead && !c->broken && c->out_len > c->out_off &&
+		       now_ms() - t0 < STREAM_FLUSH_MS) {
+			struct pollfd p = {c->fd, POLLOUT, 0};
+			if (poll(&p, 1, (int)(STREAM_FLUSH_MS - (now_ms() - t0))) <= 0)
+				break;
+			sconn_flush_locked(c);
+		}
+		if (!c->dead) {
+			c->dead = true;
+			close(c->fd);
+			c->fd = -1;
+			last = sconn_unref_locked(c);
+		} else {
+			last = false;
+		}
+		pthread_mutex_unlock(&c->mu);
+		if (last) {
+			sconn_free(c);
+		} else {
+			/* still referenced by a request nobody will answer now */
+			pthread_mutex_lock(&s->mu);
+			s->conns = c->next;
+			if (c->next != NULL)
+				c->next->prev = NULL;
+			c->prev = c->next = NULL;
+			s->nconns--;
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->stopfd >= 0)
+		close(s->stopfd);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	d->stream = NULL;
+}

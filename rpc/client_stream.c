@@ -1,0 +1,971 @@
+/*
+ * client_stream.c — libkvclient's transport for kvd's own framing
+ * (rpc/PROTOCOL.md, "Stream framing"): kv+ipc://PATH and kv+tcp://HOST:PORT.
+ *
+ * Two ways a request travels:
+ *
+ *   Blocking calls (client_op_run) take a connection of their own from a
+ *   pool for the round trip: write the frame, read the one reply, give the
+ *   connection back. No other thread is involved, so a call costs one
+ *   write and (usually) one read. The pool grows to the number of calls
+ *   made at once, at most `contexts`; a pooled connection that turned
+ *   readable while idle (the server closed it, say after a restart) is
+ *   dropped and a new one dialled. A call whose deadline passes, or whose
+ *   connection fails, closes that connection: a late reply can never be
+ *   read by the next call.
+ *
+ *   Asynchronous calls share one pipelined connection: frames are written
+ *   under s->wmu, and the reader thread (started with the first async call)
+ *   reads the replies, pairs each with its request by id, and runs the
+ *   completion. Requests whose deadline passes are failed by the reader;
+ *   their late replies find no request and are dropped. When the
+ *   connection fails, every request on it fails, and the next async call
+ *   dials again.
+ *
+ * Invariants (s->mu guards the fields below it in struct cstream):
+ *  1. in_flight counts blocking calls between taking and giving back their
+ *     slot, and async requests from send until their completion returned;
+ *     it is at most max. kvc_drain and kvc_close wait for it to be 0.
+ *  2. A pending async request is in exactly one bucket; whoever removes it
+ *     (the reader on a reply, a deadline or a lost connection; the sender
+ *     when its write failed) completes it, once.
+ *  3. s->ac is replaced (closed and freed) only by the reader thread, with
+ *     s->wmu and then s->mu held, so a writer holding s->wmu that found it
+ *     still current may use it. Lock order: wmu, then mu.
+ *
+ * Threads: any thread may call; async completions run on the reader
+ * thread, which therefore must not be blocked by them (kvclient.h).
+ */
+#include "kvclient.h"
+
+#include "client_op.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CS_HELLO_LEN  8
+#define CS_FRAME_HDR  4
+#define CS_READ_SMALL 4096        /* a blocking call's first read */
+#define CS_READ_CHUNK (64u << 10) /* the reader thread's reads */
+
+/* "kvd\0" and the framing version 1 (PROTOCOL.md). */
+static const uint8_t cs_hello[CS_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+
+struct cconn {
+	int fd;
+	bool hello_sent;
+	bool hello_read;
+	struct cconn *next; /* the idle pool */
+};
+
+struct apend {
+	uint64_t id;
+	struct client_op *op;
+	struct apend *next;
+};
+
+struct cstream {
+	kvc *c;
+	const char *endpoint; /* the handle's */
+	bool unix_socket;
+	struct sockaddr_un sun;
+	char host[256];
+	char port[8];
+	uint32_t max;
+	size_t max_message_size;
+	pthread_t reader;
+	bool reader_started;
+	int wakefd;
+	pthread_mutex_t wmu; /* writes on ac (invariant 3) */
+	/* the reader thread's alone */
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* in_flight went down, or closing */
+	pthread_cond_t idle_cv; /* in_flight reached 0 */
+	uint32_t in_flight;
+	bool closing;
+	bool reader_quit;
+	struct cconn *idle;
+	struct cconn *ac;      /* the async connection; NULL: none */
+	struct apend **bucket; /* pending async requests by id */
+	uint32_t nbucket;      /* a power of two */
+	uint32_t npend;
+	int64_t reader_deadline;       /* the reader's next wake-up; INT64_MAX: none */
+	char refused[KVC_MESSAGE_MAX]; /* an id-0 error the server sent on ac */
+};
+
+bool cstream_url(const char *endpoint)
+{
+	return strncmp(endpoint, "kv+ipc://", 9) == 0 || strncmp(endpoint, "kv+tcp://", 9) == 0;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+static void cc_close(struct cconn *cc)
+{
+	if (cc == NULL)
+		return;
+	if (cc->fd >= 0)
+		close(cc->fd);
+	free(cc);
+}
+
+static int remaining_ms(const struct client_op *op)
+{
+	int64_t left = op->deadline_ms - client_now_ms();
+
+	return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/* Waits for events on fd within the op's deadline: 0, or -ETIMEDOUT. */
+static int wait_fd(int fd, short events, const struct client_op *op)
+{
+	for (;;) {
+		struct pollfd p = {fd, events, 0};
+		int n = poll(&p, 1, remaining_ms(op));
+
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static const char *dial_text(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+		return "connection refused";
+	case ENOENT:
+		return "no such socket (is kvd listening there?)";
+	case EACCES:
+	case EPERM:
+		return "permission denied";
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+		return "unreachable";
+	default:
+		return strerror(err);
+	}
+}
+
+/* Connects fd to addr within the op's deadline: 0 or -errno. */
+static int connect_within(int fd, const struct sockaddr *addr, socklen_t len,
+                          const struct client_op *op)
+{
+	int err = 0, rv;
+	socklen_t el = sizeof(err);
+
+	if (connect(fd, addr, len) == 0)
+		return 0;
+	if (errno != EINPROGRESS && errno != EAGAIN)
+		return -errno;
+	if ((rv = wait_fd(fd, POLLOUT, op)) != 0)
+		return rv;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+		return -errno;
+	return err ? -err : 0;
+}
+
+static int cc_dial(struct cstream *s, struct client_op *op, struct cconn **ret)
+{
+	struct cconn *cc = calloc(1, sizeof(*cc));
+	int fd = -1, rv = -ECONNREFUSED, one = 1;
+
+	if (cc == NULL)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory");
+	if (s->unix_socket) {
+		/* A Unix connect is immediate unless the backlog is full; then a
+		 * non-blocking one only says EAGAIN, so block, bounded by the
+		 * send timeout, which connect honours on Unix sockets. */
+		int ms = remaining_ms(op);
+		struct timeval tv = {ms / 1000, (ms % 1000) * 1000}, none = {0, 0};
+
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			rv = -errno;
+		else if (ms == 0)
+			rv = -ETIMEDOUT;
+		else if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+		         (connect(fd, (struct sockaddr *)&s->sun, sizeof(s->sun)) != 0 &&
+		          errno != EISCONN))
+			rv = errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT : -errno;
+		else if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) != 0 ||
+		         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+			rv = -errno;
+		else
+			rv = 0;
+	} else {
+		struct addrinfo hints = {.ai_family = AF_UNSPEC,
+		                         .ai_socktype = SOCK_STREAM,
+		                         .ai_flags = AI_NUMERICSERV},
+		                *res = NULL, *a;
+		int g = getaddrinfo(s->host, s->port, &hints, &res);
+
+		if (g != 0) {
+			free(cc);
+			return client_op_fail(op, KVC_UNAVAILABLE, "cannot reach %s: %s",
+			                      s->endpoint, gai_strerror(g));
+		}
+		for (a = res; a != NULL; a = a->ai_next) {
+			fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			            a->ai_protocol);
+			if (fd < 0) {
+				rv = -errno;
+				continue;
+			}
+			if ((rv = connect_within(fd, a->ai_addr, a->ai_addrlen, op)) == 0)
+				break;
+			close(fd);
+			fd = -1;
+			if (rv == -ETIMEDOUT)
+				break;
+		}
+		freeaddrinfo(res);
+		if (fd >= 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	if (rv != 0) {
+		if (fd >= 0)
+			close(fd);
+		free(cc);
+		if (rv == -ETIMEDOUT)
+			return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
+			                      "cannot reach %s: not connected within %u ms",
+			                      s->endpoint, op->timeout_ms);
+		return client_op_fail(op, KVC_UNAVAILABLE, "cannot reach %s: %s", s->endpoint,
+		                      dial_text(-rv));
+	}
+	cc->fd = fd;
+	*ret = cc;
+	return 0;
+}
+
+/* A pooled connection that turned readable while nobody waited for a reply
+ * was closed by the server (or is out of step): not to be used. */
+static bool cc_stale(const struct cconn *cc)
+{
+	struct pollfd p = {cc->fd, POLLIN, 0};
+
+	return poll(&p, 1, 0) != 0;
+}
+
+/* Sends [hello] header body, all of it, within the op's deadline. */
+static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nng_msg *m)
+{
+	size_t len = nng_msg_len(m), off = 0, total;
+	uint8_t hdr[CS_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
+	                             (uint8_t)(len >> 8), (uint8_t)len};
+	struct iovec all[3];
+	int n = 0;
+
+	if (!cc->hello_sent)
+		all[n++] = (struct iovec){(void *)cs_hello, CS_HELLO_LEN};
+	all[n++] = (struct iovec){hdr, sizeof(hdr)};
+	all[n++] = (struct iovec){nng_msg_body(m), len};
+	total = (cc->hello_sent ? 0 : CS_HELLO_LEN) + sizeof(hdr) + len;
+	while (off < total) {
+		struct iovec iov[3];
+		struct msghdr mh = {.msg_iov = iov};
+		size_t skip = off;
+		ssize_t w;
+		int k;
+
+		for (k = 0; k < n; k++) {
+			if (skip >= all[k].iov_len) {
+				skip -= all[k].iov_len;
+				continue;
+			}
+			iov[mh.msg_iovlen++] = (struct iovec){(uint8_t *)all[k].iov_base + skip,
+			                                      all[k].iov_len - skip};
+			skip = 0;
+		}
+		w = sendmsg(cc->fd, &mh, MSG_NOSIGNAL);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (wait_fd(cc->fd, POLLOUT, op) == -ETIMEDOUT)
+				return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
+				                      "request not sent within %u ms",
+				                      op->timeout_ms);
+			continue;
+		}
+		return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
+	}
+	cc->hello_sent = true;
+	return 0;
+}
+
+/* Reads up to cap bytes (at least one) within the op's deadline. */
+static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *op, void *buf,
+                        size_t cap, size_t *ret)
+{
+	for (;;) {
+		ssize_t n = read(cc->fd, buf, cap);
+
+		if (n > 0) {
+			*ret = (size_t)n;
+			return 0;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
+				return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
+				                      "no reply within %u ms", op->timeout_ms);
+			continue;
+		}
+		return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
+	}
+}
+
+static int not_a_stream_server(struct cstream *s, struct client_op *op, const uint8_t *got)
+{
+	if (got[0] == 0 && got[1] == 'S' && got[2] == 'P' && got[3] == 0)
+		return client_op_fail(op, KVC_UNAVAILABLE,
+		                      "%s is an nng REQ/REP listener, not a kv+ stream one "
+		                      "(use ipc:// or tcp:// for it)",
+		                      s->endpoint);
+	return client_op_fail(op, KVC_UNAVAILABLE, "%s is not a kvd stream listener (bad hello)",
+	                      s->endpoint);
+}
+
+/* Reads the one reply (after the server's hello on a new connection) into
+ * op->reply. */
+static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
+{
+	uint8_t small[CS_READ_SMALL];
+	size_t have = 0, need = cc->hello_read ? 0 : CS_HELLO_LEN, len, got, off;
+	nng_msg *m;
+	int rv;
+
+	/* the hello and the header, and what came with them */
+	while (have < need + CS_FRAME_HDR) {
+		if ((rv = cc_read_some(s, cc, op, small + have, sizeof(small) - have, &got)) != 0)
+			return rv;
+		have += got;
+		if (!cc->hello_read && have >= CS_HELLO_LEN) {
+			if (memcmp(small, cs_hello, CS_HELLO_LEN) != 0)
+				return not_a_stream_server(s, op, small);
+			cc->hello_read = true;
+		}
+	}
+	off = need;
+	len = (size_t)small[off] << 24 | (size_t)small[off + 1] << 16 |
+	      (size_t)small[off + 2] << 8 | small[off + 3];
+	off += CS_FRAME_HDR;
+	if (len == 0)
+		return client_op_fail(op, KVC_INTERNAL, "malformed reply to %s: an empty frame",
+		                      op->method);
+	if (len > s->max_message_size)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+		                      "reply of %zu bytes exceeds max_message_size %zu", len,
+		                      s->max_message_size);
+	if (have - off > len)
+		return client_op_fail(op, KVC_INTERNAL,
+		                      "malformed reply to %s: bytes after the reply", op->method);
+	if (nng_msg_alloc(&m, len) != 0)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+		                      "out of memory for a reply of %zu bytes", len);
+	memcpy(nng_msg_body(m), small + off, have - off);
+	got = have - off;
+	while (got < len) {
+		size_t n;
+		if ((rv = cc_read_some(s, cc, op, (uint8_t *)nng_msg_body(m) + got, len - got,
+		                       &n)) != 0) {
+			nng_msg_free(m);
+			return rv;
+		}
+		got += n;
+	}
+	op->reply = m;
+	return 0;
+}
+
+/* ---- slots ------------------------------------------------------------------- */
+
+/* Waits for room (invariant 1) within the op's deadline. */
+static int slot_take_locked(struct cstream *s, struct client_op *op)
+{
+	int rv = 0;
+
+	while (!s->closing && s->in_flight >= s->max && rv != ETIMEDOUT)
+		rv = client_cond_wait_until(&s->cv, &s->mu, op->deadline_ms);
+	if (s->closing)
+		return client_op_fail(op, KVC_CANCELLED, "the handle is being closed");
+	if (s->in_flight >= s->max)
+		return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
+		                      "no free context within %u ms (%u requests in flight)",
+		                      op->timeout_ms, s->in_flight);
+	s->in_flight++;
+	return 0;
+}
+
+static void slot_give_locked(struct cstream *s)
+{
+	s->in_flight--;
+	pthread_cond_signal(&s->cv);
+	if (s->in_flight == 0)
+		pthread_cond_broadcast(&s->idle_cv);
+}
+
+/* ---- blocking calls ---------------------------------------------------------- */
+
+int cstream_run(struct cstream *s, struct client_op *op)
+{
+	struct cconn *cc, *stale = NULL;
+	int rv;
+
+	if (nng_msg_len(op->req) > s->max_message_size)
+		return client_op_fail(op, KVC_INVALID_ARGUMENT,
+		                      "request of %zu bytes exceeds max_message_size %zu",
+		                      nng_msg_len(op->req), s->max_message_size);
+	pthread_mutex_lock(&s->mu);
+	if ((rv = slot_take_locked(s, op)) != 0) {
+		pthread_mutex_unlock(&s->mu);
+		return rv;
+	}
+	while ((cc = s->idle) != NULL) {
+		s->idle = cc->next;
+		if (!cc_stale(cc))
+			break;
+		cc->next = stale;
+		stale = cc;
+	}
+	pthread_mutex_unlock(&s->mu);
+	while (stale != NULL) {
+		struct cconn *next = stale->next;
+		cc_close(stale);
+		stale = next;
+	}
+	if (cc == NULL && (rv = cc_dial(s, op, &cc)) != 0)
+		goto out;
+	rv = cc_send(s, cc, op, op->req);
+	/* a server that refused the request may have answered before it
+	 * closed: that answer says more than the broken pipe */
+	if ((rv == 0 || rv == -KVC_UNAVAILABLE) && cc_recv(s, cc, op) == 0)
+		rv = 0;
+	else if (rv == 0)
+		rv = -op->st.code;
+	if (rv != 0) {
+		cc_close(cc);
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	cc->next = s->idle;
+	s->idle = cc;
+	pthread_mutex_unlock(&s->mu);
+	rv = op->raw ? 0 : client_op_decode_reply(op);
+out:
+	pthread_mutex_lock(&s->mu);
+	slot_give_locked(s);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+/* ---- asynchronous calls ------------------------------------------------------ */
+
+static struct apend **pend_slot(struct cstream *s, uint64_t id)
+{
+	return &s->bucket[(id * 0x9e3779b97f4a7c15ull >> 32) & (s->nbucket - 1)];
+}
+
+/* With s->mu held: removes and returns the pending request id, or NULL. */
+static struct client_op *pend_take_locked(struct cstream *s, uint64_t id)
+{
+	struct apend **pp, *p;
+	struct client_op *op;
+
+	for (pp = pend_slot(s, id); (p = *pp) != NULL; pp = &p->next) {
+		if (p->id == id) {
+			*pp = p->next;
+			op = p->op;
+			free(p);
+			s->npend--;
+			return op;
+		}
+	}
+	return NULL;
+}
+
+/* Runs an async request's completion (no lock held) and gives its slot
+ * back. */
+static void async_complete(struct cstream *s, struct client_op *op, int rv)
+{
+	op->rv = rv;
+	if (rv == 0)
+		client_status_set(&op->st, KVC_OK, "", 0);
+	op->complete(op);
+	client_op_free(op);
+	pthread_mutex_lock(&s->mu);
+	slot_give_locked(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Reader: the async connection failed; every request on it fails. */
+static void async_lost(struct cstream *s, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void async_lost(struct cstream *s, int code, const char *fmt, ...)
+{
+	struct client_op *failed = NULL, *op;
+	char why[KVC_MESSAGE_MAX];
+	struct cconn *cc;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&s->mu);
+	cc = s->ac;
+	s->ac = NULL;
+	if (s->refused[0] != '\0') {
+		snprintf(why, sizeof(why),
+		         "connection closed after the server refused a request: %.200s",
+		         s->refused);
+		s->refused[0] = '\0';
+	}
+	for (uint32_t b = 0; b < s->nbucket; b++) {
+		struct apend *p;
+		while ((p = s->bucket[b]) != NULL) {
+			s->bucket[b] = p->next;
+			p->op->complete_next = failed;
+			failed = p->op;
+			free(p);
+			s->npend--;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->wmu);
+	cc_close(cc);
+	s->rlen = 0;
+	while ((op = failed) != NULL) {
+		failed = op->complete_next;
+		async_complete(s, op, client_op_fail(op, code, "%s", why));
+	}
+}
+
+/* Reader: one reply frame. false: the connection cannot go on. */
+static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
+{
+	msgpack_zone zone;
+	msgpack_object root;
+	struct crep_envelope env;
+	struct client_op *op;
+	nng_msg *m;
+	int rv;
+
+	if (nng_msg_alloc(&m, len) != 0) {
+		async_lost(s, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes",
+		           len);
+		return false;
+	}
+	memcpy(nng_msg_body(m), p, len);
+	if ((rv = client_reply_parse(m, &zone, &root, &env)) != 0) {
+		nng_msg_free(m);
+		async_lost(s, rv == -KVC_RESOURCE_EXHAUSTED ? KVC_RESOURCE_EXHAUSTED : KVC_INTERNAL,
+		           rv == -KVC_RESOURCE_EXHAUSTED ? "out of memory for a reply"
+		                                         : "malformed reply from %s",
+		           s->endpoint);
+		return false;
+	}
+	pthread_mutex_lock(&s->mu);
+	op = env.id != 0 ? pend_take_locked(s, env.id) : NULL;
+	if (op == NULL && env.id == 0 && env.status != 0) {
+		/* a request the server could not read: it closes the connection
+		 * next, and that failure carries this message */
+		size_t n = env.message_len < sizeof(s->refused) - 1 ? env.message_len
+		                                                    : sizeof(s->refused) - 1;
+		memcpy(s->refused, env.message != NULL ? env.message : "", n);
+		s->refused[n] = '\0';
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (op == NULL) {
+		/* a request that already failed (deadline): dropped */
+		msgpack_zone_destroy(&zone);
+		nng_msg_free(m);
+		return true;
+	}
+	op->reply = m;
+	op->zone = zone; /* the zone's chunks move with it */
+	op->zone_ready = true;
+	op->root = root;
+	op->env = env;
+	async_complete(s, op, op->raw ? 0 : client_op_check_reply(op));
+	return true;
+}
+
+/* Reader: takes the hello and every whole frame in rbuf. */
+static bool async_parse(struct cstream *s, struct cconn *cc)
+{
+	size_t pos = 0;
+
+	if (!cc->hello_read) {
+		if (s->rlen < CS_HELLO_LEN)
+			return true;
+		if (memcmp(s->rbuf, cs_hello, CS_HELLO_LEN) != 0) {
+			bool nng = s->rbuf[0] == 0 && s->rbuf[1] == 'S' && s->rbuf[2] == 'P';
+			async_lost(
+			        s, KVC_UNAVAILABLE, "%s is %s", s->endpoint,
+			        nng ? "an nng REQ/REP listener, not a kv+ stream one (use ipc:// "
+			              "or tcp:// for it)"
+			            : "not a kvd stream listener (bad hello)");
+			return false;
+		}
+		cc->hello_read = true;
+		pos = CS_HELLO_LEN;
+	}
+	while (s->rlen - pos >= CS_FRAME_HDR) {
+		const uint8_t *h = s->rbuf + pos;
+		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+
+		if (len == 0 || len > s->max_message_size) {
+			async_lost(s, len == 0 ? KVC_INTERNAL : KVC_RESOURCE_EXHAUSTED,
+			           len == 0 ? "malformed reply from %s: an empty frame"
+			                    : "reply from %s exceeds max_message_size",
+			           s->endpoint);
+			return false;
+		}
+		if (s->rlen - pos - CS_FRAME_HDR < len)
+			break;
+		if (!async_reply(s, h + CS_FRAME_HDR, len))
+			return false;
+		pos += CS_FRAME_HDR + len;
+	}
+	memmove(s->rbuf, s->rbuf + pos, s->rlen - pos);
+	s->rlen -= pos;
+	return true;
+}
+
+/* Reader: room for the frame being read (its header may say how big). */
+static bool rbuf_reserve(struct cstream *s, const struct cconn *cc)
+{
+	size_t want = s->rlen + CS_READ_CHUNK, off = cc->hello_read ? 0 : CS_HELLO_LEN;
+	uint8_t *n;
+
+	if (s->rlen >= off + CS_FRAME_HDR) {
+		const uint8_t *h = s->rbuf + off;
+		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+		if (len <= s->max_message_size && off + CS_FRAME_HDR + len > want)
+			want = off + CS_FRAME_HDR + len;
+	}
+	if (want <= s->rcap)
+		return true;
+	if ((n = realloc(s->rbuf, want)) == NULL)
+		return false;
+	s->rbuf = n;
+	s->rcap = want;
+	return true;
+}
+
+/* Reader: fails the requests whose deadline passed; returns the next
+ * deadline (INT64_MAX: none). */
+static int64_t async_expire(struct cstream *s)
+{
+	struct client_op *expired = NULL, *op;
+	int64_t now = client_now_ms(), next = INT64_MAX;
+
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t b = 0; b < s->nbucket; b++) {
+		struct apend **pp = &s->bucket[b], *p;
+		while ((p = *pp) != NULL) {
+			if (p->op->deadline_ms <= now) {
+				*pp = p->next;
+				p->op->complete_next = expired;
+				expired = p->op;
+				free(p);
+				s->npend--;
+				continue;
+			}
+			if (p->op->deadline_ms < next)
+				next = p->op->deadline_ms;
+			pp = &p->next;
+		}
+	}
+	s->reader_deadline = next;
+	pthread_mutex_unlock(&s->mu);
+	while ((op = expired) != NULL) {
+		expired = op->complete_next;
+		async_complete(s, op,
+		               client_op_fail(op, KVC_DEADLINE_EXCEEDED, "no reply within %u ms",
+		                              op->timeout_ms));
+	}
+	return next;
+}
+
+static void *reader_main(void *arg)
+{
+	struct cstream *s = arg;
+
+	for (;;) {
+		struct pollfd p[2] = {{s->wakefd, POLLIN, 0}, {-1, POLLIN, 0}};
+		int64_t next = async_expire(s), now;
+		struct cconn *cc;
+		int timeout, n;
+		bool quit;
+
+		pthread_mutex_lock(&s->mu);
+		quit = s->reader_quit;
+		cc = s->ac;
+		p[1].fd = cc != NULL ? cc->fd : -1;
+		pthread_mutex_unlock(&s->mu);
+		if (quit)
+			break;
+		now = client_now_ms();
+		timeout = next == INT64_MAX    ? -1
+		          : next <= now        ? 0
+		          : next - now > 60000 ? 60000
+		                               : (int)(next - now);
+		n = poll(p, 2, timeout);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				break;
+		}
+		if (cc == NULL || !(p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		/* cc stays current: only this thread replaces it */
+		if (!rbuf_reserve(s, cc)) {
+			async_lost(s, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply");
+			continue;
+		}
+		for (;;) {
+			ssize_t r = read(cc->fd, s->rbuf + s->rlen, s->rcap - s->rlen);
+			if (r > 0) {
+				s->rlen += (size_t)r;
+				async_parse(s, cc);
+				break;
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;
+			async_lost(s, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void reader_wake(struct cstream *s)
+{
+	uint64_t one = 1;
+
+	if (write(s->wakefd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the reader has a wake-up pending anyway */
+	}
+}
+
+int cstream_send_async(struct cstream *s, struct client_op *op)
+{
+	struct cconn *cc;
+	struct apend *p;
+	bool wake;
+	int rv;
+
+	if (nng_msg_len(op->req) > s->max_message_size)
+		return client_op_fail(op, KVC_INVALID_ARGUMENT,
+		                      "request of %zu bytes exceeds max_message_size %zu",
+		                      nng_msg_len(op->req), s->max_message_size);
+	if ((p = malloc(sizeof(*p))) == NULL)
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory");
+	pthread_mutex_lock(&s->mu);
+	if (s->reader_started && pthread_equal(pthread_self(), s->reader) &&
+	    s->in_flight >= s->max) {
+		/* a completion waiting for a slot would wait for itself */
+		pthread_mutex_unlock(&s->mu);
+		free(p);
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
+		                      "all %u contexts busy (called from a completion)", s->max);
+	}
+	if ((rv = slot_take_locked(s, op)) != 0)
+		goto fail;
+	if (s->ac == NULL && (rv = cc_dial(s, op, &s->ac)) != 0) {
+		slot_give_locked(s);
+		goto fail;
+	}
+	if (!s->reader_started) {
+		if (pthread_create(&s->reader, NULL, reader_main, s) != 0) {
+			slot_give_locked(s);
+			rv = client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "cannot start a thread");
+			goto fail;
+		}
+		s->reader_started = true;
+	}
+	p->id = op->id;
+	p->op = op;
+	p->next = *pend_slot(s, op->id);
+	*pend_slot(s, op->id) = p;
+	s->npend++;
+	wake = op->deadline_ms < s->reader_deadline || s->npend == 1;
+	if (wake)
+		s->reader_deadline = op->deadline_ms;
+	cc = s->ac;
+	pthread_mutex_unlock(&s->mu);
+	if (wake)
+		reader_wake(s); /* it polls the new connection, or the new deadline */
+
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&s->mu);
+	if (s->ac != cc) {
+		/* lost (and op failed) before it could be written */
+		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_unlock(&s->wmu);
+		return 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	rv = cc_send(s, cc, op, op->req);
+	if (rv != 0)
+		shutdown(cc->fd, SHUT_RDWR); /* a frame may be half out: the reader ends it */
+	pthread_mutex_unlock(&s->wmu);
+	if (rv == 0)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	if (pend_take_locked(s, op->id) != op) {
+		/* the reader failed it already, and ran its completion */
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	slot_give_locked(s);
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+fail:
+	pthread_mutex_unlock(&s->mu);
+	free(p);
+	return rv;
+}
+
+/* ---- open and close ---------------------------------------------------------- */
+
+int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t max_message_size,
+                 struct cstream **ret)
+{
+	struct cstream *s = calloc(1, sizeof(*s));
+	const char *rest = endpoint + 9;
+
+	if (s == NULL)
+		return -KVC_RESOURCE_EXHAUSTED;
+	s->c = c;
+	s->endpoint = endpoint;
+	s->max = max_in_flight;
+	s->max_message_size = max_message_size;
+	s->reader_deadline = INT64_MAX;
+	s->wakefd = -1;
+	if (strncmp(endpoint, "kv+ipc://", 9) == 0) {
+		size_t n = strlen(rest);
+		s->unix_socket = true;
+		s->sun.sun_family = AF_UNIX;
+		if (n == 0 || n >= sizeof(s->sun.sun_path))
+			goto bad;
+		memcpy(s->sun.sun_path, rest, n + 1);
+	} else {
+		const char *h = rest, *port;
+		size_t hl;
+		if (h[0] == '[') {
+			const char *e = strchr(h, ']');
+			if (e == NULL || e[1] != ':')
+				goto bad;
+			hl = (size_t)(e - h - 1);
+			h++;
+			port = e + 2;
+		} else {
+			const char *colon = strrchr(h, ':');
+			if (colon == NULL)
+				goto bad;
+			hl = (size_t)(colon - h);
+			port = colon + 1;
+		}
+		if (hl == 0 || hl >= sizeof(s->host) || port[0] == '\0' ||
+		    strlen(port) >= sizeof(s->port) || strspn(port, "0123456789") != strlen(port))
+			goto bad;
+		memcpy(s->host, h, hl);
+		s->host[hl] = '\0';
+		memcpy(s->port, port, strlen(port) + 1);
+	}
+	for (s->nbucket = 1; s->nbucket < max_in_flight; s->nbucket *= 2)
+		;
+	if ((s->bucket = calloc(s->nbucket, sizeof(*s->bucket))) == NULL ||
+	    (s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		goto nomem;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->wmu, NULL);
+	if (client_cond_init_monotonic(&s->cv) != 0 || client_cond_init_monotonic(&s->idle_cv) != 0)
+		goto nomem; /* (cannot fail on Linux) */
+	*ret = s;
+	return 0;
+bad:
+	free(s);
+	return -KVC_INVALID_ARGUMENT;
+nomem:
+	if (s->wakefd >= 0)
+		close(s->wakefd);
+	free(s->bucket);
+	free(s);
+	return -KVC_RESOURCE_EXHAUSTED;
+}
+
+void cstream_drain(struct cstream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (s->in_flight > 0)
+		pthread_cond_wait(&s->idle_cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void cstream_close(struct cstream *s)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->closing = true;
+	pthread_cond_broadcast(&s->cv);
+	while (s->in_flight > 0)
+		pthread_cond_wait(&s->idle_cv, &s->mu);
+	s->reader_quit = true;
+	pthread_mutex_unlock(&s->mu);
+	if (s->reader_started) {
+		reader_wake(s);
+		pthread_join(s->reader, NULL);
+	}
+	while (s->idle != NULL) {
+		struct cconn *cc = s->idle;
+		s->idle = cc->next;
+		cc_close(cc);
+	}
+	cc_close(s->ac);
+	close(s->wakefd);
+	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->idle_cv);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->wmu);
+	free(s->bucket);
+	free(s->rbuf);
+	free(s);
+}
