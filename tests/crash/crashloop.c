@@ -1,0 +1,697 @@
+/* crashloop.c — acknowledged writes survive SIGKILL of kvd: write, kill, restart, check, repeat. */
+/*
+ * One kvd (sync = always, history kept in full) on one directory. Each
+ * round, --clients threads write through libkvclient over kv+ipc:// (Put, conditional Put,
+ * Delete, Batch; values 0 … 64 KiB derived from key and nonce) and record
+ * every outcome; after a random 50 ms … 1 s (seeded) kvd gets SIGKILL, the
+ * clients are joined, kvd is restarted on the same directory and check.c
+ * verifies every acknowledged write, resolves the unanswered ones and
+ * checks versions, batches and holes. The model carries over to the next
+ * round. After the last round kvd is stopped cleanly (it must exit 0),
+ * started again and checked in full once more.
+ *
+ * Before each restart the files the round changed are copied to
+ * <dir>/last-kill/, so a violation can be studied on the bytes the killed
+ * kvd left (the restart's recovery cuts torn tails in place).
+ *
+ * Exit status: 0 when no violation was found; 1 on a violation (the
+ * directory is kept, whatever --keep says); 2 when the harness could not
+ * run (bad options, kvd would not start the first time; the directory is
+ * kept with --keep).
+ *
+ * The seed fixes the key names, the values, each client's choice of
+ * operations and the kill times; the interleaving of the clients and where
+ * the kill lands in kvd's work are the machine's, so a seed reproduces a
+ * run's shape, not its every byte.
+ */
+#include "harness.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <sys/stat.h>
+
+#include "crash.h"
+
+#define CL_SNAPSHOT "last-kill"
+
+static const char usage[] =
+        "usage: crashloop [--iterations N] [--seed S] [--clients C] [--kvd PATH] [--dir D]\n"
+        "                 [--keep] [--verbose] [--keys K] [--min-ms MS] [--max-ms MS]\n"
+        "                 [--full-every N] [--sample N] [--segment-size SIZE]\n"
+        "                 [--check-threads N]\n"
+        "\n"
+        "  --iterations N     rounds, each ending in a SIGKILL of kvd (default 20)\n"
+        "  --seed S           PRNG seed (default: from the clock; printed)\n"
+        "  --clients C        writer threads (default 4, at most 64)\n"
+        "  --kvd PATH         kvd binary (default $KVD_BIN, else ./build/daemon/kvd)\n"
+        "  --dir D            scratch directory (created; must be empty); default: a new\n"
+        "                     one under $TMPDIR. Removed after a run without violations\n"
+        "  --keep             keep the directory also when the harness fails (it is\n"
+        "                     always kept on a violation)\n"
+        "  --verbose          one line per round\n"
+        "  --keys K           key space shared by the clients (default 1024)\n"
+        "  --min-ms, --max-ms a round lasts this long before the kill (default 50, 1000)\n"
+        "  --full-every N     every N-th check reads every version of every key back\n"
+        "                     (default 50; the last check always does)\n"
+        "  --sample N         older versions read back by exact Get per check (default 64)\n"
+        "  --segment-size S   kvd's segment_size (default 8M: segments seal during a run)\n"
+        "  --check-threads N  threads (kvc handles) checking keys after a restart (default 4)\n";
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno != 0 || end == s || *end != '\0' || *s == '-')
+		return -1;
+	*ret = v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct cl_opts *o)
+{
+	static const struct option longs[] = {
+	        {"iterations", required_argument, NULL, 'n'},
+	        {"seed", required_argument, NULL, 's'},
+	        {"clients", required_argument, NULL, 'c'},
+	        {"kvd", required_argument, NULL, 'k'},
+	        {"dir", required_argument, NULL, 'd'},
+	        {"keep", no_argument, NULL, 'K'},
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"keys", required_argument, NULL, 'y'},
+	        {"min-ms", required_argument, NULL, 'a'},
+	        {"max-ms", required_argument, NULL, 'b'},
+	        {"full-every", required_argument, NULL, 'f'},
+	        {"sample", required_argument, NULL, 'S'},
+	        {"segment-size", required_argument, NULL, 'z'},
+	        {"check-threads", required_argument, NULL, 'T'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	struct timespec ts;
+	int ch;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	memset(o, 0, sizeof(*o));
+	o->iterations = 20;
+	o->seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid();
+	o->clients = 4;
+	o->keys = 1024;
+	o->min_ms = 50;
+	o->max_ms = 1000;
+	o->full_every = 50;
+	o->sample = 64;
+	o->check_threads = 4;
+	o->timeout_ms = 10000;
+	o->segment_size = "8M";
+	o->kvd = getenv("KVD_BIN");
+	while ((ch = getopt_long(argc, argv, "n:s:c:k:d:Kvy:a:b:f:S:z:T:h", longs, NULL)) != -1) {
+		uint64_t v = 0;
+		switch (ch) {
+		case 'n':
+		case 's':
+		case 'c':
+		case 'y':
+		case 'a':
+		case 'b':
+		case 'f':
+		case 'S':
+		case 'T':
+			if (parse_u64(optarg, &v) != 0) {
+				fprintf(stderr, "crashloop: not a number: %s\n", optarg);
+				return -1;
+			}
+			break;
+		default:
+			break;
+		}
+		switch (ch) {
+		case 'n':
+			o->iterations = v;
+			break;
+		case 's':
+			o->seed = v;
+			break;
+		case 'c':
+			if (v == 0 || v > CL_CLIENTS_MAX) {
+				fprintf(stderr, "crashloop: --clients 1 … %u\n", CL_CLIENTS_MAX);
+				return -1;
+			}
+			o->clients = (uint32_t)v;
+			break;
+		case 'y':
+			if (v < CL_BATCH_MAX || v > CL_KEYS_MAX) {
+				fprintf(stderr, "crashloop: --keys %u … %u\n", CL_BATCH_MAX,
+				        CL_KEYS_MAX);
+				return -1;
+			}
+			o->keys = (uint32_t)v;
+			break;
+		case 'a':
+		case 'b':
+			if (v > 600000) {
+				fprintf(stderr, "crashloop: a round lasts at most 600000 ms\n");
+				return -1;
+			}
+			if (ch == 'a')
+				o->min_ms = (uint32_t)v;
+			else
+				o->max_ms = (uint32_t)v;
+			break;
+		case 'f':
+			o->full_every = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+			break;
+		case 'S':
+			o->sample = v > 1000000 ? 1000000 : (uint32_t)v;
+			break;
+		case 'T':
+			if (v == 0 || v > 16) {
+				fprintf(stderr, "crashloop: --check-threads 1 … 16\n");
+				return -1;
+			}
+			o->check_threads = (uint32_t)v;
+			break;
+		case 'k':
+			o->kvd = optarg;
+			break;
+		case 'd':
+			o->dir = optarg;
+			break;
+		case 'K':
+			o->keep = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'z':
+			o->segment_size = optarg;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			fputs(usage, stderr);
+			return -1;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "crashloop: unexpected argument %s\n%s", argv[optind], usage);
+		return -1;
+	}
+	if (o->min_ms > o->max_ms) {
+		fprintf(stderr, "crashloop: --min-ms above --max-ms\n");
+		return -1;
+	}
+	if (o->kvd == NULL)
+		o->kvd = "./build/daemon/kvd";
+	return 0;
+}
+
+/* ---- the directory ---------------------------------------------------------- */
+
+/* Copies src to dst (a regular file). */
+static int copy_file(const char *src, const char *dst)
+{
+	char buf[1 << 16];
+	int in, out, rv = 0;
+	ssize_t n;
+
+	if ((in = open(src, O_RDONLY)) < 0)
+		return -errno;
+	if ((out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+		rv = -errno;
+		close(in);
+		return rv;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		if (write(out, buf, (size_t)n) != n) {
+			rv = -EIO;
+			break;
+		}
+	}
+	if (n < 0)
+		rv = -errno;
+	close(in);
+	close(out);
+	return rv;
+}
+
+/* Copies every file under src changed at or after since (recursively) to
+ * the same place under dst. */
+static int copy_changed(const char *src, const char *dst, const struct timespec *since)
+{
+	DIR *d = opendir(src);
+	struct dirent *de;
+	int rv = 0;
+
+	if (d == NULL)
+		return -errno;
+	mkdir(dst, 0755);
+	while (rv == 0 && (de = readdir(d)) != NULL) {
+		char *a, *b;
+		struct stat sb;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&a, "%s/%s", src, de->d_name) < 0 ||
+		    asprintf(&b, "%s/%s", dst, de->d_name) < 0)
+			abort();
+		if (lstat(a, &sb) == 0) {
+			bool changed = sb.st_mtim.tv_sec > since->tv_sec ||
+			               (sb.st_mtim.tv_sec == since->tv_sec &&
+			                sb.st_mtim.tv_nsec >= since->tv_nsec);
+			if (S_ISDIR(sb.st_mode))
+				rv = copy_changed(a, b, since);
+			else if (S_ISREG(sb.st_mode) && changed)
+				rv = copy_file(a, b);
+		}
+		free(a);
+		free(b);
+	}
+	closedir(d);
+	return rv;
+}
+
+/* Removes what the run made in dir, then dir itself if that left it empty. */
+static void remove_dir(const char *dir)
+{
+	static const char *const made[] = {"data",    CL_SNAPSHOT, "kvd.sock",
+	                                   "kvd.log", "kvd.conf",  "kvd-stacks.txt"};
+	size_t i;
+
+	for (i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		char *p = tu_path(dir, "%s", made[i]);
+		tu_rmtree(p);
+		free(p);
+	}
+	rmdir(dir);
+}
+
+static int prepare_dir(const struct cl_opts *o, char **ret)
+{
+	DIR *d;
+	struct dirent *de;
+
+	if (o->dir == NULL) {
+		*ret = tu_mkdtemp("crashloop");
+		return 0;
+	}
+	if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "crashloop: mkdir %s: %s\n", o->dir, strerror(errno));
+		return -1;
+	}
+	if ((d = opendir(o->dir)) == NULL) {
+		fprintf(stderr, "crashloop: %s: %s\n", o->dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+			fprintf(stderr,
+			        "crashloop: %s is not empty (the model must see every write)\n",
+			        o->dir);
+			closedir(d);
+			return -1;
+		}
+	}
+	closedir(d);
+	if ((*ret = realpath(o->dir, NULL)) == NULL)
+		abort();
+	return 0;
+}
+
+/* ---- kvd ---------------------------------------------------------------------- */
+
+static char config_text[512];
+
+/*
+ * Starts kvd on dir and waits (bounded) until it answers Health. As
+ * harness.h's kvd_start, whose fork/exec it repeats, but it says how a kvd
+ * that did not come up ended: kvd_start reaps it and keeps no status, and
+ * "did not start again after a SIGKILL" needs its exit status or signal.
+ * ret_why gets that text on failure.
+ */
+static int start_kvd(struct kvd_proc *k, const char *dir, char *ret_why, size_t why_len)
+{
+	const char *bin = getenv("KVD_BIN");
+	const char *argv[16];
+	uint64_t t0;
+	int argc = 0, status;
+	FILE *f;
+
+	memset(k, 0, sizeof(*k));
+	k->dir = strdup(dir);
+	if (k->dir == NULL || asprintf(&k->data, "%s/data", dir) < 0)
+		abort();
+	snprintf(k->url, sizeof(k->url), "ipc://%s/kvd.sock", dir);
+	snprintf(k->surl, sizeof(k->surl), "kv+ipc://%s/kv.sock", dir);
+	snprintf(k->log, sizeof(k->log), "%s/kvd.log", dir);
+	snprintf(k->config, sizeof(k->config), "%s/kvd.conf", dir);
+	if ((f = fopen(k->config, "w")) == NULL || fputs(config_text, f) < 0 || fclose(f) != 0) {
+		snprintf(ret_why, why_len, "cannot write the settings file: %s", strerror(errno));
+		return -1;
+	}
+	argv[argc++] = bin;
+	argv[argc++] = "--data-dir";
+	argv[argc++] = k->data;
+	argv[argc++] = "--listen";
+	argv[argc++] = k->url;
+	argv[argc++] = "--listen";
+	argv[argc++] = k->surl;
+	argv[argc++] = "--config";
+	argv[argc++] = k->config;
+	argv[argc] = NULL;
+	if ((k->pid = fork()) < 0) {
+		snprintf(ret_why, why_len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (k->pid == 0) {
+		int fd = open(k->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	h_track(k->pid, true);
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 30000) {
+		if (waitpid(k->pid, &status, WNOHANG) == k->pid) {
+			h_track(k->pid, false);
+			k->pid = 0;
+			if (WIFSIGNALED(status))
+				snprintf(ret_why, why_len, "kvd died of signal %d (%s)%s",
+				         WTERMSIG(status), strsignal(WTERMSIG(status)),
+				         WCOREDUMP(status) ? ", core dumped" : "");
+			else
+				snprintf(ret_why, why_len, "kvd exited %d", WEXITSTATUS(status));
+			return -1;
+		}
+		if (h_health_t(k->url, 300))
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	{
+		/* leave its threads' stacks with the directory, for the report */
+		char cmd[1024];
+		snprintf(cmd, sizeof(cmd),
+		         "command -v gdb >/dev/null && gdb -p %d -batch -ex 'thread apply all bt' "
+		         ">'%s/kvd-stacks.txt' 2>&1",
+		         (int)k->pid, dir);
+		if (system(cmd) != 0)
+			cmd[0] = '\0';
+		if (getenv("CL_DEBUG_STUCK")) {
+			fprintf(stderr, "STUCK pid %d dir %s\n", (int)k->pid, dir);
+			sleep(100000);
+		}
+	}
+	snprintf(ret_why, why_len,
+	         "kvd (pid %d) runs but did not answer Health within 30 s (its threads: "
+	         "kvd-stacks.txt, when gdb is there)",
+	         (int)k->pid);
+	return -1;
+}
+
+/* The last lines of kvd.log, for a violation's context. */
+static void log_tail(const struct kvd_proc *k, int lines)
+{
+	char *buf = NULL, *p;
+	size_t len = 0;
+	FILE *f = fopen(k->log, "r");
+	int seen = 0;
+
+	if (f == NULL)
+		return;
+	{
+		char chunk[4096];
+		size_t n;
+		long size;
+		fseek(f, 0, SEEK_END);
+		size = ftell(f);
+		fseek(f, size > 16384 ? size - 16384 : 0, SEEK_SET);
+		while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+			if ((p = realloc(buf, len + n + 1)) == NULL)
+				break;
+			buf = p;
+			memcpy(buf + len, chunk, n);
+			len += n;
+		}
+	}
+	fclose(f);
+	if (buf == NULL)
+		return;
+	buf[len] = '\0';
+	for (p = buf + len; p > buf && seen <= lines; p--)
+		if (p[-1] == '\n')
+			seen++;
+	fprintf(stderr, "---- the end of %s\n%s", k->log, p == buf ? buf : p + 1);
+	free(buf);
+}
+
+/* SIGKILL and reap. */
+static void kill_kvd(struct kvd_proc *k)
+{
+	kill(k->pid, SIGKILL);
+	waitpid(k->pid, NULL, 0);
+	h_track(k->pid, false);
+	k->pid = 0;
+}
+
+static void free_proc(struct kvd_proc *k)
+{
+	free(k->dir);
+	free(k->data);
+	k->dir = k->data = NULL;
+}
+
+/* ---- the report --------------------------------------------------------------- */
+
+struct times {
+	double write_s, restart_s, check_s, total_s;
+	uint64_t kills;
+};
+
+static void report(const struct cl_model *m, const struct times *t)
+{
+	const struct cl_counts *n = &m->n;
+	uint64_t acked = 0;
+	int i;
+
+	for (i = 0; i < CL_HOW_N; i++)
+		acked += n->acked[i];
+	printf("crashloop: seed %" PRIu64 ", %u clients, %u keys\n", m->seed, m->o->clients,
+	       m->nkeys);
+	printf("  kills survived             %" PRIu64 " of %" PRIu64 "\n", t->kills,
+	       m->o->iterations);
+	printf("  writes acknowledged        %" PRIu64 " (put %" PRIu64 ", conditional put %" PRIu64
+	       ", delete %" PRIu64 ", conditional delete %" PRIu64 ", batch ops %" PRIu64
+	       "), %.1f MiB of values\n",
+	       acked, (uint64_t)n->acked[CL_HOW_PUT], (uint64_t)n->acked[CL_HOW_CPUT],
+	       (uint64_t)n->acked[CL_HOW_DEL], (uint64_t)n->acked[CL_HOW_CDEL],
+	       (uint64_t)n->acked[CL_HOW_BATCH], (double)n->bytes / 1048576.0);
+	printf("  acknowledged, then checked %" PRIu64 " (found in their key's version chain "
+	       "after their round's kill, value and version read back by exact Get); %" PRIu64
+	       " of them acknowledged < 50 ms before the kill\n",
+	       n->checked_acked, n->acked_near_kill);
+	printf("  full checks                %" PRIu64 " (%" PRIu64 " versions compared)\n",
+	       n->full_checks, n->full_versions);
+	printf("  exact-version Gets         %" PRIu64 " (%" PRIu64
+	       " of older versions at random), "
+	       "head Gets %" PRIu64 "\n",
+	       n->checked_contents, n->sampled, n->checked_heads);
+	printf("  maybe writes               %" PRIu64 ": applied %" PRIu64 ", not applied %" PRIu64
+	       "\n",
+	       (uint64_t)n->maybe, (uint64_t)n->maybe_applied, (uint64_t)n->maybe_lost);
+	printf("  maybe batches              %" PRIu64 ": all puts applied %" PRIu64 "\n",
+	       (uint64_t)n->maybe_batches, (uint64_t)n->maybe_batches_applied);
+	printf("  refused (condition, NOT_FOUND) %" PRIu64 ", batch no-op deletes %" PRIu64
+	       ", unexpected statuses %" PRIu64 "\n",
+	       (uint64_t)n->rejected, (uint64_t)n->batch_noops, (uint64_t)n->errors);
+	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s, "
+	       "checking %.1f s)\n",
+	       t->total_s, t->write_s, t->restart_s, t->check_s);
+	printf("  violations                 %" PRIu64 "\n", m->violations);
+	fflush(stdout);
+}
+
+static double secs(uint64_t us)
+{
+	return (double)us / 1e6;
+}
+
+/* ---- the rounds ---------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	struct cl_opts o;
+	struct cl_model m;
+	struct kvd_proc k;
+	struct times t;
+	pthread_t threads[CL_CLIENTS_MAX];
+	char *dir = NULL, why[256];
+	uint64_t rng, round;
+	bool harness_failed = false;
+	int rv = 2;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&t, 0, sizeof(t));
+	memset(&k, 0, sizeof(k));
+	if (parse_opts(argc, argv, &o) != 0)
+		return 2;
+	if (access(o.kvd, X_OK) != 0) {
+		fprintf(stderr, "crashloop: kvd binary %s: %s (--kvd or $KVD_BIN)\n", o.kvd,
+		        strerror(errno));
+		return 2;
+	}
+	setenv("KVD_BIN", o.kvd, 1);
+	if (prepare_dir(&o, &dir) != 0)
+		return 2;
+	if (cl_model_init(&m, &o) != 0 ||
+	    (m.kills = calloc(o.iterations + 2, sizeof(*m.kills))) == NULL) {
+		fprintf(stderr, "crashloop: out of memory\n");
+		return 2;
+	}
+	m.dir = dir;
+	rng = cl_mix(o.seed ^ 0x6b696c6cULL);
+	snprintf(config_text, sizeof(config_text),
+	         "[kvd]\n"
+	         "segment_size = %s\n"
+	         "[tenant-defaults]\n"
+	         "sync = always\n"
+	         "history = 1000000\n",
+	         o.segment_size);
+	printf("crashloop: seed %" PRIu64 ", %" PRIu64 " iterations, %u clients, %u keys, dir %s\n",
+	       o.seed, o.iterations, o.clients, o.keys, dir);
+	fflush(stdout);
+
+	if (start_kvd(&k, dir, why, sizeof(why)) != 0) {
+		fprintf(stderr, "crashloop: kvd %s did not start on %s: %s\n", o.kvd, dir, why);
+		log_tail(&k, 30);
+		harness_failed = true;
+		goto out;
+	}
+	for (round = 1; round <= o.iterations; round++) {
+		struct cl_round r;
+		struct timespec since;
+		uint64_t t0, t1, t2, t3, delay_ms, acked0 = 0, acked1 = 0;
+		int status, i;
+		char *snap, *data;
+		bool up;
+
+		for (i = 0; i < CL_HOW_N; i++)
+			acked0 += m.n.acked[i];
+		m.round = (uint32_t)round;
+		memset(&r, 0, sizeof(r));
+		r.m = &m;
+		r.url = k.surl; /* the clients: the stream transport */
+		r.round = (uint32_t)round;
+		atomic_init(&r.stop, false);
+		clock_gettime(CLOCK_REALTIME, &since);
+		since.tv_sec -= 1; /* mtime granularity: a little early is harmless */
+		t0 = cl_now_us(&m);
+		if (cl_writers_start(&r, o.clients, threads) != 0) {
+			fprintf(stderr, "crashloop: cannot start the writer threads\n");
+			harness_failed = true;
+			goto out;
+		}
+		delay_ms = o.min_ms + cl_below(&rng, (uint64_t)o.max_ms - o.min_ms + 1);
+		poll(NULL, 0, (int)delay_ms);
+		if (waitpid(k.pid, &status, WNOHANG) == k.pid) {
+			h_track(k.pid, false);
+			k.pid = 0;
+			cl_violation(&m, NULL, 0, "kvd exited by itself during the round (%s %d)",
+			             WIFEXITED(status) ? "exit" : "signal",
+			             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		}
+		atomic_store(&r.stop, true);
+		m.kills[round] = cl_now_us(&m);
+		if (k.pid > 0)
+			kill_kvd(&k);
+		cl_writers_join(threads, o.clients);
+		t1 = cl_now_us(&m);
+		data = tu_path(dir, "data");
+		snap = tu_path(dir, CL_SNAPSHOT);
+		tu_rmtree(snap);
+		if (copy_changed(data, snap, &since) != 0)
+			cl_note(&m, "could not copy the changed files to %s", snap);
+		free(data);
+		free(snap);
+		free_proc(&k);
+		/* after a violation of the round too: the check tells the rest */
+		up = start_kvd(&k, dir, why, sizeof(why)) == 0;
+		if (!up)
+			cl_violation(&m, NULL, 0, "kvd did not start again after the SIGKILL: %s",
+			             why);
+		t2 = cl_now_us(&m);
+		if (up)
+			cl_check(&m, k.surl,
+			         round == o.iterations ||
+			                 (o.full_every && round % o.full_every == 0));
+		t3 = cl_now_us(&m);
+		t.write_s += secs(t1 - t0);
+		t.restart_s += secs(t2 - t1);
+		t.check_s += secs(t3 - t2);
+		for (i = 0; i < CL_HOW_N; i++)
+			acked1 += m.n.acked[i];
+		if (o.verbose)
+			printf("round %" PRIu64 ": killed after %" PRIu64 " ms, %" PRIu64
+			       " acknowledged, maybe %" PRIu64 " (applied %" PRIu64
+			       "), last_version "
+			       "%" PRIu64 ", restart %.2f s, check %.2f s\n",
+			       round, delay_ms, acked1 - acked0, (uint64_t)m.n.maybe,
+			       (uint64_t)m.n.maybe_applied, m.version_floor, secs(t2 - t1),
+			       secs(t3 - t2));
+		if (m.violations != 0) {
+			log_tail(&k, 30);
+			goto out;
+		}
+		t.kills++;
+		fflush(stdout);
+	}
+
+	/* a clean stop must exit 0 and lose nothing either */
+	{
+		uint64_t t0 = cl_now_us(&m), t1;
+		int st = kvd_stop(&k);
+		if (st != 0)
+			cl_violation(&m, NULL, 0, "kvd exited %d on SIGTERM after the last round",
+			             st);
+		free_proc(&k);
+		if (m.violations == 0 && start_kvd(&k, dir, why, sizeof(why)) != 0)
+			cl_violation(&m, NULL, 0, "kvd did not start after a clean stop: %s", why);
+		t1 = cl_now_us(&m);
+		t.restart_s += secs(t1 - t0);
+		m.round = (uint32_t)o.iterations + 1;
+		if (m.violations == 0)
+			cl_check(&m, k.surl, true);
+		t.check_s += secs(cl_now_us(&m) - t1);
+		if (m.violations != 0)
+			log_tail(&k, 30);
+	}
+out:
+	t.total_s = secs(cl_now_us(&m));
+	if (k.pid > 0 && kvd_stop(&k) != 0 && m.violations == 0 && !harness_failed)
+		cl_violation(&m, NULL, 0, "kvd did not exit 0 on SIGTERM at the end");
+	free_proc(&k);
+	report(&m, &t);
+	if (m.violations != 0) {
+		printf("FAILED: %" PRIu64 " violations; seed %" PRIu64 "; directory kept: %s "
+		       "(kvd.log; %s/ holds the files the last killed kvd changed)\n",
+		       m.violations, o.seed, dir, CL_SNAPSHOT);
+		rv = 1;
+	} else if (harness_failed) {
+		printf("crashloop: the harness failed (not a finding); directory %s %s\n", dir,
+		       o.keep ? "kept" : "removed");
+		if (!o.keep)
+			remove_dir(dir);
+		rv = 2;
+	} else {
+		remove_dir(dir);
+		rv = 0;
+	}
+	cl_writers_free();
+	free(m.kills);
+	cl_model_fini(&m);
+	free(dir);
+	return rv;
+}
