@@ -25,7 +25,11 @@
  *      in flight; the connection is freed by whoever drops the last one.
  *   3. A connection is not read while it has STREAM_IN_FLIGHT_MAX requests
  *      in flight or STREAM_OUT_MAX bytes of replies queued, so a client that
- *      does not read its replies costs kvd bounded memory.
+ *      does not read its replies costs kvd bounded memory. Replies to
+ *      requests already taken still queue up; past sconn_out_hard() bytes
+ *      (a client pipelining many reads of large values and not reading)
+ *      the connection is ended, as Redis does past its client output
+ *      buffer limit.
  *   4. c->events is what the epoll registration asks for; it changes only
  *      under c->mu (sconn_update_events).
  *   5. A frame the server cannot take (length 0 or over max_message_size, a
@@ -71,6 +75,7 @@
 #define STREAM_READ_BUDGET     (1u << 20)   /* bytes read from one connection per turn */
 #define STREAM_IN_FLIGHT_MAX   1024u        /* requests in flight before reading pauses */
 #define STREAM_OUT_MAX         (8u << 20)   /* queued reply bytes before reading pauses */
+#define STREAM_OUT_HARD        (256u << 20) /* queued reply bytes that end the connection */
 #define STREAM_BACKLOG         1024
 #define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
 #define STREAM_ACCEPT_PAUSE_MS 100          /* after EMFILE and the like */
@@ -250,6 +255,15 @@ static bool sconn_queue_locked(struct sconn *c, const void *p, size_t len)
 	return true;
 }
 
+/* Queued reply bytes that end a connection (invariant 3): STREAM_OUT_HARD,
+ * or four of the largest messages. */
+static size_t sconn_out_hard(const struct sconn *c)
+{
+	uint64_t four = 4 * c->s->d->cfg.max_message_size;
+
+	return four > STREAM_OUT_HARD ? (size_t)four : STREAM_OUT_HARD;
+}
+
 /* With c->mu held: one frame out, straight to the socket when nothing is
  * queued before it, the rest queued. */
 static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t len)
@@ -272,6 +286,14 @@ static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t le
 			return;
 		}
 		done = n > 0 ? (size_t)n : 0;
+	}
+	if (c->out_len - c->out_off + sizeof(hdr) + len - done > sconn_out_hard(c)) {
+		klog(LOG_WARNING,
+		     "stream connection: %zu bytes of replies not read by the client; "
+		     "closing it",
+		     c->out_len - c->out_off);
+		c->broken = true;
+		return;
 	}
 	if (done < sizeof(hdr) && !sconn_queue_locked(c, hdr + done, sizeof(hdr) - done))
 		goto nomem;

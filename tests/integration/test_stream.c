@@ -1,0 +1,773 @@
+/* test_stream.c — kvd's stream transport on real sockets: the hello, pipelined requests, every
+ * framing error answered and the connection ended cleanly, hostile messages answered while the
+ * connection goes on, half-close, bounded memory under a client that does not read,
+ * max_connections, peers leaving mid-frame, SIGTERM with requests in flight, kv+tcp://. */
+/*
+ * The client side here is plain sockets, written from rpc/PROTOCOL.md
+ * ("Stream framing"), not libkvclient: what is tested is what any client in
+ * any language would see. Nothing waits by sleeping: reads have deadlines,
+ * and what kvd does in the background (closing a connection) is polled for
+ * with one.
+ */
+#include "harness.h"
+#include "hostile.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cmocka.h> /* after the headers it needs */
+
+static const uint8_t hello[8] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+
+/* ---- a stream client --------------------------------------------------------- */
+
+/* A connected, blocking socket to a kv+ipc:// or kv+tcp://127.0.0.1:PORT
+ * URL; -1 on failure. */
+static int st_connect(const char *url)
+{
+	int fd;
+
+	if (strncmp(url, "kv+ipc://", 9) == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + 9);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+			return -1;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			close(fd);
+			return -1;
+		}
+	} else {
+		const char *colon = strrchr(url, ':');
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+		                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		if (colon == NULL || (fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+			return -1;
+		sa.sin_port = htons((uint16_t)atoi(colon + 1));
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+static void st_write(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		assert_true(w > 0);
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Reads exactly n bytes within ms: 0; -1 timed out; -2 EOF; -3 error
+ * (errno kept). */
+static int st_read(int fd, void *p, size_t n, int ms)
+{
+	uint8_t *b = p;
+	uint64_t deadline = h_now_ms() + (uint64_t)ms;
+
+	while (n > 0) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		uint64_t now = h_now_ms();
+		ssize_t r;
+		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) == 0)
+			return -1;
+		r = read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return -2;
+		if (r < 0)
+			return -3;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void st_send_frame(int fd, const void *body, size_t len)
+{
+	uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+	                  (uint8_t)len};
+
+	st_write(fd, hdr, 4);
+	st_write(fd, body, len);
+}
+
+/* Appends a frame to a buffer (to send many in one write). */
+static void st_frame_into(msgpack_sbuffer *out, const void *body, size_t len)
+{
+	uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+	                  (uint8_t)len};
+
+	msgpack_sbuffer_write(out, (const char *)hdr, 4);
+	msgpack_sbuffer_write(out, body, len);
+}
+
+/* One frame (malloc'd body) within ms: 0, or st_read's error. */
+static int st_recv_frame(int fd, int ms, uint8_t **ret, size_t *ret_len)
+{
+	uint8_t hdr[4];
+	size_t len;
+	uint8_t *b;
+	int rv;
+
+	if ((rv = st_read(fd, hdr, 4, ms)) != 0)
+		return rv;
+	len = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 | (size_t)hdr[2] << 8 | hdr[3];
+	assert_true(len > 0);
+	b = malloc(len);
+	if ((rv = st_read(fd, b, len, ms)) != 0) {
+		free(b);
+		return rv;
+	}
+	*ret = b;
+	*ret_len = len;
+	return 0;
+}
+
+/* A connection that has sent its hello and checked the server's. */
+static int st_open(const char *url)
+{
+	uint8_t got[8];
+	int fd = st_connect(url);
+
+	assert_true(fd >= 0);
+	st_write(fd, hello, sizeof(hello));
+	assert_int_equal(st_read(fd, got, sizeof(got), 5000), 0);
+	assert_memory_equal(got, hello, sizeof(hello));
+	return fd;
+}
+
+/* One request, one reply: the reply's status (its id must be `id` unless
+ * the server could not read one: then 0). -1 without a reply. */
+static int st_status(int fd, const void *body, size_t len, uint64_t id)
+{
+	struct h_reply r;
+	uint8_t *rep;
+	size_t n;
+	int st;
+
+	st_send_frame(fd, body, len);
+	if (st_recv_frame(fd, 5000, &rep, &n) != 0)
+		return -1;
+	assert_int_equal(h_parse(rep, n, &r), 0);
+	if (r.id != id && r.id != 0)
+		fail_msg("reply id %llu, want %llu", (unsigned long long)r.id,
+		         (unsigned long long)id);
+	st = (int)r.status;
+	h_reply_free(&r);
+	free(rep);
+	return st;
+}
+
+/* A request {v:1, id, method[, tenant], args:{key[, value]}} in q. */
+static void st_req(struct h_req *q, const char *method, uint64_t id, const char *tenant,
+                   const char *key, const void *value, size_t vlen)
+{
+	h_req_begin(q, method, tenant, id, key == NULL ? 0 : value == NULL ? 1 : 2, 0);
+	if (key != NULL)
+		mp_kv_bin(&q->pk, "key", key, strlen(key));
+	if (value != NULL)
+		mp_kv_bin(&q->pk, "value", value, vlen);
+}
+
+static int st_call(int fd, const char *method, uint64_t id, const char *tenant, const char *key,
+                   const void *value, size_t vlen)
+{
+	struct h_req q;
+	int st;
+
+	st_req(&q, method, id, tenant, key, value, vlen);
+	st = st_status(fd, q.sb.data, q.sb.size, id);
+	msgpack_sbuffer_destroy(&q.sb);
+	return st;
+}
+
+/* After a framing error: one reply of id 0 with this status, then EOF
+ * (not a reset). */
+static void st_expect_refusal(int fd, int status, const char *substr)
+{
+	struct h_reply r;
+	uint8_t *rep, b;
+	size_t n;
+
+	assert_int_equal(st_recv_frame(fd, 5000, &rep, &n), 0);
+	assert_int_equal(h_parse(rep, n, &r), 0);
+	assert_int_equal(r.id, 0);
+	assert_int_equal(r.status, status);
+	if (strstr(r.message, substr) == NULL)
+		fail_msg("refusal '%s' does not say '%s'", r.message, substr);
+	h_reply_free(&r);
+	free(rep);
+	assert_int_equal(st_read(fd, &b, 1, 5000), -2);
+}
+
+static int count_fds(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n - 2;
+}
+
+/* VmHWM (peak resident memory) of pid, in KiB. */
+static long peak_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+/* The hello, the Health example of PROTOCOL.md byte for byte, and a write
+ * and read on kv+ipc:// and on kv+tcp://. */
+static void test_hello_and_calls(void **state)
+{
+	static const uint8_t health[] = {0x83, 0xa1, 0x76, 0x01, 0xa2, 0x69, 0x64, 0x12,
+	                                 0xa6, 0x6d, 0x65, 0x74, 0x68, 0x6f, 0x64, 0xa6,
+	                                 0x48, 0x65, 0x61, 0x6c, 0x74, 0x68};
+	struct kvd_proc k;
+	struct kvd_opts o = {0};
+	char tcp[64], listen[96];
+	const char *urls[2];
+	int port = h_free_port();
+
+	(void)state;
+	assert_true(port > 0);
+	snprintf(tcp, sizeof(tcp), "kv+tcp://127.0.0.1:%d", port);
+	snprintf(listen, sizeof(listen), "--listen=%s", tcp);
+	o.extra[0] = listen;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	urls[0] = k.surl;
+	urls[1] = tcp;
+	for (int u = 0; u < 2; u++) {
+		int fd = st_connect(urls[u]);
+		uint8_t got[8], buf[64];
+		char v[32];
+		struct h_reply r;
+		uint8_t *rep;
+		size_t n;
+
+		assert_true(fd >= 0);
+		/* hello and the first request in one write */
+		memcpy(buf, hello, 8);
+		buf[8] = buf[9] = buf[10] = 0;
+		buf[11] = sizeof(health);
+		memcpy(buf + 12, health, sizeof(health));
+		st_write(fd, buf, 12 + sizeof(health));
+		assert_int_equal(st_read(fd, got, 8, 5000), 0);
+		assert_memory_equal(got, hello, 8);
+		assert_int_equal(st_recv_frame(fd, 5000, &rep, &n), 0);
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_int_equal(r.id, 0x12);
+		assert_int_equal(r.status, 0);
+		h_reply_free(&r);
+		free(rep);
+		snprintf(v, sizeof(v), "value %d", u);
+		assert_int_equal(st_call(fd, "Put", 2, NULL, "k", v, strlen(v)), 0);
+		assert_int_equal(st_call(fd, "Get", 3, NULL, "k", NULL, 0), 0);
+		assert_int_equal(st_call(fd, "Get", 4, NULL, "absent", NULL, 0), 5);
+		close(fd);
+		/* what one transport wrote, the other reads */
+		{
+			nng_socket s = h_dial(k.url, 5000);
+			assert_int_equal(h_get(s, NULL, "k", v, sizeof(v), NULL), 0);
+			assert_int_equal(strncmp(v, "value ", 6), 0);
+			assert_int_equal(v[6] - '0', u);
+			nng_close(s);
+		}
+	}
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* 1500 requests in one write, to two tenants (so two workers may answer),
+ * read back afterwards: each id answered exactly once, in whatever order. */
+static void test_pipelining(void **state)
+{
+	enum { N = 1500 };
+	struct kvd_proc k;
+	msgpack_sbuffer all;
+	uint8_t *seen = calloc(N + 1, 1);
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	fd = st_open(k.surl);
+	{
+		struct h_req q;
+		h_req_begin(&q, "TenantCreate", NULL, 1, 1, 0);
+		mp_kv_str(&q.pk, "name", "other");
+		assert_int_equal(st_status(fd, q.sb.data, q.sb.size, 1), 0);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	msgpack_sbuffer_init(&all);
+	for (uint64_t id = 1; id <= N; id++) {
+		struct h_req q;
+		char key[16];
+		snprintf(key, sizeof(key), "p%llu", (unsigned long long)(id % 100));
+		st_req(&q,
+		       id % 3 == 0   ? "Get"
+		       : id % 3 == 1 ? "Put"
+		                     : "Health",
+		       id, id % 2 ? "other" : NULL, id % 3 == 2 ? NULL : key,
+		       id % 3 == 1 ? "v" : NULL, 1);
+		st_frame_into(&all, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	st_write(fd, all.data, all.size);
+	msgpack_sbuffer_destroy(&all);
+	for (int i = 0; i < N; i++) {
+		struct h_reply r;
+		uint8_t *rep;
+		size_t n;
+		assert_int_equal(st_recv_frame(fd, 10000, &rep, &n), 0);
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_true(r.id >= 1 && r.id <= N);
+		assert_int_equal(seen[r.id], 0);
+		seen[r.id] = 1;
+		/* a Get may run before the Put of its key: NOT_FOUND then */
+		assert_true(r.status == 0 || (r.id % 3 == 0 && r.status == 5));
+		h_reply_free(&r);
+		free(rep);
+	}
+	free(seen);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+struct writer {
+	int fd;
+	const uint8_t *p;
+	size_t n;
+	int err; /* errno of a failed write */
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	size_t off = 0;
+
+	while (off < w->n) {
+		ssize_t n = send(w->fd, w->p + off, w->n - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			w->err = errno;
+			break;
+		}
+		off += (size_t)n;
+	}
+	return NULL;
+}
+
+/* A bad hello (an nng client's SP header), a frame of length 0, and one
+ * over max_message_size whose body the client goes on sending: each gets
+ * one reply of id 0 with its status and then a clean end of stream, and
+ * kvd serves the next connection. */
+static void test_framing_errors(void **state)
+{
+	static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_value_size = 1M\nmax_message_size = 2M\n"};
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	fd = st_connect(k.surl);
+	st_write(fd, sp, sizeof(sp));
+	{
+		uint8_t got[8];
+		assert_int_equal(st_read(fd, got, 8, 5000), 0);
+		assert_memory_equal(got, hello, 8);
+	}
+	st_expect_refusal(fd, 3, "hello");
+	close(fd);
+
+	fd = st_open(k.surl);
+	st_write(fd, "\0\0\0\0", 4);
+	st_expect_refusal(fd, 3, "frame of 0 bytes");
+	close(fd);
+
+	fd = st_open(k.surl);
+	{
+		size_t n = 3u << 20;
+		uint8_t *big = calloc(1, 4 + n);
+		struct writer w = {fd, big, 4 + n, 0};
+		pthread_t th;
+		big[1] = 0x30; /* 3 MiB */
+		assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+		st_expect_refusal(fd, 8, "frame of 3145728 bytes");
+		pthread_join(th, NULL);
+		assert_int_equal(w.err, 0); /* the whole body went out: no reset */
+		free(big);
+	}
+	close(fd);
+
+	fd = st_open(k.surl);
+	assert_int_equal(st_call(fd, "Health", 7, NULL, NULL, NULL, 0), 0);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* Every hostile message of hostile.h (but the empty one, which is a
+ * framing error here) and 2000 random ones on one connection: each
+ * answered with its status, and the connection goes on. */
+static void test_hostile_messages(void **state)
+{
+	struct kvd_proc k;
+	struct hostile *h;
+	size_t n = hostile_cases(&h);
+	uint64_t seed = 0x2545f4914f6cdd1dull;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	fd = st_open(k.surl);
+	for (size_t i = 0; i < n; i++) {
+		int st;
+		if (h[i].len == 0)
+			continue;
+		st = st_status(fd, h[i].body, h[i].len, 0);
+		if (st != h[i].status)
+			fail_msg("%s: status %d, want %d", h[i].what, st, h[i].status);
+	}
+	hostile_free(h, n);
+	for (int i = 0; i < 2000; i++) {
+		uint8_t buf[64];
+		size_t len = 1 + (size_t)(i % 63);
+		hostile_random(&seed, buf, len);
+		assert_true(hostile_random_status(st_status(fd, buf, len, 0)));
+	}
+	assert_int_equal(st_call(fd, "Put", 5, NULL, "alive", "yes", 3), 0);
+	assert_int_equal(st_call(fd, "Get", 6, NULL, "alive", NULL, 0), 0);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* A client that sends its requests and shuts down its sending side gets
+ * every reply, then the end of the stream. */
+static void test_half_close(void **state)
+{
+	enum { N = 50 };
+	struct kvd_proc k;
+	msgpack_sbuffer all;
+	uint8_t b;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	fd = st_open(k.surl);
+	msgpack_sbuffer_init(&all);
+	for (uint64_t id = 1; id <= N; id++) {
+		struct h_req q;
+		char key[16];
+		snprintf(key, sizeof(key), "h%llu", (unsigned long long)id);
+		st_req(&q, "Put", id, NULL, key, "v", 1);
+		st_frame_into(&all, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	st_write(fd, all.data, all.size);
+	msgpack_sbuffer_destroy(&all);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	for (int i = 0; i < N; i++) {
+		struct h_reply r;
+		uint8_t *rep;
+		size_t n;
+		assert_int_equal(st_recv_frame(fd, 10000, &rep, &n), 0);
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_int_equal(r.status, 0);
+		h_reply_free(&r);
+		free(rep);
+	}
+	assert_int_equal(st_read(fd, &b, 1, 5000), -2);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* 4000 Gets of a 128 KiB value (500 MiB of replies) sent before reading
+ * any: kvd stops reading the connection while replies wait, so its peak
+ * memory grows by far less than the replies add up to, and every reply
+ * still arrives. */
+static void test_client_not_reading(void **state)
+{
+	enum { N = 4000, VLEN = 128 << 10 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "[tenant-defaults]\nsync = none\n"};
+	msgpack_sbuffer all;
+	uint8_t *val = malloc(VLEN);
+	long before, after;
+	int fd, got = 0;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	fd = st_open(k.surl);
+	memset(val, 'v', VLEN);
+	assert_int_equal(st_call(fd, "Put", 1, NULL, "big", val, VLEN), 0);
+	assert_int_equal(st_call(fd, "Get", 2, NULL, "big", NULL, 0), 0);
+	before = peak_kib(k.pid);
+	msgpack_sbuffer_init(&all);
+	for (uint64_t id = 1; id <= N; id++) {
+		struct h_req q;
+		st_req(&q, "Get", id, NULL, "big", NULL, 0);
+		st_frame_into(&all, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	st_write(fd, all.data, all.size); /* ~140 KB: fits the socket's buffers */
+	msgpack_sbuffer_destroy(&all);
+	for (; got < N; got++) {
+		uint8_t *rep;
+		size_t n;
+		if (st_recv_frame(fd, 20000, &rep, &n) != 0)
+			break;
+		assert_true(n > VLEN);
+		free(rep);
+	}
+	assert_int_equal(got, N);
+	after = peak_kib(k.pid);
+	print_message("kvd peak memory %ld KiB before, %ld KiB after %d MiB of replies\n", before,
+	              after, (int)((long)N * VLEN >> 20));
+	assert_true(before > 0 && after - before < 200 * 1024);
+	free(val);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* max_connections = 3: a fourth connection is closed before the hello;
+ * once one of the three closes, a new one is served again. */
+static void test_max_connections(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_connections = 3\n"};
+	int fds[3], extra, ok = -1;
+	uint8_t got[8];
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	for (int i = 0; i < 3; i++)
+		fds[i] = st_open(k.surl);
+	extra = st_connect(k.surl);
+	assert_true(extra >= 0);
+	assert_int_equal(st_read(extra, got, 8, 5000), -2);
+	close(extra);
+	close(fds[0]);
+	/* kvd sees the close on its own time: poll for it */
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 10000) {
+		int fd = st_connect(k.surl);
+		assert_true(fd >= 0);
+		st_write(fd, hello, 8);
+		ok = st_read(fd, got, 8, 2000);
+		if (ok == 0) {
+			assert_int_equal(st_call(fd, "Health", 1, NULL, NULL, NULL, 0), 0);
+			close(fd);
+			break;
+		}
+		close(fd);
+	}
+	assert_int_equal(ok, 0);
+	close(fds[1]);
+	close(fds[2]);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* Peers that leave at every point: before the hello, inside it, inside a
+ * frame's header or body, after a request without reading its reply, with
+ * a TCP reset. kvd goes on serving and holds no descriptor for any of them
+ * afterwards. */
+static void test_peers_leaving(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {0};
+	char tcp[64], listen[96];
+	int port = h_free_port(), base, now = -1, keep;
+	uint64_t t0;
+	struct h_req q;
+
+	(void)state;
+	assert_true(port > 0);
+	snprintf(tcp, sizeof(tcp), "kv+tcp://127.0.0.1:%d", port);
+	snprintf(listen, sizeof(listen), "--listen=%s", tcp);
+	o.extra[0] = listen;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	/* a connection of our own, open throughout; the tenant's files opened */
+	keep = st_open(k.surl);
+	assert_int_equal(st_call(keep, "Put", 1, NULL, "left", "v", 1), 0);
+	assert_int_equal(st_call(keep, "Get", 2, NULL, "left", NULL, 0), 0);
+	base = count_fds(k.pid);
+	st_req(&q, "Put", 1, NULL, "left", "v", 1);
+	for (int round = 0; round < 40; round++) {
+		const char *url = round % 2 ? tcp : k.surl;
+		for (int how = 0; how < 6; how++) {
+			int fd = st_connect(url);
+			uint8_t hdr[4] = {0, 0, 0, 100};
+			assert_true(fd >= 0);
+			switch (how) {
+			case 0:
+				break;
+			case 1:
+				st_write(fd, hello, 3);
+				break;
+			case 2:
+				st_write(fd, hello, 8);
+				st_write(fd, hdr, 2);
+				break;
+			case 3:
+				st_write(fd, hello, 8);
+				st_write(fd, hdr, 4);
+				st_write(fd, "0123456789", 10);
+				break;
+			case 4:
+				st_write(fd, hello, 8);
+				st_send_frame(fd, q.sb.data, q.sb.size);
+				break;
+			default:
+				if (url == tcp) { /* a reset */
+					struct linger lg = {1, 0};
+					setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+				}
+				st_write(fd, hello, 8);
+				break;
+			}
+			close(fd);
+		}
+	}
+	msgpack_sbuffer_destroy(&q.sb);
+	assert_int_equal(st_call(keep, "Health", 3, NULL, NULL, NULL, 0), 0);
+	{
+		int fd = st_open(k.surl);
+		assert_int_equal(st_call(fd, "Health", 2, NULL, NULL, NULL, 0), 0);
+		close(fd);
+	}
+	/* every one of them closed on kvd's side too */
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 10000 && (now = count_fds(k.pid)) > base)
+		poll(NULL, 0, 20);
+	assert_int_equal(now, base);
+	close(keep);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* SIGTERM with 300 pipelined writes sent: each one kvd read is answered
+ * (OK, or UNAVAILABLE when it came after the stop), then the stream ends;
+ * kvd exits 0; after a restart every write answered OK is there and no
+ * other is. */
+static void test_sigterm_with_requests(void **state)
+{
+	enum { N = 300 };
+	struct kvd_proc k, k2;
+	struct kvd_opts again = {0};
+	msgpack_sbuffer all;
+	uint8_t *okd = calloc(N + 1, 1);
+	int fd, answered = 0, ok = 0, end, status;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	fd = st_open(k.surl);
+	msgpack_sbuffer_init(&all);
+	for (uint64_t id = 1; id <= N; id++) {
+		struct h_req q;
+		char key[16];
+		snprintf(key, sizeof(key), "t%llu", (unsigned long long)id);
+		st_req(&q, "Put", id, NULL, key, "v", 1);
+		st_frame_into(&all, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	st_write(fd, all.data, all.size);
+	msgpack_sbuffer_destroy(&all);
+	kill(k.pid, SIGTERM);
+	for (;;) {
+		struct h_reply r;
+		uint8_t *rep;
+		size_t n;
+		if ((end = st_recv_frame(fd, 20000, &rep, &n)) != 0)
+			break;
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_true(r.id >= 1 && r.id <= N);
+		assert_true(r.status == 0 || r.status == 14);
+		if (r.status == 0) {
+			okd[r.id] = 1;
+			ok++;
+		}
+		answered++;
+		h_reply_free(&r);
+		free(rep);
+	}
+	/* the end of the stream (requests kvd never read go unanswered) */
+	assert_true(end == -2 || end == -3);
+	close(fd);
+	assert_int_equal(waitpid(k.pid, &status, 0), k.pid);
+	h_track(k.pid, false);
+	k.pid = 0;
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	print_message("%d of %d writes answered (%d OK) before the stop\n", answered, N, ok);
+	again.reuse_dir = k.dir;
+	assert_int_equal(kvd_start(&k2, &again), 0);
+	fd = st_open(k2.surl);
+	for (int id = 1; id <= N; id++) {
+		char key[16];
+		snprintf(key, sizeof(key), "t%d", id);
+		assert_int_equal(st_call(fd, "Get", (uint64_t)id, NULL, key, NULL, 0),
+		                 okd[id] ? 0 : 5);
+	}
+	close(fd);
+	assert_int_equal(kvd_stop(&k2), 0);
+	kvd_cleanup(&k2, true);
+	free(okd);
+	kvd_cleanup(&k, false);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_hello_and_calls),
+	        cmocka_unit_test(test_pipelining),
+	        cmocka_unit_test(test_framing_errors),
+	        cmocka_unit_test(test_hostile_messages),
+	        cmocka_unit_test(test_half_close),
+	        cmocka_unit_test(test_client_not_reading),
+	        cmocka_unit_test(test_max_connections),
+	        cmocka_unit_test(test_peers_leaving),
+	        cmocka_unit_test(test_sigterm_with_requests),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
