@@ -206,9 +206,14 @@ static uint64_t listener_stat(nng_listener l, const char *name)
 static void probe_url(nng_listener l, const char *url, char *out, size_t outlen)
 {
 	nng_sockaddr sa;
-	const char *scheme = strncmp(url, "tls+tcp://", 10) == 0 ? "tls+tcp" : "tcp";
+	const char *scheme;
 	char host[INET6_ADDRSTRLEN] = "";
 
+	if (url == NULL) { /* not a listener of ours */
+		out[0] = '\0';
+		return;
+	}
+	scheme = strncmp(url, "tls+tcp://", 10) == 0 ? "tls+tcp" : "tcp";
 	snprintf(out, outlen, "%s", url);
 	if (strncmp(url, "ipc://", 6) == 0 || nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) != 0)
 		return;
