@@ -5,7 +5,8 @@
  *
  *   kvbench coldstart [--backend LIST] [--state LIST] [--k LIST] [--keys N]
  *                     [--value-size B] [--op get|put] [--repeat R] [--cold]
- *                     [--seed S] [--kvd PATH] [--endpoint URL] [--dir DIR]
+ *                     [--seed S] [--kvd PATH] [--endpoint URL]
+ *                     [--transport nng|stream] [--dir DIR]
  *                     [--quick] [--json | --markdown]
  *
  * Setup, once: every embedded backend (engine, rocksdb, leveldb, lmdb,
@@ -107,6 +108,7 @@ struct cs_opts {
 	size_t nk;
 	uint64_t keys, value_size, repeat, seed;
 	bool put, cold;
+	bool stream; /* --transport stream */
 	const char *kvd, *endpoint, *dir;
 	bool quick, json, markdown;
 	bool keys_set, repeat_set, k_set;
@@ -975,6 +977,8 @@ static void usage(FILE *f)
 	        "  --seed S              key choice (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
+	        "  --transport T         the kvd started here listens on ipc:// and tcp:// (nng,\n"
+	        "                        the default) or on kv+ipc:// and kv+tcp:// (stream)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
 	        "                        options win)\n"
@@ -1000,6 +1004,7 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 		O_SEED,
 		O_KVD,
 		O_ENDPOINT,
+		O_TRANSPORT,
 		O_DIR,
 		O_QUICK,
 		O_JSON,
@@ -1018,6 +1023,7 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 	        {"seed", required_argument, NULL, O_SEED},
 	        {"kvd", required_argument, NULL, O_KVD},
 	        {"endpoint", required_argument, NULL, O_ENDPOINT},
+	        {"transport", required_argument, NULL, O_TRANSPORT},
 	        {"dir", required_argument, NULL, O_DIR},
 	        {"quick", no_argument, NULL, O_QUICK},
 	        {"json", no_argument, NULL, O_JSON},
@@ -1102,6 +1108,10 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			break;
 		case O_ENDPOINT:
 			o->endpoint = optarg;
+			break;
+		case O_TRANSPORT:
+			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
+				return -EINVAL;
 			break;
 		case O_DIR:
 			o->dir = optarg;
@@ -1195,6 +1205,7 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 	if (runenv_init(&b->run, "coldstart", argc, argv, o->dir, o->kvd, o->endpoint, NULL,
 	                need_kvd) != 0)
 		return 1;
+	b->run.env.stream = o->stream;
 	if ((n = readlink("/proc/self/exe", b->self, sizeof b->self - 1)) <= 0) {
 		fprintf(stderr, "kvbench coldstart: readlink /proc/self/exe: %s\n",
 		        strerror(errno));

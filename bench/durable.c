@@ -5,7 +5,8 @@
  *
  *   kvbench durable [--backend LIST] [--clients LIST] [--value-size B]
  *                   [--keys N] [--seconds S] [--warmup S] [--seed S]
- *                   [--kvd PATH] [--endpoint URL] [--redis-server PATH]
+ *                   [--kvd PATH] [--endpoint URL] [--transport nng|stream]
+ *                   [--redis-server PATH]
  *                   [--dir DIR] [--quick] [--json | --markdown]
  *
  * For every client count of --clients and every backend of --backend (the
@@ -86,6 +87,7 @@ struct du_opts {
 	size_t nclients;
 	uint64_t value_size, keys, seed;
 	double seconds, warmup;
+	bool stream; /* --transport stream */
 	const char *kvd, *endpoint, *redis_server, *dir;
 	bool quick, json, markdown;
 	bool backends_set, clients_set, seconds_set, warmup_set;
@@ -612,6 +614,8 @@ static void usage(FILE *f)
 	        "  --seed S              random value bytes (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
+	        "  --transport T         the kvd started here listens on ipc:// and tcp:// (nng,\n"
+	        "                        the default) or on kv+ipc:// and kv+tcp:// (stream)\n"
 	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
@@ -637,6 +641,7 @@ static int parse(int argc, char **argv, struct du_opts *o)
 		O_SEED,
 		O_KVD,
 		O_ENDPOINT,
+		O_TRANSPORT,
 		O_REDIS,
 		O_DIR,
 		O_QUICK,
@@ -654,6 +659,7 @@ static int parse(int argc, char **argv, struct du_opts *o)
 	        {"seed", required_argument, NULL, O_SEED},
 	        {"kvd", required_argument, NULL, O_KVD},
 	        {"endpoint", required_argument, NULL, O_ENDPOINT},
+	        {"transport", required_argument, NULL, O_TRANSPORT},
 	        {"redis-server", required_argument, NULL, O_REDIS},
 	        {"dir", required_argument, NULL, O_DIR},
 	        {"quick", no_argument, NULL, O_QUICK},
@@ -710,6 +716,10 @@ static int parse(int argc, char **argv, struct du_opts *o)
 			break;
 		case O_ENDPOINT:
 			o->endpoint = optarg;
+			break;
+		case O_TRANSPORT:
+			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
+				return -EINVAL;
 			break;
 		case O_REDIS:
 			o->redis_server = optarg;
@@ -814,6 +824,7 @@ int bench_durable(int argc, char **argv)
 	if (runenv_init(&b->run, "durable", argc, argv, o->dir, o->kvd, o->endpoint,
 	                o->redis_server, need_kvd) != 0)
 		goto out;
+	b->run.env.stream = o->stream;
 	b->cap = o->nbackends * o->nclients;
 	if ((b->pool = malloc(DU_POOL_BYTES)) == NULL ||
 	    (b->res = calloc(b->cap, sizeof(*b->res))) == NULL) {

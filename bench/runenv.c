@@ -130,6 +130,16 @@ int runenv_parse_backends(const char *cmd, const char *s, const char *const *all
 	return 0;
 }
 
+int runenv_parse_transport(const char *cmd, const char *s, bool *ret_stream)
+{
+	if (strcmp(s, "nng") != 0 && strcmp(s, "stream") != 0) {
+		fprintf(stderr, "kvbench %s: --transport is nng or stream, not '%s'\n", cmd, s);
+		return -EINVAL;
+	}
+	*ret_stream = strcmp(s, "stream") == 0;
+	return 0;
+}
+
 static bool find_in_path(const char *name, char *buf, size_t len)
 {
 	const char *path = getenv("PATH");

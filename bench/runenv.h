@@ -53,6 +53,9 @@ int runenv_parse_double(const char *cmd, const char *name, const char *s, double
 /* A comma-separated list of distinct numbers in lo..hi, at most max. */
 int runenv_parse_u64_list(const char *cmd, const char *name, const char *s, uint64_t lo,
                           uint64_t hi, uint64_t *vals, size_t max, size_t *ret_n);
+/* --transport: "nng" (kvd's ipc:// and tcp://) or "stream" (kv+ipc://,
+ * kv+tcp://). */
+int runenv_parse_transport(const char *cmd, const char *s, bool *ret_stream);
 /* A comma-separated list of distinct backend names of bench/ycsb_backend.h,
  * each one of allowed (NULL-terminated). */
 int runenv_parse_backends(const char *cmd, const char *s, const char *const *allowed,

@@ -6,7 +6,8 @@
  *   kvbench versions [--backend LIST] [--m LIST] [--value-size LIST]
  *                    [--keys N] [--versions N] [--threads N] [--seconds S]
  *                    [--warmup S] [--seed S] [--kvd PATH] [--endpoint URL]
- *                    [--redis-server PATH] [--dir DIR] [--quick]
+ *                    [--transport nng|stream] [--redis-server PATH]
+ *                    [--dir DIR] [--quick]
  *                    [--json | --markdown]
  *
  * For every value size of --value-size, every backend gets a fresh database
@@ -96,6 +97,7 @@ struct vs_opts {
 	size_t nsizes;
 	uint64_t keys, versions, threads, seed;
 	double seconds, warmup;
+	bool stream; /* --transport stream */
 	const char *kvd, *endpoint, *redis_server, *dir;
 	bool quick, json, markdown;
 	bool keys_set, versions_set, seconds_set, warmup_set, m_set, sizes_set, backends_set;
@@ -768,6 +770,8 @@ static void usage(FILE *f)
 	        "  --seed S              random streams (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
+	        "  --transport T         the kvd started here listens on ipc:// and tcp:// (nng,\n"
+	        "                        the default) or on kv+ipc:// and kv+tcp:// (stream)\n"
 	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: every backend, %llu keys, m 1,4, 100 B,\n"
@@ -795,6 +799,7 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 		O_SEED,
 		O_KVD,
 		O_ENDPOINT,
+		O_TRANSPORT,
 		O_REDIS,
 		O_DIR,
 		O_QUICK,
@@ -814,6 +819,7 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 	        {"seed", required_argument, NULL, O_SEED},
 	        {"kvd", required_argument, NULL, O_KVD},
 	        {"endpoint", required_argument, NULL, O_ENDPOINT},
+	        {"transport", required_argument, NULL, O_TRANSPORT},
 	        {"redis-server", required_argument, NULL, O_REDIS},
 	        {"dir", required_argument, NULL, O_DIR},
 	        {"quick", no_argument, NULL, O_QUICK},
@@ -885,6 +891,10 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 			break;
 		case O_ENDPOINT:
 			o->endpoint = optarg;
+			break;
+		case O_TRANSPORT:
+			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
+				return -EINVAL;
 			break;
 		case O_REDIS:
 			o->redis_server = optarg;
@@ -1015,6 +1025,7 @@ int bench_versions(int argc, char **argv)
 	if (runenv_init(&b->run, "versions", argc, argv, o->dir, o->kvd, o->endpoint,
 	                o->redis_server, need_kvd) != 0)
 		goto out;
+	b->run.env.stream = o->stream;
 	b->cap = o->nbackends * o->nm * o->nsizes;
 	if ((b->pool = malloc(VS_POOL_BYTES)) == NULL ||
 	    (b->res = calloc(b->cap, sizeof(*b->res))) == NULL) {

@@ -6,7 +6,8 @@
  *                [--operations N] [--threads LIST] [--load-threads N]
  *                [--target OPS] [--sync LIST] [--sync-interval-ms MS]
  *                [--warmup S] [--max-seconds S] [--seed S] [--kvd PATH]
- *                [--endpoint URL] [--redis-server PATH] [--dir DIR]
+ *                [--endpoint URL] [--transport nng|stream]
+ *                [--redis-server PATH] [--dir DIR]
  *                [--quick] [--json | --markdown]
  *
  * The sequence is the one YCSB's documentation gives ("Running a Workload",
@@ -174,6 +175,7 @@ struct yc_opts {
 	const struct yb_backend *backends[YC_BACKENDS_MAX];
 	size_t nbackends;
 	const char *kvd, *endpoint, *redis_server, *dir;
+	bool stream; /* --transport stream: kvd over kv+ipc:// and kv+tcp:// */
 	bool quick, json, markdown;
 	bool records_set, operations_set, threads_set, warmup_set, sync_set, backends_set;
 };
@@ -1231,6 +1233,9 @@ static void usage(FILE *f)
 	        "  --seed S              random streams (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
+	        "  --transport T         the kvd started here listens on nng's ipc:// and tcp://\n"
+	        "                        (nng, the default) or on kv+ipc:// and kv+tcp:// "
+	        "(stream)\n"
 	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: every workload on every backend found,\n"
@@ -1295,6 +1300,7 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 		O_SEED,
 		O_KVD,
 		O_ENDPOINT,
+		O_TRANSPORT,
 		O_REDIS,
 		O_DIR,
 		O_QUICK,
@@ -1317,6 +1323,7 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 	        {"seed", required_argument, NULL, O_SEED},
 	        {"kvd", required_argument, NULL, O_KVD},
 	        {"endpoint", required_argument, NULL, O_ENDPOINT},
+	        {"transport", required_argument, NULL, O_TRANSPORT},
 	        {"redis-server", required_argument, NULL, O_REDIS},
 	        {"dir", required_argument, NULL, O_DIR},
 	        {"quick", no_argument, NULL, O_QUICK},
@@ -1480,6 +1487,15 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			break;
 		case O_ENDPOINT:
 			o->endpoint = optarg;
+			break;
+		case O_TRANSPORT:
+			if (strcmp(optarg, "nng") != 0 && strcmp(optarg, "stream") != 0) {
+				fprintf(stderr,
+				        "kvbench ycsb: --transport is nng or stream, not '%s'\n",
+				        optarg);
+				return -EINVAL;
+			}
+			o->stream = strcmp(optarg, "stream") == 0;
 			break;
 		case O_REDIS:
 			o->redis_server = optarg;
@@ -1685,6 +1701,7 @@ int bench_ycsb(int argc, char **argv)
 	b->env.base = b->base;
 	b->env.kvd_path = b->kvd_bin[0] ? b->kvd_bin : NULL;
 	b->env.endpoint = o->endpoint;
+	b->env.stream = o->stream;
 	b->env.redis_path = b->redis_path[0] ? b->redis_path : NULL;
 
 	fprintf(b->progress, "kvbench ycsb: %s\n", b->command);

@@ -8,9 +8,10 @@
  *   kvd     read: kvc_get (the value arrives in a malloc'd copy, freed);
  *           update, insert: kvc_put, unconditional; scan: kvc_scan_open
  *           from the start key with limit = page_size = count (one round
- *           trip), values included. One libkvclient handle (one nng socket,
- *           one connection) shared by the run's threads with threads + 2
- *           contexts, as `kvbench rpc` does. The tenant is created with
+ *           trip), values included. One libkvclient handle shared by the
+ *           run's threads with threads + 2 contexts, as `kvbench rpc` does
+ *           (over nng one socket and connection; over kv+ipc/kv+tcp the
+ *           library's pool, a connection per call in flight). The tenant is created with
  *           TenantCreate (sync=always|interval|none, sync_interval_ms) and
  *           dropped with TenantDrop.
  *   redis   read: GET; update: SET of the whole record; insert: SET and
@@ -164,7 +165,9 @@ static int kvc_connect(const char *url, uint32_t contexts, kvc **ret, char *err,
 	return 0;
 }
 
-/* Starts the run's kvd (once): ipc:// and tcp://127.0.0.1 listeners, a data
+/* Starts the run's kvd (once): ipc:// and tcp://127.0.0.1 listeners (nng),
+ * or with env->stream kv+ipc:// and kv+tcp://127.0.0.1 (kvd's stream
+ * framing); a data
  * directory of its own, a config file that sets nothing. */
 static int kvd_env_up(struct yb_env *env, char *err, size_t errlen)
 {
@@ -192,8 +195,13 @@ static int kvd_env_up(struct yb_env *env, char *err, size_t errlen)
 		yb_errf(err, errlen, "no free TCP port: %s", strerror(-port));
 		return -1;
 	}
-	bench_fmt(env->kvd_ipc, sizeof env->kvd_ipc, "ipc://%s/kvd.sock", env->base);
-	bench_fmt(env->kvd_tcp, sizeof env->kvd_tcp, "tcp://127.0.0.1:%d", port);
+	if (env->stream) {
+		bench_fmt(env->kvd_ipc, sizeof env->kvd_ipc, "kv+ipc://%s/kv.sock", env->base);
+		bench_fmt(env->kvd_tcp, sizeof env->kvd_tcp, "kv+tcp://127.0.0.1:%d", port);
+	} else {
+		bench_fmt(env->kvd_ipc, sizeof env->kvd_ipc, "ipc://%s/kvd.sock", env->base);
+		bench_fmt(env->kvd_tcp, sizeof env->kvd_tcp, "tcp://127.0.0.1:%d", port);
+	}
 	args[n++] = "--data-dir";
 	args[n++] = data;
 	args[n++] = "--listen";
@@ -245,10 +253,11 @@ static const char *kvd_unavailable(const struct yb_backend *b, const struct yb_e
 	bool ipc = strcmp(b->name, "kvd-ipc") == 0;
 
 	if (env->endpoint != NULL) {
-		bool is_ipc = strncmp(env->endpoint, "ipc://", 6) == 0;
+		bool is_ipc = strncmp(env->endpoint, "ipc://", 6) == 0 ||
+		              strncmp(env->endpoint, "kv+ipc://", 9) == 0;
 		if (ipc != is_ipc)
-			return ipc ? "--endpoint is not an ipc:// URL"
-			           : "--endpoint is an ipc:// URL";
+			return ipc ? "--endpoint is not an ipc:// or kv+ipc:// URL"
+			           : "--endpoint is an ipc:// or kv+ipc:// URL";
 		return NULL;
 	}
 	return env->kvd_path == NULL ? "kvd binary not found (give it with --kvd PATH)" : NULL;

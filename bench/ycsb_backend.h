@@ -5,9 +5,11 @@
  * driver, as YCSB's CoreWorkload makes it (YCSB's DB has no such call).
  *
  * Backends:
- *   kvd-ipc, kvd-tcp   a kvd through libkvclient; the kvd is started once per
- *                      run (or given with --endpoint) and every database is
- *                      a fresh tenant with the run's sync mode;
+ *   kvd-ipc, kvd-tcp   a kvd through libkvclient, over ipc:// or tcp:// (nng),
+ *                      or kv+ipc:// or kv+tcp:// (kvd's stream framing) with
+ *                      yb_env.stream; the kvd is started once per run (or
+ *                      given with --endpoint) and every database is a fresh
+ *                      tenant with the run's sync mode;
  *   redis, redis-tcp   a redis-server started for every database (fresh
  *                      directory, AOF on), through hiredis over its Unix
  *                      socket or TCP on 127.0.0.1;
@@ -49,6 +51,8 @@ struct yb_env {
 	const char *kvd_path;   /* kvd binary to start; NULL: not found */
 	const char *endpoint;   /* --endpoint: an existing kvd, not started or stopped here */
 	const char *redis_path; /* redis-server binary; NULL: not found */
+	bool stream;            /* reach the kvd started here over kv+ipc:// and kv+tcp://
+	                           (kvd's stream framing), not nng's ipc:// and tcp:// */
 	/* the kvd, started on first use and stopped by yb_env_fini */
 	struct bench_proc kvd;
 	bool kvd_started;
