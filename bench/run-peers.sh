@@ -2,8 +2,9 @@
 # run-peers.sh — issue 4's six experiments, kvd side by side with Redis,
 # RocksDB, LevelDB and LMDB, written up in docs/BENCHMARKS.md with plots.
 #
-#   bench/run-peers.sh [--quick] [--only LIST] [--build DIR] [--no-build]
-#                      [--kvbench PATH] [--kvd PATH] [--out DIR] [--keep]
+#   bench/run-peers.sh [--quick] [--only LIST] [--transport stream|nng]
+#                      [--build DIR] [--no-build] [--kvbench PATH]
+#                      [--kvd PATH] [--out DIR] [--keep]
 #
 # Experiments (--only 1,2,…; default all):
 #   1  kvbench ycsb: YCSB A-F, 1M records, threads 1,4,16, kvd over ipc
@@ -15,6 +16,9 @@
 #   4  kvbench durable: sync=always puts at 1, 4, 16, 64 clients
 #   5  kvbench activate --keys 10000,100000,1000000,10000000
 #   6  kvbench coldstart: a new process and k = 1…1000 operations
+# The kvd that experiments 1, 3, 4 and 6 start listens on kv+ipc:// and
+# kv+tcp:// (kvd's stream framing, libkvclient's default), or with
+# --transport nng on nng's ipc:// and tcp://. Experiment 5 starts its own.
 #
 # What it does: installs what is missing (scripts/deps.sh for the build and
 # the peers' libraries, plus redis-server, gnuplot-nox and jq), builds
@@ -47,6 +51,7 @@ KVBENCH=""
 KVD=""
 OUT=""
 KEEP=0
+TRANSPORT=stream
 
 usage() {
 	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -62,6 +67,10 @@ while [ $# -gt 0 ]; do
 	--kvd) [ $# -ge 2 ] || { echo "run-peers.sh: --kvd needs a path" >&2; exit 2; }; KVD=$2; shift ;;
 	--out) [ $# -ge 2 ] || { echo "run-peers.sh: --out needs a directory" >&2; exit 2; }; OUT=$2; shift ;;
 	--keep) KEEP=1 ;;
+	--transport)
+		[ $# -ge 2 ] || { echo "run-peers.sh: --transport needs stream or nng" >&2; exit 2; }
+		case "$2" in stream|nng) TRANSPORT=$2 ;; *) echo "run-peers.sh: --transport is stream or nng, not '$2'" >&2; exit 2 ;; esac
+		shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run-peers.sh: unknown option '$1' (--help lists them)" >&2; exit 2 ;;
 	esac
@@ -205,12 +214,13 @@ run() {
 }
 
 # the argument strings are lists of words: unquoted on purpose
-if selected 1; then run 1 ycsb $Y1 --kvd "$KVD"; fi
+T="--transport $TRANSPORT"
+if selected 1; then run 1 ycsb $Y1 $T --kvd "$KVD"; fi
 if selected 2; then run 2 ycsb $Y2; fi
-if selected 3; then run 3 versions $V3 --kvd "$KVD"; fi
-if selected 4; then run 4 durable $D4 --kvd "$KVD"; fi
+if selected 3; then run 3 versions $V3 $T --kvd "$KVD"; fi
+if selected 4; then run 4 durable $D4 $T --kvd "$KVD"; fi
 if selected 5; then run 5 activate $A5 --kvd "$KVD"; fi
-if selected 6; then run 6 coldstart $C6 --kvd "$KVD"; fi
+if selected 6; then run 6 coldstart $C6 $T --kvd "$KVD"; fi
 
 # ---- the report -----------------------------------------------------------------------------
 
@@ -532,7 +542,13 @@ fi
 	echo "Written by \`bench/run-peers.sh\` (the part between each pair of run-peers"
 	echo "markers; everything else in this file is kept as it was). A full run takes"
 	echo "3 to 3.5 hours on this kind of machine; \`--only N\` reruns one experiment."
-	echo "Last run: \`bench/run-peers.sh$( [ $QUICK = 1 ] && echo " --quick")$( [ "$ONLY" != "1,2,3,4,5,6" ] && echo " --only $ONLY")\`, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, $(uname -r)."
+	echo "Last run: \`bench/run-peers.sh$( [ $QUICK = 1 ] && echo " --quick")$( [ "$ONLY" != "1,2,3,4,5,6" ] && echo " --only $ONLY") --transport $TRANSPORT\`,"
+	echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, Linux $(uname -r). kvd is reached over"
+	if [ $TRANSPORT = stream ]; then
+		echo "kv+ipc:// and kv+tcp:// (its stream framing) in experiments 1, 3, 4 and 6."
+	else
+		echo "nng's ipc:// and tcp:// in experiments 1, 3, 4 and 6."
+	fi
 	echo
 } > "$WORK/md/0.md"
 
