@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -28,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#define LISTENER_SUSPECT_MS 10000 /* listeners_watch: probed every turn this long */
+#define LISTENER_PROBE_MS   5000  /* and every this long in any case */
 
 enum { CONN_RECV, CONN_DELAY, CONN_SEND };
 
@@ -187,16 +191,22 @@ static void ensure_ipc_dir(const char *url)
 static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
                          size_t errlen);
 
-/* A counter from nng's statistics of listener `l` (0 when absent). */
+/* A counter from nng's statistics of listener `l` (0 when absent); name
+ * NULL: the sum of its error counters. */
 static uint64_t listener_stat(nng_listener l, const char *name)
 {
+	static const char *const errors[] = {"other", "canceled", "disconnect", "timeout",
+	                                     "proto", "auth",     "oom",        "reject"};
 	nng_stat *all, *ls, *st;
 	uint64_t v = 0;
 
 	if (nng_stats_get(&all) != 0)
 		return 0;
-	if ((ls = nng_stat_find_listener(all, l)) != NULL && (st = nng_stat_find(ls, name)) != NULL)
-		v = nng_stat_value(st);
+	if ((ls = nng_stat_find_listener(all, l)) != NULL) {
+		for (size_t i = 0; i < (name == NULL ? sizeof(errors) / sizeof(errors[0]) : 1); i++)
+			if ((st = nng_stat_find(ls, name == NULL ? errors[i] : name)) != NULL)
+				v += nng_stat_value(st);
+	}
 	nng_stats_free(all);
 	return v;
 }
@@ -257,7 +267,9 @@ static bool listener_alive(struct kvd *d, int i)
 		nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_NONE);
 		nng_dialer_set_ptr(dl, NNG_OPT_TLS_CONFIG, tls);
 	}
-	if (nng_dialer_start(dl, 0) == 0) {
+	/* non-blocking: a dead listener must not hold the main thread (and the
+	 * watchdog) for nng's 10 s handshake timeout */
+	if (nng_dialer_start(dl, NNG_FLAG_NONBLOCK) == 0) {
 		t0 = now_ms();
 		while (!(alive = listener_stat(l, "accept") > before) && now_ms() - t0 < 3000)
 			poll(NULL, 0, 20);
@@ -283,26 +295,42 @@ void listeners_watch(struct kvd *d)
 	char err[512];
 
 	for (int i = 0; i < d->nlisteners && !atomic_load(&d->stopping); i++) {
-		uint64_t errors = listener_stat(d->listeners[i], "other");
+		uint64_t errors = listener_stat(d->listeners[i], NULL), now = now_ms();
 		nng_listener l;
 		int rv;
 
-		if (errors == d->listener_errors[i])
+		/* The connection that kills a listener may come after a probe
+		 * found it alive (the errors of a burst are counted one by one):
+		 * a listener stays suspect, and is probed every turn, for
+		 * LISTENER_SUSPECT_MS after its error count last moved. */
+		if (errors != d->listener_errors[i]) {
+			klog(LOG_DEBUG, "%s: %" PRIu64 " accept errors", d->listener_url[i],
+			     errors);
+			d->listener_errors[i] = errors;
+			d->listener_suspect_ms[i] = now + LISTENER_SUSPECT_MS;
+		}
+		/* and every LISTENER_PROBE_MS in any case: nng 1.5 can also lose
+		 * its accept without counting an error */
+		if (now >= d->listener_suspect_ms[i] &&
+		    now - d->listener_probed_ms[i] < LISTENER_PROBE_MS)
 			continue;
-		d->listener_errors[i] = errors;
-		if (listener_alive(d, i))
+		d->listener_probed_ms[i] = now;
+		/* replacing closes the listener's connections: only when a second
+		 * probe agrees with the first */
+		if (listener_alive(d, i) || listener_alive(d, i))
 			continue;
-		klog(LOG_WARNING, "%s stopped accepting connections (a peer left during the "
-		                  "handshake); replacing the listener",
+		klog(LOG_WARNING,
+		     "%s stopped accepting connections (a peer left during the "
+		     "handshake); replacing the listener",
 		     d->listener_url[i]);
 		nng_listener_close(d->listeners[i]);
 		if ((rv = listener_open(d, d->listener_url[i], &l, err, sizeof(err))) != 0) {
 			klog(LOG_ERR, "%s; retrying in a second", err);
-			d->listener_errors[i] = UINT64_MAX; /* try again next time */
-			continue;
+			continue; /* still suspect: the next turn tries again */
 		}
 		d->listeners[i] = l;
-		d->listener_errors[i] = listener_stat(l, "other");
+		d->listener_errors[i] = listener_stat(l, NULL);
+		d->listener_suspect_ms[i] = now + LISTENER_SUSPECT_MS;
 		atomic_fetch_add(&d->listener_restarts, 1);
 	}
 }
@@ -353,7 +381,7 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[n], err, errlen)) != 0)
 			return rv;
 		d->listener_url[n] = d->cfg.listen[k];
-		d->listener_errors[n] = listener_stat(d->listeners[n], "other");
+		d->listener_errors[n] = listener_stat(d->listeners[n], NULL);
 		d->nlisteners = n + 1;
 		klog(LOG_INFO, "listening on %s", d->cfg.listen[k]);
 	}
