@@ -39,7 +39,7 @@
 #include <xxhash.h>
 
 #define DEDUP_CAP 65536u
-#define DEDUP_BUCKETS 4096u
+#define DEDUP_BUCKETS 65536u /* as many as entries: chains of about one */
 #define DEDUP_TTL_MS (120u * 1000u)
 
 struct busy {
@@ -73,7 +73,7 @@ struct worker {
 	int qfd;
 	int epfd;
 	struct busy *busy;
-	struct dd_ent *dd_bucket[DEDUP_BUCKETS];
+	struct dd_ent **dd_bucket; /* DEDUP_BUCKETS */
 	struct dd_ent *dd_head, *dd_tail;
 	uint32_t dd_n;
 };
@@ -558,6 +558,8 @@ int workers_start(struct kvd *d)
 	for (i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
 		struct epoll_event ev;
+		if ((w->dd_bucket = calloc(DEDUP_BUCKETS, sizeof(*w->dd_bucket))) == NULL)
+			return -ENOMEM;
 		w->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		if (w->qfd < 0 || w->epfd < 0)
@@ -595,6 +597,7 @@ void workers_stop(struct kvd *d)
 			free(e->reply);
 			free(e);
 		}
+		free(w->dd_bucket);
 		if (w->qfd >= 0)
 			close(w->qfd);
 		if (w->epfd >= 0)
