@@ -141,9 +141,10 @@ void job_reply_error(struct job *j, uint64_t id, int status, const char *msg);
 void job_release(struct job *j);
 /* Decodes the request in body (which j->msg or j->body holds) and answers
  * it, queues it, or runs it at once when self (the calling worker, or
- * NULL) owns its tenant. */
-void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
-                      struct worker *self);
+ * NULL) owns its tenant. Returns the worker that owns the request's tenant,
+ * or -1 when none does (answered at once, or Compact). */
+int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
+                     struct worker *self);
 
 /* stream.c: kvd's own framing on stream sockets (kv+ipc://, kv+tcp://) */
 bool stream_url(const char *url);

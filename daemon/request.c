@@ -47,8 +47,8 @@ void job_reply_error(struct job *j, uint64_t id, int status, const char *msg)
 	job_reply(j, &rp);
 }
 
-void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
-                      struct worker *self)
+int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
+                     struct worker *self)
 {
 	const char *emsg = NULL;
 	uint32_t owner;
@@ -61,11 +61,11 @@ void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len
 	if (rpc_req_decode(&j->req, &d->lim, body, len, &status, &emsg) != 0) {
 		klog(LOG_DEBUG, "rejected request: %s", emsg);
 		job_reply_error(j, j->req.id, status, emsg);
-		return;
+		return -1;
 	}
 	if (atomic_load(&d->stopping) && j->req.method != RPC_HEALTH) {
 		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
-		return;
+		return -1;
 	}
 	if (j->req.timeout_ms)
 		j->deadline_ms = now_ms() + j->req.timeout_ms;
@@ -77,20 +77,20 @@ void request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len
 		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
 		              atomic_load(&d->stopping), &rp);
 		job_reply(j, &rp);
-		return;
+		return -1;
 	}
 	case RPC_KIND_MAINT:
 		maint_post(d, j);
-		return;
+		return -1;
 	default:
 		owner = worker_of(d, j->req.tenant);
 		if (self != NULL && worker_id(self) == owner) {
 			worker_run(self, j);
-			return;
+			return (int)owner;
 		}
 		if (!worker_post(d, owner, j))
 			job_reply_error(j, j->req.id, RPC_RESOURCE_EXHAUSTED,
 			                "too many requests queued, try again");
-		return;
+		return (int)owner;
 	}
 }

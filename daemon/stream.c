@@ -11,16 +11,19 @@
  *   - that worker reads it from its own loop (stream_event): frames are
  *     decoded and dispatched at once (request_dispatch runs the worker's own
  *     tenants' requests on the spot, queues the others on their owners);
+ *     a connection whose requests keep going to one other worker's tenants
+ *     moves to that worker (sconn_migrate_locked);
  *   - whichever thread answers a request writes the reply itself
  *     (sconn_job_reply): straight to the socket when nothing is queued
  *     before it, else behind the queued bytes, which the reading worker
  *     sends when the socket takes more (EPOLLOUT).
  *
  * Invariants:
- *   1. Only the reading worker reads a connection, registers or removes it
- *      in its epoll set, and closes its descriptor (under c->mu, setting
- *      c->dead). Everyone else only writes replies, under c->mu, and never
- *      once c->dead is set.
+ *   1. Only the reading worker (c->worker) reads a connection, registers or
+ *      removes it in an epoll set, hands it to another worker, and closes
+ *      its descriptor (under c->mu, setting c->dead). Everyone else only
+ *      writes replies and changes the events asked for in c->worker's set,
+ *      under c->mu, and never once c->dead is set.
  *   2. c->refs = 1 (the reader's, until it closed the connection) + requests
  *      in flight; the connection is freed by whoever drops the last one.
  *   3. A connection is not read while it has STREAM_IN_FLIGHT_MAX requests
@@ -78,6 +81,7 @@
 #define STREAM_OUT_HARD        (256u << 20) /* queued reply bytes that end the connection */
 #define STREAM_BACKLOG         1024
 #define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
+#define STREAM_MIGRATE_AFTER   16           /* requests in a row for another worker's tenants */
 #define STREAM_ACCEPT_PAUSE_MS 100          /* after EMFILE and the like */
 #define STREAM_DISCARD_MAX     (128u << 20) /* bytes read and dropped after a framing error */
 
@@ -92,6 +96,8 @@ struct sconn {
 	uint8_t *in;
 	size_t in_len, in_cap;
 	bool hello_read;
+	int foreign_owner; /* the worker owning the last requests' tenants, */
+	uint32_t foreign;  /* when not this one: how many in a row */
 	/* c->mu guards everything below */
 	pthread_mutex_t mu;
 	int fd;
@@ -372,6 +378,7 @@ static bool sconn_request(struct worker *w, struct sconn *c, const uint8_t *p, s
 	struct kvd *d = c->s->d;
 	struct job *j = calloc(1, sizeof(*j));
 	uint8_t *body = malloc(len);
+	int owner;
 
 	if (j == NULL || body == NULL) {
 		free(j);
@@ -387,7 +394,13 @@ static bool sconn_request(struct worker *w, struct sconn *c, const uint8_t *p, s
 	c->in_flight++;
 	c->refs++;
 	pthread_mutex_unlock(&c->mu);
-	request_dispatch(d, j, body, len, w);
+	owner = request_dispatch(d, j, body, len, w);
+	if (owner >= 0 && (uint32_t)owner != c->worker) {
+		c->foreign = owner == c->foreign_owner ? c->foreign + 1 : 1;
+		c->foreign_owner = owner;
+	} else if (owner >= 0) {
+		c->foreign = 0;
+	}
 	return true;
 }
 
@@ -545,6 +558,29 @@ static void sconn_read(struct worker *w, struct sconn *c)
 	}
 }
 
+/* With c->mu held, on the reading worker, as the last thing it does with
+ * the connection: hands its reading to the worker that owns the tenants its
+ * requests go to, so that they run where they are read instead of crossing
+ * to that worker's queue one by one. */
+static void sconn_migrate_locked(struct sconn *c)
+{
+	struct kvd *d = c->s->d;
+	uint32_t to = (uint32_t)c->foreign_owner;
+
+	c->foreign = 0;
+	if (worker_watch(d, c->worker, EPOLL_CTL_DEL, c->fd, 0, NULL) != 0) {
+		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
+		return;
+	}
+	if (worker_watch(d, to, EPOLL_CTL_ADD, c->fd, c->events, c) != 0) {
+		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
+		if (worker_watch(d, c->worker, EPOLL_CTL_ADD, c->fd, c->events, c) != 0)
+			c->broken = true; /* unreachable; its replies go nowhere */
+		return;
+	}
+	c->worker = to;
+}
+
 void stream_event(struct worker *w, void *tag, uint32_t events)
 {
 	struct sconn *c = tag;
@@ -566,6 +602,8 @@ void stream_event(struct worker *w, void *tag, uint32_t events)
 	done = sconn_finished_locked(c);
 	if (!done)
 		sconn_update_events(c);
+	if (!done && c->foreign >= STREAM_MIGRATE_AFTER)
+		sconn_migrate_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (done)
 		sconn_close(c);
@@ -716,6 +754,7 @@ static void stream_adopt(struct stream *s, int fd, bool tcp)
 	c->fd = fd;
 	c->refs = 1;
 	c->events = EPOLLIN | EPOLLRDHUP;
+	c->foreign_owner = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_lock(&s->mu);
 	c->worker = s->next_worker++ % d->nworkers;
