@@ -1,11 +1,15 @@
 #!/bin/sh
 # Installs what kvd needs to build, test and benchmark on Debian 12 (run as root).
+# build-essential brings gcc's ASan, UBSan and TSan runtimes; the fuzz build
+# (-Dfuzz=true) needs clang and its libFuzzer and sanitizer runtimes, which
+# clang only recommends.
 set -e
 export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential meson ninja-build pkg-config cmake
  liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
  libisal-dev libxxhash-dev libinih-dev libjansson-dev
- librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server"
+ librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server
+ clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
