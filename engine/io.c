@@ -3,11 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <liburing.h>
+#include <linux/falloc.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <unistd.h>
 
 int io_backend_open(enum kv_io mode, int efd, struct kv_io_fault *fault, struct io_backend **ret)
@@ -97,6 +97,30 @@ int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t
 	return 0;
 }
 
+int io_pread_upto(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off,
+                  size_t *ret_got)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+	int rv;
+
+	if (f != NULL && f->on_read != NULL && (rv = f->on_read(f->arg, fd, off, len)) < 0)
+		return rv;
+	while (got < len) {
+		ssize_t n = pread(fd, p + got, len - got, (off_t)(off + got));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	*ret_got = got;
+	return 0;
+}
+
 static void record(struct kv_io_fault *f, const struct kv_io_event *ev)
 {
 	if (f != NULL && f->record != NULL)
@@ -105,7 +129,8 @@ static void record(struct kv_io_fault *f, const struct kv_io_event *ev)
 
 static void record_write(struct kv_io_fault *f, int fd, uint64_t off, const void *buf, size_t len)
 {
-	struct kv_io_event ev = {.type = KV_IO_EV_WRITE, .fd = fd, .off = off, .buf = buf, .len = len};
+	struct kv_io_event ev = {
+	        .type = KV_IO_EV_WRITE, .fd = fd, .off = off, .buf = buf, .len = len};
 
 	if (len > 0)
 		record(f, &ev);
@@ -194,7 +219,8 @@ int io_create(struct kv_io_fault *f, int dirfd, const char *name, int flags, int
 
 int io_rename(struct kv_io_fault *f, int dirfd, const char *from, const char *to)
 {
-	struct kv_io_event ev = {.type = KV_IO_EV_RENAME, .dirfd = dirfd, .name = from, .name2 = to};
+	struct kv_io_event ev = {
+	        .type = KV_IO_EV_RENAME, .dirfd = dirfd, .name = from, .name2 = to};
 	int rv;
 
 	if ((rv = dirop_check(f, &ev)) < 0)

@@ -97,6 +97,10 @@ int io_read_batch(struct kv_io_fault *f, bool uring, struct io_rd *v, size_t n);
 
 /* Blocking helpers; all return 0 or -errno. A read past end of file is -EIO. */
 int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off);
+/* Up to len bytes; fewer only at the end of the file (*ret_got says how
+ * many). One pread for a record whose size is only guessed. */
+int io_pread_upto(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off,
+                  size_t *ret_got);
 int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, uint64_t off);
 int io_fdatasync(struct kv_io_fault *f, int fd);
 int io_fsync(struct kv_io_fault *f, int fd);

@@ -26,12 +26,14 @@ void rec_read_release(struct rec_read *r)
 	r->buf = NULL;
 }
 
-/* Reads and checks the record at loc in segment s. */
-static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hint,
+/* Reads and checks the record at loc in segment s. size_hint: its size
+ * when known (exact), or a guess (a key's older versions are usually the
+ * size of its newer ones: one read instead of two when it is right), or 0. */
+static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hint, bool exact,
                        const void *key, size_t key_len, bool want_value, struct rec_read *ret)
 {
 	uint64_t off = loc_off(loc), avail = UINT64_MAX;
-	size_t first = size_hint ? size_hint : REC_HEADER_SIZE + key_len;
+	size_t first = size_hint ? size_hint : REC_HEADER_SIZE + key_len, got;
 	uint8_t *buf;
 	int rv;
 
@@ -42,7 +44,15 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 		first = REC_HEADER_SIZE + key_len;
 	if ((buf = malloc(first)) == NULL)
 		return -ENOMEM;
-	if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf, first, off)) != 0) {
+	if (exact || first == REC_HEADER_SIZE + key_len) {
+		rv = io_read(db->opt.fault, db->read_uring, s->fd, buf, first, off);
+	} else if ((rv = io_pread_upto(db->opt.fault, s->fd, buf, first, off, &got)) == 0) {
+		/* a guess may reach past the end of the file */
+		if (got < REC_HEADER_SIZE + key_len)
+			rv = -EIO;
+		first = got;
+	}
+	if (rv != 0) {
 		free(buf);
 		return rv == -EIO ? KV_ECORRUPT : rv;
 	}
@@ -54,19 +64,19 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 	}
 	if (want_value) {
 		size_t size = (size_t)rec_size(ret->h.key_len, ret->h.value_len);
-		if (size != first) {
+		if (size < first && exact) {
+			free(buf);
+			return KV_ECORRUPT;
+		}
+		if (size > first) {
 			uint8_t *nb;
-			if (size < first) {
-				free(buf);
-				return KV_ECORRUPT;
-			}
 			if ((nb = realloc(buf, size)) == NULL) {
 				free(buf);
 				return -ENOMEM;
 			}
 			buf = nb;
-			if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first, size - first,
-			                        off + first)) != 0) {
+			if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first,
+			                  size - first, off + first)) != 0) {
 				free(buf);
 				return rv == -EIO ? KV_ECORRUPT : rv;
 			}
@@ -86,6 +96,20 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 	return 0;
 }
 
+/* read_at with a guess of the record's size (read_in_seg). */
+static int read_at_guess(kv_db *db, uint64_t loc, uint32_t size_guess, const void *key,
+                         size_t key_len, bool want_value, struct rec_read *ret)
+{
+	struct seg *s;
+	int rv;
+
+	if ((rv = db_seg_acquire(db, loc, &s, &loc)) != 0)
+		return rv;
+	rv = read_in_seg(db, s, loc, size_guess, false, key, key_len, want_value, ret);
+	db_seg_release(s);
+	return rv;
+}
+
 int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_value,
             struct rec_read *ret)
 {
@@ -94,7 +118,7 @@ int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_
 
 	if ((rv = db_seg_acquire(db, loc, &s, &loc)) != 0)
 		return rv;
-	rv = read_in_seg(db, s, loc, 0, key, key_len, want_value, ret);
+	rv = read_in_seg(db, s, loc, 0, false, key, key_len, want_value, ret);
 	db_seg_release(s);
 	return rv;
 }
@@ -209,7 +233,7 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 			db_seg_release(s);
 			return KV_ENOTFOUND;
 		}
-		rv = read_in_seg(db, s, loc, e.size, key, key_len, true, &r);
+		rv = read_in_seg(db, s, loc, e.size, true, key, key_len, true, &r);
 		db_seg_release(s);
 		if (rv != 0)
 			return rv;
@@ -220,7 +244,8 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 		db_seg_release(s);
 		for (;;) {
 			rv = chain_find(db, key, key_len, &e, stop_at_version, &t, true, &r);
-			if (rv != KV_ECOMPACTED || atomic_load(&db->seg_epoch) == epoch || ++tries > 3)
+			if (rv != KV_ECOMPACTED || atomic_load(&db->seg_epoch) == epoch ||
+			    ++tries > 3)
 				break;
 			/* a merge retired segments under the walk: start again */
 			epoch = atomic_load(&db->seg_epoch);
@@ -269,6 +294,7 @@ int kv_versions(kv_db *db, const void *key, size_t key_len, uint32_t limit, uint
 	struct kv_version *v = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t loc, now, last = UINT64_MAX, epoch;
+	uint32_t guess;
 	bool truncated = false;
 	int rv, tries = 0;
 
@@ -286,13 +312,15 @@ restart:
 	db_seg_release(s);
 	now = db_now(db);
 	loc = loc_make(e.seg, e.off);
+	guess = e.size;
 	while (n < limit) {
 		struct rec_read r;
 		bool take;
 
 		/* one read per version, so a merge cannot retire the segment
-		 * between the header and the value */
-		rv = read_at(db, loc, key, key_len, with_values, &r);
+		 * between the header and the value; its size guessed from the
+		 * newer one's */
+		rv = read_at_guess(db, loc, with_values ? guess : 0, key, key_len, with_values, &r);
 		if (rv == -ENOENT && atomic_load(&db->seg_epoch) != epoch && ++tries <= 3) {
 			/* a merge retired segments under the walk: start again */
 			kv_versions_free(v, n);
@@ -341,6 +369,7 @@ restart:
 			}
 			n++;
 		}
+		guess = (uint32_t)rec_size(r.h.key_len, r.h.value_len);
 		rec_read_release(&r);
 		if (r.h.prev_seg == 0) {
 			truncated = (r.h.flags & REC_F_HISTORY_CUT) != 0;
