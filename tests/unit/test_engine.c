@@ -1,12 +1,12 @@
 /* test_engine.c — every engine operation and its edge cases, through the public API. */
 #include "testutil.h"
 
-#include <cmocka.h>
 #include <pthread.h>
+#include <sys/select.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <sys/select.h>
+#include <cmocka.h>
 
 struct fx {
 	char *dir;
@@ -287,8 +287,7 @@ static void test_versions_of_many_sizes(void **state)
 		if (round == 0) {
 			for (size_t i = 0; i < N; i++) {
 				memset(buf, (int)('a' + i), sizes[i]);
-				assert_int_equal(
-				        kv_put(f->db, "k", 1, buf, sizes[i], NULL, &ver[i]), 0);
+				assert_int_equal(kv_put(f->db, "k", 1, buf, sizes[i], NULL, &ver[i]), 0);
 				put(f->db, "filler", "x"); /* other keys between versions */
 			}
 		}
@@ -540,24 +539,12 @@ static void test_batch(void **state)
 	uint64_t v0 = put(f->db, "exists", "x");
 
 	memset(ops, 0, sizeof(ops));
-	ops[0] = (struct kv_op){.type = KV_OP_PUT,
-	                        .key = "b1",
-	                        .key_len = 2,
-	                        .value = "1",
-	                        .value_len = 1,
-	                        .if_version = KV_ANY_VERSION};
-	ops[1] = (struct kv_op){.type = KV_OP_PUT,
-	                        .key = "b2",
-	                        .key_len = 2,
-	                        .value = "2",
-	                        .value_len = 1,
-	                        .if_version = KV_ANY_VERSION};
-	ops[2] = (struct kv_op){.type = KV_OP_PUT,
-	                        .key = "exists",
-	                        .key_len = 6,
-	                        .value = "y",
-	                        .value_len = 1,
-	                        .if_version = v0 + 1000};
+	ops[0] = (struct kv_op){.type = KV_OP_PUT, .key = "b1", .key_len = 2, .value = "1",
+	                        .value_len = 1, .if_version = KV_ANY_VERSION};
+	ops[1] = (struct kv_op){.type = KV_OP_PUT, .key = "b2", .key_len = 2, .value = "2",
+	                        .value_len = 1, .if_version = KV_ANY_VERSION};
+	ops[2] = (struct kv_op){.type = KV_OP_PUT, .key = "exists", .key_len = 6, .value = "y",
+	                        .value_len = 1, .if_version = v0 + 1000};
 	/* a failed condition: nothing applied */
 	assert_int_equal(kv_batch(f->db, ops, 3), KV_ECONFLICT);
 	assert_int_equal(ops[2].status, KV_ECONFLICT);
@@ -567,8 +554,8 @@ static void test_batch(void **state)
 	check_value(f->db, "exists", "x");
 	/* the same batch with the right version applies all, in order */
 	ops[2].if_version = v0;
-	ops[3] = (struct kv_op){
-	        .type = KV_OP_DELETE, .key = "b1", .key_len = 2, .if_version = KV_ANY_VERSION};
+	ops[3] = (struct kv_op){.type = KV_OP_DELETE, .key = "b1", .key_len = 2,
+	                        .if_version = KV_ANY_VERSION};
 	assert_int_equal(kv_batch(f->db, ops, 4), 0);
 	assert_true(ops[0].version < ops[1].version && ops[1].version < ops[2].version &&
 	            ops[2].version < ops[3].version);
@@ -576,18 +563,10 @@ static void test_batch(void **state)
 	check_value(f->db, "b2", "2");
 	check_value(f->db, "exists", "y");
 	/* an op sees the op before it: put then CAS on the new version */
-	ops[0] = (struct kv_op){.type = KV_OP_PUT,
-	                        .key = "c",
-	                        .key_len = 1,
-	                        .value = "1",
-	                        .value_len = 1,
-	                        .if_version = 0};
-	ops[1] = (struct kv_op){.type = KV_OP_PUT,
-	                        .key = "c",
-	                        .key_len = 1,
-	                        .value = "2",
-	                        .value_len = 1,
-	                        .if_version = KV_ANY_VERSION};
+	ops[0] = (struct kv_op){.type = KV_OP_PUT, .key = "c", .key_len = 1, .value = "1",
+	                        .value_len = 1, .if_version = 0};
+	ops[1] = (struct kv_op){.type = KV_OP_PUT, .key = "c", .key_len = 1, .value = "2",
+	                        .value_len = 1, .if_version = KV_ANY_VERSION};
 	assert_int_equal(kv_batch(f->db, ops, 2), 0);
 	reopen(f);
 	check_value(f->db, "c", "2");
@@ -706,11 +685,8 @@ static void test_submit_process(void **state)
 	memset(done, 0, sizeof(done));
 	for (i = 0; i < 64; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "q%02d", i);
-		ops[i] = (struct kv_op){.type = KV_OP_PUT,
-		                        .key = keys[i],
-		                        .key_len = 3,
-		                        .value = keys[i],
-		                        .value_len = 3,
+		ops[i] = (struct kv_op){.type = KV_OP_PUT, .key = keys[i], .key_len = 3,
+		                        .value = keys[i], .value_len = 3,
 		                        .if_version = KV_ANY_VERSION};
 		reqs[i] = (struct kv_req){.ops = &ops[i], .n = 1, .done = on_done, .arg = &done[i]};
 		assert_int_equal(kv_submit(f->db, &reqs[i]), 0);
@@ -802,23 +778,23 @@ static void test_group_commit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_put_get, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_empty_value_and_binary_keys, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_size_limits, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_delete_and_cas, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_versions_and_as_of, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_versions_of_many_sizes, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_scan_ff_prefix, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_scan_snapshot_and_as_of, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_max_keys, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_submit_process, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_put_get, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_value_and_binary_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_size_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_and_cas, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_versions_and_as_of, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_versions_of_many_sizes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_ff_prefix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_snapshot_and_as_of, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_max_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_submit_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
