@@ -13,10 +13,11 @@
  *
  * Invariants:
  *   1. A busy tenant holds one store reference, so it is not passivated
- *      while writes are in flight; it leaves the busy list (and epoll) when
- *      none are in flight and maintenance is not attached. (Keeping idle
- *      tenants registered would save an epoll_ctl pair per write, but would
- *      pin them against the open-file budget's passivation.)
+ *      while writes are in flight; it leaves the busy list (and epoll) once
+ *      none have been in flight for BUSY_LINGER_MS (at most BUSY_LINGER_MAX
+ *      idle ones linger so) and maintenance is not attached. (Staying registered for good would pin
+ * idle tenants against the open-file budget's passivation; leaving at once cost an epoll_ctl pair
+ * per write.)
  *   2. A write with a client id is applied at most once per (client, id):
  *      a repeat while the first is in flight waits for its reply, a repeat
  *      after it gets a copy of that reply.
@@ -38,9 +39,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define DEDUP_CAP 65536u
-#define DEDUP_BUCKETS 65536u /* as many as entries: chains of about one */
-#define DEDUP_TTL_MS (120u * 1000u)
+#define DEDUP_CAP       65536u
+#define DEDUP_BUCKETS   65536u /* as many as entries: chains of about one */
+#define DEDUP_TTL_MS    (120u * 1000u)
+#define BUSY_LINGER_MS  1000u /* drive_busy */
+#define BUSY_LINGER_MAX 4u    /* idle tenants kept so, at most (each pins its files) */
 
 struct busy {
 	enum ep_kind kind; /* EP_TENANT: first, for the loop's epoll events */
@@ -49,6 +52,7 @@ struct busy {
 	int fd;
 	uint32_t inflight;
 	uint32_t attached;
+	uint64_t idle_since_ms; /* nothing in flight since then; 0: something is */
 	struct busy *next;
 };
 
@@ -139,8 +143,9 @@ int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, vo
 	memset(&ev, 0, sizeof(ev));
 	ev.events = events;
 	ev.data.ptr = tag;
-	return epoll_ctl(d->workers[wi].epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev) == 0 ? 0
-	                                                                                 : -errno;
+	return epoll_ctl(d->workers[wi].epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev) == 0
+	               ? 0
+	               : -errno;
 }
 
 /* ---- de-duplication of writes ------------------------------------------- */
@@ -260,14 +265,26 @@ static struct busy *busy_get(struct worker *w, kv_tenant *t)
 	return b;
 }
 
-/* Drives every busy tenant once; drops the ones with nothing left. */
-static void drive_busy(struct worker *w)
+/* Drives every busy tenant once; drops the ones that have had nothing in
+ * flight for BUSY_LINGER_MS (kept that long, a tenant written to again and
+ * again is not taken out of and put back into the epoll set per write), and
+ * all idle ones but the BUSY_LINGER_MAX newest; with `now_for` set, that
+ * one at once if it has nothing in flight. */
+static void drive_busy_now(struct worker *w, struct busy *now_for)
 {
 	struct busy **pp = &w->busy, *b;
+	uint64_t now = now_ms();
+	uint32_t lingering = 0;
 
 	while ((b = *pp) != NULL) {
 		kv_process(b->db);
-		if (b->inflight == 0 && b->attached == 0) {
+		if (b->inflight > 0 || b->attached > 0)
+			b->idle_since_ms = 0;
+		else if (b->idle_since_ms == 0)
+			b->idle_since_ms = now;
+		if (b->inflight == 0 && b->attached == 0 &&
+		    (now - b->idle_since_ms >= BUSY_LINGER_MS || b == now_for ||
+		     lingering++ >= BUSY_LINGER_MAX || atomic_load(&w->d->quit))) {
 			*pp = b->next;
 			epoll_ctl(w->epfd, EPOLL_CTL_DEL, b->fd, NULL);
 			kv_store_put_unused(w->d->store, b->t);
@@ -276,6 +293,11 @@ static void drive_busy(struct worker *w)
 		}
 		pp = &b->next;
 	}
+}
+
+static void drive_busy(struct worker *w)
+{
+	drive_busy_now(w, NULL);
 }
 
 /* Runs the loop for one tenant until its writes are answered. */
@@ -436,11 +458,11 @@ static void run_tenant_op(struct worker *w, struct job *j)
 	if (b != NULL) {
 		if (b->attached > 0) {
 			job_reply_error(j, j->req.id, RPC_UNAVAILABLE,
-			                 "tenant busy: a merge is running, try again");
+			                "tenant busy: a merge is running, try again");
 			return;
 		}
 		drain_tenant(w, b);
-		drive_busy(w); /* lets go of the tenant */
+		drive_busy_now(w, b); /* lets go of the tenant */
 	}
 	rpc_reply_init(&rp);
 	rpc_run_tenant(d->store, &j->req, &rp);
@@ -474,7 +496,7 @@ void worker_run(struct worker *w, struct job *j)
 		poll(NULL, 0, (int)w->d->job_delay_ms);
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
 		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
-		                 "deadline passed before the request ran; nothing was done");
+		                "deadline passed before the request ran; nothing was done");
 		return;
 	}
 	switch (j->req.kind) {

@@ -217,6 +217,7 @@ static int validate_req(kv_db *db, struct kv_req *req)
 
 int write_submit(kv_db *db, struct kv_req *req)
 {
+	bool wake;
 	int rv;
 
 	if ((rv = validate_req(db, req)) != 0)
@@ -231,13 +232,17 @@ int write_submit(kv_db *db, struct kv_req *req)
 		pthread_mutex_unlock(&db->mu);
 		return KV_ECLOSED;
 	}
+	/* the event fd wakes the loop for the first request of an empty queue;
+	 * the driver takes the whole queue under db->mu, so a request queued
+	 * behind others is taken with them */
+	wake = db->q_head == NULL;
 	if (db->q_tail)
 		db->q_tail->next_ = req;
 	else
 		db->q_head = req;
 	db->q_tail = req;
 	pthread_mutex_unlock(&db->mu);
-	if (db->opt.external_loop)
+	if (db->opt.external_loop && wake)
 		io_signal(db->efd);
 	return 0;
 }
@@ -771,8 +776,9 @@ int kv_process(kv_db *db)
 {
 	uint64_t v;
 
-	while (db->efd >= 0 && read(db->efd, &v, sizeof(v)) > 0)
-		;
+	/* one read takes the whole count */
+	if (db->efd >= 0 && read(db->efd, &v, sizeof(v)) < 0 && errno != EAGAIN && errno != EINTR)
+		return -errno;
 	pthread_mutex_lock(&db->mu);
 	if (db->driving) {
 		pthread_mutex_unlock(&db->mu);
