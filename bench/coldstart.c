@@ -977,8 +977,9 @@ static void usage(FILE *f)
 	        "  --seed S              key choice (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on ipc:// and tcp:// (nng,\n"
-	        "                        the default) or on kv+ipc:// and kv+tcp:// (stream)\n"
+	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
+	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
+	        "                        (nng)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
 	        "                        options win)\n"
@@ -1346,6 +1347,7 @@ int bench_coldstart(int argc, char **argv)
 	o->value_size = CS_VALUE_DEFAULT;
 	o->repeat = CS_REPEAT_DEFAULT;
 	o->seed = 1;
+	o->stream = true; /* libkvclient's default transport */
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
 		return rv > 0 ? 0 : 2;

@@ -614,8 +614,9 @@ static void usage(FILE *f)
 	        "  --seed S              random value bytes (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on ipc:// and tcp:// (nng,\n"
-	        "                        the default) or on kv+ipc:// and kv+tcp:// (stream)\n"
+	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
+	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
+	        "                        (nng)\n"
 	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
@@ -812,6 +813,7 @@ int bench_durable(int argc, char **argv)
 	o->seconds = DU_SECONDS_DEFAULT;
 	o->warmup = DU_WARMUP_DEFAULT;
 	o->seed = 1;
+	o->stream = true; /* libkvclient's default transport */
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
 		free(h);

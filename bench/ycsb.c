@@ -1233,9 +1233,9 @@ static void usage(FILE *f)
 	        "  --seed S              random streams (default 1)\n"
 	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on nng's ipc:// and tcp://\n"
-	        "                        (nng, the default) or on kv+ipc:// and kv+tcp:// "
-	        "(stream)\n"
+	        "  --transport T         the kvd started here listens on kv+ipc:// and kv+tcp://\n"
+	        "                        (stream, the default) or on nng's ipc:// and tcp://\n"
+	        "                        (nng)\n"
 	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
 	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
 	        "  --quick               smoke run: every workload on every backend found,\n"
@@ -1635,6 +1635,7 @@ int bench_ycsb(int argc, char **argv)
 	o = &b->o;
 	o->records = YC_RECORDS_DEFAULT;
 	o->operations = YC_OPERATIONS_DEFAULT;
+	o->stream = true; /* libkvclient's default transport */
 	o->threads[0] = 1;
 	o->nthreads = 1;
 	o->syncs[0] = YB_SYNC_INTERVAL;
