@@ -498,7 +498,8 @@ static inline void kvd_cleanup(struct kvd_proc *k, bool keep_dir)
 		waitpid(k->pid, NULL, 0);
 		h_track(k->pid, false);
 	}
-	if (!keep_dir)
+	/* KVTEST_KEEP=1 keeps every scratch directory (and kvd's log) */
+	if (!keep_dir && getenv("KVTEST_KEEP") == NULL)
 		tu_rmtree(k->dir);
 	free(k->dir);
 	free(k->data);

@@ -205,7 +205,8 @@ static void put_str(kvc *c, const struct kvc_call *call, const char *k, const ch
 	int rv = kvc_put(c, call, k, strlen(k), v, strlen(v), NULL, ret_version);
 
 	if (rv != 0)
-		fail_msg("put %s: %s", k, kvc_code_name(rv));
+		fail_msg("put %s: %s '%s'", k, kvc_code_name(rv),
+		         call != NULL && call->status != NULL ? call->status->message : "");
 }
 
 /* Get k and compare with v (NULL: must be NOT_FOUND). */
