@@ -11,7 +11,8 @@
  * median run by ops/s and the spread):
  *   1. starts kvd (fork/exec; --kvd, default ../daemon/kvd next to this
  *      executable) on a fresh data directory, listening on ipc:// and
- *      tcp://127.0.0.1, with a config file whose only setting is
+ *      tcp://127.0.0.1 (nng) and on kv+ipc:// and kv+tcp://127.0.0.1 (its
+ *      stream framing), with a config file whose only setting is
  *      [tenant-defaults] sync = none; creates the tenant "durable" with
  *      sync=always (TenantCreate) and preloads N keys into both tenants
  *      (Batch);
@@ -604,7 +605,7 @@ struct rb_opts {
 	double seconds, warmup;
 	unsigned threads[RB_TLIST_MAX];
 	size_t nthreads;
-	bool ipc, tcp;
+	bool ipc, tcp, kvipc, kvtcp; /* --transports */
 	uint64_t keys;
 	unsigned window;
 	bool per_thread_handles;
@@ -629,6 +630,7 @@ struct rb_bench {
 	char fs[64];
 	char config_text[256];
 	char ipc_url[RB_PATH_MAX + 16], tcp_url[64];
+	char kvipc_url[RB_PATH_MAX + 16], kvtcp_url[64];
 	struct bench_proc kvd;
 	bool kvd_started;
 	int kvd_stop_rv; /* the first failure to exit 0 */
@@ -734,14 +736,14 @@ static const char *state_name(enum rb_state s)
 
 static void row_head(FILE *f)
 {
-	fprintf(f, "%-8s %-4s %-9s %-6s %-9s %4s %4s %10s %8s %8s %8s %8s %6s\n", "section", "tr",
+	fprintf(f, "%-8s %-6s %-9s %-6s %-9s %4s %4s %10s %8s %8s %8s %8s %6s\n", "section", "tr",
 	        "op", "sync", "mode", "thr", "win", "ops/s", "p50 us", "p99 us", "p999 us",
 	        "max us", "errors");
 }
 
 static void row_text(FILE *f, const struct rb_cell *c)
 {
-	fprintf(f, "%-8s %-4s %-9s %-6s %-9s %4u %4u ", c->section,
+	fprintf(f, "%-8s %-6s %-9s %-6s %-9s %4u %4u ", c->section,
 	        c->transport[0] ? c->transport : "-", c->op, c->sync[0] ? c->sync : "-", c->mode,
 	        c->threads, c->window);
 	if (c->state != CELL_OK) {
@@ -1290,12 +1292,22 @@ static int kvd_up(struct rb_bench *b)
 	bench_fmt(b->ipc_url, sizeof b->ipc_url, "ipc://%s/kvd-%u.sock", b->base, b->rep + 1);
 	snprintf(b->tcp_url, sizeof b->tcp_url, "tcp://127.0.0.1:%d", port);
 	snprintf(listen_ipc, sizeof listen_ipc, "%s", b->ipc_url);
+	bench_fmt(b->kvipc_url, sizeof b->kvipc_url, "kv+ipc://%s/kv-%u.sock", b->base, b->rep + 1);
+	if ((port = bench_free_tcp_port()) < 0) {
+		fprintf(stderr, "kvbench rpc: no free TCP port: %s\n", strerror(-port));
+		return -1;
+	}
+	snprintf(b->kvtcp_url, sizeof b->kvtcp_url, "kv+tcp://127.0.0.1:%d", port);
 	args[n++] = "--data-dir";
 	args[n++] = data;
 	args[n++] = "--listen";
 	args[n++] = listen_ipc;
 	args[n++] = "--listen";
 	args[n++] = b->tcp_url;
+	args[n++] = "--listen";
+	args[n++] = b->kvipc_url;
+	args[n++] = "--listen";
+	args[n++] = b->kvtcp_url;
 	args[n++] = "--config";
 	args[n++] = conf;
 	if (b->o.kvd_workers) {
@@ -1362,10 +1374,15 @@ static void kvd_grid(struct rb_bench *b)
 {
 	const struct rb_opts *o = &b->o;
 
-	for (int tr = 0; tr < 2; tr++) {
-		const char *name = tr == 0 ? "ipc" : "tcp";
-		const char *url = tr == 0 ? b->ipc_url : b->tcp_url;
-		if ((tr == 0 && !o->ipc) || (tr == 1 && !o->tcp))
+	for (int tr = 0; tr < 4; tr++) {
+		static const char *const names[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
+		const char *name = names[tr];
+		const char *url = tr == 0   ? b->ipc_url
+		                  : tr == 1 ? b->tcp_url
+		                  : tr == 2 ? b->kvipc_url
+		                            : b->kvtcp_url;
+		bool on = tr == 0 ? o->ipc : tr == 1 ? o->tcp : tr == 2 ? o->kvipc : o->kvtcp;
+		if (!on)
 			continue;
 		for (size_t i = 0; o->rows[R_HEALTH] && i < o->nthreads; i++)
 			kvd_cell(b, name, url, "health", "", "", o->threads[i], 0);
@@ -1680,7 +1697,7 @@ static void echo_cells(struct rb_bench *b, bool own)
 	}
 	for (int tr = 0; tr < 2; tr++) {
 		const char *url = tr == 0 ? ipc_url : tcp_url;
-		if ((tr == 0 && !b->o.ipc) || (tr == 1 && !b->o.tcp))
+		if ((tr == 0 && !b->o.ipc && !b->o.kvipc) || (tr == 1 && !b->o.tcp && !b->o.kvtcp))
 			continue;
 		for (size_t i = 0; i < b->o.nthreads; i++) {
 			struct rb_cell *c = cell_new(b, section, tr == 0 ? "ipc" : "tcp", "echo",
@@ -1903,7 +1920,8 @@ static void raw_cells(struct rb_bench *b)
 		struct raw_srv *s = calloc(1, sizeof(*s));
 		struct rb_run proto;
 		char err[RB_ERR_MAX];
-		if ((tr == 0 && !b->o.ipc) || (tr == 1 && !b->o.tcp)) {
+		if ((tr == 0 && !b->o.ipc && !b->o.kvipc) ||
+		    (tr == 1 && !b->o.tcp && !b->o.kvtcp)) {
 			free(s);
 			continue;
 		}
@@ -2302,8 +2320,11 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 	for (size_t i = 0; i < b->o.nthreads; i++)
 		if (b->o.threads[i] > top)
 			top = b->o.threads[i];
-	for (int tr = 0; tr < 2 && n + 1 < max; tr++) {
-		const char *t = tr == 0 ? "ipc" : "tcp";
+	for (int tr = 0; tr < 4 && n + 1 < max; tr++) {
+		/* kvd's rows over nng (ipc, tcp) and over its stream framing
+		 * (kv+ipc, kv+tcp), each against the plain socket of its kind */
+		static const char *const kvd_tr[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
+		const char *t = kvd_tr[tr], *base = tr % 2 == 0 ? "ipc" : "tcp";
 		static const struct {
 			const char *section, *op, *sync, *label;
 		} steps[] = {
@@ -2321,8 +2342,12 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 
 		used += (size_t)snprintf(l, 512, "%s, p50 at 1 thread:", t);
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
-			const struct rb_cell *c = find_cell(b, steps[i].section, t, steps[i].op,
-			                                    steps[i].sync, "blocking", 1);
+			bool kvd = strcmp(steps[i].section, "kvd") == 0;
+			const struct rb_cell *c;
+			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+				continue;
+			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
+			              steps[i].sync, "blocking", 1);
 			if (c == NULL)
 				continue;
 			if (strcmp(steps[i].op, "put") == 0 && prev != NULL &&
@@ -2347,8 +2372,12 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 		used = (size_t)snprintf(l, 512, "%s, ops/s at %u threads:", t, top);
 		any = false;
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
-			const struct rb_cell *c = find_cell(b, steps[i].section, t, steps[i].op,
-			                                    steps[i].sync, "blocking", top);
+			bool kvd = strcmp(steps[i].section, "kvd") == 0;
+			const struct rb_cell *c;
+			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+				continue;
+			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
+			              steps[i].sync, "blocking", top);
 			if (c == NULL)
 				continue;
 			used += (size_t)snprintf(l + used, 512 - used, "%s %s %.0f", any ? ";" : "",
@@ -2550,13 +2579,14 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: kvbench rpc [options]\n"
-	        "Get/Put throughput and latency through a kvd this command starts, over ipc://\n"
-	        "and tcp://127.0.0.1, with nng, plain-socket, disk and sockperf baselines.\n"
+	        "Get/Put throughput and latency through a kvd this command starts, over nng's\n"
+	        "ipc:// and tcp://127.0.0.1 and its own kv+ipc:// and kv+tcp://, with nng,\n"
+	        "plain-socket, disk and sockperf baselines.\n"
 	        "  --kvd PATH          kvd binary (default ../daemon/kvd next to kvbench)\n"
 	        "  --seconds S         measured seconds per cell (default %.0f)\n"
 	        "  --warmup S          warm-up seconds per cell, not recorded (default %.0f)\n"
 	        "  --threads LIST      client threads per cell, comma-separated (default 1,4,16)\n"
-	        "  --transports LIST   ipc,tcp (default both)\n"
+	        "  --transports LIST   ipc,tcp,kv+ipc,kv+tcp (default all)\n"
 	        "  --keys N            keys preloaded per tenant (default %llu)\n"
 	        "  --window W          pipelined cells: async calls in flight (default %d)\n"
 	        "  --handles MODE      shared: one kvc handle for a cell's threads (default);\n"
@@ -2697,21 +2727,27 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			break;
 		case O_TRANSPORTS:
 			snprintf(buf, sizeof buf, "%s", optarg);
-			o->ipc = o->tcp = false;
+			o->ipc = o->tcp = o->kvipc = o->kvtcp = false;
 			for (char *t = strtok_r(buf, ",", &save); t != NULL;
 			     t = strtok_r(NULL, ",", &save)) {
 				if (strcmp(t, "ipc") == 0) {
 					o->ipc = true;
 				} else if (strcmp(t, "tcp") == 0) {
 					o->tcp = true;
+				} else if (strcmp(t, "kv+ipc") == 0) {
+					o->kvipc = true;
+				} else if (strcmp(t, "kv+tcp") == 0) {
+					o->kvtcp = true;
 				} else {
 					fprintf(stderr,
-					        "kvbench rpc: unknown transport '%s' (ipc, tcp)\n",
+					        "kvbench rpc: unknown transport '%s' (ipc, tcp, "
+					        "kv+ipc, "
+					        "kv+tcp)\n",
 					        t);
 					return -EINVAL;
 				}
 			}
-			if (!o->ipc && !o->tcp) {
+			if (!o->ipc && !o->tcp && !o->kvipc && !o->kvtcp) {
 				fprintf(stderr, "kvbench rpc: --transports is empty\n");
 				return -EINVAL;
 			}
@@ -2940,7 +2976,7 @@ int bench_rpc(int argc, char **argv)
 	o->threads[1] = 4;
 	o->threads[2] = 16;
 	o->nthreads = 3;
-	o->ipc = o->tcp = true;
+	o->ipc = o->tcp = o->kvipc = o->kvtcp = true;
 	o->keys = RB_KEYS_DEFAULT;
 	o->window = RB_WINDOW_DEFAULT;
 	o->repeat = 1;
