@@ -437,14 +437,19 @@ static void test_keys_and_values(void **state)
 		EXPECT_CODE(st, kvc_put(c2, &call, "huge", 4, huge, n, NULL, NULL),
 		            KVC_INVALID_ARGUMENT, "max_message_size");
 		kvc_close(c2);
-		c2 = client_open(client_url(&api_kvd), NULL, 1500);
-		rv = CALL(st, kvc_put(c2, &call, "huge", 4, huge, n, NULL, NULL));
-		/* nng drops it; the stream transport answers before it hangs up */
-		if (use_nng ? rv != -KVC_DEADLINE_EXCEEDED && rv != -KVC_UNAVAILABLE
-		            : rv != -KVC_RESOURCE_EXHAUSTED || strstr(st.message, "frame of") == NULL)
-			fail_msg("oversized request: %s '%s'", kvc_code_name(rv), st.message);
-		assert_int_equal(st.code, -rv);
-		kvc_close(c2);
+		/* The stream transport answers it before it hangs up. (nng drops
+		 * it and the connection, which test_kvd.c's message size test
+		 * covers; closing this handle while its dialer reconnects is how
+		 * peers leave nng 1.5.2 listeners mid-handshake, which kvd repairs
+		 * by replacing the listener and so its other connections.) */
+		if (!use_nng) {
+			c2 = client_open(client_url(&api_kvd), NULL, 1500);
+			rv = CALL(st, kvc_put(c2, &call, "huge", 4, huge, n, NULL, NULL));
+			if (rv != -KVC_RESOURCE_EXHAUSTED || strstr(st.message, "frame of") == NULL)
+				fail_msg("oversized request: %s '%s'", kvc_code_name(rv), st.message);
+			assert_int_equal(st.code, -rv);
+			kvc_close(c2);
+		}
 		free(huge);
 		check_str(api, NULL, "huge", NULL);
 	}
