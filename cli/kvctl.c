@@ -179,8 +179,9 @@ int kvctl_connect(struct kvctl *k)
 
 	if (rv == -KVC_INVALID_ARGUMENT)
 		return kvctl_usage(k,
-		                   "cannot use endpoint '%s' (a URL such as ipc:///path, "
-		                   "tcp://host:port or tls+tcp://host:port)",
+		                   "cannot use endpoint '%s' (a URL such as kv+ipc:///path, "
+		                   "kv+tcp://host:port, "
+		                   "ipc:///path, tcp://host:port or tls+tcp://host:port)",
 		                   k->opts.endpoint);
 	if (rv != 0)
 		return kvctl_error(k, "cannot open a client for %s: %s", k->opts.endpoint,
