@@ -44,6 +44,7 @@ void kv_options_init(struct kv_options *o)
 	o->external_loop = false;
 	o->create_if_missing = true;
 	o->lock = true;
+	o->mmap_reads = true;
 }
 
 static uint64_t realtime_ms(void *arg)
@@ -152,6 +153,18 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 	return -ENOENT;
 }
 
+void db_seg_map(kv_db *db, struct seg *s, bool active)
+{
+	uint64_t len = s->size;
+
+	if (!db->map_reads)
+		return;
+	/* the active segment grows: map as far as it will be appended to */
+	if (active && len < db->opt.segment_size)
+		len = db->opt.segment_size;
+	seg_map_set(s, len);
+}
+
 void db_seg_release(struct seg *s)
 {
 	if (s == NULL)
@@ -163,7 +176,7 @@ void db_seg_release(struct seg *s)
 /* ---- META -------------------------------------------------------------- */
 
 #define META_MAGIC "KVDMETA\1"
-#define META_SIZE 28u
+#define META_SIZE  28u
 
 int db_meta_write(kv_db *db, uint64_t floor)
 {
@@ -218,14 +231,14 @@ static int hint_gen_rec(void *arg, const struct seg_scan_rec *r)
 {
 	struct hint_gen *g = arg;
 	struct hint_ent e = {
-		.type = r->h.type,
-		.flags = r->h.flags,
-		.key_len = r->h.key_len,
-		.version = r->h.version,
-		.off = (uint32_t)r->off,
-		.size = (uint32_t)r->size,
-		.expiry_ms = r->h.expiry_ms,
-		.key = r->key,
+	        .type = r->h.type,
+	        .flags = r->h.flags,
+	        .key_len = r->h.key_len,
+	        .version = r->h.version,
+	        .off = (uint32_t)r->off,
+	        .size = (uint32_t)r->size,
+	        .expiry_ms = r->h.expiry_ms,
+	        .key = r->key,
 	};
 	return hint_writer_add(&g->w, &e);
 }
@@ -597,6 +610,14 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)
 		goto fail;
+	/* mapped reads, except where tests inject read faults */
+	db->map_reads = o.mmap_reads && o.fault == NULL && io_map_available();
+	if (db->map_reads) {
+		pthread_mutex_lock(&db->seg_mu);
+		for (size_t i = 0; i < db->nsegs; i++)
+			db_seg_map(db, db->segs[i], db->segs[i] == db->active);
+		pthread_mutex_unlock(&db->seg_mu);
+	}
 	db->last_sync_ms = db_now(db);
 	db->rinfo.elapsed_us = (realtime_ms(NULL) - t0) * 1000;
 	if (o.background && !o.external_loop) {

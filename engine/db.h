@@ -84,6 +84,7 @@ struct kv_db {
 	struct kv_options opt;
 	struct io_backend *io;
 	bool read_uring; /* reads through each thread's ring (io_uring in use) */
+	bool map_reads;  /* records read through mappings (iomap.c) when they can be */
 
 	pthread_rwlock_t kd_lock;
 	struct keydir *kd;
@@ -182,6 +183,9 @@ struct rec_read {
  * record of key. With want_value the whole record is read and its crc
  * checked; otherwise the header and key are read and the header bounds
  * checked. -ENOENT: the location was dropped by merge. */
+/* Asks for mapped reads of s (sealed: its size; the active segment: as far
+ * as it will grow), when the database reads so. */
+void db_seg_map(kv_db *db, struct seg *s, bool active);
 int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_value,
             struct rec_read *ret);
 void rec_read_release(struct rec_read *r);

@@ -97,6 +97,13 @@ int io_read_batch(struct kv_io_fault *f, bool uring, struct io_rd *v, size_t n);
 
 /* Blocking helpers; all return 0 or -errno. A read past end of file is -EIO. */
 int io_pread_full(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off);
+/* Mapped reads (iomap.c). io_map_available: whether they can be used in
+ * this process (installs the SIGBUS handler once). io_map_copy: len bytes
+ * from a mapping; -EIO when the kernel could not produce a page (then read
+ * them with pread for the real error). */
+bool io_map_available(void);
+int io_map_copy(void *dst, const void *src, size_t len);
+
 /* Up to len bytes; fewer only at the end of the file (*ret_got says how
  * many). One pread for a record whose size is only guessed. */
 int io_pread_upto(struct kv_io_fault *f, int fd, void *buf, size_t len, uint64_t off,

@@ -288,6 +288,7 @@ static int out_finish(struct merge_ctx *m)
 	s->size = m->out_len;
 	s->sealed = true;
 	s->has_hint = true;
+	db_seg_map(db, s, false);
 	pthread_mutex_lock(&db->seg_mu);
 	rv = segtab_insert_locked(db, s);
 	pthread_mutex_unlock(&db->seg_mu);

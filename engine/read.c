@@ -2,8 +2,9 @@
  * read.c — point reads and version chains.
  *
  * A read looks the key up in the key directory and reads the record at the
- * location found, with one read through the calling thread's io_uring ring
- * (io.c; pread when io_uring is not available). Only bytes whose crc
+ * location found: a copy through the segment's mapping (iomap.c) when it
+ * has one, else one read through the calling thread's io_uring ring (io.c;
+ * pread when io_uring is not available). Only bytes whose crc
  * matched are returned. Older versions are reached by
  * following each record's previous-location field; a location in a segment
  * merge retired is looked up in the relocation map, and one with no
@@ -33,7 +34,8 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
                        const void *key, size_t key_len, bool want_value, struct rec_read *ret)
 {
 	uint64_t off = loc_off(loc), avail = UINT64_MAX;
-	size_t first = size_hint ? size_hint : REC_HEADER_SIZE + key_len, got;
+	size_t first = size_hint ? size_hint : REC_HEADER_SIZE + key_len, got, map_len;
+	const uint8_t *map;
 	uint8_t *buf;
 	int rv;
 
@@ -44,7 +46,12 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 		first = REC_HEADER_SIZE + key_len;
 	if ((buf = malloc(first)) == NULL)
 		return -ENOMEM;
-	if (exact || first == REC_HEADER_SIZE + key_len) {
+	map = seg_map(s, &map_len);
+	if (!exact && map != NULL && off < map_len && first > map_len - off)
+		first = map_len - off; /* a guess stops where the mapping does */
+	if (map != NULL && off + first <= map_len && io_map_copy(buf, map + off, first) == 0) {
+		rv = 0; /* (a page the kernel could not give: pread below says why) */
+	} else if (exact || first == REC_HEADER_SIZE + key_len) {
 		rv = io_read(db->opt.fault, db->read_uring, s->fd, buf, first, off);
 	} else if ((rv = io_pread_upto(db->opt.fault, s->fd, buf, first, off, &got)) == 0) {
 		/* a guess may reach past the end of the file */
@@ -75,8 +82,13 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 				return -ENOMEM;
 			}
 			buf = nb;
-			if ((rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first,
-			                  size - first, off + first)) != 0) {
+			if (map != NULL && off + size <= map_len &&
+			    io_map_copy(buf + first, map + off + first, size - first) == 0)
+				rv = 0;
+			else
+				rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first,
+				             size - first, off + first);
+			if (rv != 0) {
 				free(buf);
 				return rv == -EIO ? KV_ECORRUPT : rv;
 			}

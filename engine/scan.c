@@ -20,15 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_KEYS 128
-#define PREFETCH_GAP 4096u           /* read across holes up to this size */
+#define PAGE_KEYS     128
+#define PREFETCH_GAP  4096u          /* read across holes up to this size */
 #define PREFETCH_SPAN (256u * 1024u) /* one read covers at most this much */
 
 struct page_ent {
 	size_t key_off;
 	uint32_t key_len;
 	struct kd_entry e;
-	bool pf;       /* the record was read with its neighbours, at pbuf + pf_off */
+	bool pf; /* the record was read with its neighbours, at pbuf + pf_off */
 	size_t pf_off;
 };
 
@@ -402,7 +402,24 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 			}
 			i = j;
 		}
-		io_read_batch(db->opt.fault, db->read_uring, rd, ng);
+		/* groups a mapping covers are copied; the others go out at once */
+		{
+			struct io_rd rest[PAGE_KEYS];
+			size_t nrest = 0, map_len, idx[PAGE_KEYS];
+			for (g = 0; g < ng; g++) {
+				const uint8_t *map = seg_map(segs[g], &map_len);
+				if (map != NULL && rd[g].off + rd[g].len <= map_len &&
+				    io_map_copy(rd[g].buf, map + rd[g].off, rd[g].len) == 0) {
+					rd[g].res = 0;
+					continue;
+				}
+				idx[nrest] = g;
+				rest[nrest++] = rd[g];
+			}
+			io_read_batch(db->opt.fault, db->read_uring, rest, nrest);
+			for (size_t r = 0; r < nrest; r++)
+				rd[idx[r]].res = rest[r].res;
+		}
 		for (g = 0; g < ng; g++) {
 			if (rd[g].res == 0) {
 				for (size_t k = gfirst[g]; k < glast[g]; k++) {
@@ -447,7 +464,8 @@ again:
 			struct rec_header h;
 			rec_decode_header(rec, &h);
 			if (rec_check_header(&h, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, e.size) == 0 &&
-			    rec_size(h.key_len, h.value_len) == e.size && h.key_len == pe->key_len &&
+			    rec_size(h.key_len, h.value_len) == e.size &&
+			    h.key_len == pe->key_len &&
 			    memcmp(rec + REC_HEADER_SIZE, key, h.key_len) == 0 &&
 			    rec_verify(rec, e.size) == 0) {
 				ret->key = key;

@@ -9,10 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,42 @@ static void lru_append(struct seg *s)
 	s->in_lru = true;
 }
 
+/* With fdc.mu held: the mapping goes with the descriptor. */
+static void seg_unmap_locked(struct seg *s)
+{
+	const uint8_t *m = atomic_load_explicit(&s->map, memory_order_relaxed);
+
+	if (m != NULL)
+		munmap((void *)m, s->map_len);
+	atomic_store_explicit(&s->map, NULL, memory_order_relaxed);
+	s->map_len = 0;
+}
+
+/* With fdc.mu held and fd open: maps the file when asked to (a failure
+ * leaves reads on pread). */
+static void seg_map_locked(struct seg *s)
+{
+	void *p;
+
+	if (atomic_load_explicit(&s->map, memory_order_relaxed) != NULL || s->map_hint == 0 ||
+	    s->fd < 0 || s->map_hint > SIZE_MAX)
+		return;
+	p = mmap(NULL, (size_t)s->map_hint, PROT_READ, MAP_SHARED, s->fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	s->map_len = (size_t)s->map_hint;
+	/* readers that pinned before see the length once they see the map */
+	atomic_store_explicit(&s->map, (const uint8_t *)p, memory_order_release);
+}
+
+const uint8_t *seg_map(struct seg *s, size_t *ret_len)
+{
+	const uint8_t *m = atomic_load_explicit(&s->map, memory_order_acquire);
+
+	*ret_len = m != NULL ? s->map_len : 0;
+	return m;
+}
+
 /* Closes least recently used unpinned files until under the budget. */
 static void fdc_trim(size_t room)
 {
@@ -71,6 +108,7 @@ static void fdc_trim(size_t room)
 	while (fdc.open + room > fdc.budget && fdc.head != NULL) {
 		struct seg *v = fdc.head;
 		lru_remove(v);
+		seg_unmap_locked(v);
 		close(v->fd);
 		v->fd = -1;
 		fdc.open--;
@@ -125,9 +163,21 @@ int seg_pin(struct seg *s)
 	}
 	lru_remove(s);
 	s->pins++;
+	seg_map_locked(s);
 	fd = s->fd;
 	pthread_mutex_unlock(&fdc.mu);
 	return fd;
+}
+
+void seg_map_set(struct seg *s, uint64_t len)
+{
+	pthread_mutex_lock(&fdc.mu);
+	/* a mapping made for another length goes once nobody reads through it */
+	if (atomic_load_explicit(&s->map, memory_order_relaxed) != NULL && s->map_len != len &&
+	    s->pins == 0)
+		seg_unmap_locked(s);
+	s->map_hint = len;
+	pthread_mutex_unlock(&fdc.mu);
 }
 
 void seg_unpin(struct seg *s)
@@ -281,6 +331,7 @@ void seg_unref(struct seg *s)
 		return;
 	pthread_mutex_lock(&fdc.mu);
 	lru_remove(s);
+	seg_unmap_locked(s);
 	if (s->fd >= 0) {
 		close(s->fd);
 		fdc.open--;
@@ -377,8 +428,8 @@ static bool plausible_at(struct window *w, uint64_t off, uint32_t max_key, uint3
 }
 
 int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage,
-             void *arg, struct seg_scan_result *ret)
+             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage, void *arg,
+             struct seg_scan_result *ret)
 {
 	struct window w = {.f = f, .fd = fd, .file_size = file_size};
 	struct seg_scan_result res = {.valid_end = SEG_HEADER_SIZE};
@@ -417,7 +468,8 @@ int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key
 				if ((rv = damage(arg, off, q - off, ok ? &d : NULL)) != 0)
 					goto out;
 				/* the window may have moved: read the good record again */
-				if ((rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size)) != 0)
+				if ((rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size)) !=
+				    0)
 					goto out;
 			}
 			off = q;

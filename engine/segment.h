@@ -49,6 +49,13 @@ struct seg {
 	bool has_hint;
 	bool retired;
 	uint64_t reserved; /* [driver] bytes of the active segment fallocate'd so far */
+	/* Mapped reads: while fd is open and map_hint is set, the first map_len
+	 * (= map_hint) bytes of the file are mapped read-only at map, set up
+	 * by seg_pin and torn down with the descriptor (both under the file
+	 * budget's lock), so a reader holding a pin may read through it. */
+	uint64_t map_hint;
+	_Atomic(const uint8_t *) map; /* stored (release) after map_len */
+	size_t map_len;
 };
 
 /* Names: buf must hold SEG_NAME_MAX bytes. */
@@ -78,6 +85,12 @@ void seg_unref(struct seg *s);
  */
 int seg_pin(struct seg *s); /* the descriptor, or -errno */
 void seg_unpin(struct seg *s);
+/* Asks for mapped reads of the first `len` bytes (0: none) from the next
+ * seg_pin on. */
+void seg_map_set(struct seg *s, uint64_t len);
+/* For a pinned segment: its mapping (NULL: none) and, when there is one,
+ * how many bytes it covers. */
+const uint8_t *seg_map(struct seg *s, size_t *ret_len);
 
 /* ---- scanning ---------------------------------------------------------- */
 

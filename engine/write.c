@@ -330,6 +330,7 @@ int write_roll(kv_db *db)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
 	db->tail = SEG_HEADER_SIZE;
+	db_seg_map(db, ns, true);
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes += SEG_HEADER_SIZE;
 	pthread_rwlock_unlock(&db->kd_lock);

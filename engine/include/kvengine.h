@@ -97,6 +97,10 @@ struct kv_options {
 	bool create_if_missing;     /* default true */
 	bool lock;                  /* flock path/LOCK while open; default true (a store locks its
 	                               whole directory instead) */
+	bool mmap_reads;            /* read records through read-only mappings of the log
+	                               files (a page the kernel cannot read is an error,
+	                               not a crash: the engine installs a SIGBUS handler
+	                               that passes other faults on); default true */
 	kv_clock_fn clock;          /* default: CLOCK_REALTIME */
 	void *clock_arg;
 	struct kv_io_fault *fault;  /* test-only I/O fault injection; NULL in production */
