@@ -61,6 +61,7 @@
 #define CS_FRAME_HDR  4
 #define CS_READ_SMALL 4096        /* a blocking call's first read */
 #define CS_READ_CHUNK (64u << 10) /* the reader thread's reads */
+#define CS_STALE_MS   100         /* pooled connections idle longer are checked first */
 
 /* "kvd\0" and the framing version 1 (PROTOCOL.md). */
 static const uint8_t cs_hello[CS_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
@@ -69,7 +70,8 @@ struct cconn {
 	int fd;
 	bool hello_sent;
 	bool hello_read;
-	struct cconn *next; /* the idle pool */
+	int64_t idle_since_ms; /* given back to the pool then */
+	struct cconn *next;    /* the idle pool */
 };
 
 struct apend {
@@ -260,11 +262,16 @@ static int cc_dial(struct cstream *s, struct client_op *op, struct cconn **ret)
 }
 
 /* A pooled connection that turned readable while nobody waited for a reply
- * was closed by the server (or is out of step): not to be used. */
-static bool cc_stale(const struct cconn *cc)
+ * was closed by the server (or is out of step): not to be used. Checked
+ * (one poll) only for a connection idle for CS_STALE_MS or more: one used a
+ * moment ago is taken as is (if the server went away in between, the call
+ * fails with UNAVAILABLE; it was not received). */
+static bool cc_stale(const struct cconn *cc, int64_t now)
 {
 	struct pollfd p = {cc->fd, POLLIN, 0};
 
+	if (now - cc->idle_since_ms < CS_STALE_MS)
+		return false;
 	return poll(&p, 1, 0) != 0;
 }
 
@@ -436,6 +443,7 @@ static void slot_give_locked(struct cstream *s)
 int cstream_run(struct cstream *s, struct client_op *op)
 {
 	struct cconn *cc, *stale = NULL;
+	int64_t now;
 	int rv;
 
 	if (nng_msg_len(op->req) > s->max_message_size)
@@ -447,9 +455,10 @@ int cstream_run(struct cstream *s, struct client_op *op)
 		pthread_mutex_unlock(&s->mu);
 		return rv;
 	}
+	now = client_now_ms();
 	while ((cc = s->idle) != NULL) {
 		s->idle = cc->next;
-		if (!cc_stale(cc))
+		if (!cc_stale(cc, now))
 			break;
 		cc->next = stale;
 		stale = cc;
@@ -473,6 +482,7 @@ int cstream_run(struct cstream *s, struct client_op *op)
 		cc_close(cc);
 		goto out;
 	}
+	cc->idle_since_ms = client_now_ms();
 	pthread_mutex_lock(&s->mu);
 	cc->next = s->idle;
 	s->idle = cc;
