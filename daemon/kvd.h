@@ -94,9 +94,7 @@ struct kvd {
 	nng_listener listeners[KVD_LISTEN_MAX];
 	const char *listener_url[KVD_LISTEN_MAX]; /* its address, in cfg.listen */
 	int nlisteners;
-	uint64_t listener_errors[KVD_LISTEN_MAX]; /* nng's "other" count last seen */
-	uint64_t listener_suspect_ms[KVD_LISTEN_MAX]; /* probed each turn until then */
-	uint64_t listener_probed_ms[KVD_LISTEN_MAX];  /* last probe */
+	uint64_t listener_probed_ms[KVD_LISTEN_MAX]; /* last probe (listeners_watch) */
 	_Atomic uint64_t listener_restarts;       /* listeners replaced (listeners_watch) */
 	struct conn *conns;
 	uint32_t nconns;

@@ -18,7 +18,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <netinet/in.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -30,8 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define LISTENER_SUSPECT_MS 10000 /* listeners_watch: probed every turn this long */
-#define LISTENER_PROBE_MS   5000  /* and every this long in any case */
+#define LISTENER_PROBE_MS 2000 /* listeners_watch probes each nng listener this often */
 
 enum { CONN_RECV, CONN_DELAY, CONN_SEND };
 
@@ -191,22 +189,37 @@ static void ensure_ipc_dir(const char *url)
 static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
                          size_t errlen);
 
-/* A counter from nng's statistics of listener `l` (0 when absent); name
- * NULL: the sum of its error counters. */
+/* The statistics scope of listener `l` under `st`. (nng 1.5.2's
+ * nng_stat_find_listener returns the first listener's whatever `l` is: its
+ * search below the root ignores the id.) */
+static nng_stat *listener_scope(nng_stat *st, nng_listener l)
+{
+	for (; st != NULL; st = nng_stat_next(st)) {
+		nng_stat *c, *found;
+		if (nng_stat_type(st) == NNG_STAT_SCOPE &&
+		    strcmp(nng_stat_name(st), "listener") == 0) {
+			for (c = nng_stat_child(st); c != NULL; c = nng_stat_next(c))
+				if (strcmp(nng_stat_name(c), "id") == 0 &&
+				    (uint32_t)nng_stat_value(c) == (uint32_t)nng_listener_id(l))
+					return st;
+			continue;
+		}
+		if ((found = listener_scope(nng_stat_child(st), l)) != NULL)
+			return found;
+	}
+	return NULL;
+}
+
+/* A counter from nng's statistics of listener `l` (0 when absent). */
 static uint64_t listener_stat(nng_listener l, const char *name)
 {
-	static const char *const errors[] = {"other", "canceled", "disconnect", "timeout",
-	                                     "proto", "auth",     "oom",        "reject"};
 	nng_stat *all, *ls, *st;
 	uint64_t v = 0;
 
 	if (nng_stats_get(&all) != 0)
 		return 0;
-	if ((ls = nng_stat_find_listener(all, l)) != NULL) {
-		for (size_t i = 0; i < (name == NULL ? sizeof(errors) / sizeof(errors[0]) : 1); i++)
-			if ((st = nng_stat_find(ls, name == NULL ? errors[i] : name)) != NULL)
-				v += nng_stat_value(st);
-	}
+	if ((ls = listener_scope(all, l)) != NULL && (st = nng_stat_find(ls, name)) != NULL)
+		v = nng_stat_value(st);
 	nng_stats_free(all);
 	return v;
 }
@@ -284,35 +297,26 @@ static bool listener_alive(struct kvd *d, int i)
  * nng 1.5's listeners stop accepting for good when a peer disconnects in the
  * middle of the SP handshake (nng issue #1518, fixed in nng 1.6): the
  * transport passes the connection's NNG_ECLOSED up as if the listener had
- * been closed. That error is counted in the listener's "other" statistic.
- * When the count moves, a probe connection tells whether the listener still
- * accepts; if not, it is replaced by a new one on the same address. Closing
- * it also closes the connections it had accepted; their clients reconnect
- * and nng's REQ sockets resend the requests that were in flight.
+ * been closed (a client closing its socket while its dialer reconnects does
+ * it). Every LISTENER_PROBE_MS a probe connection tells whether each
+ * listener still accepts (its "accept" count moves); when two probes in a
+ * row say no, the listener is replaced by a new one on the same address.
+ * Closing it also closes the connections it had accepted; their clients
+ * reconnect (libkvclient's calls in flight on them fail with UNAVAILABLE).
  */
 void listeners_watch(struct kvd *d)
 {
 	char err[512];
 
 	for (int i = 0; i < d->nlisteners && !atomic_load(&d->stopping); i++) {
-		uint64_t errors = listener_stat(d->listeners[i], NULL), now = now_ms();
+		uint64_t now = now_ms();
 		nng_listener l;
 		int rv;
 
-		/* The connection that kills a listener may come after a probe
-		 * found it alive (the errors of a burst are counted one by one):
-		 * a listener stays suspect, and is probed every turn, for
-		 * LISTENER_SUSPECT_MS after its error count last moved. */
-		if (errors != d->listener_errors[i]) {
-			klog(LOG_DEBUG, "%s: %" PRIu64 " accept errors", d->listener_url[i],
-			     errors);
-			d->listener_errors[i] = errors;
-			d->listener_suspect_ms[i] = now + LISTENER_SUSPECT_MS;
-		}
-		/* and every LISTENER_PROBE_MS in any case: nng 1.5 can also lose
-		 * its accept without counting an error */
-		if (now >= d->listener_suspect_ms[i] &&
-		    now - d->listener_probed_ms[i] < LISTENER_PROBE_MS)
+		/* nng 1.5 counts every peer's disconnect among the errors that
+		 * also stop a listener, and can lose its accept without counting
+		 * anything: so every listener is probed every LISTENER_PROBE_MS */
+		if (now - d->listener_probed_ms[i] < LISTENER_PROBE_MS)
 			continue;
 		d->listener_probed_ms[i] = now;
 		/* replacing closes the listener's connections: only when a second
@@ -326,11 +330,10 @@ void listeners_watch(struct kvd *d)
 		nng_listener_close(d->listeners[i]);
 		if ((rv = listener_open(d, d->listener_url[i], &l, err, sizeof(err))) != 0) {
 			klog(LOG_ERR, "%s; retrying in a second", err);
-			continue; /* still suspect: the next turn tries again */
+			d->listener_probed_ms[i] = 0; /* the next turn tries again */
+			continue;
 		}
 		d->listeners[i] = l;
-		d->listener_errors[i] = listener_stat(l, NULL);
-		d->listener_suspect_ms[i] = now + LISTENER_SUSPECT_MS;
 		atomic_fetch_add(&d->listener_restarts, 1);
 	}
 }
@@ -381,7 +384,6 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[n], err, errlen)) != 0)
 			return rv;
 		d->listener_url[n] = d->cfg.listen[k];
-		d->listener_errors[n] = listener_stat(d->listeners[n], NULL);
 		d->nlisteners = n + 1;
 		klog(LOG_INFO, "listening on %s", d->cfg.listen[k]);
 	}
