@@ -74,6 +74,7 @@
 #define CLIENT_MSG_DEFAULT      ((size_t)64 << 20) /* PROTOCOL.md's max_message_size */
 #define CLIENT_RECONNECT_MAX_MS 1000               /* nng's redial back-off ceiling */
 #define CLIENT_SYSTEM_CA        "/etc/ssl/certs/ca-certificates.crt"
+#define CLIENT_CLOSE_DIAL_WAIT_MS 2000 /* kvc_close waits this long for a first dial */
 
 enum slot_state { SLOT_FREE, SLOT_SEND, SLOT_RECV };
 
@@ -927,6 +928,14 @@ void kvc_close(kvc *c)
 	pthread_cond_broadcast(&c->slot_cv);
 	while (c->in_flight > 0)
 		pthread_cond_wait(&c->idle_cv, &c->mu);
+	/* A socket closed in the middle of the SP handshake stops an nng 1.5
+	 * server's listener for good (nng #1518): let a first dial still
+	 * running finish, for a while. */
+	{
+		int64_t until = client_now_ms() + CLIENT_CLOSE_DIAL_WAIT_MS;
+		while (c->probing && client_cond_wait_until(&c->conn_cv, &c->mu, until) != ETIMEDOUT)
+			;
+	}
 	pthread_mutex_unlock(&c->mu);
 	nng_close(c->sock); /* ends a first dial still running */
 	if (c->prober_started)
