@@ -449,8 +449,10 @@ static void test_handshake_abort(void **state)
 				assert_int_equal(h_connect_and_leave(urls[u], 0), 0);
 			assert_true(health_within(urls[u], 15000));
 		}
+		/* and keeps serving: a listener a late leave stopped is replaced
+		 * within a few seconds */
 		for (int i = 0; i < 20; i++)
-			assert_true(h_health_t(urls[u], 5000));
+			assert_true(health_within(urls[u], 15000));
 	}
 	assert_int_equal(kvd_stop(&k), 0);
 	kvd_cleanup(&k, false);
