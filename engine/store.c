@@ -152,6 +152,19 @@ static const char *sync_name(enum kv_sync s)
 	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
 }
 
+/* fsync of a directory, so the entries made or renamed in it last. */
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rv = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) != 0)
+		rv = -errno;
+	close(fd);
+	return rv;
+}
+
 /* Writes path/name from text: temp file, fsync, rename, directory fsync —
  * or, when !durable, just temp file and rename. */
 static int write_file(const char *dirpath, const char *name, const char *text, bool durable)
@@ -408,8 +421,8 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	pthread_mutex_unlock(&s->mu);
 	if (mkdir(t->path, 0755) != 0 && errno != EEXIST)
 		rv = -errno;
-	else
-		rv = write_config(t);
+	else if ((rv = write_config(t)) == 0)
+		rv = fsync_dir(s->tdir); /* the tenant's directory entry, durably */
 	pthread_mutex_lock(&s->mu);
 	if (rv != 0) {
 		table_remove(s, t);
@@ -792,10 +805,13 @@ int kv_store_drop(kv_store *s, const char *name)
 			rv = -ENOMEM;
 			goto out;
 		}
-		if (rename(t->path, gone) == 0)
-			rv = rmtree(gone);
-		else
+		/* durably gone before its files are removed */
+		if (rename(t->path, gone) == 0) {
+			if ((rv = fsync_dir(s->tdir)) == 0)
+				rv = rmtree(gone);
+		} else {
 			rv = -errno;
+		}
 		free(gone);
 	}
 out:
