@@ -493,6 +493,7 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 		U(batched_writes);
 		U(syncs);
 		U(last_activation_us);
+		json_object_set_new(o, "read_only", json_boolean(ti->read_only));
 	}
 #undef U
 	return o;

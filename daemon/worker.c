@@ -53,6 +53,7 @@ struct busy {
 	uint32_t inflight;
 	uint32_t attached;
 	uint64_t idle_since_ms; /* nothing in flight since then; 0: something is */
+	bool io_failed;         /* a write of it failed with EIO (logged) */
 	struct busy *next;
 };
 
@@ -337,6 +338,16 @@ static void write_done(struct kv_req *kreq, int status)
 
 	rpc_reply_init(&rp);
 	rpc_write_reply(&j->req, status, j->ops, j->nops, &rp);
+	if (status == -EIO && !b->io_failed) {
+		/* the engine turned the tenant read-only (a write or an fdatasync
+		 * of its log failed): said once per busy spell */
+		b->io_failed = true;
+		klog(LOG_ERR,
+		     "tenant %s: a write or fdatasync of its log failed (I/O error); it refuses "
+		     "writes until it is reopened (TenantPassivate and TenantActivate, or a "
+		     "restart) once the disk is dealt with",
+		     j->req.tenant);
+	}
 	if (j->req.has_client) {
 		struct dd_ent *e = dd_find(w, j->req.client, j->req.id);
 		if (e != NULL && e->pending == j) {

@@ -405,7 +405,8 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 	    (rv = mp_field_str(result, "sync", false, &s, &n)) != 0)
 		return rv;
 	ti.history = history > UINT32_MAX ? UINT32_MAX : (uint32_t)history;
-	if ((rv = mp_field_bool(result, "io_uring", false, &ti.io_uring)) != 0)
+	if ((rv = mp_field_bool(result, "io_uring", false, &ti.io_uring)) != 0 ||
+	    (rv = mp_field_bool(result, "read_only", false, &ti.read_only)) != 0)
 		return rv;
 	ti.sync = KVC_SYNC_ALWAYS;
 	if (mp_map_get(result, "sync") != NULL) {

@@ -233,6 +233,7 @@ struct kvc_tenant_info {
 	uint64_t batched_writes;   /* write requests they carried */
 	uint64_t syncs;            /* fdatasyncs of the log since activation */
 	uint64_t last_activation_us;
+	bool read_only;            /* a write or fdatasync failed: writes refused until reopened */
 };
 
 struct kvc_tenant_entry {

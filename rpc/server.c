@@ -553,7 +553,7 @@ static const char *sync_str(enum kv_sync s)
 static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant_info *in,
                       bool with_stats)
 {
-	rpc_reply_ok(out, id, with_stats ? 24 : 14);
+	rpc_reply_ok(out, id, with_stats ? 25 : 14);
 	mp_kv_str(&out->pk, "name", in->name);
 	mp_kv_str(&out->pk, "state", in->active ? "active" : "passive");
 	mp_kv_uint(&out->pk, "idle_s", in->idle_ms / 1000);
@@ -579,6 +579,7 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 		mp_kv_uint(&out->pk, "batched_writes", in->stats.batched_writes);
 		mp_kv_uint(&out->pk, "syncs", in->stats.syncs);
 		mp_kv_uint(&out->pk, "last_activation_us", in->last_activation_us);
+		mp_kv_bool(&out->pk, "read_only", in->active && in->stats.read_only);
 	}
 }
 

@@ -20,6 +20,37 @@ static void set_fault(const char *path, const char *mode)
 
 static char val[4096];
 
+/* Stats of the default tenant: its read_only flag. */
+static bool tenant_read_only(nng_socket s)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	bool ro = false;
+
+	h_req_begin(&q, "Stats", NULL, 11, 1, 0);
+	mp_kv_str(&q.pk, "scope", "tenant");
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	assert_int_equal(mp_field_bool(r.r.result, "read_only", true, &ro), 0);
+	h_reply2_free(&r);
+	return ro;
+}
+
+/* Whether kvd's log has a line containing text. */
+static bool log_has(const struct kvd_proc *k, const char *text)
+{
+	FILE *f = fopen(k->log, "r");
+	char line[2048];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
 static void test_fsync_failure(void **state)
 {
 	struct kvd_proc k;
@@ -55,9 +86,13 @@ static void test_fsync_failure(void **state)
 	/* reads go on */
 	assert_int_equal(h_get(s, NULL, "before", got, sizeof(got), NULL), 0);
 	assert_int_equal(h_get(s, NULL, "during", got, sizeof(got), NULL), 5);
+	/* the state is seen (Stats) and said (the log) */
+	assert_true(tenant_read_only(s));
+	assert_true(log_has(&k, "refuses writes until it is reopened"));
 	/* the operator reopens the tenant: writable again, nothing lost */
 	assert_int_equal(h_tenant_call(s, "TenantPassivate", "default", NULL), 0);
 	assert_int_equal(h_tenant_call(s, "TenantActivate", "default", NULL), 0);
+	assert_false(tenant_read_only(s));
 	st = h_put(s, NULL, "after", "3", 1, NULL);
 	assert_int_equal(st, 0);
 	assert_int_equal(h_get(s, NULL, "before", got, sizeof(got), NULL), 0);
