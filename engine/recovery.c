@@ -85,12 +85,12 @@ static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8
                         uint64_t expiry)
 {
 	struct kd_entry e = {
-		.version = version,
-		.seg = c->seg,
-		.off = (uint32_t)off,
-		.size = (uint32_t)size,
-		.flags = (type == REC_DELETE ? KD_F_TOMBSTONE : 0) | (expiry ? KD_F_TTL : 0),
-		.expiry_ms = expiry,
+	        .version = version,
+	        .seg = c->seg,
+	        .off = (uint32_t)off,
+	        .size = (uint32_t)size,
+	        .flags = (type == REC_DELETE ? KD_F_TOMBSTONE : 0) | (expiry ? KD_F_TTL : 0),
+	        .expiry_ms = expiry,
 	};
 	size_t i;
 	int rv;
@@ -358,7 +358,8 @@ int recovery_run(kv_db *db)
 		if (s->base_version > max_base)
 			max_base = s->base_version;
 		c.seg = id;
-		rv = hint_load(db->dirfd, id, s->size, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec, &c);
+		rv = hint_load(db->dirfd, id, s->size, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec,
+		               &c);
 		if (rv == 0) {
 			s->has_hint = true;
 			db->rinfo.hints_loaded++;
@@ -439,17 +440,11 @@ int recovery_run(kv_db *db)
 	db->next_version = (c.max_version > max_base ? c.max_version : max_base) + 1;
 	atomic_store(&db->committed_version, db->next_version - 1);
 
-	/* 7. the active segment */
-	if (tail != NULL && tail->size < db->opt.segment_size) {
-		char name[SEG_NAME_MAX];
-		if (tail->has_hint) {
-			/* appending makes the hint stale: remove it durably first */
-			seg_name(name, tail->id, ".hint");
-			if ((rv = io_unlink(db->opt.fault, db->dirfd, name)) != 0 ||
-			    (rv = db_fsync_dir(db)) != 0)
-				goto out;
-			tail->has_hint = false;
-		}
+	/* 7. the active segment: the newest one goes on being appended to when
+	 * it was the active one of a process that did not close it (it has no
+	 * hint); a segment that was sealed stays sealed, with its hint, so that
+	 * a damaged record in it is still known by its key */
+	if (tail != NULL && tail->size < db->opt.segment_size && !tail->has_hint) {
 		if ((rv = seg_pin(tail)) < 0)
 			goto out;
 		tail->sealed = false; /* the active segment stays pinned */
