@@ -50,6 +50,7 @@
  */
 #include "kvd.h"
 
+#include "hostport.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -668,34 +669,16 @@ fail:
 /* HOST:PORT, [V6]:PORT, or *:PORT / :PORT for every address. */
 static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
 {
-	char host[256];
-	const char *port, *h = hostport;
-	size_t hl;
+	char host[256], port[16];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 	                         .ai_socktype = SOCK_STREAM,
 	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
 	                *res = NULL;
 	int fd = -1, one = 1, rv;
 
-	if (h[0] == '[') {
-		const char *e = strchr(h, ']');
-		if (e == NULL || e[1] != ':')
-			goto bad;
-		hl = (size_t)(e - h - 1);
-		h++;
-		port = e + 2;
-	} else {
-		const char *colon = strrchr(h, ':');
-		if (colon == NULL)
-			goto bad;
-		hl = (size_t)(colon - h);
-		port = colon + 1;
-	}
-	if (hl >= sizeof(host) || port[0] == '\0')
+	if (rpc_hostport_split(hostport, host, sizeof(host), port, sizeof(port)) != 0)
 		goto bad;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	if ((rv = getaddrinfo(hl == 0 || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
+	if ((rv = getaddrinfo(host[0] == '\0' || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
 	                      &res)) != 0) {
 		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, gai_strerror(rv));
 		return -EINVAL;

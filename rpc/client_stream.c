@@ -39,6 +39,7 @@
 #include "kvclient.h"
 
 #include "client_op.h"
+#include "hostport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -896,28 +897,10 @@ int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t ma
 			goto bad;
 		memcpy(s->sun.sun_path, rest, n + 1);
 	} else {
-		const char *h = rest, *port;
-		size_t hl;
-		if (h[0] == '[') {
-			const char *e = strchr(h, ']');
-			if (e == NULL || e[1] != ':')
-				goto bad;
-			hl = (size_t)(e - h - 1);
-			h++;
-			port = e + 2;
-		} else {
-			const char *colon = strrchr(h, ':');
-			if (colon == NULL)
-				goto bad;
-			hl = (size_t)(colon - h);
-			port = colon + 1;
-		}
-		if (hl == 0 || hl >= sizeof(s->host) || port[0] == '\0' ||
-		    strlen(port) >= sizeof(s->port) || strspn(port, "0123456789") != strlen(port))
+		if (rpc_hostport_split(rest, s->host, sizeof(s->host), s->port, sizeof(s->port)) !=
+		            0 ||
+		    s->host[0] == '\0')
 			goto bad;
-		memcpy(s->host, h, hl);
-		s->host[hl] = '\0';
-		memcpy(s->port, port, strlen(port) + 1);
 	}
 	for (s->nbucket = 1; s->nbucket < max_in_flight; s->nbucket *= 2)
 		;
