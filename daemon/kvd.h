@@ -116,6 +116,8 @@ struct kvd {
 	uint32_t reply_delay_ms; /* tests: hold every reply this long (KVD_TEST_REPLY_DELAY_MS) */
 	uint32_t job_delay_ms;   /* tests: workers wait this long before each request
 	                            (KVD_TEST_WORKER_DELAY_MS) */
+	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
+	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;
 };

@@ -443,6 +443,11 @@ int main(int argc, char **argv)
 		klog(LOG_WARNING, "test mode: workers wait %u ms before each request",
 		     d.job_delay_ms);
 	}
+	if ((delay = getenv("KVD_TEST_COMPACT_HOLD_MS")) != NULL) {
+		d.compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: Compact holds its tenant %u ms first",
+		     d.compact_hold_ms);
+	}
 	d.nworkers = d.cfg.workers ? d.cfg.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	if (d.nworkers == 0)
 		d.nworkers = 1;

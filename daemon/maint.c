@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,8 @@ static int merge_tenant(struct kvd *d, kv_tenant *t)
 	if (rv != 0)
 		klog(LOG_ERR, "tenant %s: merge failed: %s", kv_tenant_name(t), kv_strerror(rv));
 	else
-		klog(LOG_INFO, "tenant %s: merged in %" PRIu64 " ms, %" PRIu64 " -> %" PRIu64 " bytes",
+		klog(LOG_INFO,
+		     "tenant %s: merged in %" PRIu64 " ms, %" PRIu64 " -> %" PRIu64 " bytes",
 		     kv_tenant_name(t), now_ms() - t0, before.disk_bytes, after.disk_bytes);
 	return rv;
 }
@@ -65,7 +67,7 @@ static void run_compact(struct kvd *d, struct job *j)
 
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
 		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
-		                 "deadline passed before the request ran; nothing was done");
+		                "deadline passed before the request ran; nothing was done");
 		return;
 	}
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
@@ -77,6 +79,10 @@ static void run_compact(struct kvd *d, struct job *j)
 	}
 	rpc_reply_init(&rp);
 	owner_watch(d, j->req.tenant, JOB_ATTACH);
+	if (d->compact_hold_ms) {
+		klog(LOG_WARNING, "test mode: tenant %s held by Compact", j->req.tenant);
+		poll(NULL, 0, (int)d->compact_hold_ms);
+	}
 	rpc_run_read(d->store, t, &j->req, &rp);
 	owner_watch(d, j->req.tenant, JOB_DETACH);
 	kv_store_put(d->store, t);
@@ -139,15 +145,17 @@ static void *maint_main(void *arg)
 			uint32_t passivated = 0;
 			kv_store_maintain(d->store, &passivated);
 			if (passivated)
-				klog(LOG_INFO, "passivated %u idle or least recently used tenant(s)",
+				klog(LOG_INFO,
+				     "passivated %u idle or least recently used tenant(s)",
 				     passivated);
 			last_maintain = now;
 		}
 		if (d->notify && now - last_status >= 2000) {
 			struct kv_store_stats st;
 			kv_store_stats(d->store, &st);
-			sd_notifyf(0, "STATUS=%" PRIu64 " tenants (%" PRIu64 " active), %" PRIu64
-			              " requests, %" PRIu64 " in flight",
+			sd_notifyf(0,
+			           "STATUS=%" PRIu64 " tenants (%" PRIu64 " active), %" PRIu64
+			           " requests, %" PRIu64 " in flight",
 			           st.tenants, st.active, atomic_load(&d->requests),
 			           atomic_load(&d->in_flight));
 			last_status = now;

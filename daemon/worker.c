@@ -39,11 +39,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define DEDUP_CAP       65536u
-#define DEDUP_BUCKETS   65536u /* as many as entries: chains of about one */
-#define DEDUP_TTL_MS    (120u * 1000u)
-#define BUSY_LINGER_MS  1000u /* drive_busy */
-#define BUSY_LINGER_MAX 4u    /* idle tenants kept so, at most (each pins its files) */
+#define DEDUP_CAP          65536u
+#define DEDUP_BUCKETS      65536u /* as many as entries: chains of about one */
+#define DEDUP_TTL_MS       (120u * 1000u)
+#define BUSY_LINGER_MS     1000u  /* drive_busy */
+#define TENANT_OP_WAIT_MS  60000u /* a TenantDrop/Passivate waits this long for a merge */
+#define WRITE_EVERY_EVENTS 8      /* stream events between two drive_busy in a turn */
+#define BUSY_LINGER_MAX    4u     /* idle tenants kept so, at most (each pins its files) */
 
 struct busy {
 	enum ep_kind kind; /* EP_TENANT: first, for the loop's epoll events */
@@ -81,6 +83,7 @@ struct worker {
 	struct dd_ent **dd_bucket; /* DEDUP_BUCKETS */
 	struct dd_ent *dd_head, *dd_tail;
 	uint32_t dd_n;
+	struct job *waiting; /* tenant operations waiting for a merge to end */
 };
 
 uint64_t now_ms(void)
@@ -468,8 +471,12 @@ static void run_tenant_op(struct worker *w, struct job *j)
 	}
 	if (b != NULL) {
 		if (b->attached > 0) {
-			job_reply_error(j, j->req.id, RPC_UNAVAILABLE,
-			                "tenant busy: a merge is running, try again");
+			/* a merge or Compact drives the tenant: this waits for it,
+			 * retried each turn of the loop (within the deadline) */
+			if (j->deadline_ms == 0)
+				j->deadline_ms = now_ms() + TENANT_OP_WAIT_MS;
+			j->next = w->waiting;
+			w->waiting = j;
 			return;
 		}
 		drain_tenant(w, b);
@@ -545,6 +552,10 @@ static void *worker_main(void *arg)
 				queued = true;
 			else if (*k == EP_STREAM)
 				stream_event(w, k, evs[i].events);
+			/* writes read so far go out now and then, not only at the
+			 * end of a long turn: a batch per WRITE_EVERY_EVENTS */
+			if (i % WRITE_EVERY_EVENTS == WRITE_EVERY_EVENTS - 1 && i + 1 < n)
+				drive_busy(w);
 		}
 		/* the queue is taken every turn; its eventfd is reset when it
 		 * fired (posters write it only when the queue was empty) */
@@ -561,6 +572,22 @@ static void *worker_main(void *arg)
 			q = next;
 		}
 		drive_busy(w);
+		if (w->waiting != NULL) {
+			/* again; each goes back to the list if the merge still runs,
+			 * or is answered (DEADLINE_EXCEEDED once its time is up) */
+			struct job *wq = w->waiting;
+			w->waiting = NULL;
+			while (wq != NULL) {
+				struct job *next = wq->next;
+				if (atomic_load(&w->d->stopping))
+					job_reply_error(
+					        wq, wq->req.id, RPC_UNAVAILABLE,
+					        "shutting down; the tenant was left as it was");
+				else
+					worker_run(w, wq);
+				wq = next;
+			}
+		}
 		if (now_ms() - last_expire > 1000) {
 			dd_expire(w, now_ms());
 			last_expire = now_ms();

@@ -2277,6 +2277,81 @@ static void check_pas_data(kvc *c, int n)
 	items_free(&it);
 }
 
+/* ---- a tenant operation while a merge runs ------------------------------------ */
+
+struct compact_job {
+	kvc *c;
+	int rv;
+	atomic_int done; /* set once kvc_compact returned */
+};
+
+static void *compact_main(void *arg)
+{
+	struct compact_job *cj = arg;
+	struct kvc_compact_result res;
+
+	cj->rv = kvc_compact(cj->c, &(struct kvc_call){.tenant = "merging"}, 0, &res);
+	atomic_store(&cj->done, 1);
+	return NULL;
+}
+
+static bool log_says(const struct kvd_proc *k, const char *text)
+{
+	FILE *f = fopen(k->log, "r");
+	char line[1024];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* TenantDrop while a Compact (a merge) holds the tenant waits for it to end
+ * and then drops the tenant, instead of failing. */
+static void test_drop_waits_for_merge(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.env = {"KVD_TEST_COMPACT_HOLD_MS=1500"}};
+	struct compact_job cj = {0};
+	struct kvc_status st;
+	struct kvc_tenant_info ti;
+	pthread_t th;
+	uint64_t t0;
+	kvc *c;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	c = client_open(client_url(&k), NULL, 20000);
+	cj.c = client_open(client_url(&k), NULL, 20000);
+	make_tenant(c, "merging", KVC_SYNC_NONE, 1, 0);
+	for (int i = 0; i < 100; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "k%03d", i);
+		put_str(c, &(struct kvc_call){.tenant = "merging", .status = &st}, key, "v", NULL);
+	}
+	assert_int_equal(pthread_create(&th, NULL, compact_main, &cj), 0);
+	/* the Compact holds the tenant (kvd says so in test mode) */
+	t0 = h_now_ms();
+	while (!log_says(&k, "tenant merging held by Compact") && h_now_ms() - t0 < 10000)
+		poll(NULL, 0, 10);
+	assert_true(log_says(&k, "tenant merging held by Compact"));
+	EXPECT_OK(st, kvc_tenant_drop(c, &(struct kvc_call){.status = &st}, "merging"));
+	/* both went through: the drop waited for the merge (else one of the
+	 * two fails: the drop as busy, or the Compact on a dropped tenant) */
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&cj.done), 1);
+	assert_int_equal(cj.rv, 0);
+	EXPECT_CODE(st, kvc_tenant_info(c, &(struct kvc_call){.status = &st}, "merging", &ti),
+	            KVC_NOT_FOUND, NULL);
+	kvc_close(cj.c);
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 static void test_passivation(void **state)
 {
 	enum { N = 300 };
@@ -2633,6 +2708,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest daemon_tests[] = {
 	        cmocka_unit_test(test_model),
 	        cmocka_unit_test(test_passivation),
+	        cmocka_unit_test(test_drop_waits_for_merge),
 	};
 	const struct CMUnitTest nng_tests[] = {
 	        cmocka_unit_test(test_tls_tcp),
