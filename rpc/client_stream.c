@@ -71,6 +71,7 @@ struct cconn {
 	int fd;
 	bool hello_sent;
 	bool hello_read;
+	bool got_bytes;        /* anything read from it yet */
 	int64_t idle_since_ms; /* given back to the pool then */
 	struct cconn *next;    /* the idle pool */
 };
@@ -334,6 +335,7 @@ static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *o
 		ssize_t n = read(cc->fd, buf, cap);
 
 		if (n > 0) {
+			cc->got_bytes = true;
 			*ret = (size_t)n;
 			return 0;
 		}
@@ -345,6 +347,11 @@ static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *o
 				                      "no reply within %u ms", op->timeout_ms);
 			continue;
 		}
+		if (!cc->hello_read && !cc->got_bytes)
+			return client_op_fail(op, KVC_UNAVAILABLE,
+			                      "%s closed the connection before its hello (its "
+			                      "max_connections reached?)",
+			                      s->endpoint);
 		return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
 	}
 }

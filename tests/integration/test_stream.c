@@ -11,6 +11,7 @@
  */
 #include "harness.h"
 #include "hostile.h"
+#include "kvclient.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -589,6 +590,19 @@ static void test_max_connections(void **state)
 	assert_true(extra >= 0);
 	assert_int_equal(st_read(extra, got, 8, 5000), -2);
 	close(extra);
+	/* libkvclient says why */
+	{
+		struct kvc_options co;
+		struct kvc_status st;
+		kvc *c;
+		kvc_options_init(&co);
+		co.endpoint = k.surl;
+		assert_int_equal(kvc_open(&co, &c), 0);
+		assert_int_equal(kvc_health(c, &(struct kvc_call){.status = &st}, NULL),
+		                 -KVC_UNAVAILABLE);
+		assert_non_null(strstr(st.message, "max_connections"));
+		kvc_close(c);
+	}
 	close(fds[0]);
 	/* kvd sees the close on its own time: poll for it */
 	t0 = h_now_ms();
