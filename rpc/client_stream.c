@@ -277,8 +277,38 @@ static bool cc_stale(const struct cconn *cc, int64_t now)
 	return poll(&p, 1, 0) != 0;
 }
 
-/* Sends [hello] header body, all of it, within the op's deadline. */
-static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nng_msg *m)
+/* The status of a failed send (rv from cc_send_msg), said in op. */
+static int send_failed(struct cstream *s, struct client_op *op, int rv)
+{
+	if (rv == 0)
+		return 0;
+	if (rv == -ETIMEDOUT)
+		return client_op_fail(op, KVC_DEADLINE_EXCEEDED, "request not sent within %u ms",
+		                      op->timeout_ms);
+	return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
+}
+
+/* Waits for events on fd until the monotonic deadline: 0, or -ETIMEDOUT. */
+static int wait_fd_until(int fd, short events, int64_t deadline_ms)
+{
+	for (;;) {
+		int64_t left = deadline_ms - client_now_ms();
+		struct pollfd p = {fd, events, 0};
+		int n = poll(&p, 1, left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left);
+
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Sends [hello] header body, all of it, by the deadline: 0, -ETIMEDOUT,
+ * or -EPIPE (the connection is gone). Touches nothing but cc and m, so an
+ * async request's op may be completed by the reader meanwhile. */
+static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
 {
 	size_t len = nng_msg_len(m), off = 0, total;
 	uint8_t hdr[CS_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
@@ -315,16 +345,20 @@ static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nn
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(cc->fd, POLLOUT, op) == -ETIMEDOUT)
-				return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
-				                      "request not sent within %u ms",
-				                      op->timeout_ms);
+			if (wait_fd_until(cc->fd, POLLOUT, deadline_ms) == -ETIMEDOUT)
+				return -ETIMEDOUT;
 			continue;
 		}
-		return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
+		return -EPIPE;
 	}
 	cc->hello_sent = true;
 	return 0;
+}
+
+/* cc_send_msg of op's request, its failure said in op. */
+static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nng_msg *m)
+{
+	return send_failed(s, op, cc_send_msg(cc, m, op->deadline_ms));
 }
 
 /* Reads up to cap bytes (at least one) within the op's deadline. */
@@ -805,6 +839,9 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 {
 	struct cconn *cc;
 	struct apend *p;
+	int64_t deadline;
+	uint64_t id;
+	nng_msg *m;
 	bool wake;
 	int rv;
 
@@ -837,14 +874,22 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 		}
 		s->reader_started = true;
 	}
-	p->id = op->id;
+	/* From the moment op is pending the reader may complete and free it
+	 * (its reply, its deadline, a lost connection): what the send needs is
+	 * taken out first, and op is touched again only if the send fails and
+	 * op is still pending (then it is the caller's again). */
+	id = op->id;
+	deadline = op->deadline_ms;
+	m = op->req;
+	op->req = NULL;
+	p->id = id;
 	p->op = op;
-	p->next = *pend_slot(s, op->id);
-	*pend_slot(s, op->id) = p;
+	p->next = *pend_slot(s, id);
+	*pend_slot(s, id) = p;
 	s->npend++;
-	wake = op->deadline_ms < s->reader_deadline || s->npend == 1;
+	wake = deadline < s->reader_deadline || s->npend == 1;
 	if (wake)
-		s->reader_deadline = op->deadline_ms;
+		s->reader_deadline = deadline;
 	cc = s->ac;
 	pthread_mutex_unlock(&s->mu);
 	if (wake)
@@ -856,24 +901,26 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 		/* lost (and op failed) before it could be written */
 		pthread_mutex_unlock(&s->mu);
 		pthread_mutex_unlock(&s->wmu);
+		nng_msg_free(m);
 		return 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	rv = cc_send(s, cc, op, op->req);
+	rv = cc_send_msg(cc, m, deadline);
 	if (rv != 0)
 		shutdown(cc->fd, SHUT_RDWR); /* a frame may be half out: the reader ends it */
 	pthread_mutex_unlock(&s->wmu);
+	nng_msg_free(m);
 	if (rv == 0)
 		return 0;
 	pthread_mutex_lock(&s->mu);
-	if (pend_take_locked(s, op->id) != op) {
+	if (pend_take_locked(s, id) != op) {
 		/* the reader failed it already, and ran its completion */
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
 	slot_give_locked(s);
 	pthread_mutex_unlock(&s->mu);
-	return rv;
+	return send_failed(s, op, rv);
 fail:
 	pthread_mutex_unlock(&s->mu);
 	free(p);

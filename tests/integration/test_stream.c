@@ -609,7 +609,11 @@ static void test_max_connections(void **state)
 	while (h_now_ms() - t0 < 10000) {
 		int fd = st_connect(k.surl);
 		assert_true(fd >= 0);
-		st_write(fd, hello, 8);
+		/* refused while kvd still counts the old one: closed at once */
+		if (send(fd, hello, 8, MSG_NOSIGNAL) != 8) {
+			close(fd);
+			continue;
+		}
 		ok = st_read(fd, got, 8, 2000);
 		if (ok == 0) {
 			assert_int_equal(st_call(fd, "Health", 1, NULL, NULL, NULL, 0), 0);
