@@ -106,11 +106,9 @@ struct cs_opts {
 	bool passive, active;
 	uint64_t k[RUNENV_LIST_MAX];
 	size_t nk;
-	uint64_t keys, value_size, repeat, seed;
+	uint64_t keys, value_size, repeat;
 	bool put, cold;
-	bool stream; /* --transport stream */
-	const char *kvd, *endpoint, *dir;
-	bool quick, json, markdown;
+	struct runenv_opts c; /* the options every experiment takes */
 	bool keys_set, repeat_set, k_set;
 };
 
@@ -797,7 +795,7 @@ static void cs_header(const struct cs_bench *b, struct runenv_lines *h)
 	            o->put ? " (never synced, sync=none everywhere)" : "", o->repeat,
 	            o->cold ? "emptied before each sample (fdatasync + POSIX_FADV_DONTNEED)"
 	                    : "warm",
-	            o->seed);
+	            o->c.seed);
 	runenv_line(h, "process",
 	            "a sample is this process's CLOCK_MONOTONIC before posix_spawn of %s "
 	            "coldstart --child … to the child's CLOCK_MONOTONIC after its k-th result; "
@@ -915,7 +913,7 @@ static void cs_report_json(const struct cs_bench *b, const struct runenv_lines *
 	       ",\"op\":\"%s\",\"repeat\":%" PRIu64 ",\"cache\":\"%s\",\"seed\":%" PRIu64
 	       ",\"k\":[",
 	       o->keys, CS_KEY_SIZE, o->value_size, o->put ? "put" : "get", o->repeat,
-	       o->cold ? "cold" : "warm", o->seed);
+	       o->cold ? "cold" : "warm", o->c.seed);
 	for (size_t i = 0; i < o->nk; i++)
 		printf("%s%" PRIu64, i ? "," : "", o->k[i]);
 	printf("],\"backends\":[");
@@ -1002,14 +1000,6 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 		O_OP,
 		O_REPEAT,
 		O_COLD,
-		O_SEED,
-		O_KVD,
-		O_ENDPOINT,
-		O_TRANSPORT,
-		O_DIR,
-		O_QUICK,
-		O_JSON,
-		O_MD,
 		O_HELP,
 	};
 	static const struct option lo[] = {
@@ -1021,20 +1011,13 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 	        {"op", required_argument, NULL, O_OP},
 	        {"repeat", required_argument, NULL, O_REPEAT},
 	        {"cold", no_argument, NULL, O_COLD},
-	        {"seed", required_argument, NULL, O_SEED},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"endpoint", required_argument, NULL, O_ENDPOINT},
-	        {"transport", required_argument, NULL, O_TRANSPORT},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
+	        RUNENV_OPTIONS,
 	        {"help", no_argument, NULL, O_HELP},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *cmd = "coldstart";
 	char buf[128], *save = NULL;
-	int ch;
+	int ch, rv;
 
 	optind = 1;
 	opterr = 1;
@@ -1100,50 +1083,21 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 		case O_COLD:
 			o->cold = true;
 			break;
-		case O_SEED:
-			if (runenv_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
-				return -EINVAL;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_ENDPOINT:
-			o->endpoint = optarg;
-			break;
-		case O_TRANSPORT:
-			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
-				return -EINVAL;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
 		case O_HELP:
 		case 'h':
 			usage(stdout);
 			return 1;
 		default:
-			usage(stderr);
+			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
+				break;
+			if (rv == 0)
+				usage(stderr);
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench coldstart: unexpected argument '%s'\n", argv[optind]);
+	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
 		return -EINVAL;
-	}
-	if (o->json && o->markdown) {
-		fprintf(stderr, "kvbench coldstart: --json and --markdown exclude each other\n");
-		return -EINVAL;
-	}
-	if (o->quick) {
+	if (o->c.quick) {
 		if (!o->keys_set)
 			o->keys = CS_QUICK_KEYS;
 		if (!o->repeat_set)
@@ -1153,7 +1107,7 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			o->nk = sizeof cs_k_quick / sizeof cs_k_quick[0];
 		}
 	}
-	if (o->cold && o->endpoint != NULL)
+	if (o->cold && o->c.endpoint != NULL)
 		for (size_t i = 0; i < o->nbackends; i++)
 			if (strcmp(o->backends[i]->kind, "kvd") == 0) {
 				fprintf(stderr,
@@ -1203,10 +1157,10 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 
 	for (size_t i = 0; i < o->nbackends; i++)
 		need_kvd |= strcmp(o->backends[i]->kind, "kvd") == 0;
-	if (runenv_init(&b->run, "coldstart", argc, argv, o->dir, o->kvd, o->endpoint, NULL,
+	if (runenv_init(&b->run, "coldstart", argc, argv, o->c.dir, o->c.kvd, o->c.endpoint, NULL,
 	                need_kvd) != 0)
 		return 1;
-	b->run.env.stream = o->stream;
+	b->run.env.stream = o->c.stream;
 	if ((n = readlink("/proc/self/exe", b->self, sizeof b->self - 1)) <= 0) {
 		fprintf(stderr, "kvbench coldstart: readlink /proc/self/exe: %s\n",
 		        strerror(errno));
@@ -1218,7 +1172,7 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 		fprintf(stderr, "kvbench coldstart: out of memory\n");
 		goto out;
 	}
-	cs_fill_pool(b->pool, o->seed);
+	cs_fill_pool(b->pool, o->c.seed);
 	fprintf(b->progress, "kvbench coldstart: %s\n", b->run.command);
 
 	add_row(b, "process", NULL, ST_NONE);
@@ -1270,12 +1224,12 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 	}
 	/* one unrecorded sample per row, then the recorded ones */
 	for (size_t i = 0; i < b->nrows; i++)
-		cs_sample(b, &b->rows[i], 1, o->seed, NULL);
+		cs_sample(b, &b->rows[i], 1, o->c.seed, NULL);
 	for (uint64_t rep = 0; rep < o->repeat; rep++) {
 		for (size_t ki = 0; ki < o->nk; ki++)
 			for (size_t j = 0; j < b->nrows; j++) {
 				struct cs_row *r = &b->rows[(j + rep) % b->nrows];
-				cs_sample(b, r, o->k[ki], o->seed + 1 + rep * 1000 + ki,
+				cs_sample(b, r, o->k[ki], o->c.seed + 1 + rep * 1000 + ki,
 				          &r->cell[ki]);
 			}
 		fprintf(b->progress, "repetition %" PRIu64 " of %" PRIu64 " done\n", rep + 1,
@@ -1298,9 +1252,9 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 		b->run.kvd_failed = true;
 	ok = cs_all_ok(b);
 	cs_header(b, h);
-	if (o->json)
+	if (o->c.json)
 		cs_report_json(b, h, ok);
-	else if (o->markdown)
+	else if (o->c.markdown)
 		cs_report_markdown(b, h);
 	else
 		cs_report_text(b, h);
@@ -1340,19 +1294,18 @@ int bench_coldstart(int argc, char **argv)
 	o = &b->o;
 	for (size_t i = 0; cs_allowed[i] != NULL; i++)
 		o->backends[o->nbackends++] = yb_find(cs_allowed[i]);
+	runenv_opts_init(&o->c);
 	o->passive = o->active = true;
 	memcpy(o->k, cs_k_default, sizeof cs_k_default);
 	o->nk = sizeof cs_k_default / sizeof cs_k_default[0];
 	o->keys = CS_KEYS_DEFAULT;
 	o->value_size = CS_VALUE_DEFAULT;
 	o->repeat = CS_REPEAT_DEFAULT;
-	o->seed = 1;
-	o->stream = true; /* libkvclient's default transport */
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
 		return rv > 0 ? 0 : 2;
 	}
-	b->progress = o->json || o->markdown ? stderr : stdout;
+	b->progress = o->c.json || o->c.markdown ? stderr : stdout;
 	signal(SIGPIPE, SIG_IGN);
 	rv = cs_run(b, argc, argv);
 	free(b->pool);

@@ -85,12 +85,9 @@ struct du_opts {
 	size_t nbackends;
 	uint64_t clients[RUNENV_LIST_MAX];
 	size_t nclients;
-	uint64_t value_size, keys, seed;
-	double seconds, warmup;
-	bool stream; /* --transport stream */
-	const char *kvd, *endpoint, *redis_server, *dir;
-	bool quick, json, markdown;
-	bool backends_set, clients_set, seconds_set, warmup_set;
+	uint64_t value_size, keys;
+	struct runenv_opts c; /* the options every experiment takes */
+	bool backends_set, clients_set;
 };
 
 struct du_result {
@@ -258,8 +255,8 @@ static void du_cell_run(struct du_cell *c, struct du_result *r)
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			c->go = -1;
-	c->t_warm = runenv_now_ns() + (uint64_t)(o->warmup * 1e9);
-	c->t_stop = c->t_warm + (uint64_t)(o->seconds * 1e9);
+	c->t_warm = runenv_now_ns() + (uint64_t)(o->c.warmup * 1e9);
+	c->t_stop = c->t_warm + (uint64_t)(o->c.seconds * 1e9);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (c->go > 0 && c->be->counters != NULL) {
@@ -465,7 +462,7 @@ static void du_header(const struct du_bench *b, struct runenv_lines *h)
 	            "-byte values, keys dkey + (client + clients x n) mod %" PRIu64
 	            " (overwrites once the key space is used); per cell a fresh database, %.2f s "
 	            "warm-up (not recorded), then %.2f s recorded; seed %" PRIu64,
-	            be, cl, o->value_size, o->keys, o->warmup, o->seconds, o->seed);
+	            be, cl, o->value_size, o->keys, o->c.warmup, o->c.seconds, o->c.seed);
 	runenv_line(h, "clients",
 	            "one thread per client, one blocking put at a time; kvd: one libkvclient "
 	            "handle with clients + 2 contexts (one connection); redis: a hiredis "
@@ -533,7 +530,7 @@ static void du_report_json(const struct du_bench *b, const struct runenv_lines *
 	printf(",\"config\":{\"value_size\":%" PRIu64 ",\"keys\":%" PRIu64
 	       ",\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64 ",\"sync\":\"always\","
 	       "\"clients\":[",
-	       o->value_size, o->keys, o->seconds, o->warmup, o->seed);
+	       o->value_size, o->keys, o->c.seconds, o->c.warmup, o->c.seed);
 	for (size_t i = 0; i < o->nclients; i++)
 		printf("%s%" PRIu64, i ? "," : "", o->clients[i]);
 	printf("],\"backends\":[");
@@ -637,17 +634,6 @@ static int parse(int argc, char **argv, struct du_opts *o)
 		O_CLIENTS,
 		O_SIZE,
 		O_KEYS,
-		O_SECONDS,
-		O_WARMUP,
-		O_SEED,
-		O_KVD,
-		O_ENDPOINT,
-		O_TRANSPORT,
-		O_REDIS,
-		O_DIR,
-		O_QUICK,
-		O_JSON,
-		O_MD,
 		O_HELP,
 	};
 	static const struct option lo[] = {
@@ -655,22 +641,13 @@ static int parse(int argc, char **argv, struct du_opts *o)
 	        {"clients", required_argument, NULL, O_CLIENTS},
 	        {"value-size", required_argument, NULL, O_SIZE},
 	        {"keys", required_argument, NULL, O_KEYS},
-	        {"seconds", required_argument, NULL, O_SECONDS},
-	        {"warmup", required_argument, NULL, O_WARMUP},
-	        {"seed", required_argument, NULL, O_SEED},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"endpoint", required_argument, NULL, O_ENDPOINT},
-	        {"transport", required_argument, NULL, O_TRANSPORT},
-	        {"redis-server", required_argument, NULL, O_REDIS},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
+	        RUNENV_OPTIONS,
+	        RUNENV_OPTIONS_TIMED,
 	        {"help", no_argument, NULL, O_HELP},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *cmd = "durable";
-	int ch;
+	int ch, rv;
 
 	optind = 1;
 	opterr = 1;
@@ -697,68 +674,25 @@ static int parse(int argc, char **argv, struct du_opts *o)
 			if (runenv_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			break;
-		case O_SECONDS:
-			if (runenv_parse_double(cmd, "--seconds", optarg, 0.01, 3600,
-			                        &o->seconds) != 0)
-				return -EINVAL;
-			o->seconds_set = true;
-			break;
-		case O_WARMUP:
-			if (runenv_parse_double(cmd, "--warmup", optarg, 0, 3600, &o->warmup) != 0)
-				return -EINVAL;
-			o->warmup_set = true;
-			break;
-		case O_SEED:
-			if (runenv_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
-				return -EINVAL;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_ENDPOINT:
-			o->endpoint = optarg;
-			break;
-		case O_TRANSPORT:
-			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
-				return -EINVAL;
-			break;
-		case O_REDIS:
-			o->redis_server = optarg;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
 		case O_HELP:
 		case 'h':
 			usage(stdout);
 			return 1;
 		default:
-			usage(stderr);
+			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
+				break;
+			if (rv == 0)
+				usage(stderr);
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench durable: unexpected argument '%s'\n", argv[optind]);
+	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
 		return -EINVAL;
-	}
-	if (o->json && o->markdown) {
-		fprintf(stderr, "kvbench durable: --json and --markdown exclude each other\n");
-		return -EINVAL;
-	}
-	if (o->quick) {
-		if (!o->seconds_set)
-			o->seconds = DU_QUICK_SECONDS;
-		if (!o->warmup_set)
-			o->warmup = DU_QUICK_WARMUP;
+	if (o->c.quick) {
+		if (!o->c.seconds_set)
+			o->c.seconds = DU_QUICK_SECONDS;
+		if (!o->c.warmup_set)
+			o->c.warmup = DU_QUICK_WARMUP;
 		if (!o->clients_set) {
 			memcpy(o->clients, du_clients_quick, sizeof du_clients_quick);
 			o->nclients = sizeof du_clients_quick / sizeof du_clients_quick[0];
@@ -803,6 +737,7 @@ int bench_durable(int argc, char **argv)
 		return 1;
 	}
 	o = &b->o;
+	runenv_opts_init(&o->c);
 	o->backends[0] = yb_find("kvd-ipc");
 	o->backends[1] = yb_find("redis");
 	o->nbackends = 2;
@@ -810,10 +745,8 @@ int bench_durable(int argc, char **argv)
 	o->nclients = sizeof du_clients_default / sizeof du_clients_default[0];
 	o->value_size = DU_VALUE_DEFAULT;
 	o->keys = DU_KEYS_DEFAULT;
-	o->seconds = DU_SECONDS_DEFAULT;
-	o->warmup = DU_WARMUP_DEFAULT;
-	o->seed = 1;
-	o->stream = true; /* libkvclient's default transport */
+	o->c.seconds = DU_SECONDS_DEFAULT;
+	o->c.warmup = DU_WARMUP_DEFAULT;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
 		free(h);
@@ -821,12 +754,12 @@ int bench_durable(int argc, char **argv)
 	}
 	for (size_t i = 0; i < o->nbackends; i++)
 		need_kvd |= is_kvd(o->backends[i]);
-	b->progress = o->json || o->markdown ? stderr : stdout;
+	b->progress = o->c.json || o->c.markdown ? stderr : stdout;
 	signal(SIGPIPE, SIG_IGN);
-	if (runenv_init(&b->run, "durable", argc, argv, o->dir, o->kvd, o->endpoint,
-	                o->redis_server, need_kvd) != 0)
+	if (runenv_init(&b->run, "durable", argc, argv, o->c.dir, o->c.kvd, o->c.endpoint,
+	                o->c.redis_server, need_kvd) != 0)
 		goto out;
-	b->run.env.stream = o->stream;
+	b->run.env.stream = o->c.stream;
 	b->cap = o->nbackends * o->nclients;
 	if ((b->pool = malloc(DU_POOL_BYTES)) == NULL ||
 	    (b->res = calloc(b->cap, sizeof(*b->res))) == NULL) {
@@ -835,7 +768,7 @@ int bench_durable(int argc, char **argv)
 	}
 	{
 		struct yg_rng r;
-		yg_rng_seed(&r, o->seed ^ 0xd0ab1e);
+		yg_rng_seed(&r, o->c.seed ^ 0xd0ab1e);
 		for (size_t i = 0; i < DU_POOL_BYTES; i++)
 			b->pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
 	}
@@ -853,9 +786,9 @@ int bench_durable(int argc, char **argv)
 	(void)runenv_fini(&b->run, false);
 	ok = du_all_ok(b);
 	du_header(b, h);
-	if (o->json)
+	if (o->c.json)
 		du_report_json(b, h, ok);
-	else if (o->markdown)
+	else if (o->c.markdown)
 		du_report_markdown(b, h);
 	else
 		du_report_text(b, h);

@@ -4,6 +4,8 @@
  */
 #include "runenv.h"
 
+#include <getopt.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -351,4 +353,68 @@ double runenv_median(double *v, size_t n)
 		return 0;
 	qsort(v, n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void runenv_opts_init(struct runenv_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->seed = 1;
+	o->stream = true; /* libkvclient's default transport */
+}
+
+int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
+{
+	switch (ch) {
+	case RUNENV_O_SEED:
+		return runenv_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed) == 0 ? 1
+		                                                                          : -EINVAL;
+	case RUNENV_O_SECONDS:
+		o->seconds_set = true;
+		return runenv_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds) == 0
+		               ? 1
+		               : -EINVAL;
+	case RUNENV_O_WARMUP:
+		o->warmup_set = true;
+		return runenv_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup) == 0
+		               ? 1
+		               : -EINVAL;
+	case RUNENV_O_KVD:
+		o->kvd = arg;
+		return 1;
+	case RUNENV_O_ENDPOINT:
+		o->endpoint = arg;
+		return 1;
+	case RUNENV_O_TRANSPORT:
+		return runenv_parse_transport(cmd, arg, &o->stream) == 0 ? 1 : -EINVAL;
+	case RUNENV_O_REDIS:
+		o->redis_server = arg;
+		return 1;
+	case RUNENV_O_DIR:
+		o->dir = arg;
+		return 1;
+	case RUNENV_O_QUICK:
+		o->quick = true;
+		return 1;
+	case RUNENV_O_JSON:
+		o->json = true;
+		return 1;
+	case RUNENV_O_MD:
+		o->markdown = true;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o)
+{
+	if (optind < argc) {
+		fprintf(stderr, "kvbench %s: unexpected argument '%s'\n", cmd, argv[optind]);
+		return -EINVAL;
+	}
+	if (o->json && o->markdown) {
+		fprintf(stderr, "kvbench %s: --json and --markdown exclude each other\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -45,6 +45,58 @@ struct runenv {
 	char kvd_err[512];
 };
 
+/* The options versions, durable and coldstart share. */
+struct runenv_opts {
+	uint64_t seed;
+	double seconds, warmup; /* timed experiments */
+	bool seconds_set, warmup_set;
+	bool stream; /* --transport stream (the default) */
+	const char *kvd, *endpoint, *redis_server, *dir;
+	bool quick, json, markdown;
+};
+
+enum {
+	RUNENV_O_SEED = 0x1000,
+	RUNENV_O_SECONDS,
+	RUNENV_O_WARMUP,
+	RUNENV_O_KVD,
+	RUNENV_O_ENDPOINT,
+	RUNENV_O_TRANSPORT,
+	RUNENV_O_REDIS,
+	RUNENV_O_DIR,
+	RUNENV_O_QUICK,
+	RUNENV_O_JSON,
+	RUNENV_O_MD,
+};
+
+/* getopt_long entries of the shared options; RUNENV_OPTIONS_TIMED adds
+ * --seconds, --warmup and --redis-server. */
+#define RUNENV_OPTIONS                                                                             \
+	{"seed", required_argument, NULL, RUNENV_O_SEED},                                          \
+	        {"kvd", required_argument, NULL, RUNENV_O_KVD},                                    \
+	        {"endpoint", required_argument, NULL, RUNENV_O_ENDPOINT},                          \
+	        {"transport", required_argument, NULL, RUNENV_O_TRANSPORT},                        \
+	        {"dir", required_argument, NULL, RUNENV_O_DIR},                                    \
+	        {"quick", no_argument, NULL, RUNENV_O_QUICK},                                      \
+	        {"json", no_argument, NULL, RUNENV_O_JSON},                                        \
+	{                                                                                          \
+		"markdown", no_argument, NULL, RUNENV_O_MD                                         \
+	}
+#define RUNENV_OPTIONS_TIMED                                                                       \
+	{"seconds", required_argument, NULL, RUNENV_O_SECONDS},                                    \
+	        {"warmup", required_argument, NULL, RUNENV_O_WARMUP},                              \
+	{                                                                                          \
+		"redis-server", required_argument, NULL, RUNENV_O_REDIS                            \
+	}
+
+/* Defaults: seed 1, the stream transport. */
+void runenv_opts_init(struct runenv_opts *o);
+/* One getopt result: 1 when it was a shared option (taken), 0 when not,
+ * -EINVAL for a bad value (said). */
+int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o);
+/* After getopt: no argument left over, not --json and --markdown both. */
+int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o);
+
 /* Numbers: decimal, no sign, in lo..hi. */
 int runenv_parse_u64(const char *cmd, const char *name, const char *s, uint64_t lo, uint64_t hi,
                      uint64_t *ret);

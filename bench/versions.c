@@ -95,12 +95,9 @@ struct vs_opts {
 	size_t nm;
 	uint64_t sizes[RUNENV_LIST_MAX];
 	size_t nsizes;
-	uint64_t keys, versions, threads, seed;
-	double seconds, warmup;
-	bool stream; /* --transport stream */
-	const char *kvd, *endpoint, *redis_server, *dir;
-	bool quick, json, markdown;
-	bool keys_set, versions_set, seconds_set, warmup_set, m_set, sizes_set, backends_set;
+	uint64_t keys, versions, threads;
+	struct runenv_opts c; /* the options every experiment takes */
+	bool keys_set, versions_set, m_set, sizes_set, backends_set;
 };
 
 struct vs_result {
@@ -370,7 +367,7 @@ static int vs_phase_run(struct vs_phase *ph, struct vs_result *r, char *err, siz
 		t->ph = ph;
 		t->idx = started;
 		t->h = &all[started + 1];
-		yg_rng_seed(&t->rng, b->o.seed ^ (0x9e3779b97f4a7c15ull * (started + 1)) ^
+		yg_rng_seed(&t->rng, b->o.c.seed ^ (0x9e3779b97f4a7c15ull * (started + 1)) ^
 		                             (ph->m << 32) ^ ph->size);
 		if ((t->buf = malloc((size_t)(ph->m ? ph->m : 1) * ph->size)) == NULL)
 			break;
@@ -388,8 +385,8 @@ static int vs_phase_run(struct vs_phase *ph, struct vs_result *r, char *err, siz
 		if (!th[i].worker_ok)
 			ph->go = -1;
 	t_start = runenv_now_ns();
-	ph->t_warm = t_start + (uint64_t)(b->o.warmup * 1e9);
-	ph->t_stop = ph->t_warm + (uint64_t)(b->o.seconds * 1e9);
+	ph->t_warm = t_start + (uint64_t)(b->o.c.warmup * 1e9);
+	ph->t_stop = ph->t_warm + (uint64_t)(b->o.c.seconds * 1e9);
 	pthread_cond_broadcast(&ph->cv);
 	pthread_mutex_unlock(&ph->mu);
 	for (unsigned i = 0; i < started; i++)
@@ -622,8 +619,8 @@ static void vs_header(const struct vs_bench *b, struct runenv_lines *h)
 	            " versions each, loaded version-major by %u threads; %" PRIu64
 	            " client thread(s); per cell %.2f s warm-up (not recorded), then %.2f s "
 	            "recorded; seed %" PRIu64,
-	            be, sizes, ms, o->keys, o->versions, VS_LOAD_THREADS, o->threads, o->warmup,
-	            o->seconds, o->seed);
+	            be, sizes, ms, o->keys, o->versions, VS_LOAD_THREADS, o->threads, o->c.warmup,
+	            o->c.seconds, o->c.seed);
 	runenv_line(h, "kvd",
 	            "one kvc_versions call per read (limit m, values included, newest first); a "
 	            "tenant per value size with history=%" PRIu64 " and sync=none",
@@ -691,7 +688,7 @@ static void vs_report_json(const struct vs_bench *b, const struct runenv_lines *
 	printf(",\"config\":{\"keys\":%" PRIu64 ",\"versions\":%" PRIu64 ",\"threads\":%" PRIu64
 	       ",\"load_threads\":%u,\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64
 	       ",\"m\":[",
-	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->seconds, o->warmup, o->seed);
+	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup, o->c.seed);
 	for (size_t i = 0; i < o->nm; i++)
 		printf("%s%" PRIu64, i ? "," : "", o->m[i]);
 	printf("],\"value_sizes\":[");
@@ -795,17 +792,6 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 		O_KEYS,
 		O_VERSIONS,
 		O_THREADS,
-		O_SECONDS,
-		O_WARMUP,
-		O_SEED,
-		O_KVD,
-		O_ENDPOINT,
-		O_TRANSPORT,
-		O_REDIS,
-		O_DIR,
-		O_QUICK,
-		O_JSON,
-		O_MD,
 		O_HELP,
 	};
 	static const struct option lo[] = {
@@ -815,23 +801,14 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 	        {"keys", required_argument, NULL, O_KEYS},
 	        {"versions", required_argument, NULL, O_VERSIONS},
 	        {"threads", required_argument, NULL, O_THREADS},
-	        {"seconds", required_argument, NULL, O_SECONDS},
-	        {"warmup", required_argument, NULL, O_WARMUP},
-	        {"seed", required_argument, NULL, O_SEED},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"endpoint", required_argument, NULL, O_ENDPOINT},
-	        {"transport", required_argument, NULL, O_TRANSPORT},
-	        {"redis-server", required_argument, NULL, O_REDIS},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
+	        RUNENV_OPTIONS,
+	        RUNENV_OPTIONS_TIMED,
 	        {"help", no_argument, NULL, O_HELP},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *cmd = "versions";
 	uint64_t maxm = 0;
-	int ch;
+	int ch, rv;
 
 	optind = 1;
 	opterr = 1;
@@ -872,70 +849,27 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 			                     &o->threads) != 0)
 				return -EINVAL;
 			break;
-		case O_SECONDS:
-			if (runenv_parse_double(cmd, "--seconds", optarg, 0.01, 3600,
-			                        &o->seconds) != 0)
-				return -EINVAL;
-			o->seconds_set = true;
-			break;
-		case O_WARMUP:
-			if (runenv_parse_double(cmd, "--warmup", optarg, 0, 3600, &o->warmup) != 0)
-				return -EINVAL;
-			o->warmup_set = true;
-			break;
-		case O_SEED:
-			if (runenv_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
-				return -EINVAL;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_ENDPOINT:
-			o->endpoint = optarg;
-			break;
-		case O_TRANSPORT:
-			if (runenv_parse_transport(cmd, optarg, &o->stream) != 0)
-				return -EINVAL;
-			break;
-		case O_REDIS:
-			o->redis_server = optarg;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
 		case O_HELP:
 		case 'h':
 			usage(stdout);
 			return 1;
 		default:
-			usage(stderr);
+			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
+				break;
+			if (rv == 0)
+				usage(stderr);
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench versions: unexpected argument '%s'\n", argv[optind]);
+	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
 		return -EINVAL;
-	}
-	if (o->json && o->markdown) {
-		fprintf(stderr, "kvbench versions: --json and --markdown exclude each other\n");
-		return -EINVAL;
-	}
-	if (o->quick) {
+	if (o->c.quick) {
 		if (!o->keys_set)
 			o->keys = VS_QUICK_KEYS;
-		if (!o->seconds_set)
-			o->seconds = VS_QUICK_SECONDS;
-		if (!o->warmup_set)
-			o->warmup = VS_QUICK_WARMUP;
+		if (!o->c.seconds_set)
+			o->c.seconds = VS_QUICK_SECONDS;
+		if (!o->c.warmup_set)
+			o->c.warmup = VS_QUICK_WARMUP;
 		if (!o->m_set) {
 			memcpy(o->m, vs_m_quick, sizeof vs_m_quick);
 			o->nm = sizeof vs_m_quick / sizeof vs_m_quick[0];
@@ -996,6 +930,7 @@ int bench_versions(int argc, char **argv)
 		return 1;
 	}
 	o = &b->o;
+	runenv_opts_init(&o->c);
 	o->backends[0] = yb_find("kvd-ipc");
 	o->backends[1] = yb_find("redis");
 	o->nbackends = 2;
@@ -1005,16 +940,14 @@ int bench_versions(int argc, char **argv)
 	o->nsizes = sizeof vs_size_default / sizeof vs_size_default[0];
 	o->keys = VS_KEYS_DEFAULT;
 	o->threads = 1;
-	o->seconds = VS_SECONDS_DEFAULT;
-	o->warmup = VS_WARMUP_DEFAULT;
-	o->seed = 1;
-	o->stream = true; /* libkvclient's default transport */
+	o->c.seconds = VS_SECONDS_DEFAULT;
+	o->c.warmup = VS_WARMUP_DEFAULT;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
 		free(h);
 		return rv > 0 ? 0 : 2;
 	}
-	if (o->quick && !o->backends_set) {
+	if (o->c.quick && !o->backends_set) {
 		/* --quick without --backend: every transport */
 		o->backends[2] = yb_find("kvd-tcp");
 		o->backends[3] = yb_find("redis-tcp");
@@ -1022,12 +955,12 @@ int bench_versions(int argc, char **argv)
 	}
 	for (size_t i = 0; i < o->nbackends; i++)
 		need_kvd |= is_kvd(o->backends[i]);
-	b->progress = o->json || o->markdown ? stderr : stdout;
+	b->progress = o->c.json || o->c.markdown ? stderr : stdout;
 	signal(SIGPIPE, SIG_IGN);
-	if (runenv_init(&b->run, "versions", argc, argv, o->dir, o->kvd, o->endpoint,
-	                o->redis_server, need_kvd) != 0)
+	if (runenv_init(&b->run, "versions", argc, argv, o->c.dir, o->c.kvd, o->c.endpoint,
+	                o->c.redis_server, need_kvd) != 0)
 		goto out;
-	b->run.env.stream = o->stream;
+	b->run.env.stream = o->c.stream;
 	b->cap = o->nbackends * o->nm * o->nsizes;
 	if ((b->pool = malloc(VS_POOL_BYTES)) == NULL ||
 	    (b->res = calloc(b->cap, sizeof(*b->res))) == NULL) {
@@ -1036,7 +969,7 @@ int bench_versions(int argc, char **argv)
 	}
 	{
 		struct yg_rng r;
-		yg_rng_seed(&r, o->seed ^ 0x5eed);
+		yg_rng_seed(&r, o->c.seed ^ 0x5eed);
 		for (size_t i = 0; i < VS_POOL_BYTES; i++)
 			b->pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
 	}
@@ -1054,9 +987,9 @@ int bench_versions(int argc, char **argv)
 	(void)runenv_fini(&b->run, false);
 	ok = vs_all_ok(b);
 	vs_header(b, h);
-	if (o->json)
+	if (o->c.json)
 		vs_report_json(b, h, ok);
-	else if (o->markdown)
+	else if (o->c.markdown)
 		vs_report_markdown(b, h);
 	else
 		vs_report_text(b, h);
