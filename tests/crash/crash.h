@@ -64,6 +64,8 @@ uint64_t cl_below(uint64_t *state, uint64_t n); /* 0 … n-1 */
 
 /* The name of key number i (printable; its length varies with i). */
 char *cl_key_name(uint64_t seed, uint32_t i, size_t *ret_len);
+/* Values are 0 … 2^cl_value_max_log2 bytes (--value-max; default 16). */
+extern uint32_t cl_value_max_log2;
 /* The length of the value a write (key, nonce) writes. */
 uint32_t cl_value_len(uint64_t seed, uint32_t key, uint64_t nonce);
 /* Its bytes: buf must hold cl_value_len() bytes. */

@@ -26,6 +26,7 @@
  */
 #include "harness.h"
 
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <sys/stat.h>
@@ -38,7 +39,7 @@ static const char usage[] =
         "usage: crashloop [--iterations N] [--seed S] [--clients C] [--kvd PATH] [--dir D]\n"
         "                 [--keep] [--verbose] [--keys K] [--min-ms MS] [--max-ms MS]\n"
         "                 [--full-every N] [--sample N] [--segment-size SIZE]\n"
-        "                 [--check-threads N]\n"
+        "                 [--check-threads N] [--value-max BYTES]\n"
         "\n"
         "  --iterations N     rounds, each ending in a SIGKILL of kvd (default 20)\n"
         "  --seed S           PRNG seed (default: from the clock; printed)\n"
@@ -55,7 +56,9 @@ static const char usage[] =
         "                     (default 50; the last check always does)\n"
         "  --sample N         older versions read back by exact Get per check (default 64)\n"
         "  --segment-size S   kvd's segment_size (default 8M: segments seal during a run)\n"
-        "  --check-threads N  threads (kvc handles) checking keys after a restart (default 4)\n";
+        "  --check-threads N  threads (kvc handles) checking keys after a restart (default 4)\n"
+        "  --value-max BYTES  longest value, a power of two 1 … 65536 (default 65536); every\n"
+        "                     version is kept, so a long run wants smaller values\n";
 
 static int parse_u64(const char *s, uint64_t *ret)
 {
@@ -87,6 +90,7 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 	        {"sample", required_argument, NULL, 'S'},
 	        {"segment-size", required_argument, NULL, 'z'},
 	        {"check-threads", required_argument, NULL, 'T'},
+	        {"value-max", required_argument, NULL, 'V'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -107,7 +111,7 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 	o->timeout_ms = 10000;
 	o->segment_size = "8M";
 	o->kvd = getenv("KVD_BIN");
-	while ((ch = getopt_long(argc, argv, "n:s:c:k:d:Kvy:a:b:f:S:z:T:h", longs, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "n:s:c:k:d:Kvy:a:b:f:S:z:T:V:h", longs, NULL)) != -1) {
 		uint64_t v = 0;
 		switch (ch) {
 		case 'n':
@@ -188,6 +192,17 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 		case 'z':
 			o->segment_size = optarg;
 			break;
+		case 'V': {
+			uint64_t v;
+			if (parse_u64(optarg, &v) != 0 || v == 0 || v > CL_VALUE_MAX ||
+			    (v & (v - 1))) {
+				fprintf(stderr, "crashloop: --value-max is a power of two 1 … %u\n",
+				        CL_VALUE_MAX);
+				exit(2);
+			}
+			cl_value_max_log2 = (uint32_t)__builtin_ctzll(v);
+			break;
+		}
 		case 'h':
 			fputs(usage, stdout);
 			exit(0);
@@ -469,7 +484,35 @@ static void free_proc(struct kvd_proc *k)
 struct times {
 	double write_s, restart_s, check_s, total_s;
 	uint64_t kills;
+	uint64_t disk_bytes; /* of the data directory at the end */
 };
+
+/* Bytes of the files below path. */
+static uint64_t tree_bytes(const char *path)
+{
+	struct stat st;
+	uint64_t n = 0;
+	DIR *d;
+	struct dirent *de;
+
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return (uint64_t)st.st_size;
+	if ((d = opendir(path)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		char *child;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&child, "%s/%s", path, de->d_name) < 0)
+			break;
+		n += tree_bytes(child);
+		free(child);
+	}
+	closedir(d);
+	return n;
+}
 
 static void report(const struct cl_model *m, const struct times *t)
 {
@@ -510,6 +553,9 @@ static void report(const struct cl_model *m, const struct times *t)
 	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s, "
 	       "checking %.1f s)\n",
 	       t->total_s, t->write_s, t->restart_s, t->check_s);
+	printf("  data directory             %.1f MiB at the end (every version kept; a merge a "
+	       "kill interrupts leaves its copies beside the originals until one completes)\n",
+	       (double)t->disk_bytes / 1048576.0);
 	printf("  violations                 %" PRIu64 "\n", m->violations);
 	fflush(stdout);
 }
@@ -670,6 +716,8 @@ int main(int argc, char **argv)
 	}
 out:
 	t.total_s = secs(cl_now_us(&m));
+	if (k.data != NULL)
+		t.disk_bytes = tree_bytes(k.data);
 	if (k.pid > 0 && kvd_stop(&k) != 0 && m.violations == 0 && !harness_failed)
 		cl_violation(&m, NULL, 0, "kvd did not exit 0 on SIGTERM at the end");
 	free_proc(&k);

@@ -63,10 +63,12 @@ static uint64_t value_state(uint64_t seed, uint32_t key, uint64_t nonce)
 	       cl_mix(nonce * 0xd6e8feb86659fd93ULL);
 }
 
+uint32_t cl_value_max_log2 = 16;
+
 uint32_t cl_value_len(uint64_t seed, uint32_t key, uint64_t nonce)
 {
 	uint64_t st = value_state(seed, key, nonce);
-	uint32_t e = (uint32_t)cl_below(&st, 17);
+	uint32_t e = (uint32_t)cl_below(&st, cl_value_max_log2 + 1);
 
 	return (uint32_t)cl_below(&st, ((uint64_t)1 << e) + 1);
 }
