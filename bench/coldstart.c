@@ -164,11 +164,7 @@ static const char *cs_value(const char *pool, uint64_t i, size_t size)
 
 static void cs_fill_pool(char *pool, uint64_t seed)
 {
-	struct yg_rng r;
-
-	yg_rng_seed(&r, seed ^ 0xc01d);
-	for (size_t i = 0; i < CS_POOL_BYTES; i++)
-		pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
+	runenv_fill_pool(pool, CS_POOL_BYTES, seed ^ 0xc01d);
 }
 
 /* ==== the child ======================================================================== */
@@ -1258,14 +1254,7 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 		cs_report_markdown(b, h);
 	else
 		cs_report_text(b, h);
-	if (!ok)
-		fprintf(stderr,
-		        "kvbench coldstart: FAILED: a sample failed or a server did not exit 0 "
-		        "(files "
-		        "kept in %s)\n",
-		        b->run.base);
-	else if ((rv = bench_rmtree(b->run.base)) != 0)
-		fprintf(stderr, "kvbench coldstart: removing %s: %s\n", b->run.base, strerror(-rv));
+	(void)runenv_finish(&b->run, ok, "a sample failed");
 out:
 	if (b->admin != NULL) {
 		if (b->tenant_made)

@@ -766,20 +766,10 @@ int bench_durable(int argc, char **argv)
 		fprintf(stderr, "kvbench durable: out of memory\n");
 		goto out;
 	}
-	{
-		struct yg_rng r;
-		yg_rng_seed(&r, o->c.seed ^ 0xd0ab1e);
-		for (size_t i = 0; i < DU_POOL_BYTES; i++)
-			b->pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
-	}
+	runenv_fill_pool(b->pool, DU_POOL_BYTES, o->c.seed ^ 0xd0ab1e);
 	fprintf(b->progress, "kvbench durable: %s\n", b->run.command);
-	for (size_t i = 0; i < o->nbackends; i++) {
-		const char *why = o->backends[i]->unavailable(o->backends[i], &b->run.env);
-		if (why != NULL) {
-			bench_fmt(b->skip[i], sizeof b->skip[i], "%s", why);
-			fprintf(b->progress, "%s: %s, skipped\n", o->backends[i]->name, why);
-		}
-	}
+	(void)runenv_skip_unavailable(&b->run, o->backends, o->nbackends, b->skip[0],
+	                               sizeof b->skip[0], b->progress);
 	du_progress_head(b->progress);
 	for (size_t ci = 0; ci < o->nclients; ci++)
 		du_clients(b, ci);
@@ -792,14 +782,7 @@ int bench_durable(int argc, char **argv)
 		du_report_markdown(b, h);
 	else
 		du_report_text(b, h);
-	if (!ok)
-		fprintf(stderr,
-		        "kvbench durable: FAILED: a cell failed or had errors, or a server did not "
-		        "exit 0 (files kept in %s)\n",
-		        b->run.base);
-	else if (b->run.base[0] != '\0' && (rv = bench_rmtree(b->run.base)) != 0)
-		fprintf(stderr, "kvbench durable: removing %s: %s\n", b->run.base, strerror(-rv));
-	code = ok ? 0 : 1;
+	code = runenv_finish(&b->run, ok, "a cell failed or had errors");
 out:
 	if (b->run.env.kvd_started)
 		(void)runenv_fini(&b->run, false);

@@ -4,6 +4,8 @@
  */
 #include "runenv.h"
 
+#include "ycsb_gen.h"
+
 #include <getopt.h>
 
 #include <errno.h>
@@ -225,6 +227,50 @@ int runenv_fini(struct runenv *r, bool remove)
 	if (remove && !r->kvd_failed && r->base[0] != '\0' && (rv = bench_rmtree(r->base)) != 0)
 		fprintf(stderr, "kvbench %s: removing %s: %s\n", r->cmd, r->base, strerror(-rv));
 	return r->kvd_failed ? -1 : 0;
+}
+
+int runenv_finish(const struct runenv *r, bool ok, const char *what)
+{
+	int rv;
+
+	if (!ok) {
+		fprintf(stderr,
+		        "kvbench %s: FAILED: %s, or a server did not exit 0 (files kept in %s)\n",
+		        r->cmd, what, r->base);
+		return 1;
+	}
+	if (r->base[0] != '\0' && (rv = bench_rmtree(r->base)) != 0)
+		fprintf(stderr, "kvbench %s: removing %s: %s\n", r->cmd, r->base, strerror(-rv));
+	return 0;
+}
+
+void runenv_fill_pool(char *pool, size_t n, uint64_t seed)
+{
+	struct yg_rng rng;
+
+	yg_rng_seed(&rng, seed);
+	for (size_t i = 0; i < n; i++)
+		pool[i] = (char)(' ' + (yg_rng_next(&rng) & 63));
+}
+
+size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *const *backends,
+                               size_t n, char *skip, size_t skip_len, FILE *progress)
+{
+	size_t can = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *why = backends[i]->unavailable(backends[i], &r->env);
+		char *row = skip + i * skip_len;
+
+		if (why == NULL) {
+			row[0] = '\0';
+			can++;
+			continue;
+		}
+		bench_fmt(row, skip_len, "%s", why);
+		fprintf(progress, "%s: %s, skipped\n", backends[i]->name, why);
+	}
+	return can;
 }
 
 void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)

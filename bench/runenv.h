@@ -122,6 +122,18 @@ int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const 
 /* Stops the kvd the run started (r->kvd_failed when it did not exit 0) and
  * removes the directory when remove is true. 0, or -1 when kvd failed. */
 int runenv_fini(struct runenv *r, bool remove);
+/* The end of a run: on failure says so and where its files are kept
+ * (what = "a cell failed or had errors"), otherwise removes the run's
+ * directory. The exit code: 0 when ok, 1 when not. */
+int runenv_finish(const struct runenv *r, bool ok, const char *what);
+
+/* Fills n bytes with printable characters drawn from seed. */
+void runenv_fill_pool(char *pool, size_t n, uint64_t seed);
+/* Asks each backend whether it can run here; a reason it cannot goes to
+ * the skip row i (skip_len bytes a row) and, with ", skipped", to progress.
+ * The number of backends that can run. */
+size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *const *backends,
+                               size_t n, char *skip, size_t skip_len, FILE *progress);
 
 /* A line of the header. */
 void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)

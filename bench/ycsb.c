@@ -46,6 +46,7 @@
  */
 #include "bench.h"
 #include "hist.h"
+#include "runenv.h"
 #include "ycsb_backend.h"
 #include "ycsb_gen.h"
 
@@ -1682,13 +1683,8 @@ int bench_ycsb(int argc, char **argv)
 		fprintf(stderr, "kvbench ycsb: out of memory\n");
 		goto out;
 	}
-	{
-		/* RandomByteIterator's alphabet: printable ASCII ' '…'_' */
-		struct yg_rng r;
-		yg_rng_seed(&r, o->seed ^ 0x5eed);
-		for (size_t i = 0; i < YC_POOL_BYTES + YC_FIELD_LEN; i++)
-			b->pool[i] = (char)(' ' + (yg_rng_next(&r) & 63));
-	}
+	/* RandomByteIterator's alphabet: printable ASCII ' '…'_' */
+	runenv_fill_pool(b->pool, YC_POOL_BYTES + YC_FIELD_LEN, o->seed ^ 0x5eed);
 	if (make_base(b) != 0)
 		goto out;
 	if (need_kvd && o->endpoint == NULL) {
