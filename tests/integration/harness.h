@@ -113,6 +113,21 @@ static inline void h_dump_log(const struct kvd_proc *k)
 	fclose(f);
 }
 
+/* Whether kvd's log has a line containing text. */
+static inline bool h_log_has(const struct kvd_proc *k, const char *text)
+{
+	FILE *f = fopen(k->log, "r");
+	char line[2048];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
 /* Opens a REQ socket to url with a receive timeout; resend disabled. */
 static inline nng_socket h_dial(const char *url, int timeout_ms)
 {

@@ -2295,20 +2295,6 @@ static void *compact_main(void *arg)
 	return NULL;
 }
 
-static bool log_says(const struct kvd_proc *k, const char *text)
-{
-	FILE *f = fopen(k->log, "r");
-	char line[1024];
-	bool found = false;
-
-	if (f == NULL)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
-}
-
 /* TenantDrop while a Compact (a merge) holds the tenant waits for it to end
  * and then drops the tenant, instead of failing. */
 static void test_drop_waits_for_merge(void **state)
@@ -2335,9 +2321,9 @@ static void test_drop_waits_for_merge(void **state)
 	assert_int_equal(pthread_create(&th, NULL, compact_main, &cj), 0);
 	/* the Compact holds the tenant (kvd says so in test mode) */
 	t0 = h_now_ms();
-	while (!log_says(&k, "tenant merging held by Compact") && h_now_ms() - t0 < 10000)
+	while (!h_log_has(&k, "tenant merging held by Compact") && h_now_ms() - t0 < 10000)
 		poll(NULL, 0, 10);
-	assert_true(log_says(&k, "tenant merging held by Compact"));
+	assert_true(h_log_has(&k, "tenant merging held by Compact"));
 	EXPECT_OK(st, kvc_tenant_drop(c, &(struct kvc_call){.status = &st}, "merging"));
 	/* both went through: the drop waited for the merge (else one of the
 	 * two fails: the drop as busy, or the Compact on a dropped tenant) */

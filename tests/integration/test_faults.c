@@ -36,21 +36,6 @@ static bool tenant_read_only(nng_socket s)
 	return ro;
 }
 
-/* Whether kvd's log has a line containing text. */
-static bool log_has(const struct kvd_proc *k, const char *text)
-{
-	FILE *f = fopen(k->log, "r");
-	char line[2048];
-	bool found = false;
-
-	if (f == NULL)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
-}
-
 static void test_fsync_failure(void **state)
 {
 	struct kvd_proc k;
@@ -88,7 +73,7 @@ static void test_fsync_failure(void **state)
 	assert_int_equal(h_get(s, NULL, "during", got, sizeof(got), NULL), 5);
 	/* the state is seen (Stats) and said (the log) */
 	assert_true(tenant_read_only(s));
-	assert_true(log_has(&k, "refuses writes until it is reopened"));
+	assert_true(h_log_has(&k, "refuses writes until it is reopened"));
 	/* the operator reopens the tenant: writable again, nothing lost */
 	assert_int_equal(h_tenant_call(s, "TenantPassivate", "default", NULL), 0);
 	assert_int_equal(h_tenant_call(s, "TenantActivate", "default", NULL), 0);
