@@ -4,7 +4,7 @@
 #
 #   bench/run-peers.sh [--quick] [--only LIST] [--transport stream|nng]
 #                      [--build DIR] [--no-build] [--kvbench PATH]
-#                      [--kvd PATH] [--out DIR] [--keep]
+#                      [--kvd PATH] [--out DIR] [--keep] [--ycsb-seconds N]
 #
 # Experiments (--only 1,2,…; default all):
 #   1  kvbench ycsb: YCSB A-F, 1M records, threads 1,4,16, kvd over ipc
@@ -30,6 +30,10 @@
 # docs/ of this tree, or with --quick a scratch directory (the smoke run's
 # numbers mean nothing and must not replace the real ones); --out sets it.
 #
+# --ycsb-seconds N: the longest a YCSB run phase of experiments 1 and 2
+# lasts (kvbench ycsb --max-seconds; default 60). 30 takes about an hour
+# off the full run.
+#
 # --quick: every experiment at smoke size (each kvbench's --quick), a
 # minute or two in all. The full run takes about 3 to 3.5 hours on a
 # 2-vCPU machine: experiment 1 about 110 min (72 YCSB runs, each at most
@@ -52,6 +56,7 @@ KVD=""
 OUT=""
 KEEP=0
 TRANSPORT=stream
+YCSB_SECONDS=60
 
 usage() {
 	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -67,6 +72,11 @@ while [ $# -gt 0 ]; do
 	--kvd) [ $# -ge 2 ] || { echo "run-peers.sh: --kvd needs a path" >&2; exit 2; }; KVD=$2; shift ;;
 	--out) [ $# -ge 2 ] || { echo "run-peers.sh: --out needs a directory" >&2; exit 2; }; OUT=$2; shift ;;
 	--keep) KEEP=1 ;;
+	--ycsb-seconds)
+		[ $# -ge 2 ] || { echo "run-peers.sh: --ycsb-seconds needs a number" >&2; exit 2; }
+		case "$2" in ''|*[!0-9]*) echo "run-peers.sh: --ycsb-seconds is a whole number of seconds, not '$2'" >&2; exit 2 ;; esac
+		[ "$2" -ge 1 ] || { echo "run-peers.sh: --ycsb-seconds is at least 1" >&2; exit 2; }
+		YCSB_SECONDS=$2; shift ;;
 	--transport)
 		[ $# -ge 2 ] || { echo "run-peers.sh: --transport needs stream or nng" >&2; exit 2; }
 		case "$2" in stream|nng) TRANSPORT=$2 ;; *) echo "run-peers.sh: --transport is stream or nng, not '$2'" >&2; exit 2 ;; esac
@@ -177,8 +187,8 @@ if [ $QUICK = 1 ]; then
 	A5="--quick"
 	C6="--quick"
 else
-	Y1="--records 1000000 --operations 1000000 --max-seconds 60 --load-threads 16 --threads 1,4,16 --backend kvd-ipc,redis --sync interval,always"
-	Y2="--records 1000000 --operations 1000000 --max-seconds 60 --load-threads 16 --threads 1,4,16 --backend engine,rocksdb,leveldb,lmdb --sync none,interval"
+	Y1="--records 1000000 --operations 1000000 --max-seconds $YCSB_SECONDS --load-threads 16 --threads 1,4,16 --backend kvd-ipc,redis --sync interval,always"
+	Y2="--records 1000000 --operations 1000000 --max-seconds $YCSB_SECONDS --load-threads 16 --threads 1,4,16 --backend engine,rocksdb,leveldb,lmdb --sync none,interval"
 	V3="--backend kvd-ipc,redis,kvd-tcp,redis-tcp"
 	D4="--backend kvd-ipc,redis,kvd-tcp,redis-tcp,engine"
 	A5="--keys 10000,100000,1000000,10000000 --repeat 3"
@@ -541,8 +551,9 @@ fi
 	echo
 	echo "Written by \`bench/run-peers.sh\` (the part between each pair of run-peers"
 	echo "markers; everything else in this file is kept as it was). A full run takes"
-	echo "3 to 3.5 hours on this kind of machine; \`--only N\` reruns one experiment."
-	echo "Last run: \`bench/run-peers.sh$( [ $QUICK = 1 ] && echo " --quick")$( [ "$ONLY" != "1,2,3,4,5,6" ] && echo " --only $ONLY") --transport $TRANSPORT\`,"
+	echo "3 to 3.5 hours on this kind of machine; \`--only N\` reruns one experiment, and"
+	echo "each experiment's section names the kvbench command and build it ran."
+	echo "Last run: \`bench/run-peers.sh$( [ $QUICK = 1 ] && echo " --quick")$( [ "$ONLY" != "1,2,3,4,5,6" ] && echo " --only $ONLY")$( [ "$YCSB_SECONDS" != 60 ] && echo " --ycsb-seconds $YCSB_SECONDS") --transport $TRANSPORT\`,"
 	echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, Linux $(uname -r). kvd is reached over"
 	if [ $TRANSPORT = stream ]; then
 		echo "kv+ipc:// and kv+tcp:// (its stream framing) in experiments 1, 3, 4 and 6."
