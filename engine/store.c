@@ -24,6 +24,7 @@
  *   2. A dropped tenant is out of the table; its struct is freed when the
  *      last hold goes.
  */
+#include "io.h"
 #include "kvengine.h"
 
 #include <dirent.h>
@@ -152,47 +153,47 @@ static const char *sync_name(enum kv_sync s)
 	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
 }
 
-/* fsync of a directory, so the entries made or renamed in it last. */
-static int fsync_dir(const char *path)
+/* fsync of a directory, so the entries made or renamed in it last; through
+ * the I/O layer, so the databases' fault hooks (tests) see it. */
+static int fsync_dir(struct kv_io_fault *f, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rv = 0;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rv;
 
 	if (fd < 0)
 		return -errno;
-	if (fsync(fd) != 0)
-		rv = -errno;
+	rv = io_fsync(f, fd);
 	close(fd);
 	return rv;
 }
 
 /* Writes path/name from text: temp file, fsync, rename, directory fsync —
  * or, when !durable, just temp file and rename. */
-static int write_file(const char *dirpath, const char *name, const char *text, bool durable)
+static int write_file(struct kv_io_fault *f, const char *dirpath, const char *name,
+                      const char *text, bool durable)
 {
 	char tmp[4096], dst[4096];
 	size_t len = strlen(text);
-	int fd, dfd, rv = 0;
+	int fd, rv = 0;
 
 	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dirpath, name);
 	snprintf(dst, sizeof(dst), "%s/%s", dirpath, name);
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
 		return -errno;
-	if (write(fd, text, len) != (ssize_t)len || (durable && fsync(fd) != 0))
-		rv = -errno ? -errno : -EIO;
+	if (write(fd, text, len) != (ssize_t)len)
+		rv = errno ? -errno : -EIO;
+	else if (durable)
+		rv = io_fsync(f, fd);
 	close(fd);
 	if (rv == 0 && rename(tmp, dst) != 0)
 		rv = -errno;
-	if (rv == 0 && durable && (dfd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		if (fsync(dfd) != 0)
-			rv = -errno;
-		close(dfd);
-	}
+	if (rv == 0 && durable)
+		rv = fsync_dir(f, dirpath);
 	if (rv != 0)
 		unlink(tmp);
 	return rv;
 }
 
-static int write_config(struct kv_tenant *t)
+static int write_config(const kv_store *s, struct kv_tenant *t)
 {
 	char text[512];
 
@@ -201,7 +202,7 @@ static int write_config(struct kv_tenant *t)
 	         "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n",
 	         sync_name(t->cfg.sync), t->cfg.sync_interval_ms, t->cfg.history_versions,
 	         t->cfg.default_ttl_ms, t->cfg.max_keys);
-	return write_file(t->path, "TENANT", text, true);
+	return write_file(s->opt.base.fault, t->path, "TENANT", text, true);
 }
 
 static int write_stats(struct kv_tenant *t)
@@ -218,7 +219,7 @@ static int write_stats(struct kv_tenant *t)
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
 	         t->last_activation_ms, t->last_activation_us);
 	/* statistics only: a STATS file a crash damaged reads as zeros */
-	return write_file(t->path, "STATS", text, false);
+	return write_file(NULL, t->path, "STATS", text, false);
 }
 
 static int ini_tenant(void *user, const char *section, const char *name, const char *value)
@@ -421,8 +422,8 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	pthread_mutex_unlock(&s->mu);
 	if (mkdir(t->path, 0755) != 0 && errno != EEXIST)
 		rv = -errno;
-	else if ((rv = write_config(t)) == 0)
-		rv = fsync_dir(s->tdir); /* the tenant's directory entry, durably */
+	else if ((rv = write_config(s, t)) == 0)
+		rv = fsync_dir(s->opt.base.fault, s->tdir); /* the tenant's directory entry, durably */
 	pthread_mutex_lock(&s->mu);
 	if (rv != 0) {
 		table_remove(s, t);
@@ -807,7 +808,7 @@ int kv_store_drop(kv_store *s, const char *name)
 		}
 		/* durably gone before its files are removed */
 		if (rename(t->path, gone) == 0) {
-			if ((rv = fsync_dir(s->tdir)) == 0)
+			if ((rv = fsync_dir(s->opt.base.fault, s->tdir)) == 0)
 				rv = rmtree(gone);
 		} else {
 			rv = -errno;

@@ -1,4 +1,4 @@
-/* test_store.c — tenants: create, list, info, drop; passivation by request, idle time and memory budget with data intact; thousands of tenants under a low RLIMIT_NOFILE. */
+/* test_store.c — tenants: create, list, info, drop; the tenants directory synced after each; passivation by request, idle time and memory budget with data intact; thousands of tenants under a low RLIMIT_NOFILE. */
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <cmocka.h>
+
+#include "io.h"
 
 static struct tu_clock clk = {1700000000000ull};
 
@@ -154,6 +156,68 @@ static void test_tenants(void **state)
 	free(dir);
 }
 
+/* The fsyncs the store and its databases make, by inode. */
+struct syncs {
+	ino_t ino[256];
+	size_t n;
+};
+
+static void record_sync(void *arg, const struct kv_io_event *ev)
+{
+	struct syncs *y = arg;
+	struct stat st;
+
+	if (ev->type == KV_IO_EV_SYNC && y->n < 256 && fstat(ev->fd, &st) == 0)
+		y->ino[y->n++] = st.st_ino;
+}
+
+static size_t syncs_of(const struct syncs *y, const char *path)
+{
+	struct stat st;
+	size_t n = 0;
+
+	assert_int_equal(stat(path, &st), 0);
+	for (size_t i = 0; i < y->n; i++)
+		n += y->ino[i] == st.st_ino;
+	return n;
+}
+
+/* A tenant made or dropped is so durably before the call returns: the
+ * tenants directory, which holds the tenant's entry, is synced after the
+ * tenant's directory is made and after it is renamed away (a power cut
+ * would otherwise take a created tenant with it, or bring a dropped one
+ * back). */
+static void test_create_and_drop_sync_the_directory(void **state)
+{
+	char *dir = tu_mkdtemp("storesync");
+	char *tdir = tu_path(dir, "tenants");
+	struct syncs y = {0};
+	struct kv_io_fault f = {.record = record_sync, .arg = &y};
+	struct kv_store_options o;
+	kv_store *s;
+
+	(void)state;
+	sopts(&o);
+	o.base.fault = &f;
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	y.n = 0;
+	assert_int_equal(kv_store_create(s, "made", NULL), 0);
+	assert_true(syncs_of(&y, tdir) >= 1);
+	{
+		/* and the tenant's own directory, which holds its TENANT file */
+		char *p = tu_path(dir, "tenants/made");
+		assert_true(syncs_of(&y, p) >= 1);
+		free(p);
+	}
+	y.n = 0;
+	assert_int_equal(kv_store_drop(s, "made"), 0);
+	assert_true(syncs_of(&y, tdir) >= 1);
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(tdir);
+	free(dir);
+}
+
 static void test_idle_and_budget(void **state)
 {
 	char *dir = tu_mkdtemp("idle");
@@ -291,6 +355,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tenants),
+		cmocka_unit_test(test_create_and_drop_sync_the_directory),
 		cmocka_unit_test(test_idle_and_budget),
 		cmocka_unit_test(test_low_nofile),
 	};
