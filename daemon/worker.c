@@ -541,9 +541,9 @@ static void *worker_main(void *arg)
 
 	while (!atomic_load(&w->d->quit)) {
 		struct job *q;
-		uint64_t v;
+		uint64_t v, now = now_ms();
 		int n;
-		atomic_store(&w->beat, now_ms());
+		atomic_store(&w->beat, now);
 		bool queued = false;
 		n = epoll_wait(w->epfd, evs, 64, 500);
 		for (int i = 0; i < n; i++) {
@@ -588,9 +588,10 @@ static void *worker_main(void *arg)
 				wq = next;
 			}
 		}
-		if (now_ms() - last_expire > 1000) {
-			dd_expire(w, now_ms());
-			last_expire = now_ms();
+		/* the turn's start time: a second late at most once a second */
+		if (now - last_expire > 1000) {
+			dd_expire(w, now);
+			last_expire = now;
 		}
 	}
 	/* answer what is still in flight before leaving */

@@ -221,7 +221,7 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 	struct kd_entry e;
 	struct seg *s;
 	struct rec_read r;
-	uint64_t now, want = 0, loc;
+	uint64_t want = 0, loc;
 	bool exact = false;
 	int rv;
 
@@ -237,11 +237,11 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 	}
 	if ((rv = head_lookup(db, key, key_len, &e, &s, &loc)) != 0)
 		return rv;
-	now = db_now(db);
+	/* the clock is read only for a record that can expire */
 	if (want == 0 || e.version <= want) {
 		/* the newest record answers */
 		if ((exact && e.version != want) || (e.flags & KD_F_TOMBSTONE) ||
-		    ((e.flags & KD_F_TTL) && db_expired(db, e.expiry_ms, now))) {
+		    ((e.flags & KD_F_TTL) && db_expired(db, e.expiry_ms, db_now(db)))) {
 			db_seg_release(s);
 			return KV_ENOTFOUND;
 		}
@@ -270,7 +270,7 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 		if (rv != 0)
 			return rv;
 		if ((exact && r.h.version != want) || r.h.type == REC_DELETE ||
-		    db_expired(db, r.h.expiry_ms, now)) {
+		    (r.h.expiry_ms != 0 && db_expired(db, r.h.expiry_ms, db_now(db)))) {
 			rec_read_release(&r);
 			return KV_ENOTFOUND;
 		}
