@@ -361,10 +361,15 @@ static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nn
 	return send_failed(s, op, cc_send_msg(cc, m, op->deadline_ms));
 }
 
-/* Reads up to cap bytes (at least one) within the op's deadline. */
+/* Reads up to cap bytes (at least one) within the op's deadline; wait
+ * first: poll before the first read (a reply just asked for is not there
+ * yet, so a read would only say EAGAIN). */
 static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *op, void *buf,
-                        size_t cap, size_t *ret)
+                        size_t cap, size_t *ret, bool wait_first)
 {
+	if (wait_first && wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
+		return client_op_fail(op, KVC_DEADLINE_EXCEEDED, "no reply within %u ms",
+		                      op->timeout_ms);
 	for (;;) {
 		ssize_t n = read(cc->fd, buf, cap);
 
@@ -412,7 +417,8 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 
 	/* the hello and the header, and what came with them */
 	while (have < need + CS_FRAME_HDR) {
-		if ((rv = cc_read_some(s, cc, op, small + have, sizeof(small) - have, &got)) != 0)
+		if ((rv = cc_read_some(s, cc, op, small + have, sizeof(small) - have, &got,
+		                       have == 0)) != 0)
 			return rv;
 		have += got;
 		if (!cc->hello_read && have >= CS_HELLO_LEN) {
@@ -442,8 +448,8 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 	got = have - off;
 	while (got < len) {
 		size_t n;
-		if ((rv = cc_read_some(s, cc, op, (uint8_t *)nng_msg_body(m) + got, len - got,
-		                       &n)) != 0) {
+		if ((rv = cc_read_some(s, cc, op, (uint8_t *)nng_msg_body(m) + got, len - got, &n,
+		                       false)) != 0) {
 			nng_msg_free(m);
 			return rv;
 		}
