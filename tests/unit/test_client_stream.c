@@ -380,6 +380,19 @@ static void test_blocking_deadline(void **state)
 	assert_int_equal(kvc_health(c, &(struct kvc_call){.status = &st, .timeout_ms = 5000}, NULL),
 	                 0);
 	assert_true(atomic_load(&s->accepted) >= 2); /* the late one's was closed */
+	/* the pooled connection a 5 s call used: a 100 ms call on it still
+	 * ends at 100 ms, not when the late reply comes */
+	atomic_store(&s->mode, M_LATE);
+	{
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_int_equal(
+		        kvc_health(c, &(struct kvc_call){.status = &st, .timeout_ms = 100}, NULL),
+		        -KVC_DEADLINE_EXCEEDED);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+		            250);
+	}
 	kvc_close(c);
 	server_stop(s);
 }
