@@ -1,5 +1,5 @@
 #!/bin/sh
-# run-peers.sh — issue 4's six experiments, kvd side by side with Redis,
+# run-peers.sh — the six peer experiments, kvd side by side with Redis,
 # RocksDB, LevelDB and LMDB, written up in docs/BENCHMARKS.md with plots.
 #
 #   bench/run-peers.sh [--quick] [--only LIST] [--transport stream|nng]
@@ -409,7 +409,7 @@ if selected 3; then
 	if have 3; then
 		j="$WORK/exp3.json"
 		{
-			echo "Each kvd row against the Redis row of the same transport. \`kvd/redis\` above 1: kvd is faster. Target of the issue: at least 10× faster than the Redis chain at m = 32."
+			echo "Each kvd row against the Redis row of the same transport. \`kvd/redis\` above 1: kvd is faster. Target: at least 10× faster than the Redis chain at m = 32."
 			echo
 			echo "| value B | m | kvd | reads/s | p50 µs | p99 µs | redis | reads/s | p50 µs | p99 µs | kvd/redis reads/s | redis p50 / kvd p50 |"
 			echo "|--:|--:|---|--:|--:|--:|---|--:|--:|--:|--:|--:|"
@@ -547,7 +547,7 @@ fi
 # ---- BENCHMARKS.md -----------------------------------------------------------------------------------------
 
 {
-	echo "## Issue 4's experiments, side by side with the peers"
+	echo "## Six experiments, side by side with the peers"
 	echo
 	echo "Written by \`bench/run-peers.sh\` (the part between each pair of run-peers"
 	echo "markers; everything else in this file is kept as it was). A full run takes"
