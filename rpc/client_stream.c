@@ -367,25 +367,24 @@ static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nn
 static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *op, void *buf,
                         size_t cap, size_t *ret, bool wait_first)
 {
-	if (wait_first && wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
-		return client_op_fail(op, KVC_DEADLINE_EXCEEDED, "no reply within %u ms",
-		                      op->timeout_ms);
-	for (;;) {
-		ssize_t n = read(cc->fd, buf, cap);
+	bool wait = wait_first;
 
+	for (;;) {
+		ssize_t n;
+
+		if (wait && wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
+			return client_op_fail(op, KVC_DEADLINE_EXCEEDED, "no reply within %u ms",
+			                      op->timeout_ms);
+		n = read(cc->fd, buf, cap);
 		if (n > 0) {
 			cc->got_bytes = true;
 			*ret = (size_t)n;
 			return 0;
 		}
-		if (n < 0 && errno == EINTR)
+		/* EINTR: read again at once; EAGAIN: wait for the reply first */
+		wait = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+		if (wait || (n < 0 && errno == EINTR))
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
-				return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
-				                      "no reply within %u ms", op->timeout_ms);
-			continue;
-		}
 		if (!cc->hello_read && !cc->got_bytes)
 			return client_op_fail(op, KVC_UNAVAILABLE,
 			                      "%s closed the connection before its hello (its "
