@@ -408,22 +408,23 @@ void runenv_opts_init(struct runenv_opts *o)
 	o->stream = true; /* libkvclient's default transport */
 }
 
+/* runenv_opt's answer for an option whose value was parsed: taken, or bad. */
+static int taken(int parsed)
+{
+	return parsed == 0 ? 1 : -EINVAL;
+}
+
 int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
 {
 	switch (ch) {
 	case RUNENV_O_SEED:
-		return runenv_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed) == 0 ? 1
-		                                                                          : -EINVAL;
+		return taken(runenv_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed));
 	case RUNENV_O_SECONDS:
 		o->seconds_set = true;
-		return runenv_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds) == 0
-		               ? 1
-		               : -EINVAL;
+		return taken(runenv_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds));
 	case RUNENV_O_WARMUP:
 		o->warmup_set = true;
-		return runenv_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup) == 0
-		               ? 1
-		               : -EINVAL;
+		return taken(runenv_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup));
 	case RUNENV_O_KVD:
 		o->kvd = arg;
 		return 1;
@@ -431,7 +432,7 @@ int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
 		o->endpoint = arg;
 		return 1;
 	case RUNENV_O_TRANSPORT:
-		return runenv_parse_transport(cmd, arg, &o->stream) == 0 ? 1 : -EINVAL;
+		return taken(runenv_parse_transport(cmd, arg, &o->stream));
 	case RUNENV_O_REDIS:
 		o->redis_server = arg;
 		return 1;

@@ -320,7 +320,7 @@ struct yc_thread {
 	bool worker_ok;
 	struct yg_rng rng;
 	struct yg_keychooser kc;
-	uint64_t todo; /* operations after the warm-up */
+	uint64_t quota; /* operations after the warm-up */
 	uint64_t done, warmup_ops;
 	bool early;
 	struct hist *h; /* OP_COUNT histograms */
@@ -571,7 +571,7 @@ static void *yc_thread_main(void *arg)
 		n++;
 		t->warmup_ops++;
 	}
-	for (uint64_t i = 0; i < t->todo && t->nerrors < YC_ERRORS_MAX; i++) {
+	for (uint64_t i = 0; i < t->quota && t->nerrors < YC_ERRORS_MAX; i++) {
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
 			if (due > now_ns())
@@ -618,7 +618,7 @@ static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
 		uint64_t share = ph->ops / ph->nthreads + (started < ph->ops % ph->nthreads);
 		t->ph = ph;
 		t->idx = started;
-		t->todo = share; /* YCSB's threadopcount */
+		t->quota = share; /* YCSB's threadopcount */
 		t->h = &all[(size_t)(started + 1) * OP_COUNT];
 		t->kc = ph->keychooser;
 		/* the same streams for every backend of a table */
