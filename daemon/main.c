@@ -68,13 +68,15 @@ struct check_out {
 static void check_item(void *arg, const struct kv_check_item *it)
 {
 	struct check_out *o = arg;
+	const char *kind = it->damage ? "" : "note: ";
 
-	o->damaged++;
+	if (it->damage)
+		o->damaged++;
 	if (it->len)
-		printf("%s: %s at %" PRIu64 " (%" PRIu64 " bytes): %s\n", o->db, it->file, it->off,
-		       it->len, it->what);
+		printf("%s: %s%s at %" PRIu64 " (%" PRIu64 " bytes): %s\n", o->db, kind, it->file,
+		       it->off, it->len, it->what);
 	else
-		printf("%s: %s: %s\n", o->db, it->file, it->what);
+		printf("%s: %s%s: %s\n", o->db, kind, it->file, it->what);
 }
 
 /* Checks one database directory; returns 0 clean, 1 damaged, 2 error. */
@@ -360,11 +362,21 @@ static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t 
 	(void)arg;
 	if (kv_recovery_info(db, &ri) != 0)
 		return;
-	if (ri.corrupt_records || ri.hints_rejected)
+	if (ri.lost_segments || ri.lost_bytes)
+		klog(LOG_ERR,
+		     "tenant %s: data lost: %u sealed segment(s) gone or unreadable, %" PRIu64
+		     " bytes of sealed segments missing (first: %s); keys they held read "
+		     "DATA_LOSS%s; run kvd --check on a copy of the data directory",
+		     tenant, ri.lost_segments, ri.lost_bytes, ri.damaged_file,
+		     ri.versions_raised ? ", versions go on above the last one handed out" : "");
+	if (ri.corrupt_records)
 		klog(LOG_WARNING,
-		     "tenant %s: %u damaged region(s) (%" PRIu64 " bytes) skipped, %u hint "
-		     "file(s) rejected; run kvd --check on a copy of the data directory",
-		     tenant, ri.corrupt_records, ri.corrupt_bytes, ri.hints_rejected);
+		     "tenant %s: %u damaged region(s) (%" PRIu64 " bytes) skipped (first in %s); run "
+		     "kvd --check on a copy of the data directory",
+		     tenant, ri.corrupt_records, ri.corrupt_bytes, ri.damaged_file);
+	if (ri.hints_rejected)
+		klog(LOG_NOTICE, "tenant %s: %u hint file(s) unusable, their segments scanned",
+		     tenant, ri.hints_rejected);
 	if (ri.truncated_bytes)
 		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log", tenant,
 		     ri.truncated_bytes);

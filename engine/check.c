@@ -3,10 +3,15 @@
  * anything, and list what is damaged.
  *
  * For each segment: its header, every record's bounds and crc (a scan of the
- * whole file), and a torn end. For each hint file: its checksums and bounds,
- * and that every entry names a record the segment really has at that place.
- * The merge commit files and META: their checksums. The database must not be
- * open (its LOCK is taken, shared, for the duration).
+ * whole file), a torn end (only where recovery would see one: the newest
+ * segment that is neither sealed nor written by merge), and, for a sealed
+ * segment, that it is as long as META and its hint say. Sealed segments META
+ * lists that are gone are damage. For each hint file: its checksums and
+ * bounds, and that every entry names a record the segment really has at
+ * that place -- reported as notes, since a hint is a cache the next open
+ * rebuilds. The merge commit files and META: their checksums. The database
+ * must not be open (its LOCK is taken, shared, for the duration). What
+ * recovery does with each finding: recovery.c.
  */
 #include "kvengine.h"
 
@@ -14,6 +19,7 @@
 #include "endian_util.h"
 #include "hint.h"
 #include "io.h"
+#include "manifest.h"
 #include "reloc.h"
 #include "segment.h"
 
@@ -34,7 +40,8 @@ struct ck {
 	const char *file;
 };
 
-static void report(struct ck *c, const char *file, uint64_t off, uint64_t len, const char *what)
+static void emit(struct ck *c, const char *file, uint64_t off, uint64_t len, const char *what,
+                 bool damage)
 {
 	struct kv_check_item it;
 
@@ -43,17 +50,32 @@ static void report(struct ck *c, const char *file, uint64_t off, uint64_t len, c
 	it.off = off;
 	it.len = len;
 	it.what = what;
-	c->sum.damaged++;
-	c->sum.damaged_bytes += len;
+	it.damage = damage;
+	if (damage) {
+		c->sum.damaged++;
+		c->sum.damaged_bytes += len;
+	} else {
+		c->sum.notes++;
+	}
 	if (c->fn)
 		c->fn(c->arg, &it);
+}
+
+static void report(struct ck *c, const char *file, uint64_t off, uint64_t len, const char *what)
+{
+	emit(c, file, off, len, what, true);
+}
+
+static void note(struct ck *c, const char *file, const char *what)
+{
+	emit(c, file, 0, 0, what, false);
 }
 
 /* records of the segment, by offset, to check the hint against */
 struct recs {
 	struct {
 		uint64_t off, size, version;
-	} *v;
+	} * v;
 	size_t n, cap;
 };
 
@@ -102,6 +124,8 @@ struct hint_ck {
 	const struct recs *rs;
 	const char *name;
 	uint64_t bad;
+	uint64_t end;  /* end of the last record it names */
+	uint64_t size; /* the segment's size: entries past it are not "bad" */
 };
 
 static int hint_entry(void *arg, const struct hint_ent *e)
@@ -109,6 +133,10 @@ static int hint_entry(void *arg, const struct hint_ent *e)
 	struct hint_ck *h = arg;
 	size_t lo = 0, hi = h->rs->n;
 
+	if ((uint64_t)e->off + e->size > h->end)
+		h->end = (uint64_t)e->off + e->size;
+	if ((uint64_t)e->off + e->size > h->size)
+		return 0; /* cut off the segment: reported on the segment */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (h->rs->v[mid].off < e->off)
@@ -122,14 +150,22 @@ static int hint_entry(void *arg, const struct hint_ent *e)
 	return 0;
 }
 
-static int check_segment(struct ck *c, int dirfd, uint32_t id, bool newest)
+/* What the directory says of a segment before it is read. */
+struct seg_facts {
+	uint64_t listed; /* size META lists; 0: not listed */
+	bool sealed;     /* listed, or has a hint */
+	bool torn_ok;    /* a torn end is possible: the newest unsealed segment */
+};
+
+static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_facts *f)
 {
-	char name[SEG_NAME_MAX], hname[SEG_NAME_MAX];
+	char name[SEG_NAME_MAX], hname[SEG_NAME_MAX], msg[160];
 	struct recs rs = {0};
 	struct damage_ctx dc = {c, &rs};
 	struct seg_scan_result res;
 	struct seg *s;
 	bool damaged_header = false;
+	uint64_t expect = f->listed;
 	int rv, fd;
 
 	seg_name(name, id, ".seg");
@@ -138,17 +174,25 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, bool newest)
 	rv = seg_open(dirfd, id, NULL, &s);
 	if (rv == KV_ECORRUPT || rv == KV_EFORMAT) {
 		if ((rv = seg_open_raw(dirfd, id, &s)) != 0)
-			return rv;
+			goto unreadable;
 		damaged_header = true;
 		if (s->size < SEG_HEADER_SIZE) {
-			report(c, name, 0, s->size, "shorter than a segment header (left by a crash "
-			                            "while it was created; removed at next open)");
+			if (f->sealed)
+				report(c, name, 0, s->size,
+				       "sealed segment cut to less than its header (META or its "
+				       "hint "
+				       "says it held records: their keys read DATA_LOSS)");
+			else
+				report(c, name, 0, s->size,
+				       "shorter than a segment header (left by a crash while it "
+				       "was "
+				       "created; removed at next open)");
 			seg_unref(s);
 			return 0;
 		}
 		report(c, name, 0, SEG_HEADER_SIZE, "segment header damaged");
 	} else if (rv != 0) {
-		return rv;
+		goto unreadable;
 	}
 	c->sum.segments++;
 	fd = s->fd;
@@ -157,34 +201,63 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, bool newest)
 	if (rv != 0)
 		goto out;
 	c->sum.records += res.records;
+	/* its hint file, if any: a cache, so its faults are notes; what it
+	 * names past the end of the segment is damage of the segment */
+	{
+		struct hint_ck hc = {c, &rs, hname, 0, 0, s->size};
+		rv = hint_load(dirfd, id, f->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX, NULL,
+		               hint_entry, &hc);
+		if (rv == 0) {
+			c->sum.hints++;
+			if (hc.bad > 0)
+				note(c, hname,
+				     "hint entries that do not match the segment (rebuilt "
+				     "from the segment at next open)");
+			if (hc.end > expect)
+				expect = hc.end;
+		} else if (rv == -ENOMEM) {
+			goto out;
+		} else if (rv != -ENOENT) {
+			note(c, hname, "hint file cannot be used (the segment is scanned instead)");
+		}
+		rv = 0;
+	}
 	if (res.valid_end < s->size) {
-		if (newest && !damaged_header && !(s->flags & SEG_F_MERGED))
+		if (f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED))
 			report(c, name, res.valid_end, s->size - res.valid_end,
-			       "torn end of the newest segment (a write cut by a crash; cut off "
+			       "torn end of the active segment (a write cut by a crash; cut off "
 			       "at next open)");
 		else
 			report(c, name, res.valid_end, s->size - res.valid_end,
 			       "damaged bytes at the end");
 	}
-	/* its hint file, if any */
-	{
-		struct hint_ck hc = {c, &rs, hname, 0};
-		rv = hint_load(dirfd, id, s->size, KV_KEY_SIZE_MAX, NULL, hint_entry, &hc);
-		if (rv == 0) {
-			c->sum.hints++;
-			if (hc.bad > 0)
-				report(c, hname, 0, 0, "hint entries that do not match the segment");
-		} else if (rv == KV_ECORRUPT || rv == KV_EFORMAT) {
-			report(c, hname, 0, 0, "hint file damaged (the segment is scanned instead)");
-		} else if (rv != -ENOENT) {
-			goto out;
-		}
-		rv = 0;
+	if (expect > s->size) {
+		snprintf(msg, sizeof(msg),
+		         "sealed segment cut short: %llu bytes gone (keys of the records there "
+		         "read DATA_LOSS where its hint names them)",
+		         (unsigned long long)(expect - s->size));
+		report(c, name, s->size, expect - s->size, msg);
 	}
 out:
 	free(rs.v);
 	seg_unref(s);
 	return rv;
+unreadable:
+	if (rv == -ENOMEM || rv == -EMFILE || rv == -ENFILE)
+		return rv;
+	snprintf(msg, sizeof(msg), "segment cannot be read: %s", strerror(-rv));
+	report(c, name, 0, 0, msg);
+	return 0;
+}
+
+static bool in_ids(const uint32_t *v, size_t n, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -193,14 +266,50 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+struct idlist {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static int idlist_push(struct idlist *l, uint32_t id)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		uint32_t *nv = realloc(l->v, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = cap;
+	}
+	l->v[l->n++] = id;
+	return 0;
+}
+
+/* <8 hex digits><ext> → id */
+static bool hex_name(const char *nm, const char *ext, uint32_t *ret)
+{
+	char *end;
+	unsigned long id;
+
+	if (strlen(nm) != 8 + strlen(ext) || strcmp(nm + 8, ext) != 0)
+		return false;
+	id = strtoul(nm, &end, 16);
+	if (end != nm + 8 || id == 0 || id > UINT32_MAX)
+		return false;
+	*ret = (uint32_t)id;
+	return true;
+}
+
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret)
 {
 	struct ck c = {.fn = fn, .arg = arg};
-	uint32_t *ids = NULL;
-	size_t n = 0, cap = 0, i;
+	struct idlist segs = {0}, hints = {0}, retired = {0}, all = {0};
+	struct manifest man = {0};
 	struct dirent *de;
 	DIR *d = NULL;
-	int dirfd, lockfd, rv = 0;
+	uint32_t newest_open = 0;
+	size_t i;
+	int dirfd, lockfd, rv = 0, mr;
 
 	if ((dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
@@ -213,51 +322,109 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		rv = -errno;
 		goto out;
 	}
-	while ((de = readdir(d)) != NULL) {
+	while ((de = readdir(d)) != NULL && rv == 0) {
 		const char *nm = de->d_name;
 		size_t len = strlen(nm);
-		if (len == 12 && strcmp(nm + 8, ".seg") == 0) {
-			char *end;
-			unsigned long id = strtoul(nm, &end, 16);
-			if (end != nm + 8 || id == 0)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				uint32_t *nv = realloc(ids, cap * sizeof(*nv));
-				if (nv == NULL) {
-					rv = -ENOMEM;
-					goto out;
-				}
-				ids = nv;
-			}
-			ids[n++] = (uint32_t)id;
+		uint32_t id;
+		if (hex_name(nm, ".seg", &id)) {
+			rv = idlist_push(&segs, id);
+		} else if (hex_name(nm, ".hint", &id)) {
+			rv = idlist_push(&hints, id);
 		} else if (strncmp(nm, "merge-", 6) == 0 && len > 13 &&
 		           strcmp(nm + len - 7, ".commit") == 0) {
 			struct merge_commit mc;
 			int r = commit_load(dirfd, nm, NULL, &mc);
-			if (r == 0)
+			if (r == 0) {
+				for (i = 0; i < mc.nretired && rv == 0; i++)
+					rv = idlist_push(&retired, mc.retired[i]);
 				commit_release(&mc);
-			else if (r == KV_ECORRUPT || r == KV_EFORMAT)
-				report(&c, nm, 0, 0, "merge commit damaged (its retired segments are kept)");
-		} else if (strcmp(nm, "META") == 0) {
-			uint8_t buf[28];
-			int fd = openat(dirfd, nm, O_RDONLY | O_CLOEXEC);
-			ssize_t got = fd >= 0 ? pread(fd, buf, sizeof(buf), 0) : -1;
-			if (fd >= 0)
-				close(fd);
-			if (got != (ssize_t)sizeof(buf) || memcmp(buf, "KVDMETA\1", 8) != 0 ||
-			    crc32c(buf, 24) != get_le32(buf + 24))
-				report(&c, nm, 0, 0, "META damaged (the compact revision is lost)");
+			} else if (r == KV_ECORRUPT || r == KV_EFORMAT) {
+				report(&c, nm, 0, 0,
+				       "merge commit damaged (its retired segments are kept)");
+			}
 		}
 	}
-	if (n > 1)
-		qsort(ids, n, sizeof(*ids), cmp_u32);
-	for (i = 0; i < n && rv == 0; i++)
-		rv = check_segment(&c, dirfd, ids[i], i + 1 == n);
+	if (rv != 0)
+		goto out;
+	mr = manifest_read(dirfd, NULL, &man);
+	if (mr == KV_ECORRUPT || mr == KV_EFORMAT)
+		report(&c, "META", 0, 0,
+		       "META damaged (the compact revision and the list of sealed segments are "
+		       "lost)");
+	else if (mr == -ENOMEM)
+		rv = mr;
+	if (mr != 0)
+		memset(&man, 0, sizeof(man));
+	for (i = 0; i < segs.n && rv == 0; i++)
+		rv = idlist_push(&all, segs.v[i]);
+	for (i = 0; i < hints.n && rv == 0; i++)
+		rv = idlist_push(&all, hints.v[i]);
+	for (i = 0; i < man.nsegs && rv == 0; i++)
+		rv = idlist_push(&all, man.segs[i].id);
+	if (rv != 0)
+		goto out;
+	if (all.n > 1)
+		qsort(all.v, all.n, sizeof(*all.v), cmp_u32);
+	/* the newest segment that is not sealed: the only place for a torn end */
+	for (i = 0; i < segs.n; i++)
+		if (segs.v[i] > newest_open && manifest_find(&man, segs.v[i]) == NULL &&
+		    !in_ids(hints.v, hints.n, segs.v[i]) &&
+		    !in_ids(retired.v, retired.n, segs.v[i]))
+			newest_open = segs.v[i];
+	for (i = 0; i < all.n && rv == 0; i++) {
+		uint32_t id = all.v[i];
+		const struct manifest_seg *listed = manifest_find(&man, id);
+		bool present = in_ids(segs.v, segs.n, id), hinted = in_ids(hints.v, hints.n, id);
+		char name[SEG_NAME_MAX];
+
+		if (i > 0 && all.v[i - 1] == id)
+			continue;
+		if (in_ids(retired.v, retired.n, id)) {
+			seg_name(name, id, present ? ".seg" : ".hint");
+			note(&c, name, "retired by a merge (removed at next open)");
+			continue;
+		}
+		if (!present) {
+			if (listed != NULL) {
+				seg_name(name, id, ".seg");
+				report(&c, name, 0, listed->size,
+				       hinted ? "sealed segment missing (META lists it; its hint "
+				                "remains: the keys it names read DATA_LOSS)"
+				              : "sealed segment missing (META lists it; no hint "
+				                "remains to say which keys it held)");
+			} else if (man.format == 2) {
+				seg_name(name, id, ".hint");
+				note(&c, name,
+				     "hint of a segment a merge retired (removed at next open)");
+			} else {
+				seg_name(name, id, ".seg");
+				report(&c, name, 0, 0,
+				       "segment missing (its hint remains: the keys it names read "
+				       "DATA_LOSS)");
+			}
+			continue;
+		}
+		{
+			struct seg_facts f = {listed ? listed->size : 0, listed != NULL || hinted,
+			                      id == newest_open};
+			rv = check_segment(&c, dirfd, id, &f);
+		}
+	}
+	if (rv == 0 && man.format == 2 && man.active != 0 && !in_ids(segs.v, segs.n, man.active) &&
+	    !in_ids(retired.v, retired.n, man.active) && manifest_find(&man, man.active) == NULL) {
+		char name[SEG_NAME_MAX];
+		seg_name(name, man.active, ".seg");
+		report(&c, name, 0, 0,
+		       "active segment missing (what was written since the last seal is lost)");
+	}
 out:
 	if (d)
 		closedir(d);
-	free(ids);
+	free(segs.v);
+	free(hints.v);
+	free(retired.v);
+	free(all.v);
+	manifest_release(&man);
 	if (lockfd >= 0)
 		close(lockfd);
 	close(dirfd);

@@ -173,54 +173,6 @@ void db_seg_release(struct seg *s)
 	seg_unref(s);
 }
 
-/* ---- META -------------------------------------------------------------- */
-
-#define META_MAGIC "KVDMETA\1"
-#define META_SIZE  28u
-
-int db_meta_write(kv_db *db, uint64_t floor)
-{
-	uint8_t buf[META_SIZE];
-	int fd, rv;
-
-	memcpy(buf, META_MAGIC, 8);
-	put_le32(buf + 8, 1);
-	put_le32(buf + 12, 0);
-	put_le64(buf + 16, floor);
-	put_le32(buf + 24, crc32c(buf, 24));
-	fd = io_create(db->opt.fault, db->dirfd, "META.tmp", O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return fd;
-	rv = io_pwrite_full(db->opt.fault, fd, buf, sizeof(buf), 0);
-	if (rv == 0)
-		rv = io_fdatasync(db->opt.fault, fd);
-	close(fd);
-	if (rv == 0)
-		rv = io_rename(db->opt.fault, db->dirfd, "META.tmp", "META");
-	if (rv == 0)
-		rv = db_fsync_dir(db);
-	return rv;
-}
-
-int db_meta_read(kv_db *db, uint64_t *ret_floor)
-{
-	uint8_t buf[META_SIZE];
-	int fd, rv;
-
-	if ((fd = openat(db->dirfd, "META", O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	rv = io_pread_full(db->opt.fault, fd, buf, sizeof(buf), 0);
-	close(fd);
-	if (rv != 0)
-		return rv == -EIO ? KV_ECORRUPT : rv;
-	if (memcmp(buf, META_MAGIC, 8) != 0 || crc32c(buf, 24) != get_le32(buf + 24))
-		return KV_ECORRUPT;
-	if (get_le32(buf + 8) != 1)
-		return KV_EFORMAT;
-	*ret_floor = get_le64(buf + 16);
-	return 0;
-}
-
 /* ---- hint files for sealed segments ------------------------------------ */
 
 struct hint_gen {
@@ -529,6 +481,7 @@ static void db_free(kv_db *db)
 	pthread_cond_destroy(&db->cv);
 	pthread_cond_destroy(&db->bg_cv);
 	free(db->path);
+	free(db->meta);
 	free(db);
 }
 

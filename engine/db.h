@@ -128,6 +128,11 @@ struct kv_db {
 	_Atomic uint64_t seg_epoch;      /* bumped when merge retires segments */
 	uint64_t last_sync_ms;
 	uint64_t merge_seq;
+	/* [driver] META (manifest.h): the mark it promises and its bytes as
+	 * last written or read, so an unchanged META is not written again */
+	uint64_t version_mark;
+	uint8_t *meta;
+	size_t meta_len;
 
 	pthread_mutex_t merge_mu; /* one merge at a time */
 	pthread_t bg;
@@ -149,9 +154,6 @@ void segtab_remove_locked(kv_db *db, uint32_t id);
 int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_loc);
 /* Drops what db_seg_acquire took (the pin on the file and the reference). */
 void db_seg_release(struct seg *s);
-/* Writes META (compact floor) durably. */
-int db_meta_write(kv_db *db, uint64_t floor);
-int db_meta_read(kv_db *db, uint64_t *ret_floor);
 /* Writes hint files for sealed segments that lack one. */
 int db_write_hints(kv_db *db);
 /* Oldest version an open iterator reads at; UINT64_MAX when none. */

@@ -39,6 +39,7 @@
 #include "db.h"
 
 #include "hint.h"
+#include "manifest.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -129,6 +130,16 @@ static int merge_start_fn(kv_db *db, void *arg)
 	size_t i;
 	int rv;
 
+	/* A lost segment's records are on chains merge would walk, and
+	 * retiring it would erase the evidence of the loss: no merge. */
+	pthread_mutex_lock(&db->seg_mu);
+	for (i = 0; i < db->nsegs; i++) {
+		if (db->segs[i]->lost) {
+			pthread_mutex_unlock(&db->seg_mu);
+			return KV_ECORRUPT;
+		}
+	}
+	pthread_mutex_unlock(&db->seg_mu);
 	if (db->active != NULL && db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0)
 		return rv;
 	m->start_version = atomic_load(&db->committed_version);
@@ -231,7 +242,9 @@ static int commit_fn(kv_db *db, void *arg)
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes -= freed < db->disk_bytes ? freed : db->disk_bytes;
 	pthread_rwlock_unlock(&db->kd_lock);
-	return 0;
+	/* the commit is durable; META stops listing what it retired (a crash
+	 * before this is told apart by the commit) */
+	return manifest_write(db);
 }
 
 /* ---- output segments --------------------------------------------------- */
@@ -863,16 +876,27 @@ int kv_merge(kv_db *db)
 	return rv;
 }
 
+/* Raises the compact revision, durably in META before reads see it. */
+static int floor_fn(kv_db *db, void *arg)
+{
+	uint64_t revision = *(const uint64_t *)arg, old = atomic_load(&db->compact_floor);
+	int rv;
+
+	if (revision <= old)
+		return 0;
+	atomic_store(&db->compact_floor, revision);
+	if ((rv = manifest_write(db)) != 0)
+		atomic_store(&db->compact_floor, old);
+	return rv;
+}
+
 int kv_compact(kv_db *db, uint64_t revision)
 {
 	int rv;
 
 	if (revision > atomic_load(&db->committed_version))
 		return -EINVAL;
-	if (revision > atomic_load(&db->compact_floor)) {
-		if ((rv = db_meta_write(db, revision)) != 0)
-			return rv;
-		atomic_store(&db->compact_floor, revision);
-	}
+	if ((rv = write_barrier(db, floor_fn, &revision)) != 0)
+		return rv;
 	return kv_merge(db);
 }

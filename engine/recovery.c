@@ -4,27 +4,37 @@
  *   1. Remove *.tmp leftovers of interrupted writes.
  *   2. Apply merge commit files: delete the segments they retired that are
  *      still there (a merge interrupted after its commit), load relocations.
- *   3. Read META (compact revision).
+ *   3. Read META (manifest.h): compact revision, the sealed segments and
+ *      their sizes, the version mark.
  *   4. Load every segment, oldest id first: from its hint file when the hint
  *      checks out, otherwise by scanning its records. For every key the
  *      record with the highest version wins; an equal version (a copy left by
- *      an interrupted merge) keeps the first one seen.
- *   5. Records of an atomic batch are indexed only when the batch's last
- *      record is present. The newest non-merged segment is where a crash can
- *      leave a torn write: it is cut back to the end of its last complete
- *      batch, and the cut is reported. Damage inside any other segment is
- *      skipped and reported, never indexed.
- *   6. The next version is one past the highest version seen in any record or
+ *      an interrupted merge) keeps the first one seen. A hint that cannot be
+ *      read only means a scan.
+ *   5. A sealed segment (META lists it, or it has a hint) that is gone,
+ *      unreadable or shorter than it was is damage: it is reported with its
+ *      file name, and the records its hint names beyond what is left stay
+ *      indexed, so reads of their keys report the loss (KV_ECORRUPT) instead
+ *      of an older value or none. A lost segment stays in the table as a
+ *      placeholder (seg->lost) and in META, so the loss is reported again
+ *      at every open.
+ *   6. Records of an atomic batch are indexed only when the batch's last
+ *      record is present. Only the active segment (the newest non-merged
+ *      one that is not sealed) can end in a torn write: it is cut back to
+ *      the end of its last complete batch, and the cut is reported. Damage
+ *      inside any other segment is skipped and reported, never indexed.
+ *   7. The next version is one past the highest version seen in any record or
  *      segment header, so versions never repeat even when merge dropped the
- *      newest records.
- *   7. The newest non-merged segment becomes the active segment again if it
- *      has room; its now stale hint is removed first. Otherwise a new one is
- *      started.
+ *      newest records; when segments were lost, one past META's mark too.
+ *   8. The newest non-merged segment becomes the active segment again if it
+ *      was the active one and has room. Otherwise a new one is started.
+ *      META is written anew when it changed.
  * Runs single-threaded inside kv_open, before the handle is published.
  */
 #include "db.h"
 
 #include "hint.h"
+#include "manifest.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,6 +62,7 @@ struct rctx {
 	uint64_t records;
 	uint64_t seg_base; /* the segment being loaded: its base version and size */
 	uint64_t seg_size;
+	uint64_t hint_end; /* end of the last record the loaded hint names */
 };
 
 static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
@@ -150,6 +161,10 @@ static int scan_damage(void *arg, uint64_t off, uint64_t len, const struct seg_s
 
 static int hint_rec(void *arg, const struct hint_ent *e)
 {
+	struct rctx *c = arg;
+
+	if ((uint64_t)e->off + e->size > c->hint_end)
+		c->hint_end = (uint64_t)e->off + e->size;
 	return index_source(arg, e->type, e->flags, e->key, e->key_len, e->version, e->off, e->size,
 	                    e->expiry_ms);
 }
@@ -168,6 +183,8 @@ static int cmp_str(const void *a, const void *b)
 struct listing {
 	uint32_t *segs;
 	size_t nsegs, capsegs;
+	uint32_t *hints;
+	size_t nhints, caphints;
 	char **commits;
 	size_t ncommits, capcommits;
 };
@@ -177,6 +194,7 @@ static void listing_release(struct listing *l)
 	size_t i;
 
 	free(l->segs);
+	free(l->hints);
 	for (i = 0; i < l->ncommits; i++)
 		free(l->commits[i]);
 	free(l->commits);
@@ -195,6 +213,34 @@ static bool parse_hex_name(const char *name, const char *ext, uint32_t *ret)
 		return false;
 	*ret = (uint32_t)v;
 	return true;
+}
+
+static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		uint32_t *nv = realloc(*v, nc * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = id;
+	return 0;
+}
+
+static bool has_id(const uint32_t *v, size_t n, uint32_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo] == id;
 }
 
 static int list_dir(kv_db *db, struct listing *l)
@@ -218,17 +264,11 @@ static int list_dir(kv_db *db, struct listing *l)
 		if (len > 4 && strcmp(n + len - 4, ".tmp") == 0) {
 			io_unlink(db->opt.fault, db->dirfd, n);
 		} else if (parse_hex_name(n, ".seg", &id)) {
-			if (l->nsegs == l->capsegs) {
-				size_t cap = l->capsegs ? l->capsegs * 2 : 64;
-				uint32_t *nv = realloc(l->segs, cap * sizeof(*nv));
-				if (nv == NULL) {
-					rv = -ENOMEM;
-					break;
-				}
-				l->segs = nv;
-				l->capsegs = cap;
-			}
-			l->segs[l->nsegs++] = id;
+			if ((rv = push_id(&l->segs, &l->nsegs, &l->capsegs, id)) != 0)
+				break;
+		} else if (parse_hex_name(n, ".hint", &id)) {
+			if ((rv = push_id(&l->hints, &l->nhints, &l->caphints, id)) != 0)
+				break;
 		} else if (strncmp(n, "merge-", 6) == 0 && len > 13 &&
 		           strcmp(n + len - 7, ".commit") == 0) {
 			if (l->ncommits == l->capcommits) {
@@ -251,6 +291,8 @@ static int list_dir(kv_db *db, struct listing *l)
 	closedir(d);
 	if (rv == 0 && l->nsegs > 1)
 		qsort(l->segs, l->nsegs, sizeof(*l->segs), cmp_u32);
+	if (rv == 0 && l->nhints > 1)
+		qsort(l->hints, l->nhints, sizeof(*l->hints), cmp_u32);
 	if (rv == 0 && l->ncommits > 1)
 		qsort(l->commits, l->ncommits, sizeof(*l->commits), cmp_str);
 	return rv;
@@ -266,15 +308,61 @@ static bool is_retired(const uint32_t *v, size_t n, uint32_t id)
 	return false;
 }
 
+/* Remembers the first damaged file, for the log. */
+static void note_damage(kv_db *db, uint32_t id, const char *ext)
+{
+	if (db->rinfo.damaged_file[0] == '\0')
+		seg_name(db->rinfo.damaged_file, id, ext);
+}
+
+/* Segment errors that say "this file cannot be read" rather than "this
+ * process cannot go on". */
+static bool unreadable(int rv)
+{
+	return rv == -EISDIR || rv == -EACCES || rv == -EPERM || rv == -EIO || rv == -ENXIO ||
+	       rv == -ELOOP || rv == -EINVAL || rv == -ENOTDIR;
+}
+
+/* A sealed segment that is gone or unreadable: a placeholder in the table,
+ * and what its hint names indexed, so reads of those keys report the loss.
+ * size: as META listed it, 0 when unknown. */
+static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
+{
+	struct seg *s;
+	int rv;
+
+	if ((rv = seg_new_lost(db->dirfd, id, size, &s)) != 0)
+		return rv;
+	c->seg = id;
+	c->hint_end = 0;
+	rv = hint_load(db->dirfd, id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec, c);
+	if (rv == -ENOMEM) {
+		seg_unref(s);
+		return rv;
+	}
+	pend_clear(c);
+	if (size == 0)
+		s->lost_size = size = c->hint_end;
+	db->rinfo.lost_segments++;
+	db->rinfo.lost_bytes += size;
+	note_damage(db, id, ".seg");
+	db->rinfo.segments++;
+	if ((rv = segtab_insert_locked(db, s)) != 0)
+		seg_unref(s);
+	return rv;
+}
+
 int recovery_run(kv_db *db)
 {
 	struct listing l = {0};
+	struct manifest man = {0};
 	struct rctx c = {.db = db};
-	uint32_t *retired = NULL;
-	size_t nretired = 0, i;
+	uint32_t *retired = NULL, *ids = NULL;
+	size_t nretired = 0, nids = 0, capids = 0, i;
 	uint32_t max_id = 0;
-	uint64_t max_base = 0, floor = 0, junk_from = 0;
+	uint64_t max_base = 0, junk_from = 0;
 	struct seg *tail = NULL, *junk_seg = NULL;
+	bool lossy = false, have_man;
 	int rv;
 
 	if ((rv = list_dir(db, &l)) != 0)
@@ -314,20 +402,52 @@ int recovery_run(kv_db *db)
 	}
 
 	/* 3. META */
-	rv = db_meta_read(db, &floor);
-	if (rv == -ENOENT)
-		floor = 0;
-	else if (rv != 0)
+	rv = manifest_read(db->dirfd, db->opt.fault, &man);
+	if (rv == KV_ECORRUPT) {
+		/* what it listed is unknown: loaded from the files alone */
+		db->rinfo.corrupt_records++;
+		if (db->rinfo.damaged_file[0] == '\0')
+			snprintf(db->rinfo.damaged_file, sizeof(db->rinfo.damaged_file), "META");
+		memset(&man, 0, sizeof(man));
+	} else if (rv != 0 && rv != -ENOENT) {
 		goto out;
-	atomic_store(&db->compact_floor, floor);
+	}
+	rv = 0;
+	have_man = man.format == 2;
+	atomic_store(&db->compact_floor, man.floor);
+	db->version_mark = man.version_mark;
+	if (have_man) {
+		db->meta = man.raw;
+		db->meta_len = man.raw_len;
+		man.raw = NULL;
+	}
+
+	/* every id there is a trace of: segments, hints, what META lists */
+	for (i = 0; i < l.nsegs && rv == 0; i++)
+		rv = push_id(&ids, &nids, &capids, l.segs[i]);
+	for (i = 0; i < l.nhints && rv == 0; i++)
+		rv = push_id(&ids, &nids, &capids, l.hints[i]);
+	for (i = 0; i < man.nsegs && rv == 0; i++)
+		rv = push_id(&ids, &nids, &capids, man.segs[i].id);
+	if (rv != 0)
+		goto out;
+	if (nids > 1)
+		qsort(ids, nids, sizeof(*ids), cmp_u32);
 
 	/* 4. segments */
-	for (i = 0; i < l.nsegs; i++) {
-		uint32_t id = l.segs[i];
+	for (i = 0; i < nids; i++) {
+		uint32_t id = ids[i];
+		const struct manifest_seg *listed = manifest_find(&man, id);
+		bool present = has_id(l.segs, l.nsegs, id);
+		bool hinted = has_id(l.hints, l.nhints, id);
+		bool sealed = listed != NULL || hinted;
+		uint64_t expect = listed ? listed->size : 0;
 		char name[SEG_NAME_MAX];
 		struct seg *s;
 		bool damaged = false;
 
+		if (i > 0 && ids[i - 1] == id)
+			continue;
 		if (id > max_id)
 			max_id = id;
 		if (is_retired(retired, nretired, id)) {
@@ -337,33 +457,73 @@ int recovery_run(kv_db *db)
 			io_unlink(db->opt.fault, db->dirfd, name);
 			continue;
 		}
+		if (!present) {
+			if (listed == NULL && have_man) {
+				/* a hint whose segment a merge retired, its commit
+				 * since replaced: nothing of it is live */
+				seg_name(name, id, ".hint");
+				io_unlink(db->opt.fault, db->dirfd, name);
+				continue;
+			}
+			if ((rv = load_lost(db, &c, id, expect)) != 0)
+				goto out;
+			lossy = true;
+			continue;
+		}
 		rv = seg_open(db->dirfd, id, db->opt.fault, &s);
 		if (rv == KV_ECORRUPT) {
-			if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0)
-				goto out;
+			if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0) {
+				if (!unreadable(rv))
+					goto out;
+				if ((rv = load_lost(db, &c, id, expect)) != 0)
+					goto out;
+				lossy = true;
+				continue;
+			}
 			if (s->size < SEG_HEADER_SIZE) {
+				seg_unref(s);
+				if (sealed) {
+					/* it had data: evidence, not a leftover */
+					if ((rv = load_lost(db, &c, id, expect)) != 0)
+						goto out;
+					lossy = true;
+					continue;
+				}
 				/* a crash while the segment was being created: no
 				 * record can have been acknowledged in it */
 				seg_name(name, id, ".seg");
 				io_unlink(db->opt.fault, db->dirfd, name);
-				seg_unref(s);
 				continue;
 			}
 			damaged = true;
 			db->rinfo.corrupt_records++;
 			db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
+			note_damage(db, id, ".seg");
+		} else if (unreadable(rv)) {
+			if ((rv = load_lost(db, &c, id, expect)) != 0)
+				goto out;
+			lossy = true;
+			continue;
 		} else if (rv != 0) {
 			goto out;
 		}
 		if (s->base_version > max_base)
 			max_base = s->base_version;
 		c.seg = id;
-		rv = hint_load(db->dirfd, id, s->size, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec,
-		               &c);
+		c.hint_end = 0;
+		/* a sealed segment's hint says what should be there, also past a
+		 * cut: its offsets are bounded by what a segment can hold */
+		rv = hint_load(db->dirfd, id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
+		               db->opt.fault, hint_rec, &c);
 		if (rv == 0) {
 			s->has_hint = true;
 			db->rinfo.hints_loaded++;
-		} else if (rv == -ENOENT || rv == KV_ECORRUPT || rv == KV_EFORMAT) {
+			if (c.hint_end > expect)
+				expect = c.hint_end;
+		} else if (rv == -ENOMEM) {
+			seg_unref(s);
+			goto out;
+		} else {
 			struct seg_scan_result res;
 			if (rv != -ENOENT)
 				db->rinfo.hints_rejected++;
@@ -380,25 +540,31 @@ int recovery_run(kv_db *db)
 			db->rinfo.segments_scanned++;
 			db->rinfo.corrupt_records += res.corrupt_records;
 			db->rinfo.corrupt_bytes += res.corrupt_bytes;
+			if (res.corrupt_records)
+				note_damage(db, id, ".seg");
 			if (c.np > 0) {
 				/* a batch without its last record */
 				res.valid_end = c.pend_start;
 				pend_clear(&c);
 			}
 			if (res.valid_end < s->size) {
-				if (!(s->flags & SEG_F_MERGED) && !damaged) {
-					/* a torn write if this turns out to be the newest
-					 * non-merged segment; decided after the loop */
+				if (!listed && !(s->flags & SEG_F_MERGED) && !damaged) {
+					/* a torn write if this turns out to be the active
+					 * segment; decided after the loop */
 					junk_seg = s;
 					junk_from = res.valid_end;
 				} else {
 					db->rinfo.corrupt_records++;
 					db->rinfo.corrupt_bytes += s->size - res.valid_end;
+					note_damage(db, id, ".seg");
 				}
 			}
-		} else {
-			seg_unref(s);
-			goto out;
+		}
+		if (expect > s->size) {
+			/* cut short after it was sealed */
+			db->rinfo.lost_bytes += expect - s->size;
+			note_damage(db, id, ".seg");
+			lossy = true;
 		}
 		pend_clear(&c);
 		seg_unpin(s); /* the file budget may close it until it is read again */
@@ -414,13 +580,21 @@ int recovery_run(kv_db *db)
 				/* damage at the end of a segment that is not the newest */
 				db->rinfo.corrupt_records++;
 				db->rinfo.corrupt_bytes += junk_seg->size - junk_from;
+				note_damage(db, junk_seg->id, ".seg");
 				junk_seg = NULL;
 			}
 			tail = s;
 		}
 	}
+	if (have_man && man.active != 0 && !has_id(l.segs, l.nsegs, man.active) &&
+	    !is_retired(retired, nretired, man.active) && manifest_find(&man, man.active) == NULL) {
+		/* the active segment is gone: what was written to it is lost */
+		note_damage(db, man.active, ".seg");
+		db->rinfo.lost_segments++;
+		lossy = true;
+	}
 	if (junk_seg != NULL) {
-		/* the newest segment ends in a torn write: cut it off */
+		/* the active segment ends in a torn write: cut it off */
 		int fd = seg_pin(junk_seg);
 		if (fd < 0) {
 			rv = fd;
@@ -438,13 +612,20 @@ int recovery_run(kv_db *db)
 	db->rinfo.records = c.records;
 	db->next_seg_id = max_id + 1;
 	db->next_version = (c.max_version > max_base ? c.max_version : max_base) + 1;
+	if (lossy && have_man && db->next_version <= man.version_mark) {
+		/* versions up to the mark may have been handed out in what is lost */
+		db->next_version = man.version_mark + 1;
+		db->rinfo.versions_raised = true;
+	}
 	atomic_store(&db->committed_version, db->next_version - 1);
 
-	/* 7. the active segment: the newest one goes on being appended to when
+	/* 8. the active segment: the newest one goes on being appended to when
 	 * it was the active one of a process that did not close it (it has no
-	 * hint); a segment that was sealed stays sealed, with its hint, so that
-	 * a damaged record in it is still known by its key */
-	if (tail != NULL && tail->size < db->opt.segment_size && !tail->has_hint) {
+	 * hint and META does not list it as sealed); a segment that was sealed
+	 * stays sealed, with its hint, so that a damaged record in it is still
+	 * known by its key */
+	if (tail != NULL && tail->size < db->opt.segment_size && !tail->has_hint &&
+	    manifest_find(&man, tail->id) == NULL) {
 		if ((rv = seg_pin(tail)) < 0)
 			goto out;
 		tail->sealed = false; /* the active segment stays pinned */
@@ -455,11 +636,13 @@ int recovery_run(kv_db *db)
 		if ((rv = write_roll(db)) != 0)
 			goto out;
 	}
-	rv = 0;
+	rv = manifest_write(db);
 out:
 	pend_clear(&c);
 	free(c.p);
 	free(retired);
+	free(ids);
+	manifest_release(&man);
 	listing_release(&l);
 	return rv;
 }

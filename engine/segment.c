@@ -148,6 +148,8 @@ int seg_pin(struct seg *s)
 {
 	int fd;
 
+	if (s->lost)
+		return KV_ECORRUPT;
 	pthread_mutex_lock(&fdc.mu);
 	if (s->fd < 0) {
 		char name[SEG_NAME_MAX];
@@ -314,6 +316,24 @@ int seg_open_raw(int dirfd, uint32_t id, struct seg **ret)
 	s->size = (uint64_t)st.st_size;
 	atomic_init(&s->refs, 1);
 	fdc_adopt(s, fd);
+	*ret = s;
+	return 0;
+}
+
+int seg_new_lost(int dirfd, uint32_t id, uint64_t size, struct seg **ret)
+{
+	struct seg *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	s->id = id;
+	s->dirfd = dirfd;
+	s->fd = -1;
+	s->lost = true;
+	s->lost_size = size;
+	s->sealed = true;
+	s->has_hint = true; /* never scanned for one */
+	atomic_init(&s->refs, 1);
 	*ret = s;
 	return 0;
 }

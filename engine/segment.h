@@ -48,6 +48,11 @@ struct seg {
 	bool sealed;
 	bool has_hint;
 	bool retired;
+	/* Lost: META lists it but its file is gone, shorter than a header or
+	 * unreadable. It stays in the table (never opened: seg_pin gives
+	 * KV_ECORRUPT), so the keys its hint names read DATA_LOSS. */
+	bool lost;
+	uint64_t lost_size; /* its size as META last listed it */
 	uint64_t reserved; /* [driver] bytes of the active segment fallocate'd so far */
 	/* Mapped reads: while fd is open and map_hint is set, the first map_len
 	 * (= map_hint) bytes of the file are mapped read-only at map, set up
@@ -73,6 +78,9 @@ int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret);
 /* Opens a segment without checking its header (its header is damaged). */
 int seg_open_raw(int dirfd, uint32_t id, struct seg **ret);
 
+/* A placeholder for a lost segment of `size` bytes (see `lost`). */
+int seg_new_lost(int dirfd, uint32_t id, uint64_t size, struct seg **ret);
+
 void seg_ref(struct seg *s);
 void seg_unref(struct seg *s);
 
@@ -83,7 +91,7 @@ void seg_unref(struct seg *s);
  * seg_create and seg_open return the segment pinned once. The active segment
  * stays pinned; readers pin around their preads.
  */
-int seg_pin(struct seg *s); /* the descriptor, or -errno */
+int seg_pin(struct seg *s); /* the descriptor, -errno, or KV_ECORRUPT (lost) */
 void seg_unpin(struct seg *s);
 /* Asks for mapped reads of the first `len` bytes (0: none) from the next
  * seg_pin on. */

@@ -28,6 +28,7 @@
  *   IDLE --barrier at queue head--> runs barrier fn --> IDLE
  */
 #include "db.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -334,6 +335,11 @@ int write_roll(kv_db *db)
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes += SEG_HEADER_SIZE;
 	pthread_rwlock_unlock(&db->kd_lock);
+	/* META lists the sealed segment (synced above or by its batches). If
+	 * that fails, the next batch tries again before it writes anything
+	 * (a mark of 0 is always exceeded) and fails with the error. */
+	if (manifest_write(db) != 0)
+		db->version_mark = 0;
 	return 0;
 }
 
@@ -637,6 +643,9 @@ static bool form_and_start(kv_db *db)
 	db->in_flight = true;
 	{
 		int rv = reserve_space(db, b->len);
+		/* META promises no version above its mark was handed out */
+		if (rv == 0 && db->next_version - 1 > db->version_mark)
+			rv = manifest_write(db);
 		if (rv != 0) {
 			struct io_result full = {rv, false};
 			batch_finish(db, &full);

@@ -135,6 +135,11 @@ struct kv_recovery_info {
 	uint64_t truncated_bytes;   /* torn tail cut off the newest segment */
 	uint32_t corrupt_records;   /* damaged records skipped inside segments */
 	uint64_t corrupt_bytes;     /* bytes skipped with them */
+	uint32_t lost_segments;     /* sealed segments META lists that are gone or unreadable
+	                               (keys their hints name read KV_ECORRUPT) */
+	uint64_t lost_bytes;        /* bytes of sealed segments gone: lost ones and cut ones */
+	bool versions_raised;       /* segments were lost: versions go on above META's mark */
+	char damaged_file[64];      /* the first damaged file found ("" when none) */
 	uint64_t elapsed_us;        /* time kv_open spent recovering */
 };
 int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret);
@@ -303,21 +308,27 @@ size_t kv_open_segment_files(void);
 
 /* Reads every file of the database at path without changing anything and
  * calls fn for each damaged thing found: a record failing its checksum,
- * damaged bytes, a torn end, a damaged segment header, hint, merge commit or
- * META. The database must not be open (KV_ELOCKED). */
+ * damaged bytes, a torn end, a damaged segment header, merge commit or META,
+ * a sealed segment that is gone, unreadable or shorter than when it was
+ * sealed. Also, as notes (damage false), what the next open rebuilds or
+ * removes: a hint file that is damaged or stale (hints are a cache), a
+ * hint or segment a merge retired. The database must not be open
+ * (KV_ELOCKED). */
 struct kv_check_item {
 	char file[64];    /* file name in the directory */
 	uint64_t off;     /* where the damage starts */
 	uint64_t len;     /* how many bytes (0: the file as a whole) */
 	const char *what; /* one line */
+	bool damage;      /* false: a note, nothing is lost */
 };
 typedef void (*kv_check_fn)(void *arg, const struct kv_check_item *it);
 struct kv_check_summary {
 	uint32_t segments;
 	uint32_t hints;
 	uint64_t records; /* records that check out */
-	uint32_t damaged; /* items reported */
+	uint32_t damaged; /* damage items reported */
 	uint64_t damaged_bytes;
+	uint32_t notes;   /* items that are not damage */
 };
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret);
 
