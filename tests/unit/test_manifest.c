@@ -3,11 +3,12 @@
  * lost. */
 #include "testutil.h"
 
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/wait.h>
+/* clang-format off: cmocka.h needs the three above first */
+#include <cmocka.h>
 
 #define NKEYS 400
 
