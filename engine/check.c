@@ -196,8 +196,10 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 	}
 	c->sum.segments++;
 	fd = s->fd;
-	rv = seg_scan(NULL, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false, scan_rec_cb,
-	              rec_damaged, &dc, &res);
+	rv = seg_scan(NULL, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	              f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED) ? SEG_SCAN_ACTIVE
+	                                                                         : 0,
+	              scan_rec_cb, rec_damaged, &dc, &res);
 	if (rv != 0)
 		goto out;
 	c->sum.records += res.records;

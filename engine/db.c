@@ -359,6 +359,7 @@ int kv_tick(kv_db *db)
 	    now - db->last_sync_ms >= db->opt.sync_interval_ms) {
 		/* fdatasync may run beside appends: it covers what was written before it */
 		uint64_t pending = atomic_load(&db->unsynced_bytes);
+		uint64_t written = atomic_load(&db->written_loc);
 		int fd = -1;
 		struct seg *s = NULL;
 		pthread_mutex_lock(&db->seg_mu);
@@ -384,6 +385,9 @@ int kv_tick(kv_db *db)
 			else {
 				atomic_fetch_sub(&db->unsynced_bytes, pending);
 				atomic_fetch_add(&db->syncs, 1);
+				/* what was written before the sync is durable */
+				if (s->id == loc_seg(written) && written > atomic_load(&db->durable_loc))
+					atomic_store(&db->durable_loc, written);
 			}
 		}
 		db_seg_release(s);

@@ -133,6 +133,14 @@ struct kv_db {
 	uint64_t version_mark;
 	uint8_t *meta;
 	size_t meta_len;
+	/* Sync marks (record.h): where the active segment is known durable,
+	 * as loc_make(segment id, offset): written_loc by the driver after each
+	 * batch, durable_loc once a sync covered it; mark_loc and mark_ms are
+	 * the last mark the driver wrote [driver]. */
+	_Atomic uint64_t written_loc;
+	_Atomic uint64_t durable_loc;
+	uint64_t mark_loc;
+	uint64_t mark_ms;
 
 	pthread_mutex_t merge_mu; /* one merge at a time */
 	pthread_t bg;

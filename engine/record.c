@@ -49,6 +49,11 @@ void rec_decode_header(const uint8_t *p, struct rec_header *ret)
 int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,
                      uint64_t avail)
 {
+	if (h->type == REC_SYNC)
+		return h->key_len == 0 && h->value_len == 8 && h->version == 0 && h->flags == 0 &&
+		               REC_SYNC_SIZE <= avail
+		           ? 0
+		           : KV_ECORRUPT;
 	if (h->type != REC_PUT && h->type != REC_DELETE)
 		return KV_ECORRUPT;
 	if (h->key_len == 0 || h->key_len > max_key)

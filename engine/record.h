@@ -22,7 +22,13 @@ enum rec_type {
 	REC_PUT = 1,
 	REC_DELETE = 2,
 	/* 3 = blob descriptor, 4 = blob chunk: reserved for large values */
+	/* A sync mark: no key, an 8-byte value, the offset in its segment up
+	 * to which the segment was durable (fdatasync'ed) before the mark was
+	 * written; version 0, no flags. Never indexed (see segment.h). */
+	REC_SYNC = 5,
 };
+
+#define REC_SYNC_SIZE (REC_HEADER_SIZE + 8u)
 
 enum {
 	REC_F_BATCH_MORE = 1u << 0,  /* more records of the same atomic batch follow */
@@ -55,8 +61,9 @@ void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const
 void rec_decode_header(const uint8_t *src, struct rec_header *ret);
 
 /* 0 when the header's type and lengths are plausible: type known, 1 ≤ key_len
- * ≤ max_key, value_len ≤ max_value, a delete carries no value, and the whole
- * record fits in `avail` bytes. KV_ECORRUPT otherwise. */
+ * ≤ max_key, value_len ≤ max_value, a delete carries no value, a version ≥ 1,
+ * and the whole record fits in `avail` bytes; a sync mark: no key, an 8-byte
+ * value, version 0, no flags. KV_ECORRUPT otherwise. */
 int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,
                      uint64_t avail);
 

@@ -531,8 +531,13 @@ int recovery_run(kv_db *db)
 			/* a rejected hint indexed nothing (it is checked whole first) */
 			c.seg_base = s->base_version;
 			c.seg_size = s->size;
+			/* the segment being written: a hole past its last sync mark
+			 * is where unsynced writes were lost, not damage */
+			bool active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
+			              (have_man || id == l.segs[l.nsegs - 1]);
 			rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX,
-			              KV_VALUE_SIZE_MAX, false, scan_rec, scan_damage, &c, &res);
+			              KV_VALUE_SIZE_MAX, active ? SEG_SCAN_ACTIVE : 0, scan_rec,
+			              scan_damage, &c, &res);
 			if (rv != 0) {
 				seg_unref(s);
 				goto out;
@@ -631,6 +636,7 @@ int recovery_run(kv_db *db)
 		tail->sealed = false; /* the active segment stays pinned */
 		db->active = tail;
 		db->tail = tail->size;
+		atomic_store(&db->written_loc, loc_make(tail->id, (uint32_t)tail->size));
 	} else {
 		db->tail = 0;
 		if ((rv = write_roll(db)) != 0)

@@ -436,7 +436,8 @@ static bool plausible_at(struct window *w, uint64_t off, uint32_t max_key, uint3
 	if (w->file_size - off < REC_HEADER_SIZE || window_get(w, off, REC_HEADER_SIZE, &p) != 0)
 		return false;
 	rec_decode_header(p, &r->h);
-	if (rec_check_header(&r->h, max_key, max_value, w->file_size - off) != 0)
+	if (r->h.type == REC_SYNC ||
+	    rec_check_header(&r->h, max_key, max_value, w->file_size - off) != 0)
 		return false;
 	r->size = rec_size(r->h.key_len, r->h.value_len);
 	if (window_get(w, off, REC_HEADER_SIZE + r->h.key_len, &p) != 0)
@@ -447,8 +448,42 @@ static bool plausible_at(struct window *w, uint64_t off, uint32_t max_key, uint3
 	return true;
 }
 
+/* The mark a valid sync mark record at p (of a record at off) gives. */
+static uint64_t mark_of(const uint8_t *p, uint64_t off)
+{
+	uint64_t m = get_le64(p + REC_HEADER_SIZE);
+
+	return m <= off ? m : 0; /* it cannot speak for bytes after itself */
+}
+
+/* The highest sync mark from off to the end of the file, skipping damage. */
+static int marks_after(struct window *w, uint64_t off, uint32_t max_key, uint32_t max_value,
+                       uint64_t *ret)
+{
+	uint64_t best = 0;
+	struct rec_header h;
+	const uint8_t *p;
+	uint64_t size;
+	int rv;
+
+	while (off + REC_HEADER_SIZE <= w->file_size) {
+		rv = record_at(w, off, max_key, max_value, &h, &p, &size);
+		if (rv == KV_ECORRUPT) {
+			off++;
+			continue;
+		}
+		if (rv != 0)
+			return rv;
+		if (h.type == REC_SYNC && mark_of(p, off) > best)
+			best = mark_of(p, off);
+		off += size;
+	}
+	*ret = best;
+	return 0;
+}
+
 int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage, void *arg,
+             uint32_t max_value, unsigned flags, seg_scan_fn cb, seg_damage_fn damage, void *arg,
              struct seg_scan_result *ret)
 {
 	struct window w = {.f = f, .fd = fd, .file_size = file_size};
@@ -457,7 +492,6 @@ int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key
 	uint64_t off = SEG_HEADER_SIZE;
 	int rv = 0;
 
-	(void)want_values;
 	while (off < file_size) {
 		const uint8_t *p;
 		uint64_t size;
@@ -476,6 +510,19 @@ int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key
 			if (q + REC_HEADER_SIZE > file_size) {
 				rv = 0;
 				break; /* nothing valid after: torn tail */
+			}
+			if (flags & SEG_SCAN_ACTIVE) {
+				uint64_t later;
+				if ((rv = marks_after(&w, q, max_key, max_value, &later)) != 0)
+					goto out;
+				if (off >= res.sync_mark && off >= later) {
+					/* past every durable point: an unsynced hole */
+					res.unsynced_cut = file_size - off;
+					rv = 0;
+					break;
+				}
+				if ((rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size)) != 0)
+					goto out;
 			}
 			res.corrupt_records++;
 			res.corrupt_bytes += q - off;
@@ -496,13 +543,18 @@ int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key
 		} else if (rv != 0) {
 			goto out;
 		}
-		r.key = p + REC_HEADER_SIZE;
-		r.value = r.key + r.h.key_len;
-		r.off = off;
-		r.size = size;
-		if ((rv = cb(arg, &r)) != 0)
-			goto out;
-		res.records++;
+		if (r.h.type == REC_SYNC) {
+			if (mark_of(p, off) > res.sync_mark)
+				res.sync_mark = mark_of(p, off);
+		} else {
+			r.key = p + REC_HEADER_SIZE;
+			r.value = r.key + r.h.key_len;
+			r.off = off;
+			r.size = size;
+			if ((rv = cb(arg, &r)) != 0)
+				goto out;
+			res.records++;
+		}
 		off += size;
 		res.valid_end = off;
 	}

@@ -116,9 +116,21 @@ struct seg_scan_result {
 	uint32_t corrupt_records; /* damaged regions skipped (resynchronised after) */
 	uint64_t corrupt_bytes;
 	uint64_t first_corrupt_off; /* 0 when none */
+	uint64_t sync_mark;       /* highest offset a sync mark says was durable */
+	uint64_t unsynced_cut;    /* SEG_SCAN_ACTIVE: bytes past a hole left unread (0: none) */
 };
 
-/* Calls cb for every record that passes its bounds and crc, in order. A
+enum {
+	/* The segment being written when the process stopped: damage at or past
+	 * the highest offset any of its sync marks says was durable is where
+	 * unsynced writes reached the disk out of order (or not at all); the
+	 * scan ends there, as at a torn tail, and what follows is not passed to
+	 * cb. Damage before it is damage, skipped and reported. */
+	SEG_SCAN_ACTIVE = 1u << 0,
+};
+
+/* Calls cb for every record that passes its bounds and crc, in order
+ * (sync marks are not passed on: they go into sync_mark). A
  * damaged region is skipped up to the next record that checks out, and
  * reported to damage (if not NULL) -- with the damaged record's header and
  * key when its header still passes its bounds (only its crc failed), so the
@@ -130,7 +142,7 @@ typedef int (*seg_scan_fn)(void *arg, const struct seg_scan_rec *r);
 typedef int (*seg_damage_fn)(void *arg, uint64_t off, uint64_t len,
                              const struct seg_scan_rec *plausible);
 int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, bool want_values, seg_scan_fn cb, seg_damage_fn damage,
+             uint32_t max_value, unsigned flags, seg_scan_fn cb, seg_damage_fn damage,
              void *arg, struct seg_scan_result *ret);
 
 #endif

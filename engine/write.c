@@ -28,7 +28,9 @@
  *   IDLE --barrier at queue head--> runs barrier fn --> IDLE
  */
 #include "db.h"
+#include "endian_util.h"
 #include "manifest.h"
+#include "reloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -542,6 +544,9 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 		pthread_rwlock_unlock(&db->kd_lock);
 		db->tail += b->len;
 		atomic_store(&db->committed_version, db->next_version - 1);
+		atomic_store(&db->written_loc, loc_make(db->active->id, (uint32_t)db->tail));
+		if (db->opt.sync == KV_SYNC_ALWAYS)
+			atomic_store(&db->durable_loc, atomic_load(&db->written_loc));
 		if (db->opt.sync == KV_SYNC_ALWAYS)
 			atomic_fetch_add(&db->syncs, 1);
 		else
@@ -567,6 +572,33 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 	batch_reset(b);
 	db->in_flight = false;
 	complete_list(db, r);
+}
+
+/* Ends the batch with a sync mark when a sync has made more of the active
+ * segment durable than the last mark said, at most once per sync interval:
+ * recovery then tells a hole that unsynced writes left (cut, as a torn
+ * write) from damage to what was durable (reported). [driver] */
+static void add_sync_mark(kv_db *db, uint64_t now)
+{
+	struct batch *b = &db->batch;
+	uint64_t durable = atomic_load(&db->durable_loc);
+	struct rec_header rh;
+	uint8_t val[8];
+
+	if (loc_seg(durable) != db->active->id || durable <= db->mark_loc ||
+	    now - db->mark_ms < db->opt.sync_interval_ms ||
+	    db->tail + b->len + REC_SYNC_SIZE > db->opt.segment_size ||
+	    batch_reserve(b, REC_SYNC_SIZE) != 0)
+		return;
+	memset(&rh, 0, sizeof(rh));
+	rh.type = REC_SYNC;
+	rh.value_len = 8;
+	rh.timestamp_ms = now;
+	put_le64(val, loc_off(durable));
+	rec_encode(b->buf + b->len, &rh, NULL, val);
+	b->len += REC_SYNC_SIZE;
+	db->mark_loc = durable;
+	db->mark_ms = now;
 }
 
 /* Takes the next barrier or run of writes off the queue and starts it.
@@ -633,6 +665,8 @@ static bool form_and_start(kv_db *db)
 		}
 		rest = next;
 	}
+	if (b->len > 0)
+		add_sync_mark(db, now);
 	if (b->len == 0) {
 		/* only failed conditions and no-op deletes: nothing to write */
 		struct io_result ok = {0, false};

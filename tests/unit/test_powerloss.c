@@ -302,7 +302,10 @@ static void m_free(struct model *m)
 	memset(m, 0, sizeof(*m));
 }
 
-enum cut { CUT_DROP, CUT_KEEP, CUT_PREFIX_TORN };
+/* What of the unsynced changes a power cut keeps: none, all, a prefix with
+ * the last write torn, or any subset of the 512-byte sectors of the
+ * unsynced writes (writeback in any order; directory changes kept). */
+enum cut { CUT_DROP, CUT_KEEP, CUT_PREFIX_TORN, CUT_SECTORS };
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -320,7 +323,9 @@ static uint64_t rnd(void)
 static void m_materialize(struct model *m, enum cut how, const char *dir)
 {
 	struct model w;
-	size_t keep = how == CUT_DROP ? 0 : how == CUT_KEEP ? m->np : rnd() % (m->np + 1);
+	size_t keep = how == CUT_DROP                         ? 0
+	              : how == CUT_KEEP || how == CUT_SECTORS ? m->np
+	                                                      : rnd() % (m->np + 1);
 	size_t torn = SIZE_MAX;
 
 	/* work on a copy of the durable state */
@@ -340,7 +345,19 @@ static void m_materialize(struct model *m, enum cut how, const char *dir)
 		torn = keep - 1;
 	for (size_t i = 0; i < keep; i++) {
 		const struct ev *e = m->p[i].e;
-		if (e->type == EV_WRITE) {
+		if (e->type == EV_WRITE && how == CUT_SECTORS) {
+			struct file *f = m_file(&w, e->ino, true);
+			uint64_t at = e->off;
+			while (at < e->off + e->len) {
+				uint64_t end = (at / 512 + 1) * 512;
+				if (end > e->off + e->len)
+					end = e->off + e->len;
+				if (rnd() % 2)
+					f_write(&f->data, &f->len, at, e->data + (at - e->off),
+					        (size_t)(end - at));
+				at = end;
+			}
+		} else if (e->type == EV_WRITE) {
 			struct file *f = m_file(&w, e->ino, true);
 			size_t n = i == torn ? rnd() % (e->len + 1) : e->len;
 			f_write(&f->data, &f->len, e->off, e->data, n);
@@ -605,7 +622,7 @@ static void test_every_cut_point(void **state)
 	for (size_t cut = 0; cut <= rec.n; cut++) {
 		if (cut > 0)
 			m_event(&m, &rec.v[cut - 1]);
-		for (int how = CUT_DROP; how <= CUT_PREFIX_TORN; how++) {
+		for (int how = CUT_DROP; how <= CUT_SECTORS; how++) {
 			char *d = tu_path(work, "cut-%zu-%d", cut, how);
 			m_materialize(&m, (enum cut)how, d);
 			check_state(d, acked_before(&rec, cut), NULL);
