@@ -131,6 +131,7 @@ struct kv_db {
 	/* [driver] META (manifest.h): the mark it promises and its bytes as
 	 * last written or read, so an unchanged META is not written again */
 	uint64_t version_mark;
+	uint32_t merge_from; /* a merge runs: segments from this id on are newer than its set */
 	uint8_t *meta;
 	size_t meta_len;
 	/* Sync marks (record.h): where the active segment is known durable,

@@ -17,7 +17,7 @@
 
 #define META_MAGIC    "KVDMETA\1"
 #define META_V1_SIZE  28u
-#define META_V2_HEAD  40u
+#define META_V2_HEAD  48u
 #define META_V2_ENTRY 16u
 /* a listing longer than segment ids can be is damage, not a file to read */
 #define META_MAX_SEGS (1u << 24)
@@ -74,6 +74,8 @@ int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
 		m.floor = get_le64(buf + 16);
 		m.version_mark = get_le64(buf + 24);
 		m.active = get_le32(buf + 32);
+		m.merge_from = get_le32(buf + 36);
+		m.merge_seq = get_le64(buf + 40);
 		if (n > 0 && (m.segs = calloc(n, sizeof(*m.segs))) == NULL) {
 			rv = -ENOMEM;
 			goto out;
@@ -151,6 +153,8 @@ static int manifest_encode(kv_db *db, uint64_t mark, uint8_t **ret, size_t *ret_
 	put_le64(buf + 16, atomic_load(&db->compact_floor));
 	put_le64(buf + 24, mark);
 	put_le32(buf + 32, db->active != NULL ? db->active->id : 0);
+	put_le32(buf + 36, db->merge_from);
+	put_le64(buf + 40, db->merge_from ? db->merge_seq + 1 : 0);
 	n = 0;
 	for (i = 0; i < db->nsegs; i++) {
 		const struct seg *s = db->segs[i];

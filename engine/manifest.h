@@ -41,6 +41,8 @@ struct manifest {
 	uint64_t floor;            /* compact revision */
 	uint64_t version_mark;     /* no version above it was handed out (format 2) */
 	uint32_t active;           /* the active segment when it was written; 0: none */
+	uint32_t merge_from;       /* a merge runs: its outputs have ids >= this; 0: none */
+	uint64_t merge_seq;        /* and the sequence number its commit will carry */
 	struct manifest_seg *segs; /* sealed segments, by id */
 	size_t nsegs;
 	uint8_t *raw; /* the file's bytes */

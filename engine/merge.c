@@ -142,6 +142,15 @@ static int merge_start_fn(kv_db *db, void *arg)
 	pthread_mutex_unlock(&db->seg_mu);
 	if (db->active != NULL && db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0)
 		return rv;
+	/* META says a merge runs, before any output exists: recovery then
+	 * removes the outputs of one that never committed */
+	pthread_mutex_lock(&db->seg_mu);
+	db->merge_from = db->active != NULL ? db->active->id : db->next_seg_id;
+	pthread_mutex_unlock(&db->seg_mu);
+	if ((rv = manifest_write(db)) != 0) {
+		db->merge_from = 0;
+		return rv;
+	}
 	m->start_version = atomic_load(&db->committed_version);
 	pthread_mutex_lock(&db->seg_mu);
 	m->set = malloc((db->nsegs + 1) * sizeof(*m->set));
@@ -242,8 +251,9 @@ static int commit_fn(kv_db *db, void *arg)
 	pthread_rwlock_wrlock(&db->kd_lock);
 	db->disk_bytes -= freed < db->disk_bytes ? freed : db->disk_bytes;
 	pthread_rwlock_unlock(&db->kd_lock);
-	/* the commit is durable; META stops listing what it retired (a crash
-	 * before this is told apart by the commit) */
+	/* the commit is durable; META stops listing what it retired and says no
+	 * merge runs (a crash before this is told apart by the commit) */
+	db->merge_from = 0;
 	return manifest_write(db);
 }
 

@@ -63,6 +63,12 @@ struct rctx {
 	uint64_t seg_base; /* the segment being loaded: its base version and size */
 	uint64_t seg_size;
 	uint64_t hint_end; /* end of the last record the loaded hint names */
+	/* a merge that never committed: its outputs have ids ≥ merge_from;
+	 * the segments newer records point into (their previous versions) */
+	uint32_t merge_from;
+	bool seg_merged;
+	uint32_t *refs;
+	size_t nrefs, caprefs;
 };
 
 static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
@@ -137,8 +143,18 @@ static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8
 	return index_entry(c->db, key, key_len, &e);
 }
 
+static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id);
+
 static int scan_rec(void *arg, const struct seg_scan_rec *r)
 {
+	struct rctx *c = arg;
+	int rv;
+
+	/* a record written while the merge ran may point at an output's copy */
+	if (c->merge_from && !c->seg_merged && r->h.prev_seg >= c->merge_from &&
+	    (c->nrefs == 0 || c->refs[c->nrefs - 1] != r->h.prev_seg) &&
+	    (rv = push_id(&c->refs, &c->nrefs, &c->caprefs, r->h.prev_seg)) != 0)
+		return rv;
 	return index_source(arg, r->h.type, r->h.flags, r->key, r->h.key_len, r->h.version, r->off,
 	                    r->size, r->h.expiry_ms);
 }
@@ -352,6 +368,38 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 	return rv;
 }
 
+/* The outputs of a merge that never committed are copies of records its set
+ * still holds (a copy and its original have the same version, and the
+ * original, seen first, is the one indexed). Each output no newer record
+ * points into is removed, so that a kvd killed again and again in the
+ * middle of merges does not pile copies up. */
+static int drop_merge_outputs(kv_db *db, struct rctx *c)
+{
+	size_t i = 0, j;
+
+	while (i < db->nsegs) {
+		struct seg *s = db->segs[i];
+		char name[SEG_NAME_MAX];
+		bool referenced = false;
+		uint32_t id = s->id;
+
+		for (j = 0; j < c->nrefs; j++)
+			referenced |= c->refs[j] == id;
+		if (id < c->merge_from || !(s->flags & SEG_F_MERGED) || s->lost || referenced) {
+			i++;
+			continue;
+		}
+		db->disk_bytes -= s->size;
+		db->rinfo.merge_leftovers++;
+		segtab_remove_locked(db, id);
+		seg_name(name, id, ".seg");
+		io_unlink(db->opt.fault, db->dirfd, name);
+		seg_name(name, id, ".hint");
+		io_unlink(db->opt.fault, db->dirfd, name);
+	}
+	return db->rinfo.merge_leftovers ? db_fsync_dir(db) : 0;
+}
+
 int recovery_run(kv_db *db)
 {
 	struct listing l = {0};
@@ -362,7 +410,7 @@ int recovery_run(kv_db *db)
 	uint32_t max_id = 0;
 	uint64_t max_base = 0, junk_from = 0;
 	struct seg *tail = NULL, *junk_seg = NULL;
-	bool lossy = false, have_man;
+	bool lossy = false, have_man, outputs_seen = true;
 	int rv;
 
 	if ((rv = list_dir(db, &l)) != 0)
@@ -414,6 +462,9 @@ int recovery_run(kv_db *db)
 	}
 	rv = 0;
 	have_man = man.format == 2;
+	/* a merge ran and never committed: its commit would have been the next */
+	if (have_man && man.merge_from != 0 && db->merge_seq + 1 == man.merge_seq)
+		c.merge_from = man.merge_from;
 	atomic_store(&db->compact_floor, man.floor);
 	db->version_mark = man.version_mark;
 	if (have_man) {
@@ -510,6 +561,7 @@ int recovery_run(kv_db *db)
 		if (s->base_version > max_base)
 			max_base = s->base_version;
 		c.seg = id;
+		c.seg_merged = (s->flags & SEG_F_MERGED) != 0;
 		c.hint_end = 0;
 		/* a sealed segment's hint says what should be there, also past a
 		 * cut: its offsets are bounded by what a segment can hold */
@@ -520,6 +572,8 @@ int recovery_run(kv_db *db)
 			db->rinfo.hints_loaded++;
 			if (c.hint_end > expect)
 				expect = c.hint_end;
+			if (c.merge_from && id >= c.merge_from && !c.seg_merged)
+				outputs_seen = false; /* its records' pointers are not in the hint */
 		} else if (rv == -ENOMEM) {
 			seg_unref(s);
 			goto out;
@@ -598,6 +652,9 @@ int recovery_run(kv_db *db)
 		db->rinfo.lost_segments++;
 		lossy = true;
 	}
+	/* (only while its whole set is there to hold the originals) */
+	if (c.merge_from && outputs_seen && !lossy && (rv = drop_merge_outputs(db, &c)) != 0)
+		goto out;
 	if (junk_seg != NULL) {
 		/* the active segment ends in a torn write: cut it off */
 		int fd = seg_pin(junk_seg);
@@ -648,6 +705,7 @@ out:
 	free(c.p);
 	free(retired);
 	free(ids);
+	free(c.refs);
 	manifest_release(&man);
 	listing_release(&l);
 	return rv;

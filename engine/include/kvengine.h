@@ -140,6 +140,7 @@ struct kv_recovery_info {
 	uint64_t lost_bytes;        /* bytes of sealed segments gone: lost ones and cut ones */
 	bool versions_raised;       /* segments were lost: versions go on above META's mark */
 	char damaged_file[64];      /* the first damaged file found ("" when none) */
+	uint32_t merge_leftovers;   /* outputs of a merge a crash interrupted, removed */
 	uint64_t elapsed_us;        /* time kv_open spent recovering */
 };
 int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret);

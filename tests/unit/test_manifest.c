@@ -3,6 +3,8 @@
  * lost. */
 #include "testutil.h"
 
+#include "io.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -420,6 +422,102 @@ static void test_clean_reopen(void **state)
 	free(dir);
 }
 
+/* Dies (as a crash would) when the merge is about to write its commit. */
+static int die_at_commit(void *arg, const struct kv_io_event *ev)
+{
+	int *armed = arg;
+
+	if (*armed && ev->name != NULL && strncmp(ev->name, "merge-", 6) == 0)
+		_exit(0);
+	return 0;
+}
+
+static void overwrite(kv_db *db, int from, int to, int round)
+{
+	char k[32], v[64];
+
+	for (int i = from; i < to; i++) {
+		key_of(i, k, sizeof(k));
+		snprintf(v, sizeof(v), "round-%d-%05d-%030d", round, i, i);
+		if (kv_put(db, k, strlen(k), v, strlen(v), NULL, NULL) != 0)
+			_exit(11);
+	}
+}
+
+/* A merge killed just before its commit, again and again, each time after
+ * more writes: recovery removes the outputs of each (they are copies), so
+ * the files do not pile up, and nothing acknowledged is lost. */
+static void test_uncommitted_merge_outputs_removed(void **state)
+{
+	char *dir = tu_mkdtemp("mergeleft"), names[512][64];
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_stats st;
+	uint64_t before = 0;
+	int first = 0;
+	kv_db *db;
+
+	(void)state;
+	fill(dir);
+	for (int round = 1; round <= 4; round++) {
+		int armed = 0, status;
+		struct kv_io_fault f = {.on_dirop = die_at_commit, .arg = &armed};
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			opts(&o);
+			o.fault = &f;
+			if (kv_open(dir, &o, &db) != 0)
+				_exit(10);
+			overwrite(db, 0, NKEYS / 2, round);
+			armed = 1;
+			kv_merge(db);
+			_exit(12); /* the merge got past its commit */
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		opts(&o);
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_recovery_info(db, &ri), 0);
+		assert_true(ri.merge_leftovers > 0);
+		/* the round added its own writes (half the keys), not also a copy
+		 * of the live data */
+		assert_int_equal(kv_stats(db, &st), 0);
+		if (before != 0 && st.disk_bytes - before >= st.live_bytes)
+			fail_msg("round %d: the log grew by %llu bytes, live data is %llu", round,
+			         (unsigned long long)(st.disk_bytes - before),
+			         (unsigned long long)st.live_bytes);
+		before = st.disk_bytes;
+		assert_int_equal(ri.lost_segments, 0);
+		assert_int_equal(ri.corrupt_records, 0);
+		for (int i = 0; i < NKEYS; i++) {
+			char k[32], v[64];
+			struct kv_value val;
+			key_of(i, k, sizeof(k));
+			if (i < NKEYS / 2)
+				snprintf(v, sizeof(v), "round-%d-%05d-%030d", round, i, i);
+			else
+				value_of(i, v, sizeof(v));
+			assert_int_equal(kv_get(db, k, strlen(k), NULL, &val), 0);
+			assert_int_equal(val.len, strlen(v));
+			assert_memory_equal(val.data, v, val.len);
+			kv_value_release(&val);
+		}
+		assert_int_equal(kv_close(db), 0);
+		assert_int_equal(check(dir).damage, 0);
+		first = tu_list_ext(dir, ".seg", names, 512);
+	}
+	/* and a merge that completes still takes it all down to the live data */
+	opts(&o);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_merge(db), 0);
+	assert_int_equal(kv_close(db), 0);
+	assert_true(tu_list_ext(dir, ".seg", names, 512) < first);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +527,7 @@ int main(void)
 	        cmocka_unit_test(test_segment_or_hint_is_a_directory),
 	        cmocka_unit_test(test_active_segment_deleted),
 	        cmocka_unit_test(test_clean_reopen),
+	        cmocka_unit_test(test_uncommitted_merge_outputs_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
