@@ -187,11 +187,74 @@ static void read_all_kvd(const char *dir, int lost_engine, bool in_record)
 	kvd_cleanup(&k, true);
 }
 
+/* The tenant, written by a real kvd that then stops (sealing its segments
+ * and writing their hints): tdir gets its directory, fl its sealed
+ * segments (the ones with a hint). Returns the last version acknowledged. */
+static uint64_t write_tenant(struct kvd_proc *k, char *tdir, size_t cap, struct files *fl)
+{
+	struct kvd_opts o = {.config_text = "segment_size = 64K\n"
+	                                    "[tenant-defaults]\nsync = none\n"};
+	struct kvc_options co;
+	struct kvc_tenant_opts to = {0};
+	uint8_t val[VALUE_MAX];
+	uint64_t last = 0;
+	char out[16384];
+	kvc *c;
+
+	assert_int_equal(kvd_start(k, &o), 0);
+	kvc_options_init(&co);
+	co.endpoint = k->surl;
+	co.tenant = TENANT;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	to.sync = KVC_SYNC_NONE;
+	to.history = 1;
+	assert_int_equal(kvc_tenant_create(c, NULL, TENANT, &to), 0);
+	for (int i = 0; i < N_KEYS; i++) {
+		char key[32];
+		size_t len = value_of(i, val);
+		key_of(i, key, sizeof(key));
+		assert_int_equal(kvc_put(c, NULL, key, strlen(key), val, len, NULL, &last), 0);
+	}
+	kvc_close(c);
+	assert_int_equal(kvd_stop(k), 0);
+	snprintf(tdir, cap, "%s/tenants/%s", k->data, TENANT);
+	assert_int_equal(run_check(k->data, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "no damage"));
+	fl->nhint = tu_list_ext(tdir, ".hint", fl->hint, 64);
+	fl->nseg = 0;
+	for (int i = 0; i < fl->nhint; i++) {
+		snprintf(fl->seg[fl->nseg], 64, "%.*s.seg", (int)(strlen(fl->hint[i]) - 5),
+		         fl->hint[i]);
+		fl->nseg++;
+	}
+	assert_true(fl->nseg >= 3);
+	assert_int_equal(read_all_engine(tdir), 0);
+	return last;
+}
+
+/* A fresh copy of k's data directory at sdata (the tenant's at stdir). */
+static void fresh_copy(const struct kvd_proc *k, const char *tdir, const char *sdata,
+                       const char *stdir)
+{
+	char *tenants, *def, *sdef;
+
+	tu_rmtree(sdata);
+	mkdir(sdata, 0755);
+	tenants = tu_path(sdata, "tenants");
+	mkdir(tenants, 0755);
+	free(tenants);
+	tu_copydir(k->data, sdata);
+	tu_copydir(tdir, stdir);
+	def = tu_path(k->data, "tenants/default");
+	sdef = tu_path(sdata, "tenants/default");
+	tu_copydir(def, sdef);
+	free(def);
+	free(sdef);
+}
+
 static void test_random_flips(void **state)
 {
 	struct kvd_proc k;
-	struct kvd_opts o = {.config_text = "segment_size = 64K\n"
-	                                    "[tenant-defaults]\nsync = none\n"};
 	struct files fl;
 	char *scratch = tu_mkdtemp("flips"), out[16384], tdir[4096], sdata[4096], stdir[4200];
 	const char *env = getenv("KVTEST_CORRUPTION_ROUNDS");
@@ -200,46 +263,12 @@ static void test_random_flips(void **state)
 	                                      : (uint64_t)time(NULL);
 	int seg_flips = 0, hdr_flips = 0, hint_flips = 0, detected = 0, keys_lost = 0;
 	int kvd_rounds = 0;
-	uint8_t val[VALUE_MAX];
-	kvc *c;
 
 	(void)state;
 	rng ^= seed * 0x2545f4914f6cdd1dull;
 	print_message("seed %llu (KVTEST_SEED), %d rounds (KVTEST_CORRUPTION_ROUNDS)\n",
 	              (unsigned long long)seed, rounds);
-	/* the tenant, written by a real kvd */
-	assert_int_equal(kvd_start(&k, &o), 0);
-	{
-		struct kvc_options co;
-		struct kvc_tenant_opts to = {0};
-		kvc_options_init(&co);
-		co.endpoint = k.surl;
-		co.tenant = TENANT;
-		assert_int_equal(kvc_open(&co, &c), 0);
-		to.sync = KVC_SYNC_NONE;
-		to.history = 1;
-		assert_int_equal(kvc_tenant_create(c, NULL, TENANT, &to), 0);
-		for (int i = 0; i < N_KEYS; i++) {
-			char key[32];
-			size_t len = value_of(i, val);
-			key_of(i, key, sizeof(key));
-			assert_int_equal(kvc_put(c, NULL, key, strlen(key), val, len, NULL, NULL), 0);
-		}
-		kvc_close(c);
-	}
-	assert_int_equal(kvd_stop(&k), 0); /* seals and writes the hints */
-	snprintf(tdir, sizeof(tdir), "%s/tenants/%s", k.data, TENANT);
-	assert_int_equal(run_check(k.data, out, sizeof(out)), 0);
-	assert_non_null(strstr(out, "no damage"));
-	/* sealed segments: the ones with a hint */
-	fl.nhint = tu_list_ext(tdir, ".hint", fl.hint, 64);
-	fl.nseg = 0;
-	for (int i = 0; i < fl.nhint; i++) {
-		snprintf(fl.seg[fl.nseg], 64, "%.*s.seg", (int)(strlen(fl.hint[i]) - 5), fl.hint[i]);
-		fl.nseg++;
-	}
-	assert_true(fl.nseg >= 3);
-	assert_int_equal(read_all_engine(tdir), 0);
+	write_tenant(&k, tdir, sizeof(tdir), &fl);
 
 	snprintf(sdata, sizeof(sdata), "%s/data", scratch);
 	snprintf(stdir, sizeof(stdir), "%s/tenants/%s", sdata, TENANT);
@@ -247,24 +276,11 @@ static void test_random_flips(void **state)
 		bool hint = next_rand() % 10 < 3, in_record;
 		const char *name = hint ? fl.hint[next_rand() % (uint64_t)fl.nhint]
 		                        : fl.seg[next_rand() % (uint64_t)fl.nseg];
-		char *path, *tenants;
+		char *path;
 		off_t size, off;
 		int st, lost;
 
-		/* a fresh copy of the data directory */
-		tu_rmtree(sdata);
-		mkdir(sdata, 0755);
-		tenants = tu_path(sdata, "tenants");
-		mkdir(tenants, 0755);
-		free(tenants);
-		tu_copydir(k.data, sdata);
-		tu_copydir(tdir, stdir);
-		{
-			char *def = tu_path(k.data, "tenants/default"), *sdef = tu_path(sdata, "tenants/default");
-			tu_copydir(def, sdef);
-			free(def);
-			free(sdef);
-		}
+		fresh_copy(&k, tdir, sdata, stdir);
 		path = tu_path(stdir, "%s", name);
 		size = tu_file_size(path);
 		assert_true(size > 64);
@@ -317,10 +333,103 @@ static void test_random_flips(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* A sealed segment deleted, cut in half, or replaced by a directory, in a
+ * copy of the data: kvd --check names it (exit 1); a kvd started on the copy
+ * logs the loss, answers every key its hint names DATA_LOSS and every other
+ * key with its exact value, and a new write gets a version above every one
+ * acknowledged before. */
+static void test_lost_segment(void **state)
+{
+	static const char *how[] = {"deleted", "cut in half", "a directory"};
+	struct kvd_proc k;
+	struct files fl;
+	char *scratch = tu_mkdtemp("lost"), out[16384], tdir[4096], sdata[4096], stdir[4200];
+	uint64_t last;
+
+	(void)state;
+	last = write_tenant(&k, tdir, sizeof(tdir), &fl);
+	snprintf(sdata, sizeof(sdata), "%s/data", scratch);
+	snprintf(stdir, sizeof(stdir), "%s/tenants/%s", sdata, TENANT);
+	for (int w = 0; w < 3; w++) {
+		/* the newest sealed segment for a cut (once taken for a torn
+		 * write), a middle one otherwise */
+		const char *name = fl.seg[w == 1 ? fl.nseg - 1 : fl.nseg / 2];
+		char *path = tu_path(stdir, "%s", name), *log;
+		struct kvd_proc kk;
+		struct kvd_opts o = {.reuse_dir = scratch};
+		struct kvc_options co;
+		struct kvc_status st;
+		struct kvc_call call = {.status = &st};
+		uint8_t want[VALUE_MAX];
+		uint64_t ver = 0;
+		int lost = 0, status;
+		kvc *c;
+
+		fresh_copy(&k, tdir, sdata, stdir);
+		if (w == 0) {
+			assert_int_equal(unlink(path), 0);
+		} else if (w == 1) {
+			assert_int_equal(truncate(path, tu_file_size(path) / 2), 0);
+		} else {
+			assert_int_equal(unlink(path), 0);
+			assert_int_equal(mkdir(path, 0755), 0);
+		}
+		status = run_check(sdata, out, sizeof(out));
+		if (status != 1 || strstr(out, name) == NULL)
+			fail_msg("%s %s: kvd --check exit %d, said:\n%s", name, how[w], status, out);
+
+		log = tu_path(scratch, "kvd.log");
+		unlink(log);
+		free(log);
+		assert_int_equal(kvd_start(&kk, &o), 0);
+		kvc_options_init(&co);
+		co.endpoint = kk.surl;
+		co.tenant = TENANT;
+		assert_int_equal(kvc_open(&co, &c), 0);
+		for (int i = 0; i < N_KEYS; i++) {
+			char key[32];
+			struct kvc_value v;
+			size_t len = value_of(i, want);
+			int rv;
+			key_of(i, key, sizeof(key));
+			rv = kvc_get(c, &call, key, strlen(key), 0, 0, &v);
+			if (rv == -KVC_DATA_LOSS) {
+				lost++;
+				continue;
+			}
+			if (rv != 0)
+				fail_msg("%s %s: %s: %s '%s'", name, how[w], key, kvc_code_name(rv),
+				         st.message);
+			if (v.len != len || (len > 0 && memcmp(v.data, want, len) != 0))
+				fail_msg("%s %s: %s: bytes that are not its value", name, how[w], key);
+			kvc_value_free(&v);
+		}
+		if (lost == 0)
+			fail_msg("%s %s: no key reads DATA_LOSS", name, how[w]);
+		assert_int_equal(kvc_put(c, NULL, "after", 5, "x", 1, NULL, &ver), 0);
+		if (ver <= last)
+			fail_msg("%s %s: version %llu handed out again (%llu was acknowledged)", name,
+			         how[w], (unsigned long long)ver, (unsigned long long)last);
+		kvc_close(c);
+		assert_int_equal(kvd_stop(&kk), 0);
+		assert_true(h_log_has(&kk, "data lost"));
+		assert_true(h_log_has(&kk, name));
+		print_message("%s %s: kvd --check exit 1, %d keys DATA_LOSS, next version %llu > "
+		              "%llu\n",
+		              name, how[w], lost, (unsigned long long)ver, (unsigned long long)last);
+		kvd_cleanup(&kk, true); /* the scratch directory is reused */
+		free(path);
+	}
+	tu_rmtree(scratch);
+	free(scratch);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_random_flips),
+	        cmocka_unit_test(test_lost_segment),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
