@@ -146,8 +146,12 @@ int kv_close(kv_db *db);
 
 struct kv_write_opts {
 	uint64_t if_version; /* KV_ANY_VERSION (default), 0 = must not exist, else head must be this version */
-	uint64_t ttl_ms;     /* 0 = no expiry; otherwise the value expires ttl_ms after the write */
+	uint64_t ttl_ms;     /* 0 = no expiry; otherwise the value expires ttl_ms after the write,
+	                        at KV_EXPIRY_MAX at the latest (a larger sum is capped, not wrapped) */
 };
+/* The latest expiry a write can get (ms since the epoch, about 584 million
+ * years away): a TTL that would reach past it is capped to it. */
+#define KV_EXPIRY_MAX (UINT64_MAX - 1)
 /* Zero-initialised options mean "if_version 0"; use this to get the defaults. */
 #define KV_WRITE_OPTS_INIT { KV_ANY_VERSION, 0 }
 
@@ -171,7 +175,7 @@ struct kv_op {
 	const void *value; /* KV_OP_PUT */
 	size_t value_len;
 	uint64_t if_version; /* KV_ANY_VERSION, 0 = must not exist, or a version */
-	uint64_t ttl_ms;
+	uint64_t ttl_ms;     /* as in struct kv_write_opts */
 	/* results */
 	uint64_t version; /* version given to this op; 0 for a delete of a missing key */
 	int status;       /* 0, or why this op made the batch fail */
