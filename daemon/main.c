@@ -124,7 +124,7 @@ static int run_check(const char *dir)
 		while ((de = readdir(d)) != NULL) {
 			char path[8192];
 			int r;
-			if (!kv_tenant_name_valid(de->d_name))
+			if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
 				continue;
 			snprintf(path, sizeof(path), "%s/%s", tdir, de->d_name);
 			r = check_db(path, de->d_name, &records);

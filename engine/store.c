@@ -122,11 +122,11 @@ void kv_store_options_init(struct kv_store_options *o)
 	kv_tenant_config_init(&o->defaults);
 }
 
-bool kv_tenant_name_valid(const char *name)
+bool kv_tenant_name_valid(const char *name, size_t n)
 {
-	size_t i, n = name ? strlen(name) : 0;
+	size_t i;
 
-	if (n == 0 || n > KV_TENANT_NAME_MAX || name[0] == '.')
+	if (name == NULL || n == 0 || n > KV_TENANT_NAME_MAX || name[0] == '.')
 		return false;
 	for (i = 0; i < n; i++) {
 		char c = name[i];
@@ -403,7 +403,7 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	struct kv_tenant *t;
 	int rv;
 
-	if (!kv_tenant_name_valid(name))
+	if (!kv_tenant_name_valid(name, strlen(name)))
 		return -EINVAL;
 	if (c != NULL && (rv = config_valid(c)) != 0)
 		return rv;
@@ -601,7 +601,7 @@ static int load_tenants(kv_store *s)
 			}
 			continue;
 		}
-		if (!kv_tenant_name_valid(de->d_name))
+		if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
 			continue;
 		if ((t = tenant_new(s, de->d_name)) == NULL) {
 			rv = -ENOMEM;
@@ -890,7 +890,7 @@ int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
 	if (t == NULL) {
 		if (!s->opt.auto_create) {
 			pthread_mutex_unlock(&s->mu);
-			return kv_tenant_name_valid(name) ? -ENOENT : -EINVAL;
+			return kv_tenant_name_valid(name, strlen(name)) ? -ENOENT : -EINVAL;
 		}
 		if ((rv = create_locked(s, name, NULL, &t)) != 0) {
 			pthread_mutex_unlock(&s->mu);

@@ -177,11 +177,17 @@ static bool token_equal(const char *want, const char *got, size_t got_len)
 	return diff == 0;
 }
 
+/* The whole str is the name: "a\0b" is refused, not taken as "a". */
 static int name_from(const msgpack_object *o, char *buf)
 {
-	if (o == NULL || mp_str_copy(o, buf, KV_TENANT_NAME_MAX + 1) != 0)
+	const char *s;
+	size_t n;
+
+	if (o == NULL || mp_str(o, &s, &n) != 0 || !kv_tenant_name_valid(s, n))
 		return -EINVAL;
-	return kv_tenant_name_valid(buf) ? 0 : -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return 0;
 }
 
 int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *body, size_t len,

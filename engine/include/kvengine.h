@@ -375,8 +375,10 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 /* Closes every active tenant. NULL ok. */
 int kv_store_close(kv_store *s);
 
-/* 1..64 bytes of [A-Za-z0-9._-], not starting with '.'. */
-bool kv_tenant_name_valid(const char *name);
+/* Whether the len bytes at name are a tenant name: 1..64 bytes of
+ * [A-Za-z0-9._-], not starting with '.' (so a NUL byte anywhere in them
+ * makes them none). */
+bool kv_tenant_name_valid(const char *name, size_t len);
 
 /* -EEXIST, -EINVAL (name or config) */
 int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config *c);

@@ -52,6 +52,26 @@ static void verify(kv_store *s, const char *tenant, int n, int tag)
 	kv_store_put(s, t);
 }
 
+/* A name is all of its bytes: one with a NUL inside is none, whatever comes
+ * before the NUL. */
+static void test_name_valid_takes_a_length(void **state)
+{
+	static const char nul_dots[] = "nul\0/../../x", nul_plain[] = "nul\0zzz";
+	char max[KV_TENANT_NAME_MAX + 2];
+
+	(void)state;
+	assert_true(kv_tenant_name_valid("nul", 3));
+	assert_false(kv_tenant_name_valid(nul_dots, sizeof(nul_dots) - 1));
+	assert_false(kv_tenant_name_valid(nul_plain, sizeof(nul_plain) - 1));
+	assert_false(kv_tenant_name_valid("nul\0", 4));
+	assert_false(kv_tenant_name_valid("", 0));
+	assert_false(kv_tenant_name_valid(NULL, 3));
+	assert_false(kv_tenant_name_valid(".x", 2));
+	memset(max, 'a', sizeof(max));
+	assert_true(kv_tenant_name_valid(max, KV_TENANT_NAME_MAX));
+	assert_false(kv_tenant_name_valid(max, KV_TENANT_NAME_MAX + 1));
+}
+
 static void test_tenants(void **state)
 {
 	char *dir = tu_mkdtemp("store");
@@ -354,6 +374,7 @@ static void test_low_nofile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_name_valid_takes_a_length),
 		cmocka_unit_test(test_tenants),
 		cmocka_unit_test(test_create_and_drop_sync_the_directory),
 		cmocka_unit_test(test_idle_and_budget),
