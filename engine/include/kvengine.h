@@ -49,6 +49,8 @@ enum {
 	KV_EMAXKEYS = -10011,     /* max_keys reached */
 	KV_EEND = -10012,         /* iterator exhausted (not an error) */
 	KV_EBATCHSIZE = -10013,   /* a batch larger than the engine accepts */
+	KV_EREFUSED = -10014,     /* a tenant refused: its TENANT file is missing, damaged or
+	                             not a regular file (kv_store_why_refused says which) */
 };
 
 /* Returns a static, one-line description of a KV_E* code or negative errno. */
@@ -370,7 +372,11 @@ struct kv_store_options {
 };
 void kv_store_options_init(struct kv_store_options *o);
 
-/* KV_ELOCKED when another process has the store open. */
+/* KV_ELOCKED when another process has the store open. A tenant whose
+ * TENANT file is damaged, not a regular file, or missing from a directory
+ * that holds a database does not stop the store: it is listed as refused,
+ * every use of it gets KV_EREFUSED, and it cannot be created again over its
+ * files (TenantDrop still removes it). */
 int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret);
 /* Closes every active tenant. NULL ok. */
 int kv_store_close(kv_store *s);
@@ -389,6 +395,7 @@ int kv_store_drop(kv_store *s, const char *name);
 struct kv_tenant_state {
 	char name[KV_TENANT_NAME_MAX + 1];
 	bool active;
+	bool refused; /* see kv_store_why_refused */
 };
 /* Sorted by name; free() the list. */
 int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count);
@@ -404,7 +411,25 @@ struct kv_tenant_info {
 	uint64_t last_activation_us; /* how long it took */
 	uint32_t in_use;             /* references held right now */
 };
+/* -ENOENT, KV_EREFUSED */
 int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret);
+
+/* Why a tenant is refused, one line naming the file (and the line in it):
+ * "tenants/w/TENANT: line 3: unknown setting 'histroy'". 0 with the reason in
+ * buf (cut to size); -ENOENT when there is no such tenant or it is not
+ * refused. */
+int kv_store_why_refused(kv_store *s, const char *name, char *buf, size_t size);
+
+/* Reads the TENANT file of the tenant directory dir exactly as
+ * kv_store_open does, changing nothing; for `kvd --check`. Settings the file
+ * does not give come from defaults (NULL: kv_tenant_config_init's).
+ * 0: sound (with or without a checksum line), *ret_config filled.
+ * -ENOENT: dir has no TENANT and nothing of a database (not a tenant).
+ * KV_EREFUSED: damaged, not a regular file, unreadable, or missing while dir
+ * holds a database; a one-line reason in why (without the file's name).
+ * -errno: dir cannot be opened. */
+int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults, char *why,
+                        size_t why_size, struct kv_tenant_config *ret_config);
 
 /* A reference on a tenant, activating it first when passive (-ENOENT when it
  * does not exist and auto_create is off). Hold it while using the database. */
