@@ -432,7 +432,8 @@ int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults
                         size_t why_size, struct kv_tenant_config *ret_config);
 
 /* A reference on a tenant, activating it first when passive (-ENOENT when it
- * does not exist and auto_create is off). Hold it while using the database. */
+ * does not exist and auto_create is off, KV_EREFUSED when it is refused, or
+ * kv_open's errors). Hold it while using the database. */
 int kv_store_get(kv_store *s, const char *name, kv_tenant **ret);
 void kv_store_put(kv_store *s, kv_tenant *t);
 /* Like kv_store_get, but never activates (-EAGAIN when the tenant is
@@ -444,7 +445,8 @@ kv_db *kv_tenant_db(kv_tenant *t);
 const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t);
 const char *kv_tenant_name(kv_tenant *t);
 
-/* -EBUSY while references are still held after busy_wait_ms. */
+/* -EBUSY while references are still held after busy_wait_ms; -ENOENT.
+ * kv_store_activate: also KV_EREFUSED and kv_open's errors. */
 int kv_store_passivate(kv_store *s, const char *name);
 int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us);
 

@@ -8,6 +8,7 @@
 
 #include <cmocka.h> /* after the headers it needs */
 
+#include "kvclient.h"
 #include "kvengine.h"
 
 #define ST_OK 0
@@ -168,6 +169,24 @@ static void expect_w_refused(const char *dir, const char *why)
 	assert_int_equal(h_tenant_call(s, "TenantInfo", "w", NULL), ST_UNAVAILABLE);
 	list_state(s, "w", msg, sizeof(msg));
 	assert_string_equal(msg, "refused");
+	{
+		/* libkvclient (and so kvctl tenant list) says so too */
+		struct kvc_options co;
+		struct kvc_tenant_entry *list;
+		size_t n, i, found = 0;
+		kvc *c;
+		kvc_options_init(&co);
+		co.endpoint = k.surl;
+		assert_int_equal(kvc_open(&co, &c), 0);
+		assert_int_equal(kvc_tenant_list(c, NULL, &list, &n), 0);
+		for (i = 0; i < n; i++) {
+			assert_int_equal(list[i].refused, strcmp(list[i].name, "w") == 0);
+			found += strcmp(list[i].name, "w") == 0;
+		}
+		assert_int_equal(found, 1);
+		kvc_tenant_list_free(list);
+		kvc_close(c);
+	}
 	snprintf(want, sizeof(want), "tenant w refused: tenants/w/TENANT: %s", why);
 	if (!h_log_has(&k, want)) {
 		h_dump_log(&k);
