@@ -29,7 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CRC_KEY "crc32c"
+static const char crc_key[] = "crc32c";
+#define CRC_KEY_LEN (sizeof(crc_key) - 1)
 
 static const char *sync_name(enum kv_sync s)
 {
@@ -47,7 +48,7 @@ int tenant_file_format(const struct kv_tenant_config *c, char *buf, size_t cap)
 	             c->default_ttl_ms, c->max_keys);
 	if (n < 0 || (size_t)n >= cap)
 		return -ENOBUFS;
-	m = snprintf(buf + n, cap - (size_t)n, CRC_KEY " = %08" PRIx32 "\n",
+	m = snprintf(buf + n, cap - (size_t)n, "%s = %08" PRIx32 "\n", crc_key,
 	             crc32c(buf, (size_t)n));
 	if (m < 0 || (size_t)m >= cap - (size_t)n)
 		return -ENOBUFS;
@@ -207,13 +208,13 @@ static int find_checksum(const char *text, size_t len, size_t *ret_start, char *
 		trim(&s, &n);
 		/* "?rc32c" too: one flipped bit makes "crc32c" a "#rc32c" comment,
 		 * which would otherwise pass for a file without a checksum */
-		if (n >= strlen(CRC_KEY) && memcmp(s + 1, CRC_KEY + 1, strlen(CRC_KEY) - 1) == 0) {
-			const char *v = s + strlen(CRC_KEY);
-			size_t vn = n - strlen(CRC_KEY);
+		if (n >= CRC_KEY_LEN && memcmp(s + 1, &crc_key[1], CRC_KEY_LEN - 1) == 0) {
+			const char *v = s + CRC_KEY_LEN;
+			size_t vn = n - CRC_KEY_LEN;
 			uint32_t want = 0, got;
 			size_t i;
 			trim(&v, &vn);
-			if (s[0] != CRC_KEY[0] || vn == 0 || v[0] != '=')
+			if (s[0] != crc_key[0] || vn == 0 || v[0] != '=')
 				return why_set(why, size, "line %zu: damaged checksum line", line);
 			v++, vn--;
 			trim(&v, &vn);
