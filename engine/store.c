@@ -584,6 +584,10 @@ static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 		tenant_free(t);
 		return 0;
 	}
+	if (rv == -EMFILE || rv == -ENFILE || rv == -ENOMEM) {
+		tenant_free(t);
+		return rv; /* the process is short, not the tenant damaged */
+	}
 	if (rv != 0 && rv != KV_EREFUSED) {
 		/* the directory itself cannot be opened (EACCES, EIO…) */
 		snprintf(why, sizeof(why), "cannot open the directory: %s", strerror(-rv));

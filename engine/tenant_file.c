@@ -340,6 +340,13 @@ static int holds_database(int dirfd, char *first, size_t cap)
 	return 0;
 }
 
+/* A shortage of this process, not a fault of the file: the caller fails
+ * rather than refuse the tenant for good. */
+static bool out_of_resources(int err)
+{
+	return err == -EMFILE || err == -ENFILE || err == -ENOMEM;
+}
+
 int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults, char *why,
                         size_t why_size, struct kv_tenant_config *ret_config)
 {
@@ -364,14 +371,16 @@ int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults
 		rv = -errno;
 		if (rv == -ENOENT) {
 			int h = holds_database(dirfd, first, sizeof(first));
-			if (h < 0)
+			if (out_of_resources(h))
+				rv = h;
+			else if (h < 0)
 				rv = why_set(why, why_size, "cannot read the directory: %s", strerror(-h));
 			else if (h > 0) {
 				quote(q, sizeof(q), first, strlen(first));
 				rv = why_set(why, why_size,
 				             "no TENANT file, but the directory holds a database ('%s')", q);
 			}
-		} else {
+		} else if (!out_of_resources(rv)) {
 			rv = why_set(why, why_size, "cannot open: %s", strerror(-rv));
 		}
 		close(dirfd);

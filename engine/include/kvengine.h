@@ -427,7 +427,8 @@ int kv_store_why_refused(kv_store *s, const char *name, char *buf, size_t size);
  * -ENOENT: dir has no TENANT and nothing of a database (not a tenant).
  * KV_EREFUSED: damaged, not a regular file, unreadable, or missing while dir
  * holds a database; a one-line reason in why (without the file's name).
- * -errno: dir cannot be opened. */
+ * -errno: dir cannot be opened, or the process is out of descriptors or
+ * memory (-EMFILE, -ENFILE, -ENOMEM: a shortage, not damage). */
 int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults, char *why,
                         size_t why_size, struct kv_tenant_config *ret_config);
 
