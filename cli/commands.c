@@ -560,6 +560,12 @@ static int tenant_create(struct kvctl *k, int argc, char **argv)
 	return kvctl_emit_json(k, json_pack("{s:s}", "name", name));
 }
 
+/* A TenantList entry's state as kvd names it. */
+static const char *entry_state(const struct kvc_tenant_entry *e)
+{
+	return e->refused ? "refused" : e->active ? "active" : "passive";
+}
+
 static int tenant_list(struct kvctl *k, int argc, char **argv)
 {
 	struct kvctl_opts oi;
@@ -579,14 +585,14 @@ static int tenant_list(struct kvctl *k, int argc, char **argv)
 		return kvctl_fail(k, rv, &st);
 	if (!k->json) {
 		for (i = 0; i < n; i++)
-			printf("%s\t%s\n", list[i].name, list[i].active ? "active" : "passive");
+			printf("%s\t%s\n", list[i].name, entry_state(&list[i]));
 		kvc_tenant_list_free(list);
 		return kvctl_finish(k);
 	}
 	arr = json_array();
 	for (i = 0; i < n; i++)
 		json_array_append_new(arr, json_pack("{s:s,s:s}", "name", list[i].name, "state",
-		                                     list[i].active ? "active" : "passive"));
+		                                     entry_state(&list[i])));
 	kvc_tenant_list_free(list);
 	return kvctl_emit_json(k, json_pack("{s:o}", "tenants", arr));
 }

@@ -1,15 +1,17 @@
-/* config.c — defaults, INI file and checks of kvd's settings. */
+/* config.c — defaults, the INI settings file and checks of kvd's settings. */
 #include "config.h"
 
 #include "log.h"
 
 #include <errno.h>
-#include <ini.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void config_defaults(struct kvd_config *c)
 {
@@ -134,23 +136,23 @@ static int parse_bool(const char *s, bool *ret)
 
 struct load {
 	struct kvd_config *c;
-	char *err;
-	size_t errlen;
 	bool listen_seen;
 };
 
 static int copy_str(char *dst, size_t cap, const char *v)
 {
 	if (strlen(v) >= cap)
-		return -EINVAL;
+		return -ENAMETOOLONG;
 	strcpy(dst, v);
 	return 0;
 }
 
+/* Returns 0, -ENOENT for a setting the section does not have, or why the
+ * value is refused: -EINVAL (not one), -E2BIG (a listen line too many),
+ * -ENAMETOOLONG (a string too long). */
 static int set_key(struct load *l, const char *section, const char *k, const char *v)
 {
 	struct kvd_config *c = l->c;
-	uint64_t u;
 
 	if (section[0] == '\0' || strcmp(section, "kvd") == 0) {
 		if (!strcmp(k, "data_dir"))
@@ -191,7 +193,7 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "ipc_mode")) {
 			char *end;
 			unsigned long m = strtoul(v, &end, 8);
-			if (end == v || *end != '\0' || m > 0777)
+			if (v[0] < '0' || v[0] > '7' || *end != '\0' || m > 0777)
 				return -EINVAL;
 			c->ipc_mode = (uint32_t)m;
 			return 0;
@@ -223,48 +225,226 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "max_keys"))
 			return parse_u64(v, &c->defaults.max_keys);
 	}
-	(void)u;
 	return -ENOENT;
 }
 
-static int ini_cb(void *user, const char *section, const char *k, const char *v)
+static bool known_in(const char *section, const char *k)
 {
-	struct load *l = user;
-	int rv = set_key(l, section, k, v);
+	struct kvd_config scratch;
+	struct load l = {&scratch, true};
+	int rv;
 
-	if (rv == 0)
-		return 1;
-	if (l->err[0] == '\0') {
-		if (rv == -ENOENT)
-			snprintf(l->err, l->errlen, "unknown setting '%s%s%s'", section,
-			         section[0] ? "." : "", k);
+	config_defaults(&scratch);
+	rv = set_key(&l, section, k, "");
+	config_release(&scratch);
+	return rv != -ENOENT;
+}
+
+/* The n bytes at s, printable: "\x01\x02" rather than nothing; at most
+ * about 60 of them. */
+static void quote(char *out, size_t cap, const char *s, size_t n)
+{
+	size_t o = 0, i;
+
+	for (i = 0; i < n && o + 5 < cap; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (i == 60) {
+			o += (size_t)snprintf(out + o, cap - o, "...");
+			break;
+		}
+		if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+			out[o++] = (char)ch;
 		else
-			snprintf(l->err, l->errlen, "bad value '%s' for '%s'", v, k);
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+	}
+	out[o < cap ? o : cap - 1] = '\0';
+}
+
+/* Says why line `line` is refused, into err. */
+static void key_error(struct load *l, int rv, unsigned line, const char *section, const char *k,
+                      const char *v, char *err, size_t errlen)
+{
+	char qk[300], qv[300];
+	const char *sec = section[0] ? section : "kvd";
+
+	quote(qk, sizeof(qk), k, strlen(k));
+	quote(qv, sizeof(qv), v, strlen(v));
+	if (rv == -ENOENT && strcmp(sec, "kvd") == 0 && known_in("tenant-defaults", k))
+		snprintf(err, errlen,
+		         "line %u: unknown setting 'kvd.%s' (it belongs under [tenant-defaults])",
+		         line, qk);
+	else if (rv == -ENOENT && strcmp(sec, "kvd") != 0 && known_in("kvd", k))
+		snprintf(err, errlen, "line %u: unknown setting '%s.%s' (it belongs under [kvd])",
+		         line, sec, qk);
+	else if (rv == -ENOENT)
+		snprintf(err, errlen, "line %u: unknown setting '%s.%s'", line, sec, qk);
+	else if (rv == -E2BIG)
+		snprintf(err, errlen, "line %u: at most %d listen addresses ('%s' is one too many)",
+		         line, KVD_LISTEN_MAX, qv);
+	else if (rv == -ENAMETOOLONG)
+		snprintf(err, errlen, "line %u: '%s' is %zu bytes, at most %zu allowed", line, qk,
+		         strlen(v),
+		         (!strcmp(k, "token") ? sizeof(l->c->token) : sizeof(l->c->data_dir)) - 1);
+	else if (rv == -ENOMEM)
+		snprintf(err, errlen, "line %u: out of memory", line);
+	else
+		snprintf(err, errlen, "line %u: bad value '%s' for '%s'", line, qv, qk);
+}
+
+static bool blank(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+
+/* [s, e) without blanks at either end, NUL-terminated in place. */
+static char *strip(char *s, char *e)
+{
+	while (s < e && blank(*s))
+		s++;
+	while (e > s && blank(e[-1]))
+		e--;
+	*e = '\0';
+	return s;
+}
+
+/* Where an inline comment starts: a ';' after a blank (kvd.conf(5)). */
+static char *inline_comment(char *s, char *e)
+{
+	for (char *p = s; p < e; p++)
+		if (*p == ';' && p > s && blank(p[-1]))
+			return p;
+	return e;
+}
+
+#define CONFIG_FILE_MAX (1u << 20)
+
+/*
+ * The settings file, read whole and parsed here rather than by inih, whose
+ * line buffer (200 bytes in Debian's build) cuts longer lines and parses
+ * their remainder as a line of its own: a 255-byte token or a long path must
+ * work. What it takes is what kvd.conf(5) says: [section] headers, key =
+ * value (or key: value) lines, blanks around both ignored, comment lines
+ * starting with '#' or ';', a ';' after a blank starting an inline comment, an
+ * optional UTF-8 byte-order mark. Lines have no length limit; the file may
+ * hold at most CONFIG_FILE_MAX bytes.
+ */
+static int parse_text(struct load *l, char *text, size_t len, char *err, size_t errlen)
+{
+	char section[64] = "";
+	unsigned line = 1;
+	char *p = text, *end = text + len;
+	int rv;
+
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+		p += 3;
+	for (; p < end; line++) {
+		char *nl = memchr(p, '\n', (size_t)(end - p)), *e = nl ? nl : end, *s, *sep;
+		char *next = nl ? nl + 1 : end;
+		if (memchr(p, '\0', (size_t)(e - p)) != NULL) {
+			snprintf(err, errlen, "line %u: a NUL byte", line);
+			return -EINVAL;
+		}
+		s = strip(p, e);
+		p = next;
+		if (*s == '\0' || *s == '#' || *s == ';')
+			continue;
+		if (*s == '[') {
+			char *close = strchr(s, ']'), *name, q[200];
+			char *rest = close ? close + 1 : NULL;
+			if (close == NULL ||
+			    *strip(rest, inline_comment(rest, rest + strlen(rest))) != '\0') {
+				quote(q, sizeof(q), s, strlen(s));
+				snprintf(err, errlen, "line %u: not a [section] header: '%s'", line, q);
+				return -EINVAL;
+			}
+			name = strip(s + 1, close);
+			if (strcmp(name, "kvd") != 0 && strcmp(name, "tenant-defaults") != 0) {
+				quote(q, sizeof(q), name, strlen(name));
+				snprintf(err, errlen,
+				         "line %u: unknown section '[%s]' (kvd.conf has [kvd] and "
+				         "[tenant-defaults])",
+				         line, q);
+				return -EINVAL;
+			}
+			snprintf(section, sizeof(section), "%s", name);
+			continue;
+		}
+		sep = strpbrk(s, "=:");
+		if (sep == NULL || sep == s) {
+			char q[200];
+			quote(q, sizeof(q), s, strlen(s));
+			snprintf(err, errlen,
+			         "line %u: not 'key = value', a [section] or a comment: '%s'", line, q);
+			return -EINVAL;
+		}
+		{
+			char *k = strip(s, sep), *vend = sep + 1 + strlen(sep + 1);
+			char *v = strip(sep + 1, inline_comment(sep + 1, vend));
+			if ((rv = set_key(l, section, k, v)) != 0) {
+				key_error(l, rv, line, section, k, v, err, errlen);
+				return rv == -ENOMEM ? rv : -EINVAL;
+			}
+		}
 	}
 	return 0;
 }
 
 int config_load(struct kvd_config *c, const char *path, char *err, size_t errlen)
 {
-	struct load l = {c, err, errlen, false};
-	FILE *f;
-	int rv;
+	struct load l = {c, false};
+	char msg[1024], *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int fd, rv = 0;
 
 	err[0] = '\0';
-	if ((f = fopen(path, "r")) == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
+	/* O_NONBLOCK: a FIFO in its place must not hang kvd */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0) {
+		rv = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-rv));
+		return rv;
 	}
-	rv = ini_parse_file(f, ini_cb, &l);
-	fclose(f);
-	if (rv != 0) {
-		char msg[512];
-		snprintf(msg, sizeof(msg), "%s line %d: %s", path, rv > 0 ? rv : 0,
-		         err[0] ? err : "syntax error");
-		snprintf(err, errlen, "%s", msg);
-		return -EINVAL;
+	if (fstat(fd, &st) != 0) {
+		rv = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-rv));
+		goto out;
 	}
-	return 0;
+	if (!S_ISREG(st.st_mode)) {
+		rv = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		snprintf(err, errlen, "%s: %s, not a settings file", path,
+		         S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+		goto out;
+	}
+	if ((text = malloc(CONFIG_FILE_MAX + 1)) == NULL) {
+		rv = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = read(fd, text + len, CONFIG_FILE_MAX + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rv = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(-rv));
+			goto out;
+		}
+		if (n == 0 || (len += (size_t)n) > CONFIG_FILE_MAX)
+			break;
+	}
+	if (len > CONFIG_FILE_MAX) {
+		rv = -EFBIG;
+		snprintf(err, errlen, "%s: larger than %u bytes, not a settings file", path,
+		         CONFIG_FILE_MAX);
+		goto out;
+	}
+	text[len] = '\0';
+	if ((rv = parse_text(&l, text, len, msg, sizeof(msg))) != 0)
+		snprintf(err, errlen, "%s %s", path, msg);
+out:
+	free(text);
+	close(fd);
+	return rv;
 }
 
 int config_check(const struct kvd_config *c, char *err, size_t errlen)
@@ -294,6 +474,11 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->max_value_size == 0 || c->max_value_size > KV_VALUE_SIZE_MAX) {
 		snprintf(err, errlen, "max_value_size must be 1..%u", KV_VALUE_SIZE_MAX);
+		return -EINVAL;
+	}
+	if (c->max_message_size > KVD_MESSAGE_SIZE_MAX) {
+		snprintf(err, errlen, "max_message_size must be at most 4G (a frame's length is 32 "
+		                      "bits)");
 		return -EINVAL;
 	}
 	if (c->max_message_size < (uint64_t)c->max_value_size + KV_KEY_SIZE_MAX + 1024) {

@@ -1,6 +1,7 @@
 /*
  * config.h — kvd's settings: defaults, the INI file (/etc/kvd/kvd.conf by
- * default; parsed with Debian's libinih), and command-line flags, which win.
+ * default; read by config.c itself, lines of any length), and command-line
+ * flags, which win.
  * docs/kvd.conf.5 / systemd/kvd.conf list every setting.
  */
 #ifndef KVD_CONFIG_H
@@ -13,6 +14,7 @@
 #include "kvengine.h"
 
 #define KVD_LISTEN_MAX 8
+#define KVD_MESSAGE_SIZE_MAX (4ull << 30) /* max_message_size at most */
 #define KVD_DEFAULT_CONFIG "/etc/kvd/kvd.conf"
 #define KVD_DEFAULT_LISTEN "ipc:///run/kvd/kvd.sock"        /* nng REQ/REP */
 #define KVD_DEFAULT_LISTEN_STREAM "kv+ipc:///run/kvd/kv.sock" /* kvd's own framing */
@@ -42,8 +44,10 @@ struct kvd_config {
 };
 
 void config_defaults(struct kvd_config *c);
-/* Reads an INI file into c. A missing file is -ENOENT; any unknown key or
- * bad value is -EINVAL with a one-line reason in err. */
+/* Reads an INI file into c. A missing file is -ENOENT, a directory -EISDIR
+ * (any other non-regular file -EINVAL); an unknown section or key, a bad
+ * value or a line that is not INI is -EINVAL; each with a one-line reason,
+ * naming the file and the line, in err. */
 int config_load(struct kvd_config *c, const char *path, char *err, size_t errlen);
 /* Checks the combination (at least one listener, sizes in range). */
 int config_check(const struct kvd_config *c, char *err, size_t errlen);

@@ -99,6 +99,24 @@ static int check_db(const char *path, const char *label, uint64_t *records)
 	return o.damaged ? 1 : 0;
 }
 
+/* Checks tenants/<name>/TENANT as kv_store_open reads it; 0 sound, 1 damaged
+ * (or missing beside a database), 2 error. */
+static int check_tenant_file(const char *path, const char *label)
+{
+	char why[320];
+	struct kv_tenant_config c;
+	int rv = kv_tenant_file_read(path, NULL, why, sizeof(why), &c);
+
+	if (rv == 0 || rv == -ENOENT)
+		return 0;
+	if (rv == KV_EREFUSED) {
+		printf("%s: TENANT: %s (kvd refuses this tenant)\n", label, why);
+		return 1;
+	}
+	fprintf(stderr, "kvd: cannot check %s: %s\n", path, kv_strerror(rv));
+	return 2;
+}
+
 /* kvd --check DIR: a data directory (tenants/…) or one database. */
 static int run_check(const char *dir)
 {
@@ -126,9 +144,12 @@ static int run_check(const char *dir)
 		while ((de = readdir(d)) != NULL) {
 			char path[8192];
 			int r;
-			if (!kv_tenant_name_valid(de->d_name))
+			if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
 				continue;
 			snprintf(path, sizeof(path), "%s/%s", tdir, de->d_name);
+			r = check_tenant_file(path, de->d_name);
+			if (r > worst)
+				worst = r;
 			r = check_db(path, de->d_name, &records);
 			if (r > worst)
 				worst = r;
@@ -384,6 +405,26 @@ static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t 
 	     ri.records);
 }
 
+/* One line per tenant the store refused (a damaged or missing TENANT): the
+ * others are served, this one answers UNAVAILABLE until it is repaired. */
+static void log_refused(struct kvd *d)
+{
+	struct kv_tenant_state *list;
+	size_t n, i;
+	char why[320];
+
+	if (kv_store_list(d->store, &list, &n) != 0)
+		return;
+	for (i = 0; i < n; i++)
+		if (list[i].refused &&
+		    kv_store_why_refused(d->store, list[i].name, why, sizeof(why)) == 0)
+			klog(LOG_ERR,
+			     "tenant %s refused: %s; its requests get UNAVAILABLE until the file "
+			     "is repaired and kvd restarted (other tenants are served)",
+			     list[i].name, why);
+	free(list);
+}
+
 static int open_store(struct kvd *d)
 {
 	struct kv_store_options so;
@@ -408,6 +449,8 @@ static int open_store(struct kvd *d)
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);
 	rv = kv_store_open(d->cfg.data_dir, &so, &d->store);
+	if (rv == 0)
+		log_refused(d);
 	if (rv == KV_ELOCKED)
 		fprintf(stderr, "kvd: %s is in use by another kvd (its LOCK is held)\n",
 		        d->cfg.data_dir);

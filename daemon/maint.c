@@ -73,9 +73,8 @@ static void run_compact(struct kvd *d, struct job *j)
 		return;
 	}
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		char msg[160];
-		snprintf(msg, sizeof(msg), "tenant '%s': %s", j->req.tenant,
-		         rv == -ENOENT ? "not found" : rpc_message_of(rv));
+		char msg[512];
+		rpc_tenant_message(d->store, j->req.tenant, rv, msg, sizeof(msg));
 		job_reply_error(j, j->req.id, rpc_status_of(rv), msg);
 		return;
 	}

@@ -316,18 +316,13 @@ static void drain_tenant(struct worker *w, struct busy *b)
 
 /* ---- jobs --------------------------------------------------------------- */
 
-static void reply_tenant_error(struct job *j, int rv)
+static void reply_tenant_error(struct kvd *d, struct job *j, int rv)
 {
 	const struct rpc_req *r = &j->req;
-	char msg[160];
+	char msg[512];
 
-	if (rv == -ENOENT) {
-		snprintf(msg, sizeof(msg), "tenant '%s' not found", r->tenant);
-		job_reply_error(j, r->id, RPC_NOT_FOUND, msg);
-	} else {
-		snprintf(msg, sizeof(msg), "tenant '%s': %s", r->tenant, rpc_message_of(rv));
-		job_reply_error(j, r->id, rpc_status_of(rv), msg);
-	}
+	rpc_tenant_message(d->store, r->tenant, rv, msg, sizeof(msg));
+	job_reply_error(j, r->id, rpc_status_of(rv), msg);
 }
 
 static void write_done(struct kv_req *kreq, int status)
@@ -399,7 +394,7 @@ static void run_write(struct worker *w, struct job *j)
 		}
 	}
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(j, rv);
+		reply_tenant_error(d, j, rv);
 		return;
 	}
 	rpc_reply_init(&rp);
@@ -445,7 +440,7 @@ static void run_read(struct worker *w, struct job *j)
 	int rv;
 
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(j, rv);
+		reply_tenant_error(d, j, rv);
 		return;
 	}
 	rpc_reply_init(&rp);

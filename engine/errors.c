@@ -34,6 +34,8 @@ const char *kv_strerror(int err)
 		return "end of iteration";
 	case KV_EBATCHSIZE:
 		return "batch too large";
+	case KV_EREFUSED:
+		return "tenant refused: its TENANT file is missing or damaged";
 	default:
 		break;
 	}

@@ -3,7 +3,8 @@
  *
  * Layout:
  *   <dir>/LOCK                        flock()ed while the store is open
- *   <dir>/tenants/<name>/TENANT       the tenant's configuration (INI)
+ *   <dir>/tenants/<name>/TENANT       the tenant's configuration (INI with a
+ *                                     checksum line, tenant_file.c)
  *   <dir>/tenants/<name>/STATS        its statistics as of the last passivation
  *   <dir>/tenants/<name>/...          its database (see docs/FORMAT.md)
  *
@@ -19,13 +20,20 @@
  * tenant's database; a tenant is only closed with refs == 0. `hold` keeps the
  * struct alive for threads waiting on it, also after a drop.
  *
+ * A tenant whose TENANT file kv_store_open could not read (damaged, not a
+ * regular file, missing beside a database) is in the table, PASSIVE, with
+ * t->why set: it is refused — never activated, never created again over its
+ * files — while every other tenant is served. Only a drop removes it.
+ *
  * Invariants:
  *   1. t->db != NULL exactly when the state is ACTIVE or CLOSING.
  *   2. A dropped tenant is out of the table; its struct is freed when the
  *      last hold goes.
+ *   3. t->why != NULL implies the state is PASSIVE; it is set only at open.
  */
 #include "io.h"
 #include "kvengine.h"
+#include "tenant_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +67,7 @@ struct kv_tenant {
 	uint64_t last_activation_ms;
 	uint64_t last_activation_us;
 	struct kv_stats last; /* as of the last passivation */
+	char *why;            /* refused: why (names the file); NULL when sound */
 };
 
 struct kv_store {
@@ -122,11 +131,11 @@ void kv_store_options_init(struct kv_store_options *o)
 	kv_tenant_config_init(&o->defaults);
 }
 
-bool kv_tenant_name_valid(const char *name)
+bool kv_tenant_name_valid(const char *name, size_t n)
 {
-	size_t i, n = name ? strlen(name) : 0;
+	size_t i;
 
-	if (n == 0 || n > KV_TENANT_NAME_MAX || name[0] == '.')
+	if (name == NULL || n == 0 || n > KV_TENANT_NAME_MAX || name[0] == '.')
 		return false;
 	for (i = 0; i < n; i++) {
 		char c = name[i];
@@ -147,11 +156,6 @@ static int config_valid(const struct kv_tenant_config *c)
 }
 
 /* ---- files ------------------------------------------------------------- */
-
-static const char *sync_name(enum kv_sync s)
-{
-	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
-}
 
 /* fsync of a directory, so the entries made or renamed in it last; through
  * the I/O layer, so the databases' fault hooks (tests) see it. */
@@ -196,12 +200,10 @@ static int write_file(struct kv_io_fault *f, const char *dirpath, const char *na
 static int write_config(const kv_store *s, struct kv_tenant *t)
 {
 	char text[512];
+	int rv;
 
-	snprintf(text, sizeof(text),
-	         "# kvd tenant configuration\n[tenant]\nsync = %s\nsync_interval_ms = %u\n"
-	         "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n",
-	         sync_name(t->cfg.sync), t->cfg.sync_interval_ms, t->cfg.history_versions,
-	         t->cfg.default_ttl_ms, t->cfg.max_keys);
+	if ((rv = tenant_file_format(&t->cfg, text, sizeof(text))) != 0)
+		return rv;
 	return write_file(s->opt.base.fault, t->path, "TENANT", text, true);
 }
 
@@ -222,37 +224,18 @@ static int write_stats(struct kv_tenant *t)
 	return write_file(NULL, t->path, "STATS", text, false);
 }
 
-static int ini_tenant(void *user, const char *section, const char *name, const char *value)
+/* STATS, statistics only: what does not parse stays zero. */
+static int ini_stats(void *user, const char *section, const char *name, const char *value)
 {
 	struct kv_tenant *t = user;
 	char *end;
 	unsigned long long v;
 
-	if (strcmp(section, "tenant") == 0 && strcmp(name, "sync") == 0) {
-		if (strcmp(value, "always") == 0)
-			t->cfg.sync = KV_SYNC_ALWAYS;
-		else if (strcmp(value, "interval") == 0)
-			t->cfg.sync = KV_SYNC_INTERVAL;
-		else if (strcmp(value, "none") == 0)
-			t->cfg.sync = KV_SYNC_NONE;
-		else
-			return 0;
-		return 1;
-	}
 	errno = 0;
 	v = strtoull(value, &end, 10);
 	if (errno || *end != '\0')
 		return 0;
-	if (strcmp(section, "tenant") == 0) {
-		if (strcmp(name, "sync_interval_ms") == 0)
-			t->cfg.sync_interval_ms = (uint32_t)v;
-		else if (strcmp(name, "history") == 0)
-			t->cfg.history_versions = (uint32_t)v;
-		else if (strcmp(name, "ttl_ms") == 0)
-			t->cfg.default_ttl_ms = v;
-		else if (strcmp(name, "max_keys") == 0)
-			t->cfg.max_keys = v;
-	} else if (strcmp(section, "stats") == 0) {
+	if (strcmp(section, "stats") == 0) {
 		if (strcmp(name, "keys") == 0)
 			t->last.keys = v;
 		else if (strcmp(name, "tombstones") == 0)
@@ -334,6 +317,7 @@ static void tenant_free(struct kv_tenant *t)
 	if (t == NULL)
 		return;
 	free(t->path);
+	free(t->why);
 	free(t);
 }
 
@@ -403,7 +387,7 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	struct kv_tenant *t;
 	int rv;
 
-	if (!kv_tenant_name_valid(name))
+	if (!kv_tenant_name_valid(name, strlen(name)))
 		return -EINVAL;
 	if (c != NULL && (rv = config_valid(c)) != 0)
 		return rv;
@@ -542,6 +526,8 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 		wait_settled(s, t);
 		if (t->dropped)
 			return -ENOENT;
+		if (t->why != NULL)
+			return KV_EREFUSED;
 		if (t->state == T_ACTIVE)
 			return 0;
 		make_room_locked(s);
@@ -581,6 +567,47 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 
 static int rmtree(const char *path);
 
+/* Reads tenants/<name>/TENANT (and STATS) of one directory entry into a
+ * new table entry: sound, refused (t->why), or none (*ret NULL: not a
+ * tenant, e.g. a creation cut short before its TENANT was written). */
+static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
+{
+	struct kv_tenant *t;
+	char why[256], *stats;
+	int rv;
+
+	*ret = NULL;
+	if ((t = tenant_new(s, name)) == NULL)
+		return -ENOMEM;
+	rv = kv_tenant_file_read(t->path, &s->opt.defaults, why, sizeof(why), &t->cfg);
+	if (rv == -ENOENT) {
+		tenant_free(t);
+		return 0;
+	}
+	if (rv == -EMFILE || rv == -ENFILE || rv == -ENOMEM) {
+		tenant_free(t);
+		return rv; /* the process is short, not the tenant damaged */
+	}
+	if (rv != 0 && rv != KV_EREFUSED) {
+		/* the directory itself cannot be opened (EACCES, EIO…) */
+		snprintf(why, sizeof(why), "cannot open the directory: %s", strerror(-rv));
+		rv = KV_EREFUSED;
+	}
+	if (rv == KV_EREFUSED) {
+		t->cfg = s->opt.defaults;
+		if (asprintf(&t->why, "tenants/%s/TENANT: %s", name, why) < 0) {
+			t->why = NULL;
+			tenant_free(t);
+			return -ENOMEM;
+		}
+	} else if (asprintf(&stats, "%s/STATS", t->path) >= 0) {
+		ini_parse(stats, ini_stats, t); /* missing or damaged: zeros */
+		free(stats);
+	}
+	*ret = t;
+	return 0;
+}
+
 static int load_tenants(kv_store *s)
 {
 	DIR *d = opendir(s->tdir);
@@ -591,7 +618,6 @@ static int load_tenants(kv_store *s)
 		return -errno;
 	while ((de = readdir(d)) != NULL) {
 		struct kv_tenant *t;
-		char *cfg;
 		if (strncmp(de->d_name, ".dropped-", 9) == 0) {
 			/* a drop interrupted by a crash: finish it */
 			char *gone;
@@ -601,35 +627,11 @@ static int load_tenants(kv_store *s)
 			}
 			continue;
 		}
-		if (!kv_tenant_name_valid(de->d_name))
+		if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
 			continue;
-		if ((t = tenant_new(s, de->d_name)) == NULL) {
-			rv = -ENOMEM;
+		if ((rv = load_tenant(s, de->d_name, &t)) != 0)
 			break;
-		}
-		if (asprintf(&cfg, "%s/TENANT", t->path) < 0) {
-			tenant_free(t);
-			rv = -ENOMEM;
-			break;
-		}
-		rv = ini_parse(cfg, ini_tenant, t);
-		free(cfg);
-		if (rv == -1) {
-			/* not a tenant directory (no TENANT file) */
-			tenant_free(t);
-			rv = 0;
-			continue;
-		}
-		if (rv != 0 || config_valid(&t->cfg) != 0) {
-			tenant_free(t);
-			rv = KV_EFORMAT;
-			break;
-		}
-		if (asprintf(&cfg, "%s/STATS", t->path) >= 0) {
-			ini_parse(cfg, ini_tenant, t); /* missing or damaged: zeros */
-			free(cfg);
-		}
-		if ((rv = table_insert(s, t)) != 0) {
+		if (t != NULL && (rv = table_insert(s, t)) != 0) {
 			tenant_free(t);
 			break;
 		}
@@ -835,6 +837,7 @@ int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count)
 	for (i = 0; i < s->n; i++) {
 		snprintf(v[i].name, sizeof(v[i].name), "%s", s->t[i]->name);
 		v[i].active = s->t[i]->state == T_ACTIVE;
+		v[i].refused = s->t[i]->why != NULL;
 	}
 	*ret_count = s->n;
 	pthread_mutex_unlock(&s->mu);
@@ -863,6 +866,11 @@ int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret)
 		pthread_mutex_unlock(&s->mu);
 		return -ENOENT;
 	}
+	if (t->why != NULL) {
+		/* its settings are unknown: no figures rather than made-up ones */
+		pthread_mutex_unlock(&s->mu);
+		return KV_EREFUSED;
+	}
 	snprintf(info.name, sizeof(info.name), "%s", t->name);
 	info.active = t->state == T_ACTIVE;
 	info.idle_ms = t->refs > 0 ? 0 : mono_ms() - t->last_used_ms;
@@ -880,6 +888,21 @@ int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret)
 	return 0;
 }
 
+int kv_store_why_refused(kv_store *s, const char *name, char *buf, size_t size)
+{
+	struct kv_tenant *t;
+	int rv = -ENOENT;
+
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) != NULL && t->why != NULL) {
+		if (size > 0)
+			snprintf(buf, size, "%s", t->why);
+		rv = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
 int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
 {
 	struct kv_tenant *t;
@@ -890,7 +913,7 @@ int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
 	if (t == NULL) {
 		if (!s->opt.auto_create) {
 			pthread_mutex_unlock(&s->mu);
-			return kv_tenant_name_valid(name) ? -ENOENT : -EINVAL;
+			return kv_tenant_name_valid(name, strlen(name)) ? -ENOENT : -EINVAL;
 		}
 		if ((rv = create_locked(s, name, NULL, &t)) != 0) {
 			pthread_mutex_unlock(&s->mu);

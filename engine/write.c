@@ -410,6 +410,16 @@ static bool head_of(kv_db *db, const void *key, size_t len, uint32_t h, struct k
 /* Adds req's records to the batch. Returns 1 when it does not fit in what
  * is left of the batch or the segment (the caller puts it back), 0 otherwise
  * — with req->status_ set when its conditions failed (nothing written). */
+/* When a record written at now with ttl_ms expires: 0 (never) without a
+ * TTL; a sum past the clock's range is capped at KV_EXPIRY_MAX, which no
+ * clock reaches, instead of wrapping into the past. */
+static uint64_t expiry_of(uint64_t now, uint64_t ttl_ms)
+{
+	if (ttl_ms == 0)
+		return 0;
+	return ttl_ms >= KV_EXPIRY_MAX - now ? KV_EXPIRY_MAX : now + ttl_ms;
+}
+
 static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 {
 	struct batch *b = &db->batch;
@@ -476,7 +486,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		rh.value_len = op->type == KV_OP_PUT ? (uint32_t)op->value_len : 0;
 		rh.version = db->next_version++;
 		rh.timestamp_ms = now;
-		rh.expiry_ms = op->type == KV_OP_PUT && op->ttl_ms ? now + op->ttl_ms : 0;
+		rh.expiry_ms = op->type == KV_OP_PUT ? expiry_of(now, op->ttl_ms) : 0;
 		if (found) {
 			rh.prev_seg = cur.seg;
 			rh.prev_off = cur.off;

@@ -1,6 +1,6 @@
 /*
  * fuzz_config — kvd's settings file parser (daemon/config.c: config_load
- * through Debian's libinih, parse_size, config_check) against arbitrary
+ * and its own line parser, parse_size, config_check) against arbitrary
  * bytes. The input is the file; it is read back through a memfd's
  * /proc/self/fd path, as kvd would read /etc/kvd/kvd.conf.
  *
@@ -93,7 +93,7 @@ static void check_sizes(const uint8_t *data, size_t size)
 }
 
 /* A line "ipc_mode =" (or ':') with nothing after it, at the start of a
- * line as inih reads them. */
+ * line. */
 static bool empty_ipc_mode(const uint8_t *data, size_t size)
 {
 	static const char key[] = "ipc_mode";

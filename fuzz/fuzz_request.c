@@ -281,7 +281,7 @@ static void check_decoded(const struct rpc_req *r)
 		break;
 	}
 	FZ_CHECK(memchr(r->tenant, '\0', sizeof(r->tenant)) != NULL);
-	FZ_CHECK(kv_tenant_name_valid(r->tenant));
+	FZ_CHECK(kv_tenant_name_valid(r->tenant, strlen(r->tenant)));
 	FZ_CHECK(r->args == NULL || r->args->type == MSGPACK_OBJECT_MAP);
 	FZ_CHECK(r->root.type == MSGPACK_OBJECT_MAP);
 }

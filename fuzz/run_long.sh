@@ -17,11 +17,11 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS ASAN_OPTIONS
 mkdir -p "$out"
-for t in request reply record hint commit config; do
+for t in request reply record hint commit tenant config; do
 	bin="$build/fuzz/fuzz_$t"
 	[ -x "$bin" ] || { echo "run_long: no $bin (build with -Dfuzz=true)" >&2; exit 2; }
 	max=16384
-	case $t in commit | config) max=4096 ;; esac
+	case $t in commit | tenant | config) max=4096 ;; esac
 	set -- -max_len=$max -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
 		-artifact_prefix="$out/art-$t/" -max_total_time="$seconds"
 	[ -f "$root/fuzz/$t.dict" ] && set -- "$@" -dict="$root/fuzz/$t.dict"

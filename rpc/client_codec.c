@@ -461,6 +461,12 @@ int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
 	if (entry->type != MSGPACK_OBJECT_MAP || name == NULL ||
 	    mp_str_copy(name, e.name, sizeof(e.name)) != 0 || read_state(entry, &e.active) != 0)
 		return -EINVAL;
+	{
+		const char *s = NULL;
+		size_t n = 0;
+		mp_field_str(entry, "state", false, &s, &n);
+		e.refused = n == 7 && memcmp(s, "refused", 7) == 0;
+	}
 	*ret = e;
 	return 0;
 }

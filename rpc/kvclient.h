@@ -239,6 +239,7 @@ struct kvc_tenant_info {
 struct kvc_tenant_entry {
 	char name[65];
 	bool active;
+	bool refused; /* its TENANT file is damaged or missing: requests get UNAVAILABLE */
 };
 
 struct kvc_daemon_stats {

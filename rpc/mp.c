@@ -189,7 +189,7 @@ int mp_str_copy(const msgpack_object *o, char *buf, size_t cap)
 	const char *s;
 	size_t n;
 
-	if (mp_str(o, &s, &n) != 0 || n + 1 > cap)
+	if (mp_str(o, &s, &n) != 0 || n + 1 > cap || memchr(s, '\0', n) != NULL)
 		return -EINVAL;
 	memcpy(buf, s, n);
 	buf[n] = '\0';

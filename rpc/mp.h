@@ -36,7 +36,8 @@ int mp_uint(const msgpack_object *o, uint64_t *ret);
 int mp_bool(const msgpack_object *o, bool *ret);
 int mp_bin(const msgpack_object *o, const void **ret, size_t *ret_len);
 int mp_str(const msgpack_object *o, const char **ret, size_t *ret_len);
-/* str copied into buf (NUL-terminated); -EINVAL when it does not fit. */
+/* str copied into buf (NUL-terminated); -EINVAL when it does not fit or
+ * holds a NUL byte (a C string would end there and mean something else). */
 int mp_str_copy(const msgpack_object *o, char *buf, size_t cap);
 
 /* Field getters: absent (or nil) leaves *ret alone and returns 0 unless

@@ -101,6 +101,7 @@ int rpc_status_of(int err)
 	case KV_ECORRUPT:
 		return RPC_DATA_LOSS;
 	case KV_EREADONLY:
+	case KV_EREFUSED:
 	case KV_ECLOSED:
 	case KV_ELOCKED:
 	case -EBUSY:
@@ -146,6 +147,18 @@ const char *rpc_message_of(int err)
 	}
 }
 
+void rpc_tenant_message(kv_store *s, const char *tenant, int err, char *buf, size_t size)
+{
+	char why[320];
+
+	if (err == -ENOENT)
+		snprintf(buf, size, "tenant '%s' not found", tenant);
+	else if (err == KV_EREFUSED && kv_store_why_refused(s, tenant, why, sizeof(why)) == 0)
+		snprintf(buf, size, "tenant '%s' is refused: %s", tenant, why);
+	else
+		snprintf(buf, size, "tenant '%s': %s", tenant, rpc_message_of(err));
+}
+
 static void reply_kv_error(struct rpc_reply *rp, uint64_t id, int err)
 {
 	rpc_reply_error(rp, id, rpc_status_of(err), rpc_message_of(err));
@@ -177,11 +190,17 @@ static bool token_equal(const char *want, const char *got, size_t got_len)
 	return diff == 0;
 }
 
+/* The whole str is the name: "a\0b" is refused, not taken as "a". */
 static int name_from(const msgpack_object *o, char *buf)
 {
-	if (o == NULL || mp_str_copy(o, buf, KV_TENANT_NAME_MAX + 1) != 0)
+	const char *s;
+	size_t n;
+
+	if (o == NULL || mp_str(o, &s, &n) != 0 || !kv_tenant_name_valid(s, n))
 		return -EINVAL;
-	return kv_tenant_name_valid(buf) ? 0 : -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return 0;
 }
 
 int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *body, size_t len,
@@ -748,16 +767,22 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		for (i = 0; i < n; i++) {
 			msgpack_pack_map(&out->pk, 2);
 			mp_kv_str(&out->pk, "name", list[i].name);
-			mp_kv_str(&out->pk, "state", list[i].active ? "active" : "passive");
+			mp_kv_str(&out->pk, "state",
+			          list[i].refused  ? "refused"
+			          : list[i].active ? "active"
+			                           : "passive");
 		}
 		free(list);
 		break;
 	}
 	case RPC_TENANT_INFO: {
 		struct kv_tenant_info info;
-		if ((rv = kv_store_info(s, r->tenant, &info)) == -ENOENT)
-			reply_errorf(out, r->id, RPC_NOT_FOUND, "tenant '%s' not found", r->tenant);
-		else if (rv != 0)
+		if ((rv = kv_store_info(s, r->tenant, &info)) == -ENOENT ||
+		    rv == KV_EREFUSED) {
+			char msg[512];
+			rpc_tenant_message(s, r->tenant, rv, msg, sizeof(msg));
+			rpc_reply_error(out, r->id, rpc_status_of(rv), msg);
+		} else if (rv != 0)
 			reply_kv_error(out, r->id, rv);
 		else
 			pack_info(out, r->id, &info, false);
@@ -788,8 +813,10 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 		rpc_reply_error(out, r->id, RPC_INTERNAL, "method run on the wrong path");
 		return;
 	}
-	if (rv == -ENOENT) {
-		reply_errorf(out, r->id, RPC_NOT_FOUND, "tenant '%s' not found", r->tenant);
+	if (rv == -ENOENT || rv == KV_EREFUSED) {
+		char msg[512];
+		rpc_tenant_message(s, r->tenant, rv, msg, sizeof(msg));
+		rpc_reply_error(out, r->id, rpc_status_of(rv), msg);
 		return;
 	}
 	if (rv == -EPERM) {

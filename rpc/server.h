@@ -115,6 +115,10 @@ void rpc_req_release(struct rpc_req *r);
 /* Maps an engine or store error to a status code and a message. */
 int rpc_status_of(int err);
 const char *rpc_message_of(int err);
+/* The message for err from using tenant: "tenant 'w' not found", "tenant 'w'
+ * is refused: tenants/w/TENANT: line 3: …" (the store says why), or
+ * "tenant 'w': " and rpc_message_of(err). */
+void rpc_tenant_message(kv_store *s, const char *tenant, int err, char *buf, size_t size);
 
 /* Runs a RPC_KIND_LOCAL method. */
 void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,

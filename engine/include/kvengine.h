@@ -49,6 +49,8 @@ enum {
 	KV_EMAXKEYS = -10011,     /* max_keys reached */
 	KV_EEND = -10012,         /* iterator exhausted (not an error) */
 	KV_EBATCHSIZE = -10013,   /* a batch larger than the engine accepts */
+	KV_EREFUSED = -10014,     /* a tenant refused: its TENANT file is missing, damaged or
+	                             not a regular file (kv_store_why_refused says which) */
 };
 
 /* Returns a static, one-line description of a KV_E* code or negative errno. */
@@ -152,8 +154,12 @@ int kv_close(kv_db *db);
 
 struct kv_write_opts {
 	uint64_t if_version; /* KV_ANY_VERSION (default), 0 = must not exist, else head must be this version */
-	uint64_t ttl_ms;     /* 0 = no expiry; otherwise the value expires ttl_ms after the write */
+	uint64_t ttl_ms;     /* 0 = no expiry; otherwise the value expires ttl_ms after the write,
+	                        at KV_EXPIRY_MAX at the latest (a larger sum is capped, not wrapped) */
 };
+/* The latest expiry a write can get (ms since the epoch, about 584 million
+ * years away): a TTL that would reach past it is capped to it. */
+#define KV_EXPIRY_MAX (UINT64_MAX - 1)
 /* Zero-initialised options mean "if_version 0"; use this to get the defaults. */
 #define KV_WRITE_OPTS_INIT { KV_ANY_VERSION, 0 }
 
@@ -177,7 +183,7 @@ struct kv_op {
 	const void *value; /* KV_OP_PUT */
 	size_t value_len;
 	uint64_t if_version; /* KV_ANY_VERSION, 0 = must not exist, or a version */
-	uint64_t ttl_ms;
+	uint64_t ttl_ms;     /* as in struct kv_write_opts */
 	/* results */
 	uint64_t version; /* version given to this op; 0 for a delete of a missing key */
 	int status;       /* 0, or why this op made the batch fail */
@@ -378,13 +384,19 @@ struct kv_store_options {
 };
 void kv_store_options_init(struct kv_store_options *o);
 
-/* KV_ELOCKED when another process has the store open. */
+/* KV_ELOCKED when another process has the store open. A tenant whose
+ * TENANT file is damaged, not a regular file, or missing from a directory
+ * that holds a database does not stop the store: it is listed as refused,
+ * every use of it gets KV_EREFUSED, and it cannot be created again over its
+ * files (TenantDrop still removes it). */
 int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret);
 /* Closes every active tenant. NULL ok. */
 int kv_store_close(kv_store *s);
 
-/* 1..64 bytes of [A-Za-z0-9._-], not starting with '.'. */
-bool kv_tenant_name_valid(const char *name);
+/* Whether the len bytes at name are a tenant name: 1..64 bytes of
+ * [A-Za-z0-9._-], not starting with '.' (so a NUL byte anywhere in them
+ * makes them none). */
+bool kv_tenant_name_valid(const char *name, size_t len);
 
 /* -EEXIST, -EINVAL (name or config) */
 int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config *c);
@@ -395,6 +407,7 @@ int kv_store_drop(kv_store *s, const char *name);
 struct kv_tenant_state {
 	char name[KV_TENANT_NAME_MAX + 1];
 	bool active;
+	bool refused; /* see kv_store_why_refused */
 };
 /* Sorted by name; free() the list. */
 int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count);
@@ -410,10 +423,30 @@ struct kv_tenant_info {
 	uint64_t last_activation_us; /* how long it took */
 	uint32_t in_use;             /* references held right now */
 };
+/* -ENOENT, KV_EREFUSED */
 int kv_store_info(kv_store *s, const char *name, struct kv_tenant_info *ret);
 
+/* Why a tenant is refused, one line naming the file (and the line in it):
+ * "tenants/w/TENANT: line 3: unknown setting 'histroy'". 0 with the reason in
+ * buf (cut to size); -ENOENT when there is no such tenant or it is not
+ * refused. */
+int kv_store_why_refused(kv_store *s, const char *name, char *buf, size_t size);
+
+/* Reads the TENANT file of the tenant directory dir exactly as
+ * kv_store_open does, changing nothing; for `kvd --check`. Settings the file
+ * does not give come from defaults (NULL: kv_tenant_config_init's).
+ * 0: sound (with or without a checksum line), *ret_config filled.
+ * -ENOENT: dir has no TENANT and nothing of a database (not a tenant).
+ * KV_EREFUSED: damaged, not a regular file, unreadable, or missing while dir
+ * holds a database; a one-line reason in why (without the file's name).
+ * -errno: dir cannot be opened, or the process is out of descriptors or
+ * memory (-EMFILE, -ENFILE, -ENOMEM: a shortage, not damage). */
+int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults, char *why,
+                        size_t why_size, struct kv_tenant_config *ret_config);
+
 /* A reference on a tenant, activating it first when passive (-ENOENT when it
- * does not exist and auto_create is off). Hold it while using the database. */
+ * does not exist and auto_create is off, KV_EREFUSED when it is refused, or
+ * kv_open's errors). Hold it while using the database. */
 int kv_store_get(kv_store *s, const char *name, kv_tenant **ret);
 void kv_store_put(kv_store *s, kv_tenant *t);
 /* Like kv_store_get, but never activates (-EAGAIN when the tenant is
@@ -425,7 +458,8 @@ kv_db *kv_tenant_db(kv_tenant *t);
 const struct kv_tenant_config *kv_tenant_config_of(kv_tenant *t);
 const char *kv_tenant_name(kv_tenant *t);
 
-/* -EBUSY while references are still held after busy_wait_ms. */
+/* -EBUSY while references are still held after busy_wait_ms; -ENOENT.
+ * kv_store_activate: also KV_EREFUSED and kv_open's errors. */
 int kv_store_passivate(kv_store *s, const char *name);
 int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us);
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_config.sh — the shipped systemd/kvd.conf is accepted by kvd as it is and with every default uncommented, lists (as kvd.conf(5) does) every setting kvd knows, and a typo or a bad value is refused with exit 1 and one line.
+# test_config.sh — the shipped systemd/kvd.conf is accepted by kvd as it is and with every default uncommented, lists (as kvd.conf(5) does) every setting kvd knows, lines of any length work (a 255-byte token, a 3000-byte data_dir), and a typo, a bad value, an unknown section, a ninth listen line or a directory in place of the file is refused with exit 1 and one line naming what.
 #
 # usage: test_config.sh KVD KVCTL SOURCE_ROOT   (meson passes them)
 #
@@ -52,15 +52,22 @@ fail() {
 	echo "FAIL: $*"
 }
 
-# serve NAME FILE: kvd with FILE answers health, a put and a get, and exits
-# 0 on SIGTERM.
+# serve NAME FILE [KVCTL-FLAG...]: kvd with FILE answers health, a put and
+# a get (kvctl given the flags), and exits 0 on SIGTERM. With SERVE_DATA
+# set, the file's data_dir is used (no --data-dir flag).
 serve() {
 	name=$1
 	file=$2
+	shift 2
 	dir=$TMP/$name
 	sock=ipc://$dir/kvd.sock
 	mkdir -p "$dir"
-	"$KVD" --config "$file" --data-dir "$dir/data" --listen "$sock" 2>"$dir/kvd.log" &
+	datadir="--data-dir=$dir/data"
+	if [ -n "${SERVE_DATA:-}" ]; then
+		datadir=
+	fi
+	# shellcheck disable=SC2086 # datadir is one word or none
+	"$KVD" --config "$file" $datadir --listen "$sock" 2>"$dir/kvd.log" &
 	KVD_PID=$!
 	up=no
 	tries=0
@@ -87,8 +94,8 @@ serve() {
 		return
 	fi
 	checks=$((checks + 1))
-	if ! "$KVCTL" -e "$sock" put greeting hello >/dev/null 2>"$dir/err" ||
-		[ "$("$KVCTL" -e "$sock" get greeting 2>>"$dir/err")" != hello ]; then
+	if ! "$KVCTL" -e "$sock" "$@" put greeting hello >/dev/null 2>"$dir/err" ||
+		[ "$("$KVCTL" -e "$sock" "$@" get greeting 2>>"$dir/err")" != hello ]; then
 		fail "$name: put/get: $(cat "$dir/err")"
 	fi
 	kill -TERM "$KVD_PID"
@@ -185,7 +192,7 @@ refuse typo "$TMP/typo.conf" "line $line: unknown setting 'kvd.wrokers'"
 # 5. A typo in a section's name.
 sed -E 's/^\[tenant-defaults\]/[tenant-default]/; s/^#history = /history = /' "$CONF" \
 	>"$TMP/section.conf"
-refuse section "$TMP/section.conf" "unknown setting 'tenant-default.history'"
+refuse section "$TMP/section.conf" "unknown section '[tenant-default]'"
 
 # 6. A value that is not one: refused, naming the line.
 line=$(grep -nE '^#idle_timeout = ' "$CONF" | cut -d: -f1)
@@ -199,6 +206,72 @@ refuse hash-comment "$TMP/hash.conf" "bad value 'debug # more'"
 # 8. A combination that cannot hold.
 sed -E 's/^#max_value_size = .*/max_value_size = 64M/' "$CONF" >"$TMP/combo.conf"
 refuse combination "$TMP/combo.conf" "max_message_size must leave room"
+
+# 9. Lines of any length: a token of 255 bytes (the most there may be), a
+# data_dir of about 3000 bytes, a comment of 1000.
+token=$(printf '%0255d' 0 | tr 0 t)
+long=$TMP/long/$(printf '%0200d' 0 | tr 0 d)
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
+	long=$long/$(printf '%0200d' "$i")
+done
+mkdir -p "$long"
+{
+	echo "# $(printf '%01000d' 0)"
+	echo "[kvd]"
+	echo "token = $token"
+	echo "data_dir = $long/data"
+} >"$TMP/long.conf"
+SERVE_DATA=1 serve long-lines "$TMP/long.conf" --token "$token"
+checks=$((checks + 1))
+if [ ! -d "$long/data/tenants/default" ]; then
+	fail "long-lines: the data_dir of ${#long} bytes was not used"
+fi
+{
+	echo "[kvd]"
+	echo "token = ${token}t"
+} >"$TMP/token256.conf"
+refuse token-256 "$TMP/token256.conf" "line 2: 'token' is 256 bytes, at most 255 allowed"
+
+# 10. A directory given as the settings file.
+mkdir -p "$TMP/dir.conf"
+refuse directory "$TMP/dir.conf" "dir.conf: a directory, not a settings file"
+
+# 11. A ninth listen line names the limit.
+for i in 1 2 3 4 5 6 7 8 9; do
+	echo "listen = kv+ipc://$TMP/x$i.sock"
+done >"$TMP/listen9.conf"
+refuse listen-9 "$TMP/listen9.conf" "line 9: at most 8 listen addresses"
+
+# 12. A tenant setting under [kvd] says where it belongs.
+printf '[kvd]
+history = 5
+' >"$TMP/misplaced.conf"
+refuse misplaced "$TMP/misplaced.conf" \
+	"line 2: unknown setting 'kvd.history' (it belongs under [tenant-defaults])"
+
+# 13. An unknown section is refused even when empty.
+printf '[kvd]
+[bogus]
+' >"$TMP/bogus.conf"
+refuse empty-section "$TMP/bogus.conf" "line 2: unknown section '[bogus]'"
+
+# 14. What kvd.conf(5) says of values: numbers are digits only ("5m" is
+# refused), workers at most 1024, max_queue at least 1, max_message_size at
+# most 4G, control bytes shown as such.
+printf 'idle_timeout = 5m
+' >"$TMP/suffix.conf"
+refuse number-suffix "$TMP/suffix.conf" "line 1: bad value '5m' for 'idle_timeout'"
+printf 'workers = 4294967295
+' >"$TMP/workers.conf"
+refuse workers "$TMP/workers.conf" "workers must be 0 (one per CPU) .. 1024"
+printf 'max_queue = 0
+' >"$TMP/queue.conf"
+refuse max-queue "$TMP/queue.conf" "max_queue must be at least 1"
+printf 'max_message_size = 16000T
+' >"$TMP/msgsize.conf"
+refuse message-size "$TMP/msgsize.conf" "max_message_size must be at most 4G"
+printf 'workers = \001\002\n' >"$TMP/control.conf"
+refuse control-bytes "$TMP/control.conf" "bad value '\x01\x02' for 'workers'"
 
 if [ $failures -gt 0 ]; then
 	echo "$failures of $checks checks failed"

@@ -288,6 +288,11 @@ run 1 "get after expiry" kv get ephemeral
 run 0 "put --ttl 0 (no expiry)" kv put lasting v --ttl 0
 run 0 "get it -o json" kv -o json get lasting
 json "--ttl 0 never expires" 'd["expiry_ms"] == 0'
+# the largest --ttl: capped at 2^64-2 ms, never wrapped into the past
+run 0 "put --ttl 18446744073709550 (the most kvctl takes)" kv put far v --ttl 18446744073709550
+run 0 "get it at once -o json" kv -o json get far
+json "--ttl near 2^64 s is capped, not wrapped" 'int(d["expiry_ms"]) == 2**64 - 2'
+run 2 "--ttl one more is a usage error" kv put far v --ttl 18446744073709551
 
 # ---- tenants ------------------------------------------------------------------------------
 

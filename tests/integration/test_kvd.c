@@ -765,6 +765,78 @@ static void test_bad_config_refused(void **state)
 	free(dir);
 }
 
+/* Waits (at most 5 s) for kvd's sd_notify datagrams to include want after
+ * what *all already holds; keeps appending to all. */
+static bool notify_wait(int fd, char *all, size_t cap, const char *want)
+{
+	size_t from = strlen(all);
+	uint64_t t0 = h_now_ms();
+	char buf[1024];
+
+	while (strstr(all + from, want) == NULL && h_now_ms() - t0 < 5000) {
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, 100) > 0) {
+			ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+			if (n > 0) {
+				buf[n] = '\0';
+				strncat(all, buf, cap - strlen(all) - 1);
+			}
+		}
+	}
+	return strstr(all + from, want) != NULL;
+}
+
+/* A settings file replaced by a directory: SIGHUP keeps every setting and
+ * logs why (it used to apply the built-in defaults: memory_budget 1G -> 0);
+ * the next good file is applied from the kept values. */
+static void test_reload_of_a_directory_keeps_the_settings(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "memory_budget = 1G\nidle_timeout = 60\n"};
+	struct sockaddr_un sa;
+	char path[100], all[16384] = "";
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/kvd-notify-dir-%d.sock", getpid());
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	o.notify_socket = path;
+	start_or_fail(&k, &o);
+	assert_true(notify_wait(fd, all, sizeof(all), "READY=1"));
+	/* the file becomes a directory: a reload is refused, nothing changes */
+	assert_int_equal(unlink(k.config), 0);
+	assert_int_equal(mkdir(k.config, 0755), 0);
+	kill(k.pid, SIGHUP);
+	assert_true(notify_wait(fd, all, sizeof(all), "RELOADING=1"));
+	assert_true(notify_wait(fd, all, sizeof(all), "READY=1"));
+	assert_true(h_log_has(&k, "SIGHUP: keeping the current settings: "));
+	assert_true(h_log_has(&k, "kvd.conf: a directory, not a settings file"));
+	assert_false(h_log_has(&k, "reload: memory_budget"));
+	assert_false(h_log_has(&k, "reloaded "));
+	/* a file again: its values replace the kept ones (1G, 60 s), not 0 */
+	assert_int_equal(rmdir(k.config), 0);
+	{
+		FILE *f = fopen(k.config, "w");
+		fputs("memory_budget = 2G\nidle_timeout = 60\n", f);
+		fclose(f);
+	}
+	kill(k.pid, SIGHUP);
+	assert_true(notify_wait(fd, all, sizeof(all), "RELOADING=1"));
+	assert_true(notify_wait(fd, all, sizeof(all), "READY=1"));
+	assert_true(h_log_has(&k, "reload: memory_budget 1073741824 -> 2147483648 bytes"));
+	assert_false(h_log_has(&k, "reload: idle_timeout"));
+	assert_true(h_health(k.url));
+	assert_int_equal(kvd_stop(&k), 0);
+	close(fd);
+	unlink(path);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -779,6 +851,7 @@ int main(void)
 		cmocka_unit_test(test_memory_budget),
 		cmocka_unit_test(test_many_tenants_low_nofile),
 		cmocka_unit_test(test_reload_and_notify),
+		cmocka_unit_test(test_reload_of_a_directory_keeps_the_settings),
 		cmocka_unit_test(test_bad_config_refused),
 	};
 	signal(SIGPIPE, SIG_IGN);

@@ -347,6 +347,47 @@ static void test_ttl(void **state)
 	check_value(f->db, "t", "again");
 }
 
+/* A TTL whose expiry would pass the clock's range is capped at
+ * KV_EXPIRY_MAX, not wrapped into the past: the write stays visible, through
+ * kv_put, kv_batch and a reopen (the keydir rebuilt from the log). */
+static void test_ttl_near_max(void **state)
+{
+	struct fx *f = *state;
+	struct kv_write_opts w = KV_WRITE_OPTS_INIT;
+	const uint64_t ttls[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - f->clk.ms,
+	                         UINT64_MAX - f->clk.ms - 1, 18446744073709550000ull};
+	struct kv_op op;
+	struct kv_value val;
+	char key[8];
+
+	for (size_t i = 0; i < sizeof(ttls) / sizeof(ttls[0]); i++) {
+		snprintf(key, sizeof(key), "k%zu", i);
+		w.ttl_ms = ttls[i];
+		assert_int_equal(kv_put(f->db, key, strlen(key), "v", 1, &w, NULL), 0);
+		assert_int_equal(kv_get(f->db, key, strlen(key), NULL, &val), 0);
+		assert_int_equal(val.expiry_ms, KV_EXPIRY_MAX);
+		kv_value_release(&val);
+	}
+	/* the largest TTL that fits is kept exactly */
+	w.ttl_ms = KV_EXPIRY_MAX - f->clk.ms - 1;
+	assert_int_equal(kv_put(f->db, "exact", 5, "v", 1, &w, NULL), 0);
+	assert_int_equal(kv_get(f->db, "exact", 5, NULL, &val), 0);
+	assert_int_equal(val.expiry_ms, KV_EXPIRY_MAX - 1);
+	kv_value_release(&val);
+	memset(&op, 0, sizeof(op));
+	op = (struct kv_op){.type = KV_OP_PUT, .key = "b", .key_len = 1, .value = "v",
+	                    .value_len = 1, .if_version = KV_ANY_VERSION, .ttl_ms = UINT64_MAX};
+	assert_int_equal(kv_batch(f->db, &op, 1), 0);
+	f->clk.ms += 1000ull * 3600 * 24 * 365 * 1000; /* a thousand years on */
+	reopen(f);
+	check_value(f->db, "k0", "v");
+	check_value(f->db, "k4", "v");
+	check_value(f->db, "b", "v");
+	assert_int_equal(kv_get(f->db, "b", 1, NULL, &val), 0);
+	assert_int_equal(val.expiry_ms, KV_EXPIRY_MAX);
+	kv_value_release(&val);
+}
+
 static int collect(kv_db *db, const struct kv_scan_opts *o, char out[][16], int max)
 {
 	kv_iter *it;
@@ -785,6 +826,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_versions_and_as_of, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions_of_many_sizes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ttl_near_max, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan_ff_prefix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan_snapshot_and_as_of, setup, teardown),

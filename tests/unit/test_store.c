@@ -52,6 +52,26 @@ static void verify(kv_store *s, const char *tenant, int n, int tag)
 	kv_store_put(s, t);
 }
 
+/* A name is all of its bytes: one with a NUL inside is none, whatever comes
+ * before the NUL. */
+static void test_name_valid_takes_a_length(void **state)
+{
+	static const char nul_dots[] = "nul\0/../../x", nul_plain[] = "nul\0zzz";
+	char max[KV_TENANT_NAME_MAX + 2];
+
+	(void)state;
+	assert_true(kv_tenant_name_valid("nul", 3));
+	assert_false(kv_tenant_name_valid(nul_dots, sizeof(nul_dots) - 1));
+	assert_false(kv_tenant_name_valid(nul_plain, sizeof(nul_plain) - 1));
+	assert_false(kv_tenant_name_valid("nul\0", 4));
+	assert_false(kv_tenant_name_valid("", 0));
+	assert_false(kv_tenant_name_valid(NULL, 3));
+	assert_false(kv_tenant_name_valid(".x", 2));
+	memset(max, 'a', sizeof(max));
+	assert_true(kv_tenant_name_valid(max, KV_TENANT_NAME_MAX));
+	assert_false(kv_tenant_name_valid(max, KV_TENANT_NAME_MAX + 1));
+}
+
 static void test_tenants(void **state)
 {
 	char *dir = tu_mkdtemp("store");
@@ -154,6 +174,156 @@ static void test_tenants(void **state)
 	assert_int_equal(kv_store_close(s), 0);
 	tu_rmtree(dir);
 	free(dir);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static char *read_text(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Opens the store over dir and checks that w is refused with a reason
+ * containing `why`, while "a" is served with its data. */
+static void expect_refused(const char *dir, const struct kv_store_options *o, const char *why)
+{
+	struct kv_tenant_state *list;
+	struct kv_tenant_info info;
+	char got[512];
+	kv_store *s;
+	kv_tenant *t;
+	size_t n;
+
+	assert_int_equal(kv_store_open(dir, o, &s), 0);
+	verify(s, "a", 20, 1);
+	assert_int_equal(kv_store_get(s, "w", &t), KV_EREFUSED);
+	assert_int_equal(kv_store_activate(s, "w", NULL), KV_EREFUSED);
+	assert_int_equal(kv_store_info(s, "w", &info), KV_EREFUSED);
+	/* never created again over its files, not even by auto_create */
+	assert_int_equal(kv_store_create(s, "w", NULL), -EEXIST);
+	assert_int_equal(kv_store_why_refused(s, "w", got, sizeof(got)), 0);
+	if (strstr(got, why) == NULL || strncmp(got, "tenants/w/TENANT: ", 18) != 0)
+		fail_msg("why: '%s', want 'tenants/w/TENANT: ...%s...'", got, why);
+	assert_int_equal(kv_store_why_refused(s, "a", got, sizeof(got)), -ENOENT);
+	assert_int_equal(kv_store_list(s, &list, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(list[2].name, "w");
+	assert_true(list[2].refused);
+	assert_false(list[0].refused || list[1].refused);
+	free(list);
+	assert_int_equal(kv_store_close(s), 0);
+}
+
+/* One tenant's damaged, missing or odd TENANT file takes down that tenant
+ * alone: the store opens, the others are served, that one is refused with
+ * the file (and line) named until the file is repaired — and its data is
+ * still there then. */
+static void test_damaged_tenant_file_refuses_that_tenant_only(void **state)
+{
+	char *dir = tu_mkdtemp("store"), *tenant, *tdir, *seg = NULL;
+	char good[4096];
+	struct kv_store_options o;
+	struct kv_tenant_config c;
+	struct kv_tenant_info info;
+	kv_store *s;
+	kv_tenant *t;
+	struct {
+		const char *text; /* replaces TENANT (NULL: good with one byte flipped) */
+		const char *why;
+	} cases[] = {
+		{NULL, "checksum mismatch: line 8 says"},
+		{"", "empty"},
+		{"# kvd tenant configuration\n[tenant]\nhistory = 0\n", "line 3: 'history' = 0 is out of range"},
+		{"[tenant]\nhistory = 4294967296\n", "line 2: 'history' = 4294967296 is out of range"},
+		{"[tenant]\nhistory = 5\ngarbage line\n", "line 3: not INI: 'garbage line'"},
+	};
+
+	(void)state;
+	sopts(&o);
+	o.auto_create = true;
+	tenant = tu_path(dir, "tenants/w/TENANT");
+	tdir = tu_path(dir, "tenants/w");
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	kv_tenant_config_init(&c);
+	c.history_versions = 5;
+	assert_int_equal(kv_store_create(s, "w", &c), 0);
+	assert_int_equal(kv_store_create(s, "a", NULL), 0);
+	fill(s, "a", 20, 1);
+	fill(s, "w", 20, 2);
+	assert_int_equal(kv_store_close(s), 0);
+	snprintf(good, sizeof(good), "%s", read_text(tenant));
+	assert_non_null(strstr(good, "\ncrc32c = "));
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].text == NULL) {
+			write_text(tenant, good);
+			tu_flip_byte(tenant, 30);
+		} else {
+			write_text(tenant, cases[i].text);
+		}
+		expect_refused(dir, &o, cases[i].why);
+	}
+	/* TENANT a directory: refused, not defaults */
+	assert_int_equal(unlink(tenant), 0);
+	assert_int_equal(mkdir(tenant, 0755), 0);
+	expect_refused(dir, &o, "not a regular file (a directory)");
+	assert_int_equal(rmdir(tenant), 0);
+	/* TENANT missing beside the database: refused, not recreated */
+	expect_refused(dir, &o, "no TENANT file, but the directory holds a database");
+
+	/* repaired: served with its settings and data */
+	write_text(tenant, good);
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	verify(s, "w", 20, 2);
+	assert_int_equal(kv_store_info(s, "w", &info), 0);
+	assert_int_equal(info.config.history_versions, 5);
+	/* a TENANT written before the checksum line still loads */
+	assert_int_equal(kv_store_close(s), 0);
+	write_text(tenant, "# kvd tenant configuration\n[tenant]\nsync = always\n"
+	                   "sync_interval_ms = 100\nhistory = 4\nttl_ms = 0\nmax_keys = 0\n");
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_info(s, "w", &info), 0);
+	assert_int_equal(info.config.history_versions, 4);
+	verify(s, "w", 20, 2);
+	/* a refused tenant can be dropped */
+	assert_int_equal(kv_store_close(s), 0);
+	write_text(tenant, "[tenant]\nhistory = 0\n");
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_drop(s, "w"), 0);
+	assert_int_equal(tu_file_size(tdir), -1);
+	assert_int_equal(kv_store_get(s, "w", &t), 0); /* auto_create: a new, empty one */
+	assert_int_equal(kv_get(kv_tenant_db(t), "key-000000", 10, NULL, NULL), KV_ENOTFOUND);
+	kv_store_put(s, t);
+	/* a directory that never got its TENANT (a creation cut short) and holds
+	 * nothing is no tenant */
+	assert_int_equal(kv_store_close(s), 0);
+	free(seg);
+	seg = tu_path(dir, "tenants/empty");
+	assert_int_equal(mkdir(seg, 0755), 0);
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	assert_int_equal(kv_store_why_refused(s, "empty", good, sizeof(good)), -ENOENT);
+	assert_int_equal(kv_store_info(s, "empty", &info), -ENOENT);
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(dir);
+	free(tenant);
+	free(tdir);
+	free(seg);
 }
 
 /* The fsyncs the store and its databases make, by inode. */
@@ -354,7 +524,9 @@ static void test_low_nofile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_name_valid_takes_a_length),
 		cmocka_unit_test(test_tenants),
+		cmocka_unit_test(test_damaged_tenant_file_refuses_that_tenant_only),
 		cmocka_unit_test(test_create_and_drop_sync_the_directory),
 		cmocka_unit_test(test_idle_and_budget),
 		cmocka_unit_test(test_low_nofile),
