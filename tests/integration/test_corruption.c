@@ -124,29 +124,34 @@ static int read_all_engine(const char *tdir)
 	return lost;
 }
 
-/* The same through a kvd started on data: DATA_LOSS over the wire for the
- * same number of keys, and the log says it found damage. */
-static void read_all_kvd(const char *dir, int lost_engine, bool in_record)
+/* Starts a kvd on dir (its log holding this run's lines only) and opens a
+ * client of the tenant. */
+static kvc *start_on(const char *dir, struct kvd_proc *k)
 {
-	struct kvd_proc k;
 	struct kvd_opts o = {.reuse_dir = dir};
 	struct kvc_options co;
+	char *log = tu_path(dir, "kvd.log");
+	kvc *c;
+
+	unlink(log);
+	free(log);
+	assert_int_equal(kvd_start(k, &o), 0);
+	kvc_options_init(&co);
+	co.endpoint = k->surl;
+	co.tenant = TENANT;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	return c;
+}
+
+/* Every key over the wire: exact value, or DATA_LOSS. Returns the count of
+ * the latter; fails on anything else. */
+static int read_all_wire(kvc *c)
+{
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	uint8_t want[VALUE_MAX];
 	int lost = 0;
-	kvc *c;
 
-	{
-		char *log = tu_path(dir, "kvd.log"); /* this run's lines only */
-		unlink(log);
-		free(log);
-	}
-	assert_int_equal(kvd_start(&k, &o), 0);
-	kvc_options_init(&co);
-	co.endpoint = k.surl;
-	co.tenant = TENANT;
-	assert_int_equal(kvc_open(&co, &c), 0);
 	for (int i = 0; i < N_KEYS; i++) {
 		char key[32];
 		struct kvc_value v;
@@ -165,6 +170,17 @@ static void read_all_kvd(const char *dir, int lost_engine, bool in_record)
 			fail_msg("%s over kvd: bytes that are not its value", key);
 		kvc_value_free(&v);
 	}
+	return lost;
+}
+
+/* The same through a kvd started on data: DATA_LOSS over the wire for the
+ * same number of keys, and the log says it found damage. */
+static void read_all_kvd(const char *dir, int lost_engine, bool in_record)
+{
+	struct kvd_proc k;
+	kvc *c = start_on(dir, &k);
+	int lost = read_all_wire(c);
+
 	kvc_close(c);
 	assert_int_equal(lost, lost_engine);
 	assert_int_equal(kvd_stop(&k), 0);
@@ -354,15 +370,10 @@ static void test_lost_segment(void **state)
 		/* the newest sealed segment for a cut (once taken for a torn
 		 * write), a middle one otherwise */
 		const char *name = fl.seg[w == 1 ? fl.nseg - 1 : fl.nseg / 2];
-		char *path = tu_path(stdir, "%s", name), *log;
+		char *path = tu_path(stdir, "%s", name);
 		struct kvd_proc kk;
-		struct kvd_opts o = {.reuse_dir = scratch};
-		struct kvc_options co;
-		struct kvc_status st;
-		struct kvc_call call = {.status = &st};
-		uint8_t want[VALUE_MAX];
 		uint64_t ver = 0;
-		int lost = 0, status;
+		int lost, status;
 		kvc *c;
 
 		fresh_copy(&k, tdir, sdata, stdir);
@@ -378,32 +389,8 @@ static void test_lost_segment(void **state)
 		if (status != 1 || strstr(out, name) == NULL)
 			fail_msg("%s %s: kvd --check exit %d, said:\n%s", name, how[w], status, out);
 
-		log = tu_path(scratch, "kvd.log");
-		unlink(log);
-		free(log);
-		assert_int_equal(kvd_start(&kk, &o), 0);
-		kvc_options_init(&co);
-		co.endpoint = kk.surl;
-		co.tenant = TENANT;
-		assert_int_equal(kvc_open(&co, &c), 0);
-		for (int i = 0; i < N_KEYS; i++) {
-			char key[32];
-			struct kvc_value v;
-			size_t len = value_of(i, want);
-			int rv;
-			key_of(i, key, sizeof(key));
-			rv = kvc_get(c, &call, key, strlen(key), 0, 0, &v);
-			if (rv == -KVC_DATA_LOSS) {
-				lost++;
-				continue;
-			}
-			if (rv != 0)
-				fail_msg("%s %s: %s: %s '%s'", name, how[w], key, kvc_code_name(rv),
-				         st.message);
-			if (v.len != len || (len > 0 && memcmp(v.data, want, len) != 0))
-				fail_msg("%s %s: %s: bytes that are not its value", name, how[w], key);
-			kvc_value_free(&v);
-		}
+		c = start_on(scratch, &kk);
+		lost = read_all_wire(c);
 		if (lost == 0)
 			fail_msg("%s %s: no key reads DATA_LOSS", name, how[w]);
 		assert_int_equal(kvc_put(c, NULL, "after", 5, "x", 1, NULL, &ver), 0);
