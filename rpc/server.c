@@ -839,6 +839,12 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_bat
 		snprintf(err, errlen, "'if_version' must be an unsigned integer");
 		return -EINVAL;
 	}
+	/* the engine's "no condition" (KV_ANY_VERSION) is no version a write
+	 * can get: on the wire it would be a condition that silently vanished */
+	if (o != NULL && op->if_version == KV_ANY_VERSION) {
+		snprintf(err, errlen, "'if_version' must be below 2^64-1");
+		return -EINVAL;
+	}
 	if (type == KV_OP_DELETE)
 		return 0;
 	if (mp_field_bin(m, "value", !is_batch, &op->value, &op->value_len) != 0) {

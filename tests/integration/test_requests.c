@@ -1,0 +1,187 @@
+/* test_requests.c — a real kvd answers requests at the edges of rpc/PROTOCOL.md as it says, the same over the stream transport and over nng. */
+/*
+ * One kvd, reached by two libkvclient handles: kv+ipc:// (stream framing)
+ * and ipc:// (nng REQ/REP). Every request is built here byte by byte and
+ * sent with kvc_raw, so what is checked is what the server answers, not
+ * what the library would let through. Each check runs on both handles.
+ */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h> /* after the headers it needs */
+
+#include "kvclient.h"
+
+static struct kvd_proc kvd;
+static kvc *clients[2]; /* stream, nng */
+static const char *const transport[2] = {"stream", "nng"};
+
+#define FOR_EACH_CLIENT(i) for (int i = 0; i < 2; i++)
+
+static int setup(void **state)
+{
+	(void)state;
+	if (kvd_start(&kvd, NULL) != 0)
+		return -1;
+	FOR_EACH_CLIENT(i)
+	{
+		struct kvc_options o;
+		kvc_options_init(&o);
+		o.endpoint = i == 0 ? kvd.surl : kvd.url;
+		o.timeout_ms = 10000;
+		if (kvc_open(&o, &clients[i]) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int rv;
+
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	kvc_close(clients[i]);
+	rv = kvd_stop(&kvd);
+	kvd_cleanup(&kvd, false);
+	return rv == 0 ? 0 : -1;
+}
+
+/* A reply and the bytes it points into. */
+struct reply {
+	struct h_reply r;
+	void *bytes;
+};
+
+static void reply_free(struct reply *rp)
+{
+	h_reply_free(&rp->r);
+	free(rp->bytes);
+}
+
+/* Sends the request in q (and destroys q) on client i; the parsed reply. */
+static void call(int i, struct h_req *q, struct reply *out)
+{
+	size_t n = 0;
+	int rv = kvc_raw(clients[i], 10000, q->sb.data, q->sb.size, &out->bytes, &n);
+
+	msgpack_sbuffer_destroy(&q->sb);
+	if (rv != 0)
+		fail_msg("%s: kvc_raw: %s", transport[i], kvc_code_name(rv));
+	if (h_parse(out->bytes, n, &out->r) != 0)
+		fail_msg("%s: the reply is not a msgpack map with a status", transport[i]);
+}
+
+/* call() for its status alone; a status other than want fails with the
+ * server's message. */
+static void status_is(int i, struct h_req *q, uint64_t want)
+{
+	struct reply rp;
+
+	call(i, q, &rp);
+	if (rp.r.status != want)
+		fail_msg("%s: status %llu '%s', want %llu", transport[i],
+		         (unsigned long long)rp.r.status, rp.r.message, (unsigned long long)want);
+	reply_free(&rp);
+}
+
+/* Put key = value (unconditional); the new version. */
+static uint64_t put(int i, const char *key, const char *value)
+{
+	struct h_req q;
+	struct reply rp;
+	uint64_t v = 0;
+
+	h_req_begin(&q, "Put", NULL, 1, 2, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_bin(&q.pk, "value", value, strlen(value));
+	call(i, &q, &rp);
+	assert_int_equal(rp.r.status, 0);
+	assert_int_equal(mp_field_uint(rp.r.result, "version", true, &v), 0);
+	reply_free(&rp);
+	return v;
+}
+
+/* The newest value of key is value, at version. */
+static void newest_is(int i, const char *key, const char *value, uint64_t version)
+{
+	struct h_req q;
+	struct reply rp;
+	const void *v;
+	size_t n;
+	uint64_t ver = 0;
+
+	h_req_begin(&q, "Get", NULL, 2, 1, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	call(i, &q, &rp);
+	assert_int_equal(rp.r.status, 0);
+	assert_int_equal(mp_field_bin(rp.r.result, "value", true, &v, &n), 0);
+	assert_int_equal(n, strlen(value));
+	assert_memory_equal(v, value, n);
+	assert_int_equal(mp_field_uint(rp.r.result, "version", true, &ver), 0);
+	assert_int_equal(ver, version);
+	reply_free(&rp);
+}
+
+/* ---- if_version ----------------------------------------------------------------- */
+
+/* 2^64-1 is the engine's "no condition"; on the wire it is refused (3)
+ * rather than dropped, for Put, Delete and a Batch op, and nothing is
+ * written. */
+static void test_if_version_max(void **state)
+{
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	{
+		char key[32];
+		struct h_req q;
+		uint64_t v;
+
+		snprintf(key, sizeof(key), "ifmax-%s", transport[i]);
+		v = put(i, key, "first");
+
+		h_req_begin(&q, "Put", NULL, 3, 3, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_bin(&q.pk, "value", "second", 6);
+		mp_kv_uint(&q.pk, "if_version", UINT64_MAX);
+		status_is(i, &q, KVC_INVALID_ARGUMENT);
+
+		h_req_begin(&q, "Delete", NULL, 4, 2, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_uint(&q.pk, "if_version", UINT64_MAX);
+		status_is(i, &q, KVC_INVALID_ARGUMENT);
+
+		h_req_begin(&q, "Batch", NULL, 5, 1, 0);
+		mp_pack_cstr(&q.pk, "ops");
+		msgpack_pack_array(&q.pk, 1);
+		msgpack_pack_map(&q.pk, 4);
+		mp_kv_str(&q.pk, "op", "put");
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_bin(&q.pk, "value", "third", 5);
+		mp_kv_uint(&q.pk, "if_version", UINT64_MAX);
+		status_is(i, &q, KVC_INVALID_ARGUMENT);
+
+		newest_is(i, key, "first", v);
+
+		/* 2^64-2 is a version like any other: compared, and no key has it */
+		h_req_begin(&q, "Put", NULL, 6, 3, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_bin(&q.pk, "value", "fourth", 6);
+		mp_kv_uint(&q.pk, "if_version", UINT64_MAX - 1);
+		status_is(i, &q, KVC_FAILED_PRECONDITION);
+		newest_is(i, key, "first", v);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_if_version_max),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
