@@ -201,6 +201,14 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 		*ret_msg = "malformed request: a declared length exceeds the message";
 		return -EINVAL;
 	}
+	if (rv == -ELOOP) {
+		snprintf(r->errbuf, sizeof(r->errbuf),
+		         "request nests maps and arrays more than %d deep (the request map is the "
+		         "first)",
+		         MP_DEPTH_MAX);
+		*ret_msg = r->errbuf;
+		return -EINVAL;
+	}
 	if (rv != 0) {
 		*ret_msg = "malformed request: not one complete msgpack object";
 		return -EINVAL;

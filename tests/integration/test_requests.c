@@ -88,6 +88,32 @@ static void status_is(int i, struct h_req *q, uint64_t want)
 	reply_free(&rp);
 }
 
+/* Whether PROTOCOL.md says text, taking a line break inside a paragraph
+ * for the space it is. */
+static bool doc_says(const char *text)
+{
+	FILE *f = fopen(PROTOCOL_MD, "r");
+	char *doc;
+	long len;
+	bool found;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 0);
+	rewind(f);
+	doc = calloc(1, (size_t)len + 1);
+	assert_non_null(doc);
+	assert_int_equal(fread(doc, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	for (char *p = doc; *p != '\0'; p++)
+		if (*p == '\n')
+			*p = ' ';
+	found = strstr(doc, text) != NULL;
+	free(doc);
+	return found;
+}
+
 /* Put key = value (unconditional); the new version. */
 static uint64_t put(int i, const char *key, const char *value)
 {
@@ -176,10 +202,102 @@ static void test_if_version_max(void **state)
 	}
 }
 
+/* ---- nesting ----------------------------------------------------------------- */
+
+/* Packs n nested arrays around an integer (n >= 1), or around nothing when
+ * empty. */
+static void pack_nested(msgpack_packer *pk, int n, bool empty)
+{
+	for (int d = 0; d < n; d++)
+		msgpack_pack_array(pk, d == n - 1 && empty ? 0 : 1);
+	if (!empty)
+		msgpack_pack_uint64(pk, 1);
+}
+
+/* A Put of key whose args carry an unknown field nesting `arrays` arrays:
+ * the request map is level 1, args 2, the arrays 3 and on. */
+static void put_with_unknown(int i, const char *key, int arrays, bool empty, struct reply *rp)
+{
+	struct h_req q;
+
+	h_req_begin(&q, "Put", NULL, 7, 3, 0);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_bin(&q.pk, "value", "v", 1);
+	mp_pack_cstr(&q.pk, "from_the_future");
+	pack_nested(&q.pk, arrays, empty);
+	call(i, &q, rp);
+}
+
+static void status_and_message(int i, const struct reply *rp, uint64_t status,
+                               const char *substr)
+{
+	if (rp->r.status != status || strstr(rp->r.message, substr) == NULL)
+		fail_msg("%s: status %llu '%s', want %llu with '%s'", transport[i],
+		         (unsigned long long)rp->r.status, rp->r.message, (unsigned long long)status,
+		         substr);
+}
+
+/* Unknown fields are ignored down to PROTOCOL.md's 8 levels of maps and
+ * arrays; one level deeper (an empty container too) is refused with a
+ * message that says so, and nothing is written. The same in a Batch op. */
+static void test_nesting_limit(void **state)
+{
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	{
+		char key[32];
+		struct reply rp;
+		struct h_req q;
+		uint64_t v;
+
+		snprintf(key, sizeof(key), "deep-%s", transport[i]);
+		put_with_unknown(i, key, 6, false, &rp); /* 8 levels */
+		assert_int_equal(rp.r.status, 0);
+		assert_int_equal(mp_field_uint(rp.r.result, "version", true, &v), 0);
+		reply_free(&rp);
+		put_with_unknown(i, key, 6, true, &rp);
+		assert_int_equal(rp.r.status, 0);
+		reply_free(&rp);
+		v++;
+		put_with_unknown(i, key, 7, false, &rp); /* 9 levels */
+		status_and_message(i, &rp, KVC_INVALID_ARGUMENT, "more than 8 deep");
+		if (!doc_says(rp.r.message))
+			fail_msg("PROTOCOL.md does not give the message '%s'", rp.r.message);
+		reply_free(&rp);
+		put_with_unknown(i, key, 7, true, &rp);
+		status_and_message(i, &rp, KVC_INVALID_ARGUMENT, "more than 8 deep");
+		reply_free(&rp);
+		newest_is(i, key, "v", v);
+
+		/* a Batch op's map is level 4: its unknown field has 4 levels */
+		for (int arrays = 4; arrays <= 5; arrays++) {
+			h_req_begin(&q, "Batch", NULL, 8, 1, 0);
+			mp_pack_cstr(&q.pk, "ops");
+			msgpack_pack_array(&q.pk, 1);
+			msgpack_pack_map(&q.pk, 4);
+			mp_kv_str(&q.pk, "op", "put");
+			mp_kv_bin(&q.pk, "key", key, strlen(key));
+			mp_kv_bin(&q.pk, "value", "b", 1);
+			mp_pack_cstr(&q.pk, "from_the_future");
+			pack_nested(&q.pk, arrays, false);
+			call(i, &q, &rp);
+			if (arrays == 4) {
+				assert_int_equal(rp.r.status, 0);
+				v++;
+			} else {
+				status_and_message(i, &rp, KVC_INVALID_ARGUMENT, "more than 8 deep");
+			}
+			reply_free(&rp);
+		}
+		newest_is(i, key, "b", v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_if_version_max),
+	        cmocka_unit_test(test_nesting_limit),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
