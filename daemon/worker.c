@@ -146,7 +146,7 @@ static void reply_bytes(struct job *j, const uint8_t *p, size_t len)
 	struct rpc_reply rp;
 
 	rpc_reply_init(&rp);
-	msgpack_sbuffer_write(&rp.buf, (const char *)p, len);
+	rpc_reply_bytes(&rp, p, len);
 	job_reply(j, &rp);
 }
 
@@ -266,6 +266,8 @@ static void write_done(struct kv_req *kreq, int status)
 
 	rpc_reply_init(&rp);
 	rpc_write_reply(&j->req, status, j->ops, j->nops, &rp);
+	/* whole before it is remembered and copied to the repeats */
+	rpc_reply_finish(&rp, j->req.id);
 	if (status == -EIO && !b->io_failed) {
 		/* the engine turned the tenant read-only (a write or an fdatasync
 		 * of its log failed): said once per busy spell */

@@ -38,16 +38,68 @@ const char *rpc_method_name(enum rpc_method m)
 
 /* ---- replies ----------------------------------------------------------- */
 
+/* The packer's writer: a failed write (out of memory) is remembered, and
+ * the writes after it are skipped, so the reply is never sent with a hole
+ * in it (rpc_reply_finish). */
+static int reply_write(void *data, const char *buf, size_t len)
+{
+	struct rpc_reply *rp = data;
+
+	if (rp->write_failed)
+		return -1;
+	if (msgpack_sbuffer_write(&rp->buf, buf, len) != 0) {
+		rp->write_failed = true;
+		return -1;
+	}
+	return 0;
+}
+
 void rpc_reply_init(struct rpc_reply *rp)
 {
 	msgpack_sbuffer_init(&rp->buf);
-	msgpack_packer_init(&rp->pk, &rp->buf, msgpack_sbuffer_write);
+	msgpack_packer_init(&rp->pk, rp, reply_write);
 	rp->status = RPC_OK;
+	rp->write_failed = false;
 }
 
 void rpc_reply_release(struct rpc_reply *rp)
 {
 	msgpack_sbuffer_destroy(&rp->buf);
+}
+
+/* Empties the reply (keeping its memory) to write it again from the start. */
+static void reply_restart(struct rpc_reply *rp)
+{
+	msgpack_sbuffer_clear(&rp->buf);
+	rp->write_failed = false;
+}
+
+void rpc_reply_bytes(struct rpc_reply *rp, const void *p, size_t len)
+{
+	reply_restart(rp);
+	reply_write(rp, p, len);
+}
+
+/* The error that replaces a reply that could not be written whole. */
+#define REPLY_OOM_MESSAGE "out of memory while encoding the reply (a write may have been applied)"
+#define REPLY_OOM_BYTES   (sizeof(REPLY_OOM_MESSAGE) + 64) /* with v, id, status and keys */
+
+int rpc_reply_finish(struct rpc_reply *rp, uint64_t id)
+{
+	if (!rp->write_failed)
+		return 0;
+	rpc_reply_error(rp, id, RPC_RESOURCE_EXHAUSTED, REPLY_OOM_MESSAGE);
+	if (!rp->write_failed)
+		return 0;
+	/* buf never got memory (msgpack's first allocation is 8 KiB): one
+	 * just the size of this error, into which it is written whole */
+	msgpack_sbuffer_destroy(&rp->buf);
+	msgpack_sbuffer_init(&rp->buf);
+	if ((rp->buf.data = malloc(REPLY_OOM_BYTES)) == NULL)
+		return -ENOMEM;
+	rp->buf.alloc = REPLY_OOM_BYTES;
+	rpc_reply_error(rp, id, RPC_RESOURCE_EXHAUSTED, REPLY_OOM_MESSAGE);
+	return rp->write_failed ? -ENOMEM : 0;
 }
 
 static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t extra)
@@ -61,14 +113,14 @@ static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t e
 
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message)
 {
-	msgpack_sbuffer_clear(&rp->buf);
+	reply_restart(rp);
 	reply_head(rp, id, status, 1);
 	mp_kv_str(&rp->pk, "message", message);
 }
 
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
 {
-	msgpack_sbuffer_clear(&rp->buf);
+	reply_restart(rp);
 	reply_head(rp, id, RPC_OK, 1);
 	mp_pack_cstr(&rp->pk, "result");
 	msgpack_pack_map(&rp->pk, fields);
@@ -408,8 +460,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	size_t cont_len = 0, count = 0, bytes = 0;
 	uint64_t limit = 1000;
 	uint8_t *after = NULL;
-	msgpack_sbuffer items;
-	msgpack_packer ipk;
+	struct rpc_reply items; /* the page's items, counted before the head is written */
 	struct kv_entry e;
 	kv_iter *it;
 	uint8_t *keep = NULL;
@@ -456,20 +507,23 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 		reply_kv_error(out, r->id, rv);
 		return;
 	}
-	msgpack_sbuffer_init(&items);
-	msgpack_packer_init(&ipk, &items, msgpack_sbuffer_write);
+	rpc_reply_init(&items);
 	while ((rv = kv_iter_next(it, &e)) == 0) {
 		if (count == limit || bytes >= RPC_SCAN_BYTES_MAX) {
 			more = true;
 			break;
 		}
-		msgpack_pack_array(&ipk, 3);
-		mp_pack_bin(&ipk, e.key, e.key_len);
+		msgpack_pack_array(&items.pk, 3);
+		mp_pack_bin(&items.pk, e.key, e.key_len);
 		if (so.keys_only)
-			msgpack_pack_nil(&ipk);
+			msgpack_pack_nil(&items.pk);
 		else
-			mp_pack_bin(&ipk, e.value, e.value_len);
-		msgpack_pack_uint64(&ipk, e.version);
+			mp_pack_bin(&items.pk, e.value, e.value_len);
+		msgpack_pack_uint64(&items.pk, e.version);
+		if (items.write_failed) {
+			rv = -ENOMEM;
+			break;
+		}
 		count++;
 		bytes += e.key_len + e.value_len + 16;
 		/* the continuation: direction byte + this key (e.key is only
@@ -489,7 +543,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	}
 	if (rv != 0 && rv != KV_EEND) {
 		kv_iter_close(it);
-		msgpack_sbuffer_destroy(&items);
+		rpc_reply_release(&items);
 		free(after);
 		free(keep);
 		reply_kv_error(out, r->id, rv);
@@ -498,13 +552,13 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	rpc_reply_ok(out, r->id, more ? 4 : 3);
 	mp_pack_cstr(&out->pk, "items");
 	msgpack_pack_array(&out->pk, (uint32_t)count);
-	msgpack_sbuffer_write(&out->buf, items.data, items.size);
+	reply_write(out, items.buf.data, items.buf.size);
 	mp_kv_uint(&out->pk, "revision", kv_iter_version(it));
 	mp_kv_bool(&out->pk, "more", more);
 	if (more)
 		mp_kv_bin(&out->pk, "continuation", keep, last_len + 1);
 	kv_iter_close(it);
-	msgpack_sbuffer_destroy(&items);
+	rpc_reply_release(&items);
 	free(after);
 	free(keep);
 }
@@ -963,7 +1017,7 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 			if (i < n) {
 				char msg[200];
 				snprintf(msg, sizeof(msg), "op %zu: %s", i, rpc_message_of(ops[i].status));
-				msgpack_sbuffer_clear(&out->buf);
+				reply_restart(out);
 				reply_head(out, r->id, rpc_status_of(ops[i].status), 2);
 				mp_kv_str(&out->pk, "message", msg);
 				mp_pack_cstr(&out->pk, "result");
