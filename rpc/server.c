@@ -880,7 +880,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 
 /* ---- writes ------------------------------------------------------------ */
 
-static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_batch,
+static int prepare_op(const msgpack_object *m, enum kv_op_type type,
                       const struct kv_tenant_config *cfg, const struct rpc_limits *lim,
                       struct kv_op *op, char *err, size_t errlen)
 {
@@ -909,12 +909,13 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_bat
 	}
 	if (type == KV_OP_DELETE)
 		return 0;
-	if (mp_field_bin(m, "value", !is_batch, &op->value, &op->value_len) != 0) {
+	/* required in a Batch's put as in Put */
+	if (mp_field_bin(m, "value", true, &op->value, &op->value_len) != 0) {
 		snprintf(err, errlen, "'value' missing or not bin");
 		return -EINVAL;
 	}
 	if (op->value == NULL)
-		op->value = "";
+		op->value = ""; /* an empty bin */
 	if (op->value_len > lim->max_value_size) {
 		snprintf(err, errlen, "'value' is %zu bytes, more than the limit of %u", op->value_len,
 		         lim->max_value_size);
@@ -980,7 +981,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 				free(ops);
 				return -EINVAL;
 			}
-			if ((rv = prepare_op(m, type, true, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
+			if ((rv = prepare_op(m, type, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
 				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT, "op %zu: %s", i, err);
 				free(ops);
 				return rv;
@@ -992,8 +993,8 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 			reply_kv_error(err_out, r->id, -ENOMEM);
 			return -ENOMEM;
 		}
-		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, false, cfg,
-		                lim, ops, err, sizeof(err));
+		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, cfg, lim,
+		                ops, err, sizeof(err));
 		if (rv != 0) {
 			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, err);
 			free(ops);
