@@ -366,12 +366,161 @@ static void test_nesting_limit(void **state)
 	}
 }
 
+/* ---- answers PROTOCOL.md spells out ------------------------------------------ */
+
+/* Sends raw bytes on client i; the parsed reply. */
+static void call_bytes(int i, const void *body, size_t len, struct reply *out)
+{
+	size_t n = 0;
+	int rv = kvc_raw(clients[i], 10000, body, len, &out->bytes, &n);
+
+	if (rv != 0)
+		fail_msg("%s: kvc_raw: %s", transport[i], kvc_code_name(rv));
+	if (h_parse(out->bytes, n, &out->r) != 0)
+		fail_msg("%s: the reply is not a msgpack map with a status", transport[i]);
+}
+
+/* A malformed request's reply carries its id once the map could be read,
+ * and 0 before that (or when the id itself is wrong). */
+static void test_reply_id_of_a_bad_request(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *body;
+		size_t nuls; /* NUL bytes at the end of body, which strlen misses */
+		uint64_t status, id;
+	} cases[] = {
+	        /* {v: 2, id: 77, method: "Get"} */
+	        {"v 2", "\x83\xa1v\x02\xa2id\x4d\xa6method\xa3Get", 0, KVC_UNIMPLEMENTED, 77},
+	        /* {v: 1, id: 78, method: "Nope"} */
+	        {"unknown method", "\x83\xa1v\x01\xa2id\x4e\xa6method\xa4Nope", 0,
+	         KVC_UNIMPLEMENTED, 78},
+	        /* {v: 1, id: 79, method: "Get", tenant: ".x"} */
+	        {"bad tenant", "\x84\xa1v\x01\xa2id\x4f\xa6method\xa3Get\xa6tenant\xa2.x", 0,
+	         KVC_INVALID_ARGUMENT, 79},
+	        /* {v: 1, id: 80, method: "Get", args: []} */
+	        {"args an array",
+	         "\x84\xa1v\x01\xa2id\x50\xa6method\xa3Get\xa4"
+	         "args\x90",
+	         0, KVC_INVALID_ARGUMENT, 80},
+	        /* {v: 1, id: "81", method: "Health"} */
+	        {"id a string",
+	         "\x83\xa1v\x01\xa2id\xa2"
+	         "81\xa6method\xa6Health",
+	         0, KVC_INVALID_ARGUMENT, 0},
+	        /* {v: 1, id: 82, method: "Health"} and a byte after it */
+	        {"trailing byte", "\x83\xa1v\x01\xa2id\x52\xa6method\xa6Health\x00", 1,
+	         KVC_INVALID_ARGUMENT, 0},
+	};
+
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	{
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+			struct reply rp;
+			/* the length: the literal's, without its NUL */
+			call_bytes(i, cases[c].body, strlen(cases[c].body) + cases[c].nuls, &rp);
+			if (rp.r.status != cases[c].status || rp.r.id != cases[c].id)
+				fail_msg("%s, %s: status %llu id %llu, want %llu id %llu",
+				         transport[i], cases[c].what,
+				         (unsigned long long)rp.r.status,
+				         (unsigned long long)rp.r.id,
+				         (unsigned long long)cases[c].status,
+				         (unsigned long long)cases[c].id);
+			reply_free(&rp);
+		}
+	}
+}
+
+/* Put to a tenant that does not exist: 5, and the tenant is not created. */
+static void test_missing_tenant(void **state)
+{
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	{
+		struct h_req q;
+
+		h_req_begin(&q, "Put", "nobody-here", 13, 2, 0);
+		mp_kv_bin(&q.pk, "key", "k", 1);
+		mp_kv_bin(&q.pk, "value", "v", 1);
+		status_is(i, &q, KVC_NOT_FOUND);
+		h_req_begin(&q, "TenantInfo", NULL, 14, 1, 0);
+		mp_kv_str(&q.pk, "name", "nobody-here");
+		status_is(i, &q, KVC_NOT_FOUND);
+	}
+}
+
+/* A limit over the maximum is taken as the maximum, not refused; Get with
+ * both version and as_of reads the version; expiry_ms is an absolute
+ * time, timestamp_ms + ttl_ms on the server's wall clock. */
+static void test_documented_reads(void **state)
+{
+	(void)state;
+	FOR_EACH_CLIENT(i)
+	{
+		char key[32];
+		struct h_req q;
+		struct reply rp;
+		uint64_t v1, v2, ts = 0, exp = 0, ver = 0;
+		struct timespec now;
+		const void *val;
+		size_t n;
+
+		snprintf(key, sizeof(key), "doc-%s", transport[i]);
+		v1 = put(i, key, "one");
+		v2 = put(i, key, "two");
+
+		h_req_begin(&q, "Scan", NULL, 15, 2, 0);
+		mp_kv_bin(&q.pk, "prefix", key, strlen(key));
+		mp_kv_uint(&q.pk, "limit", 1000000);
+		status_is(i, &q, 0);
+		h_req_begin(&q, "Versions", NULL, 16, 2, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_uint(&q.pk, "limit", 1000000);
+		status_is(i, &q, 0);
+
+		h_req_begin(&q, "Get", NULL, 17, 3, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_uint(&q.pk, "version", v1);
+		mp_kv_uint(&q.pk, "as_of", v2);
+		call(i, &q, &rp);
+		assert_int_equal(rp.r.status, 0);
+		assert_int_equal(mp_field_bin(rp.r.result, "value", true, &val, &n), 0);
+		assert_int_equal(n, 3);
+		assert_memory_equal(val, "one", 3);
+		reply_free(&rp);
+
+		h_req_begin(&q, "Put", NULL, 18, 3, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_bin(&q.pk, "value", "ttl", 3);
+		mp_kv_uint(&q.pk, "ttl_ms", 3600000);
+		status_is(i, &q, 0);
+		h_req_begin(&q, "Get", NULL, 19, 1, 0);
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		call(i, &q, &rp);
+		assert_int_equal(rp.r.status, 0);
+		assert_int_equal(mp_field_uint(rp.r.result, "timestamp_ms", true, &ts), 0);
+		assert_int_equal(mp_field_uint(rp.r.result, "expiry_ms", true, &exp), 0);
+		assert_int_equal(mp_field_uint(rp.r.result, "version", true, &ver), 0);
+		reply_free(&rp);
+		assert_int_equal(ver, v2 + 1);
+		assert_int_equal(exp, ts + 3600000);
+		clock_gettime(CLOCK_REALTIME, &now);
+		/* the write happened during this test, on the same machine's clock */
+		assert_true(ts <= (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000);
+		assert_true(ts + 600000 > (uint64_t)now.tv_sec * 1000);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_if_version_max),
 	        cmocka_unit_test(test_nesting_limit),
 	        cmocka_unit_test(test_batch_op_fields),
+	        cmocka_unit_test(test_reply_id_of_a_bad_request),
+	        cmocka_unit_test(test_missing_tenant),
+	        cmocka_unit_test(test_documented_reads),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
