@@ -14,6 +14,7 @@
 #include <cmocka.h> /* after the headers it needs */
 
 #include "kvclient.h"
+#include "protocol_doc.h"
 
 static struct kvd_proc kvd;
 static kvc *clients[2]; /* stream, nng */
@@ -86,32 +87,6 @@ static void status_is(int i, struct h_req *q, uint64_t want)
 		fail_msg("%s: status %llu '%s', want %llu", transport[i],
 		         (unsigned long long)rp.r.status, rp.r.message, (unsigned long long)want);
 	reply_free(&rp);
-}
-
-/* Whether PROTOCOL.md says text, taking a line break inside a paragraph
- * for the space it is. */
-static bool doc_says(const char *text)
-{
-	FILE *f = fopen(PROTOCOL_MD, "r");
-	char *doc;
-	long len;
-	bool found;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	len = ftell(f);
-	assert_true(len > 0);
-	rewind(f);
-	doc = calloc(1, (size_t)len + 1);
-	assert_non_null(doc);
-	assert_int_equal(fread(doc, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
-	for (char *p = doc; *p != '\0'; p++)
-		if (*p == '\n')
-			*p = ' ';
-	found = strstr(doc, text) != NULL;
-	free(doc);
-	return found;
 }
 
 /* The reply has this status, and its message says substr. */
@@ -334,7 +309,7 @@ static void test_nesting_limit(void **state)
 		v++;
 		put_with_unknown(i, key, 7, false, &rp); /* 9 levels */
 		status_and_message(i, &rp, KVC_INVALID_ARGUMENT, "more than 8 deep");
-		if (!doc_says(rp.r.message))
+		if (!protocol_says(rp.r.message))
 			fail_msg("PROTOCOL.md does not give the message '%s'", rp.r.message);
 		reply_free(&rp);
 		put_with_unknown(i, key, 7, true, &rp);

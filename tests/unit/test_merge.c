@@ -11,43 +11,7 @@
 
 #include "io.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MERGE_TEST_OOM 0 /* the sanitizer owns malloc; the OOM test cannot replace it */
-#else
-#define MERGE_TEST_OOM 1
-/* Allocation failure injection: the countdown-th malloc, realloc or calloc
- * of the thread that armed it fails (0: never); oom_fired says it did. */
-extern void *__libc_malloc(size_t n);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-static _Thread_local unsigned oom_countdown;
-static _Thread_local bool oom_fired;
-
-static bool oom_now(void)
-{
-	if (oom_countdown > 0 && --oom_countdown == 0) {
-		oom_fired = true;
-		errno = ENOMEM;
-		return true;
-	}
-	return false;
-}
-
-void *malloc(size_t n)
-{
-	return oom_now() ? NULL : __libc_malloc(n);
-}
-
-void *realloc(void *p, size_t n)
-{
-	return oom_now() ? NULL : __libc_realloc(p, n);
-}
-
-void *calloc(size_t n, size_t m)
-{
-	return oom_now() ? NULL : __libc_calloc(n, m);
-}
-#endif
+#include "oom.h"
 
 static struct tu_clock clk = {1700000000000ull};
 
@@ -333,7 +297,7 @@ static void test_iterator_survives_merge(void **state)
 	free(dir);
 }
 
-#if MERGE_TEST_OOM
+#if OOM_TESTS
 /* A merge whose allocation fails anywhere, the copy of the open snapshots
  * included, stops with the error and drops nothing an open iterator still
  * reads; once memory is back it completes and the iterator reads its
@@ -349,6 +313,7 @@ static void test_out_of_memory_keeps_snapshot(void **state)
 	kv_db *db;
 	char k[32], want[32];
 	unsigned fail_at, failed = 0;
+	bool fired;
 	int n = 0, rv;
 
 	(void)state;
@@ -366,11 +331,11 @@ static void test_out_of_memory_keeps_snapshot(void **state)
 		putf(db, k, NULL, "new-%d", i);
 	}
 	for (fail_at = 1;; fail_at++) {
-		oom_fired = false;
-		oom_countdown = fail_at;
+		oom_arm(fail_at, 1);
 		rv = kv_merge(db);
-		oom_countdown = 0;
-		if (!oom_fired) {
+		fired = oom_failed > 0;
+		oom_arm(0, 0);
+		if (!fired) {
 			assert_int_equal(rv, 0);
 			break;
 		}
@@ -769,7 +734,7 @@ int main(void)
 		cmocka_unit_test(test_history_retention),
 		cmocka_unit_test(test_compact_revision),
 		cmocka_unit_test(test_iterator_survives_merge),
-#if MERGE_TEST_OOM
+#if OOM_TESTS
 		cmocka_unit_test(test_out_of_memory_keeps_snapshot),
 #endif
 		cmocka_unit_test(test_auto_merge_trigger),
@@ -778,7 +743,7 @@ int main(void)
 		cmocka_unit_test(test_crash_at_every_merge_step),
 		cmocka_unit_test(test_commit_then_crash_before_unlink),
 	};
-#if !MERGE_TEST_OOM
+#if !OOM_TESTS
 	fprintf(stderr, "test_merge: test_out_of_memory_keeps_snapshot not built: the "
 	                "sanitizer replaces malloc, which that test needs to fail on purpose\n");
 #endif

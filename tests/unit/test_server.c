@@ -9,52 +9,9 @@
 #include "mp.h"
 #include "server.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SERVER_TEST_OOM 0 /* the sanitizer owns malloc; these tests cannot replace it */
-#else
-#define SERVER_TEST_OOM 1
-/* Allocation failure injection, on the arming thread alone: calls number
- * oom_at .. oom_at + oom_len - 1 of malloc, realloc and calloc, counted from
- * when oom_at is set, fail; oom_failed counts the failures. */
-extern void *__libc_malloc(size_t n);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-static _Thread_local unsigned oom_at, oom_len, oom_calls, oom_failed;
+#include "oom.h"
 
-static void oom_arm(unsigned at, unsigned len)
-{
-	oom_calls = oom_failed = 0;
-	oom_len = len;
-	oom_at = at;
-}
-
-static bool oom_now(void)
-{
-	if (oom_at == 0)
-		return false;
-	if (++oom_calls >= oom_at && oom_calls < oom_at + oom_len) {
-		oom_failed++;
-		errno = ENOMEM;
-		return true;
-	}
-	return false;
-}
-
-void *malloc(size_t n)
-{
-	return oom_now() ? NULL : __libc_malloc(n);
-}
-
-void *realloc(void *p, size_t n)
-{
-	return oom_now() ? NULL : __libc_realloc(p, n);
-}
-
-void *calloc(size_t n, size_t m)
-{
-	return oom_now() ? NULL : __libc_calloc(n, m);
-}
-
+#if OOM_TESTS
 static const struct rpc_limits limits = {.max_value_size = 1u << 20, .version = "test"};
 
 /* Decodes a request packed into sb (destroyed here). */
@@ -225,7 +182,7 @@ static void test_finish_without_any_buffer(void **state)
 
 int main(void)
 {
-#if SERVER_TEST_OOM
+#if OOM_TESTS
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_scan_reply_out_of_memory),
 	        cmocka_unit_test(test_finish_without_any_buffer),
