@@ -35,6 +35,10 @@ void job_release(struct job *j)
 
 void job_reply(struct job *j, struct rpc_reply *rp)
 {
+	/* a reply that ran out of memory half way is not sent so */
+	if (rpc_reply_finish(rp, j->req.id) != 0)
+		klog(LOG_ERR, "out of memory: request %llu gets an empty reply",
+		     (unsigned long long)j->req.id);
 	j->reply(j, rp);
 }
 

@@ -18,14 +18,16 @@
  *      idle ones linger so) and maintenance is not attached. (Staying registered for good would pin
  * idle tenants against the open-file budget's passivation; leaving at once cost an epoll_ctl pair
  * per write.)
- *   2. A write with a client id is applied at most once per (client, id):
- *      a repeat while the first is in flight waits for its reply, a repeat
+ *   2. A write with a client id is applied at most once per (client, id)
+ *      while the worker's de-duplication table (dedup.c) remembers it: a
+ *      repeat while the first is in flight waits for its reply, a repeat
  *      after it gets a copy of that reply.
  *   3. After job_reply() a job is not touched again: its transport may
  *      already have reused or freed it.
  */
 #include "kvd.h"
 
+#include "dedup.h"
 #include "log.h"
 
 #include <errno.h>
@@ -39,9 +41,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define DEDUP_CAP          65536u
-#define DEDUP_BUCKETS      65536u /* as many as entries: chains of about one */
-#define DEDUP_TTL_MS       (120u * 1000u)
 #define BUSY_LINGER_MS     1000u  /* drive_busy */
 #define TENANT_OP_WAIT_MS  60000u /* a TenantDrop/Passivate waits this long for a merge */
 #define WRITE_EVERY_EVENTS 8      /* stream events between two drive_busy in a turn */
@@ -59,16 +58,6 @@ struct busy {
 	struct busy *next;
 };
 
-struct dd_ent {
-	uint64_t client, id;
-	struct job *pending; /* the write in flight, or NULL once answered */
-	uint8_t *reply;
-	size_t len;
-	uint64_t t_ms;
-	struct dd_ent *hnext;
-	struct dd_ent *fnext; /* FIFO, oldest first */
-};
-
 struct worker {
 	struct kvd *d;
 	uint32_t id;
@@ -80,9 +69,7 @@ struct worker {
 	int qfd;
 	int epfd;
 	struct busy *busy;
-	struct dd_ent **dd_bucket; /* DEDUP_BUCKETS */
-	struct dd_ent *dd_head, *dd_tail;
-	uint32_t dd_n;
+	struct dedup dd;     /* writes with a client id (invariant 2) */
 	struct job *waiting; /* tenant operations waiting for a merge to end */
 };
 
@@ -154,74 +141,12 @@ int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, vo
 
 /* ---- de-duplication of writes ------------------------------------------- */
 
-static struct dd_ent **dd_slot(struct worker *w, uint64_t client, uint64_t id)
-{
-	uint64_t key[2] = {client, id};
-	return &w->dd_bucket[XXH3_64bits(key, sizeof(key)) % DEDUP_BUCKETS];
-}
-
-static struct dd_ent *dd_find(struct worker *w, uint64_t client, uint64_t id)
-{
-	struct dd_ent *e;
-
-	for (e = *dd_slot(w, client, id); e != NULL; e = e->hnext)
-		if (e->client == client && e->id == id)
-			return e;
-	return NULL;
-}
-
-static void dd_evict_one(struct worker *w)
-{
-	struct dd_ent *e = w->dd_head, **pp;
-
-	if (e == NULL || e->pending != NULL)
-		return; /* never drop an entry whose write is in flight */
-	for (pp = dd_slot(w, e->client, e->id); *pp != e; pp = &(*pp)->hnext)
-		;
-	*pp = e->hnext;
-	w->dd_head = e->fnext;
-	if (w->dd_head == NULL)
-		w->dd_tail = NULL;
-	free(e->reply);
-	free(e);
-	w->dd_n--;
-}
-
-static void dd_expire(struct worker *w, uint64_t now)
-{
-	while (w->dd_head != NULL && w->dd_head->pending == NULL &&
-	       (w->dd_n > DEDUP_CAP || now - w->dd_head->t_ms > DEDUP_TTL_MS))
-		dd_evict_one(w);
-}
-
-static struct dd_ent *dd_insert(struct worker *w, struct job *j)
-{
-	struct dd_ent *e = calloc(1, sizeof(*e)), **slot;
-
-	if (e == NULL)
-		return NULL;
-	e->client = j->req.client;
-	e->id = j->req.id;
-	e->pending = j;
-	e->t_ms = now_ms();
-	slot = dd_slot(w, e->client, e->id);
-	e->hnext = *slot;
-	*slot = e;
-	if (w->dd_tail)
-		w->dd_tail->fnext = e;
-	else
-		w->dd_head = e;
-	w->dd_tail = e;
-	w->dd_n++;
-	return e;
-}
-
 static void reply_bytes(struct job *j, const uint8_t *p, size_t len)
 {
 	struct rpc_reply rp;
 
 	rpc_reply_init(&rp);
-	msgpack_sbuffer_write(&rp.buf, (const char *)p, len);
+	rpc_reply_bytes(&rp, p, len);
 	job_reply(j, &rp);
 }
 
@@ -336,6 +261,8 @@ static void write_done(struct kv_req *kreq, int status)
 
 	rpc_reply_init(&rp);
 	rpc_write_reply(&j->req, status, j->ops, j->nops, &rp);
+	/* whole before it is remembered and copied to the repeats */
+	rpc_reply_finish(&rp, j->req.id);
 	if (status == -EIO && !b->io_failed) {
 		/* the engine turned the tenant read-only (a write or an fdatasync
 		 * of its log failed): said once per busy spell */
@@ -347,15 +274,10 @@ static void write_done(struct kv_req *kreq, int status)
 		     j->req.tenant);
 	}
 	if (j->req.has_client) {
-		struct dd_ent *e = dd_find(w, j->req.client, j->req.id);
-		if (e != NULL && e->pending == j) {
-			e->pending = NULL;
-			e->t_ms = now_ms();
-			if ((e->reply = malloc(rp.buf.size)) != NULL) {
-				memcpy(e->reply, rp.buf.data, rp.buf.size);
-				e->len = rp.buf.size;
-			}
-		}
+		uint64_t now = now_ms();
+		struct dedup_ent *e = dedup_find(&w->dd, j->req.client, j->req.id, now);
+		if (e != NULL && e->pending == j)
+			dedup_answered(&w->dd, e, rp.buf.data, rp.buf.size, now);
 	}
 	while (dup != NULL) {
 		/* repeats of this request (a resend): the same answer */
@@ -378,7 +300,7 @@ static void run_write(struct worker *w, struct job *j)
 	int rv;
 
 	if (j->req.has_client) {
-		struct dd_ent *e = dd_find(w, j->req.client, j->req.id);
+		struct dedup_ent *e = dedup_find(&w->dd, j->req.client, j->req.id, now_ms());
 		if (e != NULL && e->pending != NULL) {
 			j->dup_next = e->pending->dup_next;
 			e->pending->dup_next = j;
@@ -429,7 +351,7 @@ static void run_write(struct worker *w, struct job *j)
 	}
 	j->busy->inflight++;
 	if (j->req.has_client)
-		dd_insert(w, j);
+		dedup_insert(&w->dd, j->req.client, j->req.id, j, now_ms());
 }
 
 static void run_read(struct worker *w, struct job *j)
@@ -583,9 +505,12 @@ static void *worker_main(void *arg)
 				wq = next;
 			}
 		}
-		/* the turn's start time: a second late at most once a second */
+		/* frees what the table no longer remembers (lookups already
+		 * ignore it); the time now, not the turn's start: writes
+		 * remembered during the turn are younger than that */
+		now = now_ms();
 		if (now - last_expire > 1000) {
-			dd_expire(w, now);
+			dedup_expire(&w->dd, now);
 			last_expire = now;
 		}
 	}
@@ -614,7 +539,7 @@ int workers_start(struct kvd *d)
 	for (i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
 		struct epoll_event ev;
-		if ((w->dd_bucket = calloc(DEDUP_BUCKETS, sizeof(*w->dd_bucket))) == NULL)
+		if (dedup_init(&w->dd, DEDUP_CAP, DEDUP_TTL_MS) != 0)
 			return -ENOMEM;
 		w->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -647,13 +572,7 @@ void workers_stop(struct kvd *d)
 		struct worker *w = &d->workers[i];
 		if (i < d->nstarted)
 			pthread_join(w->th, NULL);
-		while (w->dd_head != NULL) {
-			struct dd_ent *e = w->dd_head;
-			w->dd_head = e->fnext;
-			free(e->reply);
-			free(e);
-		}
-		free(w->dd_bucket);
+		dedup_release(&w->dd);
 		if (w->qfd >= 0)
 			close(w->qfd);
 		if (w->epfd >= 0)

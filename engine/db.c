@@ -266,20 +266,23 @@ int db_write_hints(kv_db *db)
 
 /* ---- snapshots --------------------------------------------------------- */
 
-void db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n)
+int db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n)
 {
 	uint64_t *v = NULL;
 	size_t n;
 
 	pthread_mutex_lock(&db->mu);
 	n = db->nsnaps;
-	if (n > 0 && (v = malloc(n * sizeof(*v))) != NULL)
+	if (n > 0 && (v = malloc(n * sizeof(*v))) == NULL) {
+		pthread_mutex_unlock(&db->mu);
+		return -ENOMEM;
+	}
+	if (n > 0)
 		memcpy(v, db->snaps, n * sizeof(*v));
-	else
-		n = 0;
 	pthread_mutex_unlock(&db->mu);
 	*ret = v;
 	*ret_n = n;
+	return 0;
 }
 
 /* ---- stats and maintenance --------------------------------------------- */

@@ -165,8 +165,10 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 void db_seg_release(struct seg *s);
 /* Writes hint files for sealed segments that lack one. */
 int db_write_hints(kv_db *db);
-/* Oldest version an open iterator reads at; UINT64_MAX when none. */
-void db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n);
+/* A copy of the versions open iterators read at (*ret NULL and *ret_n 0
+ * when none is open); the caller frees it. -ENOMEM, outputs untouched: the
+ * caller cannot know which versions are still read. */
+int db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n);
 uint64_t db_reclaimable(kv_db *db);
 
 /* write.c */

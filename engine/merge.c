@@ -810,7 +810,12 @@ static int merge_run(kv_db *db)
 		if (pg->n == 0)
 			break;
 		free(m.snaps);
-		db_snapshots(db, &m.snaps, &m.nsnaps);
+		m.snaps = NULL;
+		m.nsnaps = 0;
+		/* without the list of open snapshots merge cannot tell which old
+		 * versions an iterator still reads: stop rather than drop them */
+		if ((rv = db_snapshots(db, &m.snaps, &m.nsnaps)) != 0)
+			goto out;
 		m.min_snap = UINT64_MAX;
 		for (i = 0; i < m.nsnaps; i++)
 			if (m.snaps[i] < m.min_snap)

@@ -109,10 +109,10 @@ int mp_check(const uint8_t *buf, size_t len, unsigned max_depth, size_t *ret_end
 			count *= 2;
 		if (count > len - off)
 			return -E2BIG;
+		if (depth + 1 > max_depth)
+			return -ELOOP; /* an empty container counts too */
 		if (count == 0)
 			continue;
-		if (depth + 1 > max_depth)
-			return -EINVAL;
 		pending[++depth] = count;
 	}
 	*ret_end = off;

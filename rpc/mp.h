@@ -17,16 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MP_DEPTH_MAX 8
+#define MP_DEPTH_MAX 8 /* maps and arrays nested, the outermost one included */
 
 /* Checks that buf starts with one well-formed msgpack object whose
  * containers all fit; *ret_end is the offset just past it. -EINVAL
- * (malformed, truncated, too deep), -E2BIG (a count larger than the rest of
- * the buffer could hold). */
+ * (malformed, truncated), -E2BIG (a count larger than the rest of the buffer
+ * could hold), -ELOOP (a map or array, empty or not, inside max_depth
+ * others: the first problem met, reading from the start). */
 int mp_check(const uint8_t *buf, size_t len, unsigned max_depth, size_t *ret_end);
 
-/* mp_check, then unpack the whole buffer (trailing bytes are -EINVAL) into
- * *ret, with its memory in *zone (msgpack_zone_init'ed by the caller). */
+/* mp_check with MP_DEPTH_MAX (and its errors), then unpack the whole buffer
+ * (trailing bytes are -EINVAL) into *ret, with its memory in *zone
+ * (msgpack_zone_init'ed by the caller). */
 int mp_parse(const uint8_t *buf, size_t len, msgpack_zone *zone, msgpack_object *ret);
 
 /* The value for a str key of a map; NULL when absent or nil. */

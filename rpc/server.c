@@ -38,16 +38,68 @@ const char *rpc_method_name(enum rpc_method m)
 
 /* ---- replies ----------------------------------------------------------- */
 
+/* The packer's writer: a failed write (out of memory) is remembered, and
+ * the writes after it are skipped, so the reply is never sent with a hole
+ * in it (rpc_reply_finish). */
+static int reply_write(void *data, const char *buf, size_t len)
+{
+	struct rpc_reply *rp = data;
+
+	if (rp->write_failed)
+		return -1;
+	if (msgpack_sbuffer_write(&rp->buf, buf, len) != 0) {
+		rp->write_failed = true;
+		return -1;
+	}
+	return 0;
+}
+
 void rpc_reply_init(struct rpc_reply *rp)
 {
 	msgpack_sbuffer_init(&rp->buf);
-	msgpack_packer_init(&rp->pk, &rp->buf, msgpack_sbuffer_write);
+	msgpack_packer_init(&rp->pk, rp, reply_write);
 	rp->status = RPC_OK;
+	rp->write_failed = false;
 }
 
 void rpc_reply_release(struct rpc_reply *rp)
 {
 	msgpack_sbuffer_destroy(&rp->buf);
+}
+
+/* Empties the reply (keeping its memory) to write it again from the start. */
+static void reply_restart(struct rpc_reply *rp)
+{
+	msgpack_sbuffer_clear(&rp->buf);
+	rp->write_failed = false;
+}
+
+void rpc_reply_bytes(struct rpc_reply *rp, const void *p, size_t len)
+{
+	reply_restart(rp);
+	reply_write(rp, p, len);
+}
+
+/* The error that replaces a reply that could not be written whole. */
+#define REPLY_OOM_MESSAGE "out of memory while encoding the reply (a write may have been applied)"
+#define REPLY_OOM_BYTES   (sizeof(REPLY_OOM_MESSAGE) + 64) /* with v, id, status and keys */
+
+int rpc_reply_finish(struct rpc_reply *rp, uint64_t id)
+{
+	if (!rp->write_failed)
+		return 0;
+	rpc_reply_error(rp, id, RPC_RESOURCE_EXHAUSTED, REPLY_OOM_MESSAGE);
+	if (!rp->write_failed)
+		return 0;
+	/* buf never got memory (msgpack's first allocation is 8 KiB): one
+	 * just the size of this error, into which it is written whole */
+	msgpack_sbuffer_destroy(&rp->buf);
+	msgpack_sbuffer_init(&rp->buf);
+	if ((rp->buf.data = malloc(REPLY_OOM_BYTES)) == NULL)
+		return -ENOMEM;
+	rp->buf.alloc = REPLY_OOM_BYTES;
+	rpc_reply_error(rp, id, RPC_RESOURCE_EXHAUSTED, REPLY_OOM_MESSAGE);
+	return rp->write_failed ? -ENOMEM : 0;
 }
 
 static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t extra)
@@ -61,14 +113,14 @@ static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t e
 
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message)
 {
-	msgpack_sbuffer_clear(&rp->buf);
+	reply_restart(rp);
 	reply_head(rp, id, status, 1);
 	mp_kv_str(&rp->pk, "message", message);
 }
 
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
 {
-	msgpack_sbuffer_clear(&rp->buf);
+	reply_restart(rp);
 	reply_head(rp, id, RPC_OK, 1);
 	mp_pack_cstr(&rp->pk, "result");
 	msgpack_pack_map(&rp->pk, fields);
@@ -218,6 +270,14 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	rv = mp_parse(body, len, &r->zone, &r->root);
 	if (rv == -E2BIG) {
 		*ret_msg = "malformed request: a declared length exceeds the message";
+		return -EINVAL;
+	}
+	if (rv == -ELOOP) {
+		snprintf(r->errbuf, sizeof(r->errbuf),
+		         "request nests maps and arrays more than %d deep (the request map is the "
+		         "first)",
+		         MP_DEPTH_MAX);
+		*ret_msg = r->errbuf;
 		return -EINVAL;
 	}
 	if (rv != 0) {
@@ -419,8 +479,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	size_t cont_len = 0, count = 0, bytes = 0;
 	uint64_t limit = 1000;
 	uint8_t *after = NULL;
-	msgpack_sbuffer items;
-	msgpack_packer ipk;
+	struct rpc_reply items; /* the page's items, counted before the head is written */
 	struct kv_entry e;
 	kv_iter *it;
 	uint8_t *keep = NULL;
@@ -467,20 +526,23 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 		reply_kv_error(out, r->id, rv);
 		return;
 	}
-	msgpack_sbuffer_init(&items);
-	msgpack_packer_init(&ipk, &items, msgpack_sbuffer_write);
+	rpc_reply_init(&items);
 	while ((rv = kv_iter_next(it, &e)) == 0) {
 		if (count == limit || bytes >= RPC_SCAN_BYTES_MAX) {
 			more = true;
 			break;
 		}
-		msgpack_pack_array(&ipk, 3);
-		mp_pack_bin(&ipk, e.key, e.key_len);
+		msgpack_pack_array(&items.pk, 3);
+		mp_pack_bin(&items.pk, e.key, e.key_len);
 		if (so.keys_only)
-			msgpack_pack_nil(&ipk);
+			msgpack_pack_nil(&items.pk);
 		else
-			mp_pack_bin(&ipk, e.value, e.value_len);
-		msgpack_pack_uint64(&ipk, e.version);
+			mp_pack_bin(&items.pk, e.value, e.value_len);
+		msgpack_pack_uint64(&items.pk, e.version);
+		if (items.write_failed) {
+			rv = -ENOMEM;
+			break;
+		}
 		count++;
 		bytes += e.key_len + e.value_len + 16;
 		/* the continuation: direction byte + this key (e.key is only
@@ -500,7 +562,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	}
 	if (rv != 0 && rv != KV_EEND) {
 		kv_iter_close(it);
-		msgpack_sbuffer_destroy(&items);
+		rpc_reply_release(&items);
 		free(after);
 		free(keep);
 		reply_kv_error(out, r->id, rv);
@@ -509,13 +571,13 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	rpc_reply_ok(out, r->id, more ? 4 : 3);
 	mp_pack_cstr(&out->pk, "items");
 	msgpack_pack_array(&out->pk, (uint32_t)count);
-	msgpack_sbuffer_write(&out->buf, items.data, items.size);
+	reply_write(out, items.buf.data, items.buf.size);
 	mp_kv_uint(&out->pk, "revision", kv_iter_version(it));
 	mp_kv_bool(&out->pk, "more", more);
 	if (more)
 		mp_kv_bin(&out->pk, "continuation", keep, last_len + 1);
 	kv_iter_close(it);
-	msgpack_sbuffer_destroy(&items);
+	rpc_reply_release(&items);
 	free(after);
 	free(keep);
 }
@@ -845,7 +907,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 
 /* ---- writes ------------------------------------------------------------ */
 
-static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_batch,
+static int prepare_op(const msgpack_object *m, enum kv_op_type type,
                       const struct kv_tenant_config *cfg, const struct rpc_limits *lim,
                       struct kv_op *op, char *err, size_t errlen)
 {
@@ -866,14 +928,21 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type, bool is_bat
 		snprintf(err, errlen, "'if_version' must be an unsigned integer");
 		return -EINVAL;
 	}
+	/* the engine's "no condition" (KV_ANY_VERSION) is no version a write
+	 * can get: on the wire it would be a condition that silently vanished */
+	if (o != NULL && op->if_version == KV_ANY_VERSION) {
+		snprintf(err, errlen, "'if_version' must be below 2^64-1");
+		return -EINVAL;
+	}
 	if (type == KV_OP_DELETE)
 		return 0;
-	if (mp_field_bin(m, "value", !is_batch, &op->value, &op->value_len) != 0) {
+	/* required in a Batch's put as in Put */
+	if (mp_field_bin(m, "value", true, &op->value, &op->value_len) != 0) {
 		snprintf(err, errlen, "'value' missing or not bin");
 		return -EINVAL;
 	}
 	if (op->value == NULL)
-		op->value = "";
+		op->value = ""; /* an empty bin */
 	if (op->value_len > lim->max_value_size) {
 		snprintf(err, errlen, "'value' is %zu bytes, more than the limit of %u", op->value_len,
 		         lim->max_value_size);
@@ -939,7 +1008,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 				free(ops);
 				return -EINVAL;
 			}
-			if ((rv = prepare_op(m, type, true, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
+			if ((rv = prepare_op(m, type, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
 				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT, "op %zu: %s", i, err);
 				free(ops);
 				return rv;
@@ -951,8 +1020,8 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 			reply_kv_error(err_out, r->id, -ENOMEM);
 			return -ENOMEM;
 		}
-		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, false, cfg,
-		                lim, ops, err, sizeof(err));
+		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, cfg, lim,
+		                ops, err, sizeof(err));
 		if (rv != 0) {
 			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, err);
 			free(ops);
@@ -976,7 +1045,7 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 			if (i < n) {
 				char msg[200];
 				snprintf(msg, sizeof(msg), "op %zu: %s", i, rpc_message_of(ops[i].status));
-				msgpack_sbuffer_clear(&out->buf);
+				reply_restart(out);
 				reply_head(out, r->id, rpc_status_of(ops[i].status), 2);
 				mp_kv_str(&out->pk, "message", msg);
 				mp_pack_cstr(&out->pk, "result");

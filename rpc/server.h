@@ -92,15 +92,24 @@ struct rpc_req {
 	char errbuf[160]; /* a decode error message that names what was wrong */
 };
 
-/* A reply being built. */
+/* A reply being built. pk writes into buf through rp itself: an rpc_reply
+ * is not copied or moved once initialised. */
 struct rpc_reply {
 	msgpack_sbuffer buf;
 	msgpack_packer pk;
-	int status; /* the status the reply carries */
+	int status;        /* the status the reply carries */
+	bool write_failed; /* a write into buf failed (out of memory): buf is not a whole
+	                      reply, and later writes are skipped until it restarts */
 };
 
 void rpc_reply_init(struct rpc_reply *rp);
 void rpc_reply_release(struct rpc_reply *rp);
+/* The reply becomes a copy of len bytes of an earlier whole reply. */
+void rpc_reply_bytes(struct rpc_reply *rp, const void *p, size_t len);
+/* Makes rp whole before it is sent: when a write into it failed, it becomes
+ * a RESOURCE_EXHAUSTED error of id instead of a truncated reply. 0; -ENOMEM
+ * when not even that could be written (buf is then empty). */
+int rpc_reply_finish(struct rpc_reply *rp, uint64_t id);
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message);
 /* Starts an OK reply whose result map has `fields` entries. */
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields);

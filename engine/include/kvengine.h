@@ -299,7 +299,9 @@ int kv_stats(kv_db *db, struct kv_stats *ret);
 
 /* Rewrites all sealed segments, keeping what is live and within retention.
  * Runs on the calling thread; reads and writes go on meanwhile, paused only
- * for the swaps. If a merge is running, waits for it, then merges. */
+ * for the swaps. If a merge is running, waits for it, then merges. A merge
+ * that fails (-ENOMEM, an I/O error) stops and leaves readable everything it
+ * found, an open iterator's versions included. */
 int kv_merge(kv_db *db);
 
 /* Drops history before revision: afterwards a read as of a version older than
