@@ -46,6 +46,7 @@ struct cl_opts {
 	uint32_t min_ms;       /* a round lasts min_ms … max_ms before the kill */
 	uint32_t max_ms;
 	uint32_t full_every;   /* every n-th check walks every version (0: only the last) */
+	uint32_t damage_every; /* every n-th round damages a copy of the data (0: never) */
 	uint32_t sample;       /* older versions read back per incremental check */
 	uint32_t timeout_ms;   /* per call of the writers */
 	uint32_t check_threads; /* threads (kvc handles) of a check */

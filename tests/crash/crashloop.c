@@ -39,7 +39,7 @@ static const char usage[] =
         "usage: crashloop [--iterations N] [--seed S] [--clients C] [--kvd PATH] [--dir D]\n"
         "                 [--keep] [--verbose] [--keys K] [--min-ms MS] [--max-ms MS]\n"
         "                 [--full-every N] [--sample N] [--segment-size SIZE]\n"
-        "                 [--check-threads N] [--value-max BYTES]\n"
+        "                 [--check-threads N] [--value-max BYTES] [--damage-every N]\n"
         "\n"
         "  --iterations N     rounds, each ending in a SIGKILL of kvd (default 20)\n"
         "  --seed S           PRNG seed (default: from the clock; printed)\n"
@@ -58,7 +58,11 @@ static const char usage[] =
         "  --segment-size S   kvd's segment_size (default 8M: segments seal during a run)\n"
         "  --check-threads N  threads (kvc handles) checking keys after a restart (default 4)\n"
         "  --value-max BYTES  longest value, a power of two 1 … 65536 (default 65536); every\n"
-        "                     version is kept, so a long run wants smaller values\n";
+        "                     version is kept, so a long run wants smaller values\n"
+        "  --damage-every N   every N-th round, a copy of the data has one sealed segment\n"
+        "                     deleted, cut in half or replaced by a directory: kvd --check\n"
+        "                     must name it, a kvd on the copy must log the loss and hand\n"
+        "                     out no version already acknowledged (default 5; 0: never)\n";
 
 static int parse_u64(const char *s, uint64_t *ret)
 {
@@ -91,6 +95,7 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 	        {"segment-size", required_argument, NULL, 'z'},
 	        {"check-threads", required_argument, NULL, 'T'},
 	        {"value-max", required_argument, NULL, 'V'},
+	        {"damage-every", required_argument, NULL, 'D'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -106,6 +111,7 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 	o->min_ms = 50;
 	o->max_ms = 1000;
 	o->full_every = 50;
+	o->damage_every = 5;
 	o->sample = 64;
 	o->check_threads = 4;
 	o->timeout_ms = 10000;
@@ -192,6 +198,15 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o)
 		case 'z':
 			o->segment_size = optarg;
 			break;
+		case 'D': {
+			uint64_t v;
+			if (parse_u64(optarg, &v) != 0 || v > UINT32_MAX) {
+				fprintf(stderr, "crashloop: --damage-every takes a count\n");
+				exit(2);
+			}
+			o->damage_every = (uint32_t)v;
+			break;
+		}
 		case 'V': {
 			uint64_t v;
 			if (parse_u64(optarg, &v) != 0 || v == 0 || v > CL_VALUE_MAX ||
@@ -291,8 +306,8 @@ static int copy_changed(const char *src, const char *dst, const struct timespec 
 /* Removes what the run made in dir, then dir itself if that left it empty. */
 static void remove_dir(const char *dir)
 {
-	static const char *const made[] = {"data",    CL_SNAPSHOT, "kvd.sock",
-	                                   "kvd.log", "kvd.conf",  "kvd-stacks.txt"};
+	static const char *const made[] = {"data",     CL_SNAPSHOT, "kvd.sock",      "kvd.log",
+	                                   "kvd.conf", "damaged",   "kvd-stacks.txt"};
 	size_t i;
 
 	for (i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
@@ -485,6 +500,7 @@ struct times {
 	double write_s, restart_s, check_s, total_s;
 	uint64_t kills;
 	uint64_t disk_bytes; /* of the data directory at the end */
+	uint32_t damaged;    /* copies damaged and checked (damage_probe) */
 };
 
 /* Bytes of the files below path. */
@@ -553,9 +569,13 @@ static void report(const struct cl_model *m, const struct times *t)
 	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s, "
 	       "checking %.1f s)\n",
 	       t->total_s, t->write_s, t->restart_s, t->check_s);
-	printf("  data directory             %.1f MiB at the end (every version kept; a merge a "
-	       "kill interrupts leaves its copies beside the originals until one completes)\n",
+	printf("  data directory             %.1f MiB at the end (every version kept; the outputs "
+	       "of a merge a kill interrupts are removed at restart unless newer records point "
+	       "into them)\n",
 	       (double)t->disk_bytes / 1048576.0);
+	printf("  damaged copies             %u (a sealed segment deleted, cut or replaced: "
+	       "named by kvd --check, logged by kvd, no version handed out twice)\n",
+	       t->damaged);
 	printf("  violations                 %" PRIu64 "\n", m->violations);
 	fflush(stdout);
 }
@@ -566,6 +586,118 @@ static double secs(uint64_t us)
 }
 
 /* ---- the rounds ---------------------------------------------------------------- */
+
+/* ---- a damaged copy ---------------------------------------------------------- */
+
+/* Runs `kvd --check dir`: its exit status, its output in out. */
+static int run_check(const char *dir, char *out, size_t cap)
+{
+	char cmd[4096];
+	FILE *p;
+	size_t n;
+	int status;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --check '%s' 2>&1", getenv("KVD_BIN"), dir);
+	if ((p = popen(cmd, "r")) == NULL)
+		return -1;
+	n = fread(out, 1, cap - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * Returns whether a copy was damaged and checked (false: nothing sealed yet).
+ * A copy of the data of the kvd that was just checked, with one sealed
+ * segment (one with a hint, else any but the newest) deleted, cut in half or
+ * replaced by a directory, by turns: `kvd --check` must exit 1 and name it;
+ * a kvd started on the copy must log the loss with the file's name, and its
+ * next write must get a version above every one acknowledged so far.
+ */
+static bool damage_probe(struct cl_model *m, const char *dir, uint64_t turn)
+{
+	static const char *const how[] = {"deleted", "cut in half", "replaced by a directory"};
+	struct timespec all = {0, 0};
+	char *data = tu_path(dir, "data"), *cdir = tu_path(dir, "damaged");
+	char *cdata = tu_path(cdir, "data"), *tdir = tu_path(cdir, "data/tenants/default");
+	char segs[256][64], hints[256][64], victim[64], why[256], out[8192], *path;
+	struct kvd_proc k2;
+	int nseg, nhint, st, h = (int)(turn % 3);
+	bool probed = false;
+
+	tu_rmtree(cdir);
+	mkdir(cdir, 0755);
+	if (copy_changed(data, cdata, &all) != 0) {
+		cl_note(m, "could not copy the data to %s: no damage probe", cdir);
+		goto out;
+	}
+	nseg = tu_list_ext(tdir, ".seg", segs, 256);
+	nhint = tu_list_ext(tdir, ".hint", hints, 256);
+	if (nhint > 0)
+		snprintf(victim, sizeof(victim), "%.8s.seg", hints[turn % (uint64_t)nhint]);
+	else if (nseg > 1)
+		snprintf(victim, sizeof(victim), "%s", segs[turn % (uint64_t)(nseg - 1)]);
+	else
+		goto out; /* nothing sealed yet */
+	path = tu_path(tdir, "%s", victim);
+	if (h == 0) {
+		st = unlink(path);
+	} else if (h == 1) {
+		st = truncate(path, tu_file_size(path) / 2);
+	} else {
+		st = unlink(path);
+		if (st == 0)
+			st = mkdir(path, 0755);
+	}
+	free(path);
+	if (st != 0) {
+		cl_note(m, "could not damage %s: %s", victim, strerror(errno));
+		goto out;
+	}
+	st = run_check(cdata, out, sizeof(out));
+	if (st != 1 || strstr(out, victim) == NULL)
+		cl_violation(m, NULL, 0, "%s %s in a copy: kvd --check exit %d, said: %s", victim,
+		             how[h], st, out);
+	if (start_kvd(&k2, cdir, why, sizeof(why)) != 0) {
+		cl_violation(m, NULL, 0, "%s %s in a copy: kvd did not start on it: %s", victim,
+		             how[h], why);
+	} else {
+		struct kvc_options co;
+		uint64_t ver = 0;
+		int rv;
+		kvc *c;
+		kvc_options_init(&co);
+		co.endpoint = k2.surl;
+		rv = kvc_open(&co, &c);
+		if (rv == 0) {
+			rv = kvc_put(c, NULL, "damage-probe", 12, "x", 1, NULL, &ver);
+			kvc_close(c);
+		}
+		if (rv != 0)
+			cl_violation(m, NULL, 0, "%s %s in a copy: a put failed: %s", victim, how[h],
+			             kvc_code_name(rv));
+		else if (ver <= m->version_floor)
+			cl_violation(m, NULL, 0,
+			             "%s %s in a copy: the next write got version %" PRIu64
+			             ", at or below %" PRIu64 " (acknowledged before)",
+			             victim, how[h], ver, m->version_floor);
+		if (kvd_stop(&k2) != 0)
+			cl_violation(m, NULL, 0, "%s %s in a copy: kvd did not exit 0", victim,
+			             how[h]);
+		if (!h_log_has(&k2, "data lost") || !h_log_has(&k2, victim))
+			cl_violation(m, NULL, 0, "%s %s in a copy: kvd's log does not say so", victim,
+			             how[h]);
+		free_proc(&k2);
+	}
+	probed = true;
+out:
+	tu_rmtree(cdir);
+	free(data);
+	free(cdir);
+	free(cdata);
+	free(tdir);
+	return probed;
+}
 
 int main(int argc, char **argv)
 {
@@ -673,6 +805,8 @@ int main(int argc, char **argv)
 			cl_check(&m, k.surl,
 			         round == o.iterations ||
 			                 (o.full_every && round % o.full_every == 0));
+		if (up && m.violations == 0 && o.damage_every && round % o.damage_every == 0)
+			t.damaged += damage_probe(&m, dir, round / o.damage_every);
 		t3 = cl_now_us(&m);
 		t.write_s += secs(t1 - t0);
 		t.restart_s += secs(t2 - t1);
