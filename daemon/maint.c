@@ -23,8 +23,6 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#define MERGE_START_DELAY_MS 60000 /* no automatic merge in kvd's first minute */
-
 static void owner_watch(struct kvd *d, const char *tenant, enum job_kind kind)
 {
 	struct job j;
@@ -103,11 +101,9 @@ static void tick_tenants(struct kvd *d)
 		if (!list[i].active || kv_store_get_active(d->store, list[i].name, &t) != 0)
 			continue;
 		rv = kv_tick(kv_tenant_db(t));
-		/* not in kvd's first minute: a merge a crash interrupts leaves
-		 * its copies beside the originals, and a kvd that keeps crashing
-		 * would pile them up, one set per start */
-		if (rv == 1 && !atomic_load(&d->stopping) &&
-		    now_ms() - d->start_ms >= MERGE_START_DELAY_MS)
+		/* (the copies a merge a crash interrupts leaves are removed at
+		 * the next activation: engine/recovery.c) */
+		if (rv == 1 && !atomic_load(&d->stopping))
 			merge_tenant(d, t);
 		else if (rv < 0)
 			klog(LOG_ERR, "tenant %s: %s", list[i].name, kv_strerror(rv));

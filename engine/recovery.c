@@ -368,36 +368,213 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 	return rv;
 }
 
+/* ---- the outputs of a merge that never committed -------------------------- */
+
+/* A record of an output: its version, where it is, where its original is
+ * (0: not found yet). Versions are unique in a database, and a copy keeps
+ * its original's version. */
+struct moved {
+	uint64_t version, from, to;
+};
+
+struct moved_list {
+	struct moved *v;
+	size_t n, cap;
+	uint32_t seg; /* the segment being read */
+};
+
+static int moved_push(struct moved_list *ml, uint64_t version, uint64_t off)
+{
+	if (ml->n == ml->cap) {
+		size_t cap = ml->cap ? ml->cap * 2 : 1024;
+		struct moved *nv = realloc(ml->v, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		ml->v = nv;
+		ml->cap = cap;
+	}
+	ml->v[ml->n++] = (struct moved){version, loc_make(ml->seg, (uint32_t)off), 0};
+	return 0;
+}
+
+static int moved_hint(void *arg, const struct hint_ent *e)
+{
+	return moved_push(arg, e->version, e->off);
+}
+
+static int moved_scan(void *arg, const struct seg_scan_rec *r)
+{
+	return moved_push(arg, r->h.version, r->off);
+}
+
+static void moved_found(struct moved_list *ml, uint64_t version, uint64_t off)
+{
+	size_t lo = 0, hi = ml->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ml->v[mid].version < version)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < ml->n && ml->v[lo].version == version && ml->v[lo].to == 0)
+		ml->v[lo].to = loc_make(ml->seg, (uint32_t)off);
+}
+
+static int found_hint(void *arg, const struct hint_ent *e)
+{
+	moved_found(arg, e->version, e->off);
+	return 0;
+}
+
+static int found_scan(void *arg, const struct seg_scan_rec *r)
+{
+	moved_found(arg, r->h.version, r->off);
+	return 0;
+}
+
+static int cmp_moved(const void *a, const void *b)
+{
+	uint64_t x = ((const struct moved *)a)->version, y = ((const struct moved *)b)->version;
+	return x < y ? -1 : x > y;
+}
+
+/* The records of s, to hfn from its hint or else to sfn by a scan. */
+static int seg_records(kv_db *db, struct seg *s, hint_visit_fn hfn, seg_scan_fn sfn, void *arg)
+{
+	struct seg_scan_result res;
+	int rv, fd;
+
+	rv = hint_load(db->dirfd, s->id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hfn, arg);
+	if (rv == 0 || rv == -ENOMEM)
+		return rv;
+	if ((fd = seg_pin(s)) < 0)
+		return fd;
+	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL,
+	              arg, &res);
+	seg_unpin(s);
+	return rv;
+}
+
+static void drop_files(kv_db *db, uint32_t id)
+{
+	char name[SEG_NAME_MAX];
+
+	seg_name(name, id, ".seg");
+	io_unlink(db->opt.fault, db->dirfd, name);
+	seg_name(name, id, ".hint");
+	io_unlink(db->opt.fault, db->dirfd, name);
+}
+
+/* Retires the outputs in `out` with a commit of its own that relocates each
+ * of their records to its original in the set, so that the records written
+ * while the merge ran, which point at the copies, reach the originals. When
+ * an original cannot be found, nothing changes. */
+static int retire_referenced(kv_db *db, struct rctx *c, uint32_t *out, size_t nout)
+{
+	struct moved_list ml = {0};
+	struct merge_commit mc = {0};
+	struct reloc_ent *old = NULL;
+	size_t nold = 0, i;
+	int rv = 0;
+
+	for (i = 0; i < nout && rv == 0; i++) {
+		ml.seg = out[i];
+		rv = seg_records(db, segtab_find_locked(db, out[i]), moved_hint, moved_scan, &ml);
+	}
+	if (rv != 0)
+		goto out;
+	qsort(ml.v, ml.n, sizeof(*ml.v), cmp_moved);
+	for (i = 0; i < db->nsegs && rv == 0; i++) {
+		struct seg *s = db->segs[i];
+		if (s->id >= c->merge_from || s->lost)
+			continue;
+		ml.seg = s->id;
+		rv = seg_records(db, s, found_hint, found_scan, &ml);
+	}
+	if (rv != 0)
+		goto out;
+	for (i = 0; i < ml.n; i++)
+		if (ml.v[i].to == 0)
+			goto out; /* kept, as they are: the next merge takes them */
+	if ((rv = reloc_entries(&db->reloc, &old, &nold)) != 0)
+		goto out;
+	if ((mc.relocs = malloc((nold + ml.n + 1) * sizeof(*mc.relocs))) == NULL) {
+		rv = -ENOMEM;
+		goto out;
+	}
+	if (nold > 0)
+		memcpy(mc.relocs, old, nold * sizeof(*old));
+	for (i = 0; i < ml.n; i++)
+		mc.relocs[nold + i] = (struct reloc_ent){ml.v[i].from, ml.v[i].to};
+	mc.nrelocs = nold + ml.n;
+	mc.seq = db->merge_seq + 1;
+	mc.retired = out;
+	mc.nretired = nout;
+	if ((rv = commit_write(db->dirfd, &mc, db->opt.fault)) != 0)
+		goto out;
+	db->merge_seq = mc.seq;
+	for (i = 0; i < ml.n && rv == 0; i++)
+		rv = reloc_put(&db->reloc, ml.v[i].from, ml.v[i].to);
+	for (i = 0; i < nout; i++) {
+		struct seg *s = segtab_find_locked(db, out[i]);
+		db->disk_bytes -= s->size;
+		db->rinfo.merge_leftovers++;
+		segtab_remove_locked(db, out[i]);
+		drop_files(db, out[i]);
+	}
+out:
+	free(old);
+	free(mc.relocs);
+	free(ml.v);
+	return rv;
+}
+
 /* The outputs of a merge that never committed are copies of records its set
  * still holds (a copy and its original have the same version, and the
  * original, seen first, is the one indexed). Each output no newer record
- * points into is removed, so that a kvd killed again and again in the
- * middle of merges does not pile copies up. */
-static int drop_merge_outputs(kv_db *db, struct rctx *c)
+ * points into is removed; the others are retired with relocations to the
+ * originals (retire_referenced). So a kvd killed again and again in the
+ * middle of merges does not pile copies up. refs_known: c->refs lists every
+ * output a newer record points into (false: assume all of them). */
+static int drop_merge_outputs(kv_db *db, struct rctx *c, bool refs_known)
 {
-	size_t i = 0, j;
+	uint32_t *kept = NULL;
+	size_t nkept = 0, capkept = 0, i = 0, j;
+	uint32_t dropped = 0;
+	int rv = 0;
 
 	while (i < db->nsegs) {
 		struct seg *s = db->segs[i];
-		char name[SEG_NAME_MAX];
-		bool referenced = false;
+		bool referenced = !refs_known;
 		uint32_t id = s->id;
 
+		if (id < c->merge_from || !(s->flags & SEG_F_MERGED) || s->lost) {
+			i++;
+			continue;
+		}
 		for (j = 0; j < c->nrefs; j++)
 			referenced |= c->refs[j] == id;
-		if (id < c->merge_from || !(s->flags & SEG_F_MERGED) || s->lost || referenced) {
+		if (referenced) {
+			if ((rv = push_id(&kept, &nkept, &capkept, id)) != 0)
+				goto out;
 			i++;
 			continue;
 		}
 		db->disk_bytes -= s->size;
 		db->rinfo.merge_leftovers++;
 		segtab_remove_locked(db, id);
-		seg_name(name, id, ".seg");
-		io_unlink(db->opt.fault, db->dirfd, name);
-		seg_name(name, id, ".hint");
-		io_unlink(db->opt.fault, db->dirfd, name);
+		drop_files(db, id);
+		dropped++;
 	}
-	return db->rinfo.merge_leftovers ? db_fsync_dir(db) : 0;
+	if (nkept > 0 && (rv = retire_referenced(db, c, kept, nkept)) != 0)
+		goto out;
+	if (dropped > 0)
+		rv = db_fsync_dir(db);
+out:
+	free(kept);
+	return rv;
 }
 
 int recovery_run(kv_db *db)
@@ -653,7 +830,7 @@ int recovery_run(kv_db *db)
 		lossy = true;
 	}
 	/* (only while its whole set is there to hold the originals) */
-	if (c.merge_from && outputs_seen && !lossy && (rv = drop_merge_outputs(db, &c)) != 0)
+	if (c.merge_from && !lossy && (rv = drop_merge_outputs(db, &c, outputs_seen)) != 0)
 		goto out;
 	if (junk_seg != NULL) {
 		/* the active segment ends in a torn write: cut it off */

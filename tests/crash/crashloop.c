@@ -569,9 +569,8 @@ static void report(const struct cl_model *m, const struct times *t)
 	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s, "
 	       "checking %.1f s)\n",
 	       t->total_s, t->write_s, t->restart_s, t->check_s);
-	printf("  data directory             %.1f MiB at the end (every version kept; the outputs "
-	       "of a merge a kill interrupts are removed at restart unless newer records point "
-	       "into them)\n",
+	printf("  data directory             %.1f MiB at the end (every version kept; the copies "
+	       "of a merge a kill interrupts are removed at restart)\n",
 	       (double)t->disk_bytes / 1048576.0);
 	printf("  damaged copies             %u (a sealed segment deleted, cut or replaced: "
 	       "named by kvd --check, logged by kvd, no version handed out twice)\n",

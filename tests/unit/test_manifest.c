@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 /* clang-format off: cmocka.h needs the three above first */
 #include <cmocka.h>
@@ -19,6 +21,7 @@ static void opts(struct kv_options *o)
 	kv_options_init(o);
 	o->background = false;
 	o->segment_size = 4096;
+	o->history_versions = 1000000; /* merge keeps every version: all stay checkable */
 }
 
 static void key_of(int i, char *k, size_t n)
@@ -518,6 +521,124 @@ static void test_uncommitted_merge_outputs_removed(void **state)
 	free(dir);
 }
 
+/* Pass 1 of tagged values for every key ("pass-1-i"), acked[i] = 1. */
+static void overwrite_tagged(const char *dir, uint32_t *acked)
+{
+	struct kv_options o;
+	kv_db *db;
+	char k[32], v[64];
+
+	opts(&o);
+	o.history_versions = 1000000;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	for (int i = 0; i < NKEYS; i++) {
+		key_of(i, k, sizeof(k));
+		snprintf(v, sizeof(v), "pass-1-%05d", i);
+		assert_int_equal(kv_put(db, k, strlen(k), v, strlen(v), NULL, NULL), 0);
+		acked[i] = 1;
+	}
+	assert_int_equal(kv_close(db), 0);
+}
+
+struct merger {
+	kv_db *db;
+};
+
+static void *merge_main(void *arg)
+{
+	struct merger *mg = arg;
+
+	kv_merge(mg->db);
+	_exit(12); /* the merge got past its commit */
+	return NULL;
+}
+
+/* Writes go on while a merge runs and is killed just before its commit, so
+ * records written meanwhile point at the merge's copies: recovery retires
+ * the copies with relocations to the originals. Every key's whole history
+ * still reads back, values exact, and the copies are gone. */
+static void test_merge_outputs_under_writes_removed(void **state)
+{
+	char *dir = tu_mkdtemp("mergewrites");
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	uint32_t *acked = mmap(NULL, NKEYS * sizeof(*acked), PROT_READ | PROT_WRITE,
+	                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int armed = 0, status;
+	struct kv_io_fault f = {.on_dirop = die_at_commit, .arg = &armed};
+	uint64_t relocated = 0;
+	kv_db *db;
+	pid_t pid;
+
+	(void)state;
+	assert_true(acked != MAP_FAILED);
+	fill(dir);
+	overwrite_tagged(dir, acked);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct merger mg;
+		pthread_t th;
+		char k[32], v[64];
+		opts(&o);
+		o.fault = &f;
+		if (kv_open(dir, &o, &db) != 0)
+			_exit(10);
+		mg.db = db;
+		armed = 1;
+		if (pthread_create(&th, NULL, merge_main, &mg) != 0)
+			_exit(13);
+		for (uint32_t n = 2;; n++) {
+			for (int i = 0; i < NKEYS; i++) {
+				key_of(i, k, sizeof(k));
+				snprintf(v, sizeof(v), "pass-%u-%05d", n, i);
+				if (kv_put(db, k, strlen(k), v, strlen(v), NULL, NULL) != 0)
+					_exit(11);
+				__atomic_store_n(&acked[i], n, __ATOMIC_SEQ_CST);
+			}
+		}
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	opts(&o);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_true(ri.merge_leftovers > 0);
+	assert_int_equal(ri.lost_segments, 0);
+	for (int i = 0; i < NKEYS; i++) {
+		char k[32], v[64];
+		struct kv_value val;
+		struct kv_version *list;
+		size_t n;
+		unsigned got;
+		key_of(i, k, sizeof(k));
+		assert_int_equal(kv_get(db, k, strlen(k), NULL, &val), 0);
+		/* the last acknowledged pass, or the one being written at the kill */
+		assert_true(val.len < sizeof(v));
+		memcpy(v, val.data, val.len);
+		v[val.len] = '\0';
+		kv_value_release(&val);
+		assert_int_equal(sscanf(v, "pass-%u-", &got), 1);
+		assert_true(got == acked[i] || got == acked[i] + 1);
+		/* every version, through the copies' relocations to the originals */
+		assert_int_equal(kv_versions(db, k, strlen(k), 0, 0, true, &list, &n, NULL), 0);
+		assert_true(n >= acked[i] + 1); /* fill's value and a version per pass */
+		for (size_t j = 1; j < n; j++)
+			assert_true(list[j].version < list[j - 1].version);
+		relocated += n;
+		kv_versions_free(list, n);
+	}
+	assert_int_equal(kv_close(db), 0);
+	assert_int_equal(check(dir).damage, 0);
+	print_message("%u merge outputs removed, %llu versions read back\n", ri.merge_leftovers,
+	              (unsigned long long)relocated);
+	munmap(acked, NKEYS * sizeof(*acked));
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +649,7 @@ int main(void)
 	        cmocka_unit_test(test_active_segment_deleted),
 	        cmocka_unit_test(test_clean_reopen),
 	        cmocka_unit_test(test_uncommitted_merge_outputs_removed),
+	        cmocka_unit_test(test_merge_outputs_under_writes_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
