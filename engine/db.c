@@ -400,7 +400,8 @@ int kv_tick(kv_db *db)
 		rv = db_write_hints(db);
 	if (rv != 0)
 		return rv;
-	if (db->opt.merge_ratio_pct == 0 || atomic_load(&db->merging))
+	/* (a lost segment stops merges: merge.c, merge_start_fn) */
+	if (db->opt.merge_ratio_pct == 0 || atomic_load(&db->merging) || db->rinfo.lost_segments)
 		return 0;
 	reclaim = db_reclaimable(db);
 	pthread_rwlock_rdlock(&db->kd_lock);
