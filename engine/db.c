@@ -401,7 +401,7 @@ int kv_tick(kv_db *db)
 	if (rv != 0)
 		return rv;
 	/* (a lost segment stops merges: merge.c, merge_start_fn) */
-	if (db->opt.merge_ratio_pct == 0 || atomic_load(&db->merging) || db->rinfo.lost_segments)
+	if (db->opt.merge_ratio_pct == 0 || atomic_load(&db->merging) || db->has_lost)
 		return 0;
 	reclaim = db_reclaimable(db);
 	pthread_rwlock_rdlock(&db->kd_lock);

@@ -132,6 +132,7 @@ struct kv_db {
 	 * last written or read, so an unchanged META is not written again */
 	uint64_t version_mark;
 	uint32_t merge_from; /* a merge runs: segments from this id on are newer than its set */
+	bool has_lost;       /* a lost segment is in the table (set at open) */
 	uint8_t *meta;
 	size_t meta_len;
 	/* Sync marks (record.h): where the active segment is known durable,

@@ -361,6 +361,7 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 		s->lost_size = size = c->hint_end;
 	db->rinfo.lost_segments++;
 	db->rinfo.lost_bytes += size;
+	db->has_lost = true;
 	note_damage(db, id, ".seg");
 	db->rinfo.segments++;
 	if ((rv = segtab_insert_locked(db, s)) != 0)
