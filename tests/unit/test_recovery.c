@@ -229,6 +229,58 @@ static void test_batch_all_or_nothing(void **state)
 	free(dir);
 }
 
+static void write_after(kv_db *db, void *arg)
+{
+	(void)arg;
+	put_or_die(db, "after", "x", 1);
+}
+
+/* A torn batch stays cut off when the repaired log is written to and the
+ * process crashes again (no hint written in between): the later write must
+ * not complete the batch's first records into a visible half batch. */
+static void test_torn_batch_then_write_then_crash(void **state)
+{
+	char *dir = tu_mkdtemp("batch2");
+	char *seg;
+	struct kv_options o;
+	off_t s1, s2;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	seg = only_segment(dir);
+	s1 = tu_file_size(seg);
+	crash_after(dir, &o, write_batch, NULL);
+	s2 = tu_file_size(seg);
+	free(seg);
+	for (off_t cut = s1; cut < s2; cut++) {
+		char *copy = tu_mkdtemp("batch2copy");
+		struct kv_value val;
+		kv_db *db;
+		char *cseg;
+
+		tu_copydir(dir, copy);
+		cseg = only_segment(copy);
+		assert_int_equal(truncate(cseg, cut), 0);
+		crash_after(copy, &o, write_after, NULL);
+		assert_int_equal(kv_open(copy, &o, &db), 0);
+		assert_int_equal(kv_get(db, "b1", 2, NULL, &val), KV_ENOTFOUND);
+		assert_int_equal(kv_get(db, "b2", 2, NULL, &val), KV_ENOTFOUND);
+		check_ten(db);
+		assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
+		assert_int_equal(val.len, 1);
+		assert_memory_equal(val.data, "x", 1);
+		assert_true(val.version >= 11); /* after the ten, never below */
+		kv_value_release(&val);
+		assert_int_equal(kv_close(db), 0);
+		free(cseg);
+		tu_rmtree(copy);
+		free(copy);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* Many small segments, closed cleanly (all sealed, all with hints). */
 static void fill_segments(const char *dir, struct kv_options *o, int n)
 {
@@ -525,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_torn_tail_every_byte),
 		cmocka_unit_test(test_bad_crc_tail),
 		cmocka_unit_test(test_batch_all_or_nothing),
+		cmocka_unit_test(test_torn_batch_then_write_then_crash),
 		cmocka_unit_test(test_corrupt_sealed_segment),
 		cmocka_unit_test(test_hint_fallback),
 		cmocka_unit_test(test_damaged_segment_header),
