@@ -343,6 +343,83 @@ static void test_interval_sync(void **state)
 	free(dir);
 }
 
+/* A failed interval fdatasync (kv_tick) is not retried: kv_tick reports it
+ * and the database turns read-only, as after a failed sync on the write
+ * path; reads go on. */
+static void test_interval_sync_failure(void **state)
+{
+	char *dir = tu_mkdtemp("intervalfail");
+	struct faults fl = {0};
+	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct kv_options o;
+	struct kv_stats st;
+	struct kv_value v;
+	kv_db *db;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_INTERVAL;
+	o.sync_interval_ms = 100;
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
+	fl.fail_sync = 1;
+	clk.ms += 100;
+	assert_int_equal(kv_tick(db), -EIO);
+	assert_int_equal(fl.fail_sync, 0); /* the tick did try to sync */
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.read_only);
+	assert_int_equal(st.syncs, 0);
+	assert_int_equal(kv_put(db, "k2", 2, "v", 1, NULL, NULL), KV_EREADONLY);
+	assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
+	assert_int_equal(v.len, 1);
+	assert_memory_equal(v.data, "v", 1);
+	kv_value_release(&v);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* Under sync=none the log is synced when a segment is sealed; when that
+ * sync fails the write that sealed it fails and the database turns
+ * read-only. */
+static void test_seal_sync_failure(void **state)
+{
+	char *dir = tu_mkdtemp("sealfail");
+	struct faults fl = {0};
+	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct kv_options o;
+	struct kv_stats st;
+	struct kv_value v;
+	char k[16], val[200];
+	kv_db *db;
+	int rv = 0, i;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_NONE;
+	o.segment_size = 4096;
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	memset(val, 'v', sizeof(val));
+	fl.fail_sync = 1; /* under sync=none the first sync is the seal's */
+	for (i = 0; i < 100 && rv == 0; i++) {
+		snprintf(k, sizeof(k), "k%03d", i);
+		rv = kv_put(db, k, strlen(k), val, sizeof(val), NULL, NULL);
+	}
+	assert_int_equal(rv, -EIO);
+	assert_true(i > 1 && i < 100);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.read_only);
+	assert_int_equal(kv_put(db, "later", 5, "v", 1, NULL, NULL), KV_EREADONLY);
+	assert_int_equal(kv_get(db, "k000", 4, NULL, &v), 0);
+	assert_int_equal(v.len, sizeof(val));
+	kv_value_release(&v);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_file_budget(void **state)
 {
 	char *dir[2] = {tu_mkdtemp("budget0"), tu_mkdtemp("budget1")};
@@ -405,6 +482,8 @@ int main(void)
 		cmocka_unit_test(test_fsync_failure_read_only),
 		cmocka_unit_test(test_write_failure_recovers),
 		cmocka_unit_test(test_interval_sync),
+		cmocka_unit_test(test_interval_sync_failure),
+		cmocka_unit_test(test_seal_sync_failure),
 		cmocka_unit_test(test_file_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
