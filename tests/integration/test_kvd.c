@@ -245,6 +245,142 @@ static void test_resend_applies_once(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* ---- limits and msgpack rules checked by the server itself -------------- */
+
+/* {v:1, method:"Health", x:[[...[1]...]]}: x is an unknown key, so only the
+ * nesting decides; the request map is level 1, so the message is
+ * arrays + 1 levels deep. */
+static int health_nested(nng_socket s, int arrays)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	int st;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	mp_kv_uint(&pk, "v", 1);
+	mp_kv_str(&pk, "method", "Health");
+	mp_pack_cstr(&pk, "x");
+	for (int i = 0; i < arrays; i++)
+		msgpack_pack_array(&pk, 1);
+	msgpack_pack_uint8(&pk, 1);
+	st = expect_status(s, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	return st;
+}
+
+/* A Batch of n puts of key "<prefix><i>" = value, built here, so the client
+ * library's own limit checks never see it. */
+static int raw_batch(nng_socket s, const char *tenant, const char *prefix, bool same_key,
+                     uint32_t n, const void *value, size_t vlen)
+{
+	struct h_req q;
+	struct h_reply2 r;
+	char key[32];
+	int st;
+
+	h_req_begin(&q, "Batch", tenant, 11, 1, 0);
+	mp_pack_cstr(&q.pk, "ops");
+	msgpack_pack_array(&q.pk, n);
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), same_key ? "%s" : "%s%06u", prefix, i);
+		msgpack_pack_map(&q.pk, 3);
+		mp_kv_str(&q.pk, "op", "put");
+		mp_kv_bin(&q.pk, "key", key, strlen(key));
+		mp_kv_bin(&q.pk, "value", value, vlen);
+	}
+	if (h_call(s, &q, &r) != 0 || !r.r.ok) {
+		h_reply2_free(&r);
+		return -1;
+	}
+	st = (int)r.r.status;
+	h_reply2_free(&r);
+	return st;
+}
+
+/* The size of the array `field` in a call's result, or -1. */
+static int result_array_size(struct h_reply2 *r, const char *field)
+{
+	const msgpack_object *a;
+
+	if (!r->r.ok || r->r.status != 0 || (a = mp_map_get(r->r.result, field)) == NULL ||
+	    a->type != MSGPACK_OBJECT_ARRAY)
+		return -1;
+	return (int)a->via.array.size;
+}
+
+/* The server enforces PROTOCOL.md's limits itself, whatever the client
+ * library checks first: nesting up to 8 levels is parsed and 9 or 10 are
+ * refused; a Batch holds at most 10,000 ops; a Scan page at most 10,000
+ * items and about 4 MiB; Versions at most 1000 versions. */
+static void test_server_limits(void **state)
+{
+	static char mib[1 << 20];
+	struct kvd_proc k;
+	struct h_req q;
+	struct h_reply2 r;
+	nng_socket s;
+	bool more = false;
+	int n;
+
+	(void)state;
+	start_or_fail(&k, NULL);
+	s = h_dial(k.url, 60000);
+	assert_int_equal(health_nested(s, 7), 0);
+	assert_int_equal(health_nested(s, 8), 3);
+	assert_int_equal(health_nested(s, 9), 3);
+	assert_int_equal(health_nested(s, 7), 0); /* and it goes on */
+
+	/* Batch: 10,001 ops refused (nothing applied), 10,000 applied */
+	assert_int_equal(raw_batch(s, NULL, "b", false, 10001, "v", 1), 3);
+	assert_int_equal(h_get(s, NULL, "b000000", NULL, 0, NULL), 5);
+	assert_int_equal(raw_batch(s, NULL, "b", false, 10000, "v", 1), 0);
+	assert_int_equal(h_put(s, NULL, "b010000", "v", 1, NULL), 0);
+
+	/* Scan: a limit above 10,000 gives a page of 10,000 and more */
+	h_req_begin(&q, "Scan", NULL, 12, 2, 0);
+	mp_kv_bin(&q.pk, "prefix", "b", 1);
+	mp_kv_uint(&q.pk, "limit", 50000);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(result_array_size(&r, "items"), 10000);
+	assert_int_equal(mp_field_bool(r.r.result, "more", true, &more), 0);
+	assert_true(more);
+	h_reply2_free(&r);
+
+	/* Scan: a page ends at about 4 MiB of values */
+	memset(mib, 'm', sizeof(mib));
+	assert_int_equal(raw_batch(s, NULL, "m", false, 8, mib, sizeof(mib)), 0);
+	h_req_begin(&q, "Scan", NULL, 13, 1, 0);
+	mp_kv_bin(&q.pk, "prefix", "m", 1);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	n = result_array_size(&r, "items");
+	assert_true(n >= 4 && n <= 5);
+	assert_int_equal(mp_field_bool(r.r.result, "more", true, &more), 0);
+	assert_true(more);
+	h_reply2_free(&r);
+
+	/* Versions: a limit above 1000 gives 1000 */
+	h_req_begin(&q, "TenantCreate", NULL, 14, 2, 0);
+	mp_kv_str(&q.pk, "name", "deep");
+	mp_kv_uint(&q.pk, "history", 2000);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+	assert_int_equal(raw_batch(s, "deep", "k", true, 1500, "v", 1), 0);
+	h_req_begin(&q, "Versions", "deep", 15, 3, 0);
+	mp_kv_bin(&q.pk, "key", "k", 1);
+	mp_kv_uint(&q.pk, "limit", 5000);
+	mp_kv_bool(&q.pk, "values", false);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(result_array_size(&r, "versions"), 1000);
+	h_reply2_free(&r);
+
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 /* ---- SIGTERM with requests in flight ------------------------------------ */
 
 struct flight {
@@ -770,6 +906,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_input),
 		cmocka_unit_test(test_message_size_limit),
+		cmocka_unit_test(test_server_limits),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_resend_applies_once),
 		cmocka_unit_test(test_sigterm_drains),
