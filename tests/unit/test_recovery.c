@@ -559,13 +559,19 @@ static void test_short_write(void **state)
 	 * stays (a short write without error is finished by the write loop) */
 	assert_int_equal(rv, -EIO);
 	assert_int_equal(kv_get(db, "k", 1, NULL, &val), KV_ENOTFOUND);
-	(void)st;
+	/* a failed write is not a failed sync: the database stays writable */
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_false(st.read_only);
 	assert_int_equal(kv_put(db, "k2", 2, "v", 1, NULL, NULL), 0);
 	assert_int_equal(kv_close(db), 0);
 	o.fault = NULL;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_get(db, "k2", 2, NULL, &val), 0);
+	assert_int_equal(val.len, 1);
+	assert_memory_equal(val.data, "v", 1);
 	kv_value_release(&val);
+	/* and nothing of the half-written record came back from the disk */
+	assert_int_equal(kv_get(db, "k", 1, NULL, &val), KV_ENOTFOUND);
 	assert_int_equal(kv_close(db), 0);
 	tu_rmtree(dir);
 	free(dir);
