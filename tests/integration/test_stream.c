@@ -450,7 +450,7 @@ static void test_hostile_messages(void **state)
 	struct kvd_proc k;
 	struct hostile *h;
 	size_t n = hostile_cases(&h);
-	uint64_t seed = 0x2545f4914f6cdd1dull;
+	uint64_t seed = tu_seed("hostile random bytes", 0x2545f4914f6cdd1dull);
 	int fd;
 
 	(void)state;

@@ -800,5 +800,6 @@ int main(void)
 		cmocka_unit_test(test_cut_during_recovery),
 		cmocka_unit_test(test_eio_during_recovery),
 	};
+	rng = tu_seed("powerloss", rng);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
