@@ -524,6 +524,44 @@ static void test_leftover_tmp_files(void **state)
 	free(dir);
 }
 
+/* A segment shorter than its header (a crash while it was being created)
+ * is deleted at open; the rest is intact and takes writes. */
+static void test_short_segment_removed(void **state)
+{
+	char *dir = tu_mkdtemp("shortseg");
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_value val;
+	kv_db *db;
+	char *p;
+	FILE *f;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	p = tu_path(dir, "00000002.seg");
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("KVDSEG", f); /* a few bytes of a header */
+	fclose(f);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(tu_file_size(p), -1);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.corrupt_records, 0);
+	check_ten(db);
+	assert_int_equal(kv_put(db, "after", 5, "x", 1, NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	check_ten(db);
+	assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
+	assert_int_equal(val.version, 11);
+	kv_value_release(&val);
+	assert_int_equal(kv_close(db), 0);
+	free(p);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* A short write must be finished (io_uring) or failed, never acknowledged half done. */
 static int short_once(void *arg, int fd, uint64_t off, size_t len)
 {
@@ -589,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_segment_header),
 		cmocka_unit_test(test_stale_lock_after_crash),
 		cmocka_unit_test(test_leftover_tmp_files),
+		cmocka_unit_test(test_short_segment_removed),
 		cmocka_unit_test(test_short_write),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
