@@ -776,10 +776,74 @@ static void test_sigterm_with_requests(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* The value of key in tenant over the stream transport; the status. */
+static int st_get(int fd, const char *tenant, const char *key, char *buf, size_t cap)
+{
+	struct h_req q;
+	struct h_reply r;
+	uint8_t *rep;
+	size_t n;
+	int st;
+
+	st_req(&q, "Get", 61, tenant, key, NULL, 0);
+	st_send_frame(fd, q.sb.data, q.sb.size);
+	msgpack_sbuffer_destroy(&q.sb);
+	if (st_recv_frame(fd, 5000, &rep, &n) != 0)
+		return -1;
+	assert_int_equal(h_parse(rep, n, &r), 0);
+	st = (int)r.status;
+	if (st == 0) {
+		const void *v;
+		size_t vl;
+		assert_int_equal(mp_field_bin(r.result, "value", true, &v, &vl), 0);
+		assert_true(vl < cap);
+		memcpy(buf, v, vl);
+		buf[vl] = '\0';
+	}
+	h_reply_free(&r);
+	free(rep);
+	return st;
+}
+
+/* A tenant written through one transport is read through the other: one
+ * kvd, its nng and its stream listener, the same tenant. */
+static void test_one_tenant_both_transports(void **state)
+{
+	struct kvd_proc k;
+	struct h_req q;
+	struct h_reply2 r;
+	char got[32];
+	nng_socket s;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	s = h_dial(k.url, 5000);
+	fd = st_open(k.surl);
+	h_req_begin(&q, "TenantCreate", NULL, 1, 1, 0);
+	mp_kv_str(&q.pk, "name", "both");
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+	assert_int_equal(h_put(s, "both", "from-nng", "over nng", 8, NULL), 0);
+	assert_int_equal(st_call(fd, "Put", 62, "both", "from-stream", "over stream", 11), 0);
+	assert_int_equal(st_get(fd, "both", "from-nng", got, sizeof(got)), 0);
+	assert_string_equal(got, "over nng");
+	assert_int_equal(h_get(s, "both", "from-stream", got, sizeof(got), NULL), 0);
+	assert_string_equal(got, "over stream");
+	/* and the default tenant is not that tenant */
+	assert_int_equal(st_get(fd, NULL, "from-nng", got, sizeof(got)), 5);
+	close(fd);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_hello_and_calls),
+	        cmocka_unit_test(test_one_tenant_both_transports),
 	        cmocka_unit_test(test_pipelining),
 	        cmocka_unit_test(test_framing_errors),
 	        cmocka_unit_test(test_hostile_messages),
