@@ -1,4 +1,4 @@
-/* test_kvd.c — a real kvd on a real socket: hostile input answered with the documented status while it keeps serving, limits enforced by the server itself, PROTOCOL.md's msgpack rules, deadlines, no write applied twice on resend, no acknowledged write lost in a crash in any sync mode, --check refusing a directory in use, drain on SIGTERM (Health "stopping"), tenant calls bounded by their deadline, lock, passivation by idle time, memory budget and request, many tenants under a low RLIMIT_NOFILE, reload, sd_notify. */
+/* test_kvd.c — a real kvd on a real socket: hostile input answered with the documented status while it keeps serving, limits enforced by the server itself, PROTOCOL.md's msgpack rules, deadlines, no write applied twice on resend, no acknowledged write lost in a crash in any sync mode, --check refusing a directory in use, drain on SIGTERM (Health "stopping"), tenant calls bounded by their deadline, no automatic merge in the first minute, lock, passivation by idle time, memory budget and request, many tenants under a low RLIMIT_NOFILE, reload, sd_notify. */
 #include "harness.h"
 #include "hostile.h"
 
@@ -681,6 +681,40 @@ static void test_msgpack_rules(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* No automatic merge in kvd's first minute, even when a tenant has far more
+ * dead bytes than the merge trigger (16 MiB and half the log) asks for. */
+static void test_no_merge_in_first_minute(void **state)
+{
+	static char mib[1 << 20];
+	struct kvd_opts o = {.config_text = "segment_size = 1M\n"};
+	struct kvd_proc k;
+	struct h_req q;
+	struct h_reply2 r;
+	nng_socket s;
+	uint64_t dead = 0, merges = 1;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 20000);
+	assert_int_equal(create_tenant_sync(s, "churn", "none", 100), 0);
+	for (int i = 0; i < 40; i++) {
+		memset(mib, 'a' + i % 26, sizeof(mib));
+		assert_int_equal(h_put(s, "churn", "k", mib, sizeof(mib) - 4096, NULL), 0);
+	}
+	poll(NULL, 0, 1500); /* 15 rounds of the maintenance thread */
+	h_req_begin(&q, "Stats", "churn", 51, 0, 0);
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	assert_int_equal(mp_field_uint(r.r.result, "dead_bytes", true, &dead), 0);
+	assert_int_equal(mp_field_uint(r.r.result, "merges", true, &merges), 0);
+	h_reply2_free(&r);
+	assert_int_equal(merges, 0);
+	assert_true(dead >= 30u << 20); /* and yet one would be due */
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 /* ---- SIGTERM with requests in flight ------------------------------------ */
 
 struct flight {
@@ -1211,6 +1245,7 @@ int main(void)
 		cmocka_unit_test(test_crash_keeps_writes_in_every_sync_mode),
 		cmocka_unit_test(test_check_exit_2),
 		cmocka_unit_test(test_tenant_wait_deadline_and_stopping),
+		cmocka_unit_test(test_no_merge_in_first_minute),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_resend_applies_once),
 		cmocka_unit_test(test_sigterm_drains),
