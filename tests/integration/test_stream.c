@@ -1,7 +1,8 @@
 /* test_stream.c — kvd's stream transport on real sockets: the hello, pipelined requests, every
  * framing error answered and the connection ended cleanly, hostile messages answered while the
  * connection goes on, half-close, bounded memory under a client that does not read,
- * max_connections, peers leaving mid-frame, SIGTERM with requests in flight, kv+tcp://. */
+ * max_connections, peers leaving mid-frame, SIGTERM with requests in flight, kv+tcp://; one tenant
+ * through both transports; the de-duplication window of 65,536 writes. */
 /*
  * The client side here is plain sockets, written from rpc/PROTOCOL.md
  * ("Stream framing"), not libkvclient: what is tested is what any client in
@@ -839,12 +840,102 @@ static void test_one_tenant_both_transports(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* Frames a Put of key=value in tenant "dd" by client with request id. */
+static void dd_put_into(msgpack_sbuffer *all, uint64_t client, uint64_t id, const char *key)
+{
+	struct h_req q;
+
+	h_req_begin(&q, "Put", "dd", id, 2, 1);
+	mp_kv_uint(&q.pk, "client", client);
+	h_req_args(&q, 2);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_bin(&q.pk, "value", "v", 1);
+	st_frame_into(all, q.sb.data, q.sb.size);
+	msgpack_sbuffer_destroy(&q.sb);
+}
+
+/* Puts ids first..last of client (pipelined, 512 at a time, within the
+ * flow-control window); each must succeed. The version of the last. */
+static uint64_t dd_puts(int fd, uint64_t client, uint64_t first, uint64_t last, const char *key)
+{
+	uint64_t ver = 0;
+
+	for (uint64_t at = first; at <= last;) {
+		msgpack_sbuffer all;
+		uint64_t end = at + 511 < last ? at + 511 : last;
+		msgpack_sbuffer_init(&all);
+		for (uint64_t id = at; id <= end; id++)
+			dd_put_into(&all, client, id, key);
+		st_write(fd, all.data, all.size);
+		msgpack_sbuffer_destroy(&all);
+		for (uint64_t id = at; id <= end; id++) {
+			struct h_reply r;
+			uint8_t *rep;
+			size_t n;
+			assert_int_equal(st_recv_frame(fd, 10000, &rep, &n), 0);
+			assert_int_equal(h_parse(rep, n, &r), 0);
+			assert_int_equal(r.status, 0);
+			if (r.id == last)
+				assert_int_equal(mp_field_uint(r.result, "version", true, &ver), 0);
+			h_reply_free(&r);
+			free(rep);
+		}
+		at = end + 1;
+	}
+	return ver;
+}
+
+/* The de-duplication window by count (PROTOCOL.md): a worker remembers the
+ * last 65,536 writes; a repeat within them gets the first answer and
+ * applies nothing, one older than that is applied as a new write. One
+ * worker, so that every write goes through the same window. */
+static void test_dedup_window_by_count(void **state)
+{
+	const uint64_t client = 0x5eedf00dull;
+	struct kvd_opts o = {.extra = {"--workers", "1"}};
+	struct kvd_proc k;
+	uint64_t v1, again;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	fd = st_open(k.surl);
+	{
+		struct h_req q;
+		h_req_begin(&q, "TenantCreate", NULL, 1, 2, 0);
+		mp_kv_str(&q.pk, "name", "dd");
+		mp_kv_str(&q.pk, "sync", "none");
+		assert_int_equal(st_status(fd, q.sb.data, q.sb.size, 1), 0);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	v1 = dd_puts(fd, client, 1, 1, "first");
+	assert_true(v1 > 0);
+	/* 65,535 more writes: the first is still among the last 65,536 (also
+	 * once kvd trimmed its window, which it does once a second: wait for
+	 * that, and make the worker take a turn) */
+	dd_puts(fd, client, 2, 65536, "filler");
+	poll(NULL, 0, 1200);
+	assert_int_equal(st_call(fd, "Health", 2, NULL, NULL, NULL, 0), 0);
+	again = dd_puts(fd, client, 1, 1, "first");
+	assert_int_equal(again, v1);
+	/* one more: now it is not, and a repeat is a new write */
+	dd_puts(fd, client, 65537, 65537, "filler");
+	poll(NULL, 0, 1200);
+	assert_int_equal(st_call(fd, "Health", 2, NULL, NULL, NULL, 0), 0);
+	again = dd_puts(fd, client, 1, 1, "first");
+	assert_true(again > v1);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_hello_and_calls),
 	        cmocka_unit_test(test_one_tenant_both_transports),
 	        cmocka_unit_test(test_pipelining),
+	        cmocka_unit_test(test_dedup_window_by_count),
 	        cmocka_unit_test(test_framing_errors),
 	        cmocka_unit_test(test_hostile_messages),
 	        cmocka_unit_test(test_half_close),
