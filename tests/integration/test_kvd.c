@@ -1,4 +1,4 @@
-/* test_kvd.c — a real kvd on a real socket: hostile input answered with the documented status while it keeps serving, limits enforced by the server itself, PROTOCOL.md's msgpack rules, deadlines, no write applied twice on resend, no acknowledged write lost in a crash in any sync mode, --check refusing a directory in use, drain on SIGTERM (Health "stopping"), tenant calls bounded by their deadline, no automatic merge in the first minute, lock, passivation by idle time, memory budget and request, many tenants under a low RLIMIT_NOFILE, reload, sd_notify. */
+/* test_kvd.c — a real kvd on a real socket: hostile input answered with the documented status while it keeps serving, limits enforced by the server itself, PROTOCOL.md's msgpack rules, deadlines, no write applied twice on resend, no acknowledged write lost in a crash in any sync mode, --check refusing a directory in use, drain on SIGTERM (Health "stopping"), RESOURCE_EXHAUSTED when a worker's queue is full, tenant calls bounded by their deadline, no automatic merge in the first minute, lock, passivation by idle time, memory budget and request, many tenants under a low RLIMIT_NOFILE, reload, sd_notify. */
 #include "harness.h"
 #include "hostile.h"
 
@@ -850,6 +850,66 @@ static void test_sigterm_drains(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* A worker with max_queue requests queued refuses more with
+ * RESOURCE_EXHAUSTED ("too many requests queued"), and serves the rest. One
+ * slow worker (KVD_TEST_WORKER_DELAY_MS), a queue of 2, 32 requests at once. */
+static void test_queue_full(void **state)
+{
+	enum { N = 32 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_queue = 2\n",
+	                     .env = {"KVD_TEST_WORKER_DELAY_MS=50"},
+	                     .extra = {"--workers", "1"},
+	                     .health_timeout_ms = 2000};
+	struct flight f[N];
+	atomic_int done = 0;
+	nng_socket s;
+	int ok = 0, full = 0;
+
+	(void)state;
+	start_or_fail(&k, &o);
+	s = h_dial(k.url, 10000);
+	assert_int_equal(h_put(s, NULL, "k", "v", 1, NULL), 0);
+	for (int i = 0; i < N; i++) {
+		struct h_req q;
+		nng_msg *m;
+		memset(&f[i], 0, sizeof(f[i]));
+		f[i].done = &done;
+		assert_int_equal(nng_ctx_open(&f[i].ctx, s), 0);
+		assert_int_equal(nng_aio_alloc(&f[i].aio, flight_cb, &f[i]), 0);
+		h_req_begin(&q, "Get", NULL, (uint64_t)i + 100, 1, 0);
+		mp_kv_bin(&q.pk, "key", "k", 1);
+		nng_msg_alloc(&m, 0);
+		nng_msg_append(m, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+		nng_aio_set_msg(f[i].aio, m);
+		nng_aio_set_timeout(f[i].aio, 20000);
+		nng_ctx_send(f[i].ctx, f[i].aio);
+	}
+	{
+		uint64_t t0 = h_now_ms();
+		while (atomic_load(&done) < N && h_now_ms() - t0 < 20000)
+			poll(NULL, 0, 10);
+	}
+	assert_int_equal(atomic_load(&done), N);
+	for (int i = 0; i < N; i++) {
+		if (f[i].status == 0)
+			ok++;
+		else if (f[i].status == 8)
+			full++;
+		else
+			fail_msg("request %d: status %d", i, (int)f[i].status);
+		nng_aio_free(f[i].aio);
+		nng_ctx_close(f[i].ctx);
+	}
+	print_message("%d served, %d refused as queue full\n", ok, full);
+	assert_true(ok >= 2);
+	assert_true(full >= 1);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 static void test_second_daemon_refused(void **state)
 {
 	struct kvd_proc k;
@@ -1249,6 +1309,7 @@ int main(void)
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_resend_applies_once),
 		cmocka_unit_test(test_sigterm_drains),
+		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_second_daemon_refused),
 		cmocka_unit_test(test_handshake_abort),
 		cmocka_unit_test(test_passivation),
