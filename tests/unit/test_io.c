@@ -1,4 +1,4 @@
-/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync. */
+/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss. */
 #include "testutil.h"
 
 #include <linux/filter.h>
@@ -585,6 +585,52 @@ static void test_sync_none_at_seal_and_close(void **state)
 	free(dir);
 }
 
+static int f_read_eio(void *arg, int fd, uint64_t off, size_t len)
+{
+	atomic_int *left = arg;
+	(void)fd, (void)off, (void)len;
+	if (atomic_load(left) > 0) {
+		atomic_fetch_sub(left, 1);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* An I/O error while reading a record is answered as a damaged record
+ * (KV_ECORRUPT, DATA_LOSS over the wire), never as "not found" or another
+ * value; the next read, without the error, gets the value (both backends). */
+static void test_read_error_is_data_loss(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("readeio");
+		atomic_int left = 0;
+		struct kv_io_fault f = {.on_read = f_read_eio, .arg = &left};
+		struct kv_options o;
+		struct kv_value v;
+		kv_db *db;
+
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		o.mmap_reads = false;
+		o.fault = &f;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_put(db, "k", 1, "value", 5, NULL, NULL), 0);
+		atomic_store(&left, 1000);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &v), KV_ECORRUPT);
+		atomic_store(&left, 0);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
+		assert_int_equal(v.len, 5);
+		assert_memory_equal(v.data, "value", 5);
+		kv_value_release(&v);
+		assert_int_equal(kv_close(db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
 static void test_file_budget(void **state)
 {
 	char *dir[2] = {tu_mkdtemp("budget0"), tu_mkdtemp("budget1")};
@@ -651,6 +697,7 @@ int main(void)
 		cmocka_unit_test(test_seal_sync_failure),
 		cmocka_unit_test(test_not_visible_before_sync),
 		cmocka_unit_test(test_sync_none_at_seal_and_close),
+		cmocka_unit_test(test_read_error_is_data_loss),
 		cmocka_unit_test(test_file_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
