@@ -1,4 +1,4 @@
-/* test_merge.c — merge reclaims space, honours retention, TTL, deletes, compaction and open iterators, runs beside readers and writers, and survives a crash at every I/O step. */
+/* test_merge.c — merge reclaims space, honours retention, TTL, deletes, compaction and open iterators, runs beside readers and writers, survives a crash at every I/O step, keeps the segments a damaged commit retired; META is written durably and checked. */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* test_recovery.c — crashes, torn tails at every byte, bad checksums, damaged and missing hints never block open or return bad data. */
+/* test_recovery.c — crashes, torn tails at every byte, bad checksums, damaged and missing hints never block open or return bad data; a torn batch stays cut off across a later write and a second crash; a segment shorter than its header is removed. */
 #include "testutil.h"
 
 #include <setjmp.h>
