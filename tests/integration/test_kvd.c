@@ -381,7 +381,8 @@ static void test_server_limits(void **state)
 /* ---- promises of DURABILITY.md and PROTOCOL.md, over the wire ------------ */
 
 /* TenantCreate with a sync mode and interval; returns the status. */
-static int create_tenant_sync(nng_socket s, const char *name, const char *sync, uint64_t interval_ms)
+static int create_tenant_sync(nng_socket s, const char *name, const char *sync,
+                              uint64_t interval_ms)
 {
 	struct h_req q;
 	struct h_reply2 r;
@@ -445,8 +446,9 @@ static void test_crash_keeps_writes_in_every_sync_mode(void **state)
 		for (int i = 0; i < 200; i++) {
 			snprintf(key, sizeof(key), "k%03d", i);
 			snprintf(val, sizeof(val), "%s-%03d", tenants[t], i);
-			assert_int_equal(h_put(s, t == 0 ? NULL : tenants[t], key, val, strlen(val), NULL),
-			                 0);
+			assert_int_equal(
+			        h_put(s, t == 0 ? NULL : tenants[t], key, val, strlen(val), NULL),
+			        0);
 		}
 	assert_int_equal(tenant_stat(s, "lazy", "syncs"), 0); /* nothing synced by kvd */
 	nng_close(s);
@@ -462,7 +464,8 @@ static void test_crash_keeps_writes_in_every_sync_mode(void **state)
 			snprintf(key, sizeof(key), "k%03d", i);
 			snprintf(val, sizeof(val), "%s-%03d", tenants[t], i);
 			assert_int_equal(
-			        h_get(s, t == 0 ? NULL : tenants[t], key, got, sizeof(got), NULL), 0);
+			        h_get(s, t == 0 ? NULL : tenants[t], key, got, sizeof(got), NULL),
+			        0);
 			assert_string_equal(got, val);
 		}
 	nng_close(s);

@@ -194,7 +194,8 @@ static void test_cas_on_deleted_and_expired(void **state)
 	struct fx *f = *state;
 	struct kv_write_opts w = KV_WRITE_OPTS_INIT;
 	uint64_t v1, vd, ve, ver = 0;
-	struct kv_op op = {.type = KV_OP_PUT, .key = "d", .key_len = 1, .value = "z", .value_len = 1};
+	struct kv_op op = {
+	        .type = KV_OP_PUT, .key = "d", .key_len = 1, .value = "z", .value_len = 1};
 
 	assert_int_equal(kv_put(f->db, "d", 1, "a", 1, NULL, &v1), 0);
 	assert_int_equal(kv_delete(f->db, "d", 1, NULL, &vd), 0);

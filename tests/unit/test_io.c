@@ -2,11 +2,11 @@
 #include "testutil.h"
 
 #include <linux/filter.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/prctl.h>

@@ -579,7 +579,8 @@ static void test_meta_durable_and_checked(void **state)
 		           strcmp(l.ev[i].name2, "META") == 0) {
 			rename = i + 1;
 			dirfd = l.ev[i].dirfd;
-		} else if (rename && !dsync && l.ev[i].type == KV_IO_EV_SYNC && l.ev[i].fd == dirfd) {
+		} else if (rename && !dsync && l.ev[i].type == KV_IO_EV_SYNC &&
+		           l.ev[i].fd == dirfd) {
 			dsync = i + 1;
 		}
 	}
