@@ -114,21 +114,6 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-/* Whether the process exited (reaps it, as rpc.c's helper does). */
-static bool proc_gone(struct bench_proc *p)
-{
-	int st;
-
-	if (p->pid <= 0)
-		return true;
-	if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-		p->status = st;
-		p->pid = -p->pid;
-		return true;
-	}
-	return false;
-}
-
 /* ==== kvd ================================================================== */
 
 static int kvc_connect(const char *url, uint32_t contexts, kvc **ret, char *err, size_t errlen)
@@ -496,6 +481,21 @@ static int kvd_counters(struct yb_db *db, struct yb_counters *ret, char *err, si
 /* ==== redis =================================================================== */
 
 #ifdef KVB_HAVE_HIREDIS
+
+/* Whether the process exited (reaps it, as rpc.c's helper does). */
+static bool proc_gone(struct bench_proc *p)
+{
+	int st;
+
+	if (p->pid <= 0)
+		return true;
+	if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+		p->status = st;
+		p->pid = -p->pid;
+		return true;
+	}
+	return false;
+}
 
 struct redis_worker {
 	redisContext *rc;

@@ -628,16 +628,12 @@ int recovery_run(kv_db *db)
 	}
 
 	/* 3. META */
+	/* A damaged META fails the open: loading without it would forget the
+	 * compact revision (reads below it would see a history merge cut) and
+	 * the version mark. Removing the file is the operator's choice. */
 	rv = manifest_read(db->dirfd, db->opt.fault, &man);
-	if (rv == KV_ECORRUPT) {
-		/* what it listed is unknown: loaded from the files alone */
-		db->rinfo.corrupt_records++;
-		if (db->rinfo.damaged_file[0] == '\0')
-			snprintf(db->rinfo.damaged_file, sizeof(db->rinfo.damaged_file), "META");
-		memset(&man, 0, sizeof(man));
-	} else if (rv != 0 && rv != -ENOENT) {
+	if (rv != 0 && rv != -ENOENT)
 		goto out;
-	}
 	rv = 0;
 	have_man = man.format == 2;
 	/* a merge ran and never committed: its commit would have been the next */

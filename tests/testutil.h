@@ -20,6 +20,31 @@
 
 #include "kvengine.h"
 
+/* The seed of a randomised test: $KVTEST_SEED when set, otherwise the
+ * test's fixed default, so that every run tries the same cases unless told
+ * otherwise. Printed either way, so that a failure can be repeated. A seed
+ * that is not a number, or 0 (xorshift generators stay at 0), stops the
+ * program. */
+static inline uint64_t tu_seed(const char *test, uint64_t dflt)
+{
+	const char *env = getenv("KVTEST_SEED");
+	uint64_t seed = dflt;
+
+	if (env != NULL && *env != '\0') {
+		char *end;
+		errno = 0;
+		seed = strtoull(env, &end, 0);
+		if (errno != 0 || *end != '\0' || seed == 0) {
+			fprintf(stderr, "KVTEST_SEED=%s: want a number other than 0\n", env);
+			exit(1);
+		}
+	}
+	printf("%s: seed %llu (KVTEST_SEED=N repeats a run or tries another)\n", test,
+	       (unsigned long long)seed);
+	fflush(stdout);
+	return seed;
+}
+
 /* A fresh directory under $TMPDIR (or /tmp); free() the result. */
 static inline char *tu_mkdtemp(const char *tag)
 {

@@ -282,7 +282,8 @@ static inline int h_put(nng_socket s, const char *tenant, const char *key, const
 	return (int)st;
 }
 
-/* Get: status; the value copied into buf (NUL-terminated when it fits). */
+/* Get: status; the value copied into buf (NUL-terminated when it fits);
+ * -1 when no reply came or an OK reply has no value. */
 static inline int h_get(nng_socket s, const char *tenant, const char *key, char *buf,
                         size_t cap, uint64_t *ret_version)
 {
@@ -300,7 +301,10 @@ static inline int h_get(nng_socket s, const char *tenant, const char *key, char 
 	if (st == 0) {
 		const void *v;
 		size_t n;
-		mp_field_bin(r.r.result, "value", true, &v, &n);
+		if (mp_field_bin(r.r.result, "value", true, &v, &n) != 0) {
+			h_reply2_free(&r);
+			return -1; /* an OK reply without a value */
+		}
 		if (buf && cap) {
 			size_t c = n < cap - 1 ? n : cap - 1;
 			memcpy(buf, v, c);

@@ -2157,7 +2157,7 @@ static void test_model(void **state)
 	struct mcheck mc;
 	pthread_t th[M_THREADS];
 	kvc *shared;
-	uint64_t t0, elapsed, total[5] = {0}, v = 0;
+	uint64_t t0, elapsed, total[5] = {0}, v = 0, seed;
 
 	(void)state;
 	assert_int_equal(kvd_start(&k, NULL), 0);
@@ -2171,11 +2171,12 @@ static void test_model(void **state)
 	m->call.tenant = "model";
 	for (int i = 0; i < M_KEYS; i++)
 		pthread_mutex_init(&m->keys[i].mu, NULL);
+	seed = tu_seed("test_model", 0x2545f4914f6cdd1dull);
 	for (int i = 0; i < M_THREADS; i++) {
 		struct mthread *t = &m->th[i];
 		t->m = m;
 		t->id = i;
-		t->rng = 0x2545f4914f6cdd1dull * (uint64_t)(i + 1);
+		t->rng = seed * (uint64_t)(i + 1);
 		t->w = calloc(M_WCAP, sizeof(*t->w));
 		t->o = calloc(M_OCAP, sizeof(*t->o));
 		if (i < M_SHARED) {

@@ -1,7 +1,8 @@
 /* test_stream.c — kvd's stream transport on real sockets: the hello, pipelined requests, every
  * framing error answered and the connection ended cleanly, hostile messages answered while the
  * connection goes on, half-close, bounded memory under a client that does not read,
- * max_connections, peers leaving mid-frame, SIGTERM with requests in flight, kv+tcp://. */
+ * max_connections, peers leaving mid-frame, SIGTERM with requests in flight, kv+tcp://; one tenant
+ * through both transports; the de-duplication window of 65,536 writes. */
 /*
  * The client side here is plain sockets, written from rpc/PROTOCOL.md
  * ("Stream framing"), not libkvclient: what is tested is what any client in
@@ -450,7 +451,7 @@ static void test_hostile_messages(void **state)
 	struct kvd_proc k;
 	struct hostile *h;
 	size_t n = hostile_cases(&h);
-	uint64_t seed = 0x2545f4914f6cdd1dull;
+	uint64_t seed = tu_seed("hostile random bytes", 0x2545f4914f6cdd1dull);
 	int fd;
 
 	(void)state;
@@ -776,11 +777,165 @@ static void test_sigterm_with_requests(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* The value of key in tenant over the stream transport; the status. */
+static int st_get(int fd, const char *tenant, const char *key, char *buf, size_t cap)
+{
+	struct h_req q;
+	struct h_reply r;
+	uint8_t *rep;
+	size_t n;
+	int st;
+
+	st_req(&q, "Get", 61, tenant, key, NULL, 0);
+	st_send_frame(fd, q.sb.data, q.sb.size);
+	msgpack_sbuffer_destroy(&q.sb);
+	if (st_recv_frame(fd, 5000, &rep, &n) != 0)
+		return -1;
+	assert_int_equal(h_parse(rep, n, &r), 0);
+	st = (int)r.status;
+	if (st == 0) {
+		const void *v;
+		size_t vl;
+		assert_int_equal(mp_field_bin(r.result, "value", true, &v, &vl), 0);
+		assert_true(vl < cap);
+		memcpy(buf, v, vl);
+		buf[vl] = '\0';
+	}
+	h_reply_free(&r);
+	free(rep);
+	return st;
+}
+
+/* A tenant written through one transport is read through the other: one
+ * kvd, its nng and its stream listener, the same tenant. */
+static void test_one_tenant_both_transports(void **state)
+{
+	struct kvd_proc k;
+	struct h_req q;
+	struct h_reply2 r;
+	char got[32];
+	nng_socket s;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	s = h_dial(k.url, 5000);
+	fd = st_open(k.surl);
+	h_req_begin(&q, "TenantCreate", NULL, 1, 1, 0);
+	mp_kv_str(&q.pk, "name", "both");
+	assert_int_equal(h_call(s, &q, &r), 0);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+	assert_int_equal(h_put(s, "both", "from-nng", "over nng", 8, NULL), 0);
+	assert_int_equal(st_call(fd, "Put", 62, "both", "from-stream", "over stream", 11), 0);
+	assert_int_equal(st_get(fd, "both", "from-nng", got, sizeof(got)), 0);
+	assert_string_equal(got, "over nng");
+	assert_int_equal(h_get(s, "both", "from-stream", got, sizeof(got), NULL), 0);
+	assert_string_equal(got, "over stream");
+	/* and the default tenant is not that tenant */
+	assert_int_equal(st_get(fd, NULL, "from-nng", got, sizeof(got)), 5);
+	close(fd);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* Frames a Put of key=value in tenant "dd" by client with request id. */
+static void dd_put_into(msgpack_sbuffer *all, uint64_t client, uint64_t id, const char *key)
+{
+	struct h_req q;
+
+	h_req_begin(&q, "Put", "dd", id, 2, 1);
+	mp_kv_uint(&q.pk, "client", client);
+	h_req_args(&q, 2);
+	mp_kv_bin(&q.pk, "key", key, strlen(key));
+	mp_kv_bin(&q.pk, "value", "v", 1);
+	st_frame_into(all, q.sb.data, q.sb.size);
+	msgpack_sbuffer_destroy(&q.sb);
+}
+
+/* Puts ids first..last of client (pipelined, 512 at a time, within the
+ * flow-control window); each must succeed. The version of the last. */
+static uint64_t dd_puts(int fd, uint64_t client, uint64_t first, uint64_t last, const char *key)
+{
+	uint64_t ver = 0;
+
+	for (uint64_t at = first; at <= last;) {
+		msgpack_sbuffer all;
+		uint64_t end = at + 511 < last ? at + 511 : last;
+		msgpack_sbuffer_init(&all);
+		for (uint64_t id = at; id <= end; id++)
+			dd_put_into(&all, client, id, key);
+		st_write(fd, all.data, all.size);
+		msgpack_sbuffer_destroy(&all);
+		for (uint64_t id = at; id <= end; id++) {
+			struct h_reply r;
+			uint8_t *rep;
+			size_t n;
+			assert_int_equal(st_recv_frame(fd, 10000, &rep, &n), 0);
+			assert_int_equal(h_parse(rep, n, &r), 0);
+			assert_int_equal(r.status, 0);
+			if (r.id == last)
+				assert_int_equal(mp_field_uint(r.result, "version", true, &ver), 0);
+			h_reply_free(&r);
+			free(rep);
+		}
+		at = end + 1;
+	}
+	return ver;
+}
+
+/* The de-duplication window by count (PROTOCOL.md): a worker remembers the
+ * last 65,536 writes; a repeat within them gets the first answer and
+ * applies nothing, one older than that is applied as a new write. One
+ * worker, so that every write goes through the same window. */
+static void test_dedup_window_by_count(void **state)
+{
+	const uint64_t client = 0x5eedf00dull;
+	struct kvd_opts o = {.extra = {"--workers", "1"}};
+	struct kvd_proc k;
+	uint64_t v1, again;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	fd = st_open(k.surl);
+	{
+		struct h_req q;
+		h_req_begin(&q, "TenantCreate", NULL, 1, 2, 0);
+		mp_kv_str(&q.pk, "name", "dd");
+		mp_kv_str(&q.pk, "sync", "none");
+		assert_int_equal(st_status(fd, q.sb.data, q.sb.size, 1), 0);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	v1 = dd_puts(fd, client, 1, 1, "first");
+	assert_true(v1 > 0);
+	/* 65,535 more writes: the first is still among the last 65,536 (also
+	 * once kvd trimmed its window, which it does once a second: wait for
+	 * that, and make the worker take a turn) */
+	dd_puts(fd, client, 2, 65536, "filler");
+	poll(NULL, 0, 1200);
+	assert_int_equal(st_call(fd, "Health", 2, NULL, NULL, NULL, 0), 0);
+	again = dd_puts(fd, client, 1, 1, "first");
+	assert_int_equal(again, v1);
+	/* one more: now it is not, and a repeat is a new write */
+	dd_puts(fd, client, 65537, 65537, "filler");
+	poll(NULL, 0, 1200);
+	assert_int_equal(st_call(fd, "Health", 2, NULL, NULL, NULL, 0), 0);
+	again = dd_puts(fd, client, 1, 1, "first");
+	assert_true(again > v1);
+	close(fd);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_hello_and_calls),
+	        cmocka_unit_test(test_one_tenant_both_transports),
 	        cmocka_unit_test(test_pipelining),
+	        cmocka_unit_test(test_dedup_window_by_count),
 	        cmocka_unit_test(test_framing_errors),
 	        cmocka_unit_test(test_hostile_messages),
 	        cmocka_unit_test(test_half_close),

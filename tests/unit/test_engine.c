@@ -186,6 +186,50 @@ static void test_delete_and_cas(void **state)
 	check_value(f->db, "k", "c");
 }
 
+/* A key that was deleted or has expired does not exist for if_version: its
+ * last version (the tombstone's or the expired value's) is a conflict, in
+ * kv_put and in a batch, and nothing is written. */
+static void test_cas_on_deleted_and_expired(void **state)
+{
+	struct fx *f = *state;
+	struct kv_write_opts w = KV_WRITE_OPTS_INIT;
+	uint64_t v1, vd, ve, ver = 0;
+	struct kv_op op = {
+	        .type = KV_OP_PUT, .key = "d", .key_len = 1, .value = "z", .value_len = 1};
+
+	assert_int_equal(kv_put(f->db, "d", 1, "a", 1, NULL, &v1), 0);
+	assert_int_equal(kv_delete(f->db, "d", 1, NULL, &vd), 0);
+	w.if_version = vd;
+	assert_int_equal(kv_put(f->db, "d", 1, "b", 1, &w, &ver), KV_ECONFLICT);
+	w.if_version = v1;
+	assert_int_equal(kv_put(f->db, "d", 1, "b", 1, &w, &ver), KV_ECONFLICT);
+	op.if_version = vd;
+	assert_int_equal(kv_batch(f->db, &op, 1), KV_ECONFLICT);
+	assert_int_equal(op.status, KV_ECONFLICT);
+	check_missing(f->db, "d");
+
+	w.if_version = KV_ANY_VERSION;
+	w.ttl_ms = 1000;
+	assert_int_equal(kv_put(f->db, "e", 1, "a", 1, &w, &ve), 0);
+	f->clk.ms += 1000;
+	check_missing(f->db, "e");
+	w.ttl_ms = 0;
+	w.if_version = ve;
+	assert_int_equal(kv_put(f->db, "e", 1, "b", 1, &w, &ver), KV_ECONFLICT);
+	op.key = "e";
+	op.if_version = ve;
+	op.status = 0;
+	assert_int_equal(kv_batch(f->db, &op, 1), KV_ECONFLICT);
+	assert_int_equal(op.status, KV_ECONFLICT);
+	check_missing(f->db, "e");
+	/* if_version 0 is the condition that passes for both */
+	w.if_version = 0;
+	assert_int_equal(kv_put(f->db, "d", 1, "c", 1, &w, &ver), 0);
+	assert_int_equal(kv_put(f->db, "e", 1, "c", 1, &w, &ver), 0);
+	check_value(f->db, "d", "c");
+	check_value(f->db, "e", "c");
+}
+
 static void test_versions_and_as_of(void **state)
 {
 	struct fx *f = *state;
@@ -823,6 +867,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_value_and_binary_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_and_cas, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cas_on_deleted_and_expired, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions_and_as_of, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions_of_many_sizes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),

@@ -1,15 +1,18 @@
-/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync. */
+/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss. */
 #include "testutil.h"
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "io.h"
@@ -248,7 +251,7 @@ static void test_fsync_failure_read_only(void **state)
 		kv_value_release(&v);
 		assert_string_equal(kv_strerror(KV_EREADONLY),
 		                    "database is read-only after an I/O error");
-		kv_close(db);
+		assert_int_equal(kv_close(db), 0); /* closing a read-only database is no error */
 		/* an operator reopens: what was acknowledged is there, nothing else */
 		o.fault = NULL;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
@@ -343,6 +346,291 @@ static void test_interval_sync(void **state)
 	free(dir);
 }
 
+/* A failed interval fdatasync (kv_tick) is not retried: kv_tick reports it
+ * and the database turns read-only, as after a failed sync on the write
+ * path; reads go on. */
+static void test_interval_sync_failure(void **state)
+{
+	char *dir = tu_mkdtemp("intervalfail");
+	struct faults fl = {0};
+	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct kv_options o;
+	struct kv_stats st;
+	struct kv_value v;
+	kv_db *db;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_INTERVAL;
+	o.sync_interval_ms = 100;
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
+	fl.fail_sync = 1;
+	clk.ms += 100;
+	assert_int_equal(kv_tick(db), -EIO);
+	assert_int_equal(fl.fail_sync, 0); /* the tick did try to sync */
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.read_only);
+	assert_int_equal(st.syncs, 0);
+	assert_int_equal(kv_put(db, "k2", 2, "v", 1, NULL, NULL), KV_EREADONLY);
+	assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
+	assert_int_equal(v.len, 1);
+	assert_memory_equal(v.data, "v", 1);
+	kv_value_release(&v);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* Under sync=none the log is synced when a segment is sealed; when that
+ * sync fails the write that sealed it fails and the database turns
+ * read-only. */
+static void test_seal_sync_failure(void **state)
+{
+	char *dir = tu_mkdtemp("sealfail");
+	struct faults fl = {0};
+	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct kv_options o;
+	struct kv_stats st;
+	struct kv_value v;
+	char k[16], val[200];
+	kv_db *db;
+	int rv = 0, i;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_NONE;
+	o.segment_size = 4096;
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	memset(val, 'v', sizeof(val));
+	fl.fail_sync = 1; /* under sync=none the first sync is the seal's */
+	for (i = 0; i < 100 && rv == 0; i++) {
+		snprintf(k, sizeof(k), "k%03d", i);
+		rv = kv_put(db, k, strlen(k), val, sizeof(val), NULL, NULL);
+	}
+	assert_int_equal(rv, -EIO);
+	assert_true(i > 1 && i < 100);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.read_only);
+	assert_int_equal(kv_put(db, "later", 5, "v", 1, NULL, NULL), KV_EREADONLY);
+	assert_int_equal(kv_get(db, "k000", 4, NULL, &v), 0);
+	assert_int_equal(v.len, sizeof(val));
+	kv_value_release(&v);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* A sync held open by the test: on_sync waits, once armed, until released. */
+struct gate {
+	atomic_int armed, entered, released;
+};
+
+static int gate_sync(void *arg, int fd)
+{
+	struct gate *g = arg;
+	(void)fd;
+	if (atomic_exchange(&g->armed, 0)) {
+		atomic_store(&g->entered, 1);
+		while (!atomic_load(&g->released)) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+struct gated_put {
+	kv_db *db;
+	int rv;
+};
+
+static void *gated_put_run(void *arg)
+{
+	struct gated_put *p = arg;
+	p->rv = kv_put(p->db, "seen", 4, "v", 1, NULL, NULL);
+	return NULL;
+}
+
+/* Under sync=always no reader sees a write before its batch is durable:
+ * while the batch's fdatasync is held, a Get, a scan and the stats of the
+ * database still show the state before it (both I/O backends). */
+static void test_not_visible_before_sync(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("visible");
+		struct gate g = {0};
+		struct kv_io_fault f = {.on_sync = gate_sync, .arg = &g};
+		struct gated_put p = {0};
+		struct kv_options o;
+		struct kv_value v;
+		struct kv_stats st;
+		kv_iter *it;
+		struct kv_scan_opts so = {0};
+		struct kv_entry e;
+		pthread_t th;
+		int n = 0;
+
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		o.fault = &f;
+		assert_int_equal(kv_open(dir, &o, &p.db), 0);
+		assert_int_equal(kv_put(p.db, "old", 3, "v", 1, NULL, NULL), 0);
+		atomic_store(&g.armed, 1);
+		assert_int_equal(pthread_create(&th, NULL, gated_put_run, &p), 0);
+		while (!atomic_load(&g.entered)) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+		/* the record is written, its fdatasync not done */
+		assert_int_equal(kv_get(p.db, "seen", 4, NULL, &v), KV_ENOTFOUND);
+		assert_int_equal(kv_iter_open(p.db, &so, &it), 0);
+		while (kv_iter_next(it, &e) == 0)
+			n++;
+		kv_iter_close(it);
+		assert_int_equal(n, 1);
+		assert_int_equal(kv_stats(p.db, &st), 0);
+		assert_int_equal(st.keys, 1);
+		atomic_store(&g.released, 1);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		assert_int_equal(p.rv, 0);
+		assert_int_equal(kv_get(p.db, "seen", 4, NULL, &v), 0);
+		kv_value_release(&v);
+		assert_int_equal(kv_close(p.db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
+/* fdatasyncs seen through the record hook, by file (inode). */
+struct synclog {
+	ino_t ino[4096];
+	size_t n;
+};
+
+static void record_syncs(void *arg, const struct kv_io_event *ev)
+{
+	struct synclog *y = arg;
+	struct stat st;
+
+	if (ev->type == KV_IO_EV_SYNC && y->n < 4096 && fstat(ev->fd, &st) == 0 &&
+	    S_ISREG(st.st_mode))
+		y->ino[y->n++] = st.st_ino;
+}
+
+static size_t synced(const struct synclog *y, const char *path)
+{
+	struct stat st;
+	size_t n = 0;
+
+	assert_int_equal(stat(path, &st), 0);
+	for (size_t i = 0; i < y->n; i++)
+		n += y->ino[i] == st.st_ino;
+	return n;
+}
+
+/* Under sync=none the log is synced at the moments DURABILITY.md lists: when
+ * a segment is sealed because it is full (the full one, before the next
+ * takes writes), and when the database is closed (passivation and SIGTERM
+ * close it), the segment being written; and not after each write. */
+static void test_sync_none_at_seal_and_close(void **state)
+{
+	char *dir = tu_mkdtemp("nonesync");
+	static struct synclog y;
+	struct kv_io_fault f = {.record = record_syncs, .arg = &y};
+	struct kv_options o;
+	struct kv_stats st;
+	char k[16], val[200], names[64][64], *first, *last;
+	kv_db *db;
+	int nseg;
+
+	(void)state;
+	tu_options(&o, &clk);
+	o.sync = KV_SYNC_NONE;
+	o.segment_size = 4096;
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	memset(val, 'v', sizeof(val));
+	y.n = 0;
+	for (int i = 0; i < 5; i++) {
+		snprintf(k, sizeof(k), "k%03d", i);
+		assert_int_equal(kv_put(db, k, strlen(k), val, sizeof(val), NULL, NULL), 0);
+	}
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.syncs, 0);
+	assert_int_equal(st.segments, 1);
+	first = tu_path(dir, "00000001.seg");
+	assert_int_equal(synced(&y, first), 0); /* not after each write */
+	for (int i = 5; i < 40; i++) {
+		snprintf(k, sizeof(k), "k%03d", i);
+		assert_int_equal(kv_put(db, k, strlen(k), val, sizeof(val), NULL, NULL), 0);
+	}
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.segments > 1);
+	assert_true(st.syncs >= st.segments - 1);
+	assert_true(synced(&y, first) >= 1); /* synced when sealed */
+	nseg = tu_list_ext(dir, ".seg", names, 64);
+	last = tu_path(dir, "%s", names[nseg - 1]);
+	y.n = 0;
+	assert_int_equal(kv_close(db), 0);
+	assert_true(synced(&y, last) >= 1); /* synced at close */
+	free(first);
+	free(last);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static int f_read_eio(void *arg, int fd, uint64_t off, size_t len)
+{
+	atomic_int *left = arg;
+	(void)fd, (void)off, (void)len;
+	if (atomic_load(left) > 0) {
+		atomic_fetch_sub(left, 1);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* An I/O error while reading a record is answered as a damaged record
+ * (KV_ECORRUPT, DATA_LOSS over the wire), never as "not found" or another
+ * value; the next read, without the error, gets the value (both backends). */
+static void test_read_error_is_data_loss(void **state)
+{
+	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
+
+	(void)state;
+	for (int m = 0; m < 2; m++) {
+		char *dir = tu_mkdtemp("readeio");
+		atomic_int left = 0;
+		struct kv_io_fault f = {.on_read = f_read_eio, .arg = &left};
+		struct kv_options o;
+		struct kv_value v;
+		kv_db *db;
+
+		tu_options(&o, &clk);
+		o.io = modes[m];
+		o.mmap_reads = false;
+		o.fault = &f;
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_put(db, "k", 1, "value", 5, NULL, NULL), 0);
+		atomic_store(&left, 1000);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &v), KV_ECORRUPT);
+		atomic_store(&left, 0);
+		assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
+		assert_int_equal(v.len, 5);
+		assert_memory_equal(v.data, "value", 5);
+		kv_value_release(&v);
+		assert_int_equal(kv_close(db), 0);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
 static void test_file_budget(void **state)
 {
 	char *dir[2] = {tu_mkdtemp("budget0"), tu_mkdtemp("budget1")};
@@ -405,6 +693,11 @@ int main(void)
 		cmocka_unit_test(test_fsync_failure_read_only),
 		cmocka_unit_test(test_write_failure_recovers),
 		cmocka_unit_test(test_interval_sync),
+		cmocka_unit_test(test_interval_sync_failure),
+		cmocka_unit_test(test_seal_sync_failure),
+		cmocka_unit_test(test_not_visible_before_sync),
+		cmocka_unit_test(test_sync_none_at_seal_and_close),
+		cmocka_unit_test(test_read_error_is_data_loss),
 		cmocka_unit_test(test_file_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,8 @@
  * 0xFF bytes, 64 KiB keys, a 6000-level chain), replace and remove, walks
  * from every kind of start point, TTL and field maxima, a randomized model
  * test, memory given back and reused, and -ENOMEM leaving the directory as
- * it was. Seeds are fixed: every run does the same operations.
+ * it was. Seeds are fixed: every run does the same operations, unless
+ * $KVTEST_SEED (printed) is set, which is xored into each of them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "keydir.h"
+#include "testutil.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KD_TEST_OOM 0 /* ASan owns malloc; the OOM test cannot replace it */
@@ -60,10 +62,11 @@ void *calloc(size_t n, size_t m)
 /* ---- helpers ----------------------------------------------------------- */
 
 static uint64_t rng_state;
+static uint64_t rng_base; /* $KVTEST_SEED, xored into every seed below; 0 by default */
 
 static void rng_seed(uint64_t s)
 {
-	rng_state = s;
+	rng_state = s ^ rng_base;
 }
 
 static uint64_t rng(void)
@@ -1118,5 +1121,6 @@ int main(void)
 	fprintf(stderr, "test_keydir: test_out_of_memory not built: AddressSanitizer "
 	                "replaces malloc, which that test needs to fail on purpose\n");
 #endif
+	rng_base = tu_seed("keydir", 0);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* test_merge.c — merge reclaims space, honours retention, TTL, deletes, compaction and open iterators, runs beside readers and writers, and survives a crash at every I/O step. */
+/* test_merge.c — merge reclaims space, honours retention, TTL, deletes, compaction and open iterators, runs beside readers and writers, survives a crash at every I/O step, keeps the segments a damaged commit retired; META is written durably and checked. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -590,6 +590,89 @@ static int crash_sync(void *arg, int fd)
 	return crash_hook(arg);
 }
 
+/* Changes to the files, in order, as the I/O hook reports them. */
+struct evlog {
+	struct {
+		enum kv_io_event_type type;
+		int fd, dirfd;
+		char name[64], name2[64];
+	} ev[4096];
+	size_t n;
+};
+
+static void record_ev(void *arg, const struct kv_io_event *ev)
+{
+	struct evlog *l = arg;
+
+	if (l->n >= sizeof(l->ev) / sizeof(l->ev[0]))
+		return;
+	l->ev[l->n].type = ev->type;
+	l->ev[l->n].fd = ev->fd;
+	l->ev[l->n].dirfd = ev->dirfd;
+	snprintf(l->ev[l->n].name, sizeof(l->ev[0].name), "%s", ev->name ? ev->name : "");
+	snprintf(l->ev[l->n].name2, sizeof(l->ev[0].name2), "%s", ev->name2 ? ev->name2 : "");
+	l->n++;
+}
+
+/* META (the compact revision) is written as DURABILITY.md says: a temporary
+ * file, fdatasync'ed, renamed, then the directory fsynced; and a damaged
+ * META makes the open fail rather than forget the revision. */
+static void test_meta_durable_and_checked(void **state)
+{
+	char *dir = tu_mkdtemp("meta");
+	char *meta = tu_path(dir, "META");
+	static struct evlog l;
+	struct kv_io_fault f = {.record = record_ev, .arg = &l};
+	struct kv_options o;
+	uint64_t ver = 0;
+	size_t create = 0, sync = 0, rename = 0, dsync = 0;
+	int tmpfd = -1, dirfd = -1;
+	kv_db *db;
+
+	(void)state;
+	opts(&o);
+	o.fault = &f;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	putf(db, "a", NULL, "1");
+	putf(db, "a", &ver, "2");
+	l.n = 0;
+	assert_int_equal(kv_compact(db, ver), 0);
+	for (size_t i = 0; i < l.n; i++) {
+		if (!create && l.ev[i].type == KV_IO_EV_CREATE &&
+		    strcmp(l.ev[i].name, "META.tmp") == 0) {
+			create = i + 1;
+			tmpfd = l.ev[i].fd;
+		} else if (create && !rename && !sync && l.ev[i].type == KV_IO_EV_SYNC &&
+		           l.ev[i].fd == tmpfd) {
+			sync = i + 1;
+		} else if (create && !rename && l.ev[i].type == KV_IO_EV_RENAME &&
+		           strcmp(l.ev[i].name, "META.tmp") == 0 &&
+		           strcmp(l.ev[i].name2, "META") == 0) {
+			rename = i + 1;
+			dirfd = l.ev[i].dirfd;
+		} else if (rename && !dsync && l.ev[i].type == KV_IO_EV_SYNC &&
+		           l.ev[i].fd == dirfd) {
+			dsync = i + 1;
+		}
+	}
+	assert_true(create > 0);
+	assert_true(sync > create);  /* the data synced … */
+	assert_true(rename > sync);  /* … before the rename … */
+	assert_true(dsync > rename); /* … and the rename synced */
+	assert_int_equal(kv_close(db), 0);
+
+	o.fault = NULL;
+	tu_flip_byte(meta, 17); /* inside the revision */
+	assert_int_equal(kv_open(dir, &o, &db), KV_ECORRUPT);
+	tu_flip_byte(meta, 17);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	check(db, "a", "2");
+	assert_int_equal(kv_close(db), 0);
+	free(meta);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void build_dataset(const char *dir, struct kv_options *o)
 {
 	kv_db *db;
@@ -726,6 +809,75 @@ static void test_commit_then_crash_before_unlink(void **state)
 	free(before);
 }
 
+/* A damaged merge commit: the segments it retired are kept (data is only
+ * duplicated), recovery counts the damage, every key reads as before. With
+ * an intact commit the same retired segments are deleted at open. */
+static void test_damaged_commit_keeps_retired(void **state)
+{
+	char *base = tu_mkdtemp("badcommit");
+	char *before = tu_mkdtemp("badcommitbefore");
+	static char names[256][64];
+	char commits[4][64];
+	bool retired[256] = {false};
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	kv_db *db;
+	int n, nc, restored = 0;
+	char *c;
+
+	(void)state;
+	build_dataset(base, &o);
+	tu_copydir(base, before);
+	assert_int_equal(kv_open(base, &o, &db), 0);
+	assert_int_equal(kv_merge(db), 0);
+	assert_int_equal(kv_close(db), 0);
+	nc = tu_list_ext(base, ".commit", commits, 4);
+	assert_int_equal(nc, 1);
+	/* bring the retired segments back, as if the unlinks never happened */
+	n = tu_list_ext(before, ".seg", names, 256);
+	for (int i = 0; i < n; i++) {
+		char *src = tu_path(before, "%s", names[i]);
+		char *dst = tu_path(base, "%s", names[i]);
+		if (tu_file_size(dst) < 0) {
+			char cmd[1024];
+			snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", src, dst);
+			assert_int_equal(system(cmd), 0);
+			retired[i] = true;
+			restored++;
+		}
+		free(src);
+		free(dst);
+	}
+	assert_true(restored > 0);
+	c = tu_path(base, "%s", commits[0]);
+	tu_flip_byte(c, tu_file_size(c) / 2);
+	assert_int_equal(kv_open(base, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_true(ri.corrupt_records >= 1);
+	verify_dataset(db);
+	assert_int_equal(kv_close(db), 0);
+	for (int i = 0; i < n; i++) {
+		char *p = tu_path(base, "%s", names[i]);
+		assert_true(tu_file_size(p) > 0); /* kept */
+		free(p);
+	}
+	/* the same with the commit intact: the retired segments go */
+	tu_flip_byte(c, tu_file_size(c) / 2);
+	assert_int_equal(kv_open(base, &o, &db), 0);
+	verify_dataset(db);
+	assert_int_equal(kv_close(db), 0);
+	for (int i = 0; i < n; i++) {
+		char *p = tu_path(base, "%s", names[i]);
+		assert_int_equal(tu_file_size(p) < 0, retired[i]);
+		free(p);
+	}
+	free(c);
+	tu_rmtree(base);
+	tu_rmtree(before);
+	free(base);
+	free(before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -742,6 +894,8 @@ int main(void)
 		cmocka_unit_test(test_merge_beside_writers),
 		cmocka_unit_test(test_crash_at_every_merge_step),
 		cmocka_unit_test(test_commit_then_crash_before_unlink),
+		cmocka_unit_test(test_meta_durable_and_checked),
+		cmocka_unit_test(test_damaged_commit_keeps_retired),
 	};
 #if !OOM_TESTS
 	fprintf(stderr, "test_merge: test_out_of_memory_keeps_snapshot not built: the "

@@ -291,9 +291,14 @@ static void test_model(void **state)
 	struct kv_options o;
 	kv_db *db;
 	uint8_t val[400];
-	long ops = getenv("KV_MODEL_OPS") ? atol(getenv("KV_MODEL_OPS")) : 100000;
+	const char *env = getenv("KV_MODEL_OPS");
+	long ops = env != NULL ? atol(env) : 100000;
 
 	(void)state;
+	if (ops <= 0)
+		fail_msg("KV_MODEL_OPS=%s: want a positive number of operations", env);
+	print_message("%ld operations (KV_MODEL_OPS)\n", ops);
+	rng = tu_seed("test_model", rng);
 	make_keys();
 	tu_options(&o, &clk);
 	o.segment_size = 64 * 1024;

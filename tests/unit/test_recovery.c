@@ -1,4 +1,4 @@
-/* test_recovery.c — crashes, torn tails at every byte, bad checksums, damaged and missing hints never block open or return bad data. */
+/* test_recovery.c — crashes, torn tails at every byte, bad checksums, damaged and missing hints never block open or return bad data; a torn batch stays cut off across a later write and a second crash; a segment shorter than its header is removed. */
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -220,6 +220,58 @@ static void test_batch_all_or_nothing(void **state)
 		assert_int_equal(kv_get(db, "key03", 5, NULL, &val), whole ? KV_ENOTFOUND : 0);
 		if (!whole)
 			kv_value_release(&val);
+		assert_int_equal(kv_close(db), 0);
+		free(cseg);
+		tu_rmtree(copy);
+		free(copy);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void write_after(kv_db *db, void *arg)
+{
+	(void)arg;
+	put_or_die(db, "after", "x", 1);
+}
+
+/* A torn batch stays cut off when the repaired log is written to and the
+ * process crashes again (no hint written in between): the later write must
+ * not complete the batch's first records into a visible half batch. */
+static void test_torn_batch_then_write_then_crash(void **state)
+{
+	char *dir = tu_mkdtemp("batch2");
+	char *seg;
+	struct kv_options o;
+	off_t s1, s2;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	seg = only_segment(dir);
+	s1 = tu_file_size(seg);
+	crash_after(dir, &o, write_batch, NULL);
+	s2 = tu_file_size(seg);
+	free(seg);
+	for (off_t cut = s1; cut < s2; cut++) {
+		char *copy = tu_mkdtemp("batch2copy");
+		struct kv_value val;
+		kv_db *db;
+		char *cseg;
+
+		tu_copydir(dir, copy);
+		cseg = only_segment(copy);
+		assert_int_equal(truncate(cseg, cut), 0);
+		crash_after(copy, &o, write_after, NULL);
+		assert_int_equal(kv_open(copy, &o, &db), 0);
+		assert_int_equal(kv_get(db, "b1", 2, NULL, &val), KV_ENOTFOUND);
+		assert_int_equal(kv_get(db, "b2", 2, NULL, &val), KV_ENOTFOUND);
+		check_ten(db);
+		assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
+		assert_int_equal(val.len, 1);
+		assert_memory_equal(val.data, "x", 1);
+		assert_true(val.version >= 11); /* after the ten, never below */
+		kv_value_release(&val);
 		assert_int_equal(kv_close(db), 0);
 		free(cseg);
 		tu_rmtree(copy);
@@ -472,6 +524,44 @@ static void test_leftover_tmp_files(void **state)
 	free(dir);
 }
 
+/* A segment shorter than its header (a crash while it was being created)
+ * is deleted at open; the rest is intact and takes writes. */
+static void test_short_segment_removed(void **state)
+{
+	char *dir = tu_mkdtemp("shortseg");
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_value val;
+	kv_db *db;
+	char *p;
+	FILE *f;
+
+	(void)state;
+	opts(&o);
+	crash_after(dir, &o, write_ten, NULL);
+	p = tu_path(dir, "00000002.seg");
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("KVDSEG", f); /* a few bytes of a header */
+	fclose(f);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(tu_file_size(p), -1);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.corrupt_records, 0);
+	check_ten(db);
+	assert_int_equal(kv_put(db, "after", 5, "x", 1, NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	check_ten(db);
+	assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
+	assert_int_equal(val.version, 11);
+	kv_value_release(&val);
+	assert_int_equal(kv_close(db), 0);
+	free(p);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* A short write must be finished (io_uring) or failed, never acknowledged half done. */
 static int short_once(void *arg, int fd, uint64_t off, size_t len)
 {
@@ -507,13 +597,19 @@ static void test_short_write(void **state)
 	 * stays (a short write without error is finished by the write loop) */
 	assert_int_equal(rv, -EIO);
 	assert_int_equal(kv_get(db, "k", 1, NULL, &val), KV_ENOTFOUND);
-	(void)st;
+	/* a failed write is not a failed sync: the database stays writable */
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_false(st.read_only);
 	assert_int_equal(kv_put(db, "k2", 2, "v", 1, NULL, NULL), 0);
 	assert_int_equal(kv_close(db), 0);
 	o.fault = NULL;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_get(db, "k2", 2, NULL, &val), 0);
+	assert_int_equal(val.len, 1);
+	assert_memory_equal(val.data, "v", 1);
 	kv_value_release(&val);
+	/* and nothing of the half-written record came back from the disk */
+	assert_int_equal(kv_get(db, "k", 1, NULL, &val), KV_ENOTFOUND);
 	assert_int_equal(kv_close(db), 0);
 	tu_rmtree(dir);
 	free(dir);
@@ -525,11 +621,13 @@ int main(void)
 		cmocka_unit_test(test_torn_tail_every_byte),
 		cmocka_unit_test(test_bad_crc_tail),
 		cmocka_unit_test(test_batch_all_or_nothing),
+		cmocka_unit_test(test_torn_batch_then_write_then_crash),
 		cmocka_unit_test(test_corrupt_sealed_segment),
 		cmocka_unit_test(test_hint_fallback),
 		cmocka_unit_test(test_damaged_segment_header),
 		cmocka_unit_test(test_stale_lock_after_crash),
 		cmocka_unit_test(test_leftover_tmp_files),
+		cmocka_unit_test(test_short_segment_removed),
 		cmocka_unit_test(test_short_write),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

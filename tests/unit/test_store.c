@@ -388,6 +388,85 @@ static void test_create_and_drop_sync_the_directory(void **state)
 	free(dir);
 }
 
+/* What the tenants directory held each time it was synced. */
+struct dir_at_sync {
+	const char *tdir;
+	const char *watch[3]; /* paths looked up at each sync of tdir */
+	bool seen[8][3];
+	size_t n;
+};
+
+static void record_dir_at_sync(void *arg, const struct kv_io_event *ev)
+{
+	struct dir_at_sync *y = arg;
+	struct stat st, dst;
+
+	if (ev->type != KV_IO_EV_SYNC || y->n >= 8 || fstat(ev->fd, &st) != 0 ||
+	    stat(y->tdir, &dst) != 0 || st.st_ino != dst.st_ino)
+		return;
+	for (int i = 0; i < 3; i++)
+		y->seen[y->n][i] = y->watch[i] != NULL && stat(y->watch[i], &st) == 0;
+	y->n++;
+}
+
+/* The order of the steps, seen from each sync of tenants/: TenantCreate
+ * syncs it once the tenant's TENANT file is in place; TenantDrop syncs it
+ * after the tenant was renamed to .dropped-NAME and before any of its
+ * files is removed (a power cut between the removal and the sync would
+ * otherwise bring back a tenant with files missing). */
+static void test_drop_syncs_before_removing(void **state)
+{
+	char *dir = tu_mkdtemp("storeorder");
+	char *tdir = tu_path(dir, "tenants");
+	char *live = tu_path(dir, "tenants/made/TENANT");
+	char *gone = tu_path(dir, "tenants/.dropped-made");
+	char *gone_file = tu_path(dir, "tenants/.dropped-made/TENANT");
+	struct dir_at_sync y = {.tdir = tdir};
+	struct kv_io_fault f = {.record = record_dir_at_sync, .arg = &y};
+	struct kv_store_options o;
+	struct stat st;
+	kv_store *s;
+
+	(void)state;
+	sopts(&o);
+	o.base.fault = &f;
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	y.n = 0;
+	y.watch[0] = live;
+	assert_int_equal(kv_store_create(s, "made", NULL), 0);
+	assert_true(y.n >= 1);
+	assert_true(y.seen[y.n - 1][0]); /* the last sync covers the whole tenant */
+	fill(s, "made", 100, 0);
+
+	memset(y.seen, 0, sizeof(y.seen));
+	y.n = 0;
+	y.watch[0] = live;
+	y.watch[1] = gone;
+	y.watch[2] = gone_file;
+	assert_int_equal(kv_store_drop(s, "made"), 0);
+	assert_true(y.n >= 1);
+	/* the first sync of tenants/ after the rename: the old name is gone, the
+	 * renamed directory still holds its files */
+	{
+		size_t i = 0;
+		while (i < y.n && y.seen[i][0])
+			i++;
+		assert_true(i < y.n);
+		assert_false(y.seen[i][0]);
+		assert_true(y.seen[i][1]);
+		assert_true(y.seen[i][2]);
+	}
+	/* and when the call returns, the files are removed */
+	assert_int_equal(stat(gone, &st), -1);
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(gone_file);
+	free(gone);
+	free(live);
+	free(tdir);
+	free(dir);
+}
+
 static void test_idle_and_budget(void **state)
 {
 	char *dir = tu_mkdtemp("idle");
@@ -528,6 +607,7 @@ int main(void)
 		cmocka_unit_test(test_tenants),
 		cmocka_unit_test(test_damaged_tenant_file_refuses_that_tenant_only),
 		cmocka_unit_test(test_create_and_drop_sync_the_directory),
+		cmocka_unit_test(test_drop_syncs_before_removing),
 		cmocka_unit_test(test_idle_and_budget),
 		cmocka_unit_test(test_low_nofile),
 	};
