@@ -175,6 +175,11 @@ static void reload(struct kvd *d)
 			{"segment_size", n->segment_size != o->segment_size},
 			{"open_files", n->open_files != o->open_files},
 			{"max_queue", n->max_queue != o->max_queue},
+			{"max_connections", n->max_connections != o->max_connections},
+			{"client_timeout", n->client_timeout_s != o->client_timeout_s},
+			{"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
+			{"input_budget", n->input_budget != o->input_budget},
+			{"output_budget", n->output_budget != o->output_budget},
 			{"tenant-defaults", memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
