@@ -1,0 +1,352 @@
+/* test_peers.c — hostile and careless peers against a real kvd: slowloris on kv+tcp:// neither
+ * lasts past frame_timeout nor locks out kv+ipc://, idle connections end after client_timeout, huge
+ * partial frames stay within input_budget, unread replies within output_budget. */
+/*
+ * Every peer here is a plain socket on loopback or a Unix socket. Nothing
+ * waits by sleeping: what kvd does on its own time (closing a connection)
+ * is polled for with a bound. The only pauses are a slow peer's pace, which
+ * is what the test is about.
+ */
+#include "harness.h"
+#include "kvclient.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h> /* after the headers it needs */
+
+#include "stream_client.h"
+
+/* "--listen=kv+tcp://127.0.0.1:PORT" in o->extra[0]; the URL in tcp. */
+static void add_tcp_listener(struct kvd_opts *o, char *tcp, size_t tcplen, char *arg, size_t arglen)
+{
+	int port = h_free_port();
+
+	assert_true(port > 0);
+	snprintf(tcp, tcplen, "kv+tcp://127.0.0.1:%d", port);
+	snprintf(arg, arglen, "--listen=%s", tcp);
+	o->extra[0] = arg;
+}
+
+/* Non-blocking sends of up to n bytes; what was sent (0 when the socket
+ * takes nothing now), or -1 when the connection is gone. */
+static ssize_t send_some(int fd, const void *p, size_t n)
+{
+	ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	return w < 0 ? -1 : w;
+}
+
+/* Slowloris on kv+tcp:// with max_connections = 16 and frame_timeout = 2:
+ * 8 peers that never send their hello and 8 that send it and then a frame
+ * one byte every 250 ms fill the listener, which refuses a 17th; the
+ * kv+ipc:// listener serves at once all along (its own max_connections);
+ * every slow peer is closed once its hello or frame is 2 s old (not
+ * before 1.5 s, by 6 s), and kv+tcp:// serves again. */
+static void test_slowloris(void **state)
+{
+	enum { N = 16 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_connections = 16\nframe_timeout = 2\n"};
+	char tcp[64], arg[96];
+	int fds[N], extra;
+	uint64_t t0, closed_at[N] = {0};
+	const uint8_t frame_start[4] = {0, 0, 0, 20};
+	uint8_t got[8];
+	int open_n = N;
+	size_t trickled[N] = {0};
+
+	(void)state;
+	add_tcp_listener(&o, tcp, sizeof(tcp), arg, sizeof(arg));
+	assert_int_equal(kvd_start(&k, &o), 0);
+	t0 = h_now_ms();
+	for (int i = 0; i < N; i++) {
+		fds[i] = st_connect(tcp);
+		assert_true(fds[i] >= 0);
+		if (i % 2 == 1) {
+			st_write(fds[i], hello, sizeof(hello));
+			st_write(fds[i], frame_start, 1);
+			trickled[i] = 1;
+		}
+	}
+	/* the 17th is closed before its hello */
+	extra = st_connect(tcp);
+	assert_true(extra >= 0);
+	assert_int_equal(st_read(extra, got, 8, 5000), -2);
+	close(extra);
+	/* the local socket is not locked out */
+	{
+		int fd = st_open(k.surl);
+		assert_int_equal(st_call(fd, "Health", 1, NULL, NULL, NULL, 0), 0);
+		close(fd);
+	}
+	/* trickle until kvd ends every one of them (bounded) */
+	while (open_n > 0 && h_now_ms() - t0 < 10000) {
+		for (int i = 0; i < N; i++) {
+			/* the rest of a 20-byte frame's header, then its body */
+			uint8_t b = trickled[i] < 4 ? frame_start[trickled[i]] : 0xc0;
+			if (closed_at[i] != 0)
+				continue;
+			if (i % 2 == 1)
+				trickled[i]++;
+			if ((i % 2 == 1 && send_some(fds[i], &b, 1) < 0) ||
+			    st_closed_within(fds[i], 0)) {
+				closed_at[i] = h_now_ms();
+				open_n--;
+			}
+		}
+		poll(NULL, 0, 250); /* the slow peer's pace */
+	}
+	assert_int_equal(open_n, 0);
+	for (int i = 0; i < N; i++) {
+		if (closed_at[i] - t0 < 1500 || closed_at[i] - t0 > 6000)
+			fail_msg("slow peer %d closed after %llu ms, want 1500..6000", i,
+			         (unsigned long long)(closed_at[i] - t0));
+		close(fds[i]);
+	}
+	print_message("16 slow peers closed %llu..%llu ms after they connected\n",
+	              (unsigned long long)(closed_at[0] - t0),
+	              (unsigned long long)(closed_at[N - 1] - t0));
+	/* kv+tcp:// serves again; the log says why they went */
+	{
+		int fd = -1, ok = -1;
+		t0 = h_now_ms();
+		/* kvd may still count the last ones for a moment */
+		while (ok != 0 && h_now_ms() - t0 < 5000) {
+			if (fd >= 0)
+				close(fd);
+			fd = st_connect(tcp);
+			assert_true(fd >= 0);
+			st_write(fd, hello, sizeof(hello));
+			ok = st_read(fd, got, 8, 1000);
+		}
+		assert_int_equal(ok, 0);
+		assert_int_equal(st_call(fd, "Health", 1, NULL, NULL, NULL, 0), 0);
+		close(fd);
+	}
+	assert_true(h_log_has(&k, "within frame_timeout"));
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* client_timeout = 2: a connection left idle after a request is closed
+ * (between 1.5 and 6 s later); one that sends a request every 300 ms for
+ * 3.5 s is not. */
+static void test_idle_timeout(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "client_timeout = 2\n"};
+	int idle, busy;
+	uint64_t t0, idle_closed = 0;
+	uint64_t id = 1;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	idle = st_open(k.surl);
+	busy = st_open(k.surl);
+	assert_int_equal(st_call(idle, "Health", 1, NULL, NULL, NULL, 0), 0);
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 3500) {
+		assert_int_equal(st_call(busy, "Health", ++id, NULL, NULL, NULL, 0), 0);
+		if (idle_closed == 0 && st_closed_within(idle, 300))
+			idle_closed = h_now_ms();
+	}
+	if (idle_closed == 0 && st_closed_within(idle, 4000))
+		idle_closed = h_now_ms();
+	assert_true(idle_closed != 0);
+	assert_true(idle_closed - t0 >= 1500 && idle_closed - t0 <= 6000);
+	assert_int_equal(st_call(busy, "Health", ++id, NULL, NULL, NULL, 0), 0);
+	close(idle);
+	close(busy);
+	assert_true(h_log_has(&k, "idle for client_timeout"));
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* 8 peers each declare a frame of 8 MiB and send all of it but its last
+ * byte, as fast as kvd reads; input_budget = 16M. kvd's resident memory
+ * grows by less than 28 MiB (the budget and slack; it would be 64 MiB if
+ * every partial frame were held). Small requests are served all along; a
+ * 1 MiB Put sent behind them completes once frame_timeout (2 s) ended the
+ * stalled peers ahead of it; every peer is closed. */
+static void test_partial_frames_bounded(void **state)
+{
+	enum { N = 8, DECLARED = 8 << 20 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "max_value_size = 4M\nmax_message_size = 8M\n"
+	                                    "input_budget = 16M\nframe_timeout = 2\n"};
+	int fds[N], good, big;
+	size_t sent[N] = {0};
+	uint8_t *junk = calloc(1, 1 << 20), *val = malloc(1 << 20);
+	const uint8_t hdr[4] = {DECLARED >> 24, (DECLARED >> 16) & 0xff, (DECLARED >> 8) & 0xff,
+	                        DECLARED & 0xff};
+	long rss0, peak = 0;
+	uint64_t t0;
+	struct h_req q;
+	int idle_rounds = 0, open_n = N;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	good = st_open(k.surl);
+	assert_int_equal(st_call(good, "Health", 1, NULL, NULL, NULL, 0), 0);
+	rss0 = rss_kib(k.pid);
+	for (int i = 0; i < N; i++) {
+		fds[i] = st_open(k.surl);
+		st_write(fds[i], hdr, 4);
+	}
+	/* feed them while kvd takes bytes; stop after 3 rounds without progress */
+	t0 = h_now_ms();
+	while (idle_rounds < 3 && h_now_ms() - t0 < 10000) {
+		bool progress = false;
+		long r;
+		for (int i = 0; i < N; i++) {
+			size_t left = DECLARED - 1 - sent[i];
+			ssize_t w;
+			if (left == 0)
+				continue;
+			w = send_some(fds[i], junk, left < (1 << 20) ? left : (1 << 20));
+			if (w > 0) {
+				sent[i] += (size_t)w;
+				progress = true;
+			}
+		}
+		if ((r = rss_kib(k.pid)) > peak)
+			peak = r;
+		idle_rounds = progress ? 0 : idle_rounds + 1;
+		if (!progress)
+			poll(NULL, 0, 100); /* the peers wait for kvd to read */
+	}
+	/* small requests are not held up */
+	assert_int_equal(st_call(good, "Put", 2, NULL, "small", "v", 1), 0);
+	/* a large one waits its turn, and gets it */
+	big = st_open(k.surl);
+	memset(val, 'x', 1 << 20);
+	st_req(&q, "Put", 3, NULL, "big", val, 1 << 20);
+	st_send_frame(big, q.sb.data, q.sb.size);
+	msgpack_sbuffer_destroy(&q.sb);
+	t0 = h_now_ms();
+	{
+		uint8_t *rep = NULL;
+		size_t n;
+		struct h_reply r;
+		int rv = -1;
+		while (rv != 0 && h_now_ms() - t0 < 20000) {
+			long now = rss_kib(k.pid);
+			if (now > peak)
+				peak = now;
+			/* the peers kvd is reading are fed on */
+			for (int i = 0; i < N; i++) {
+				size_t left = DECLARED - 1 - sent[i];
+				ssize_t w = left ? send_some(fds[i], junk,
+				                             left < (1 << 20) ? left : (1 << 20))
+				                 : 0;
+				if (w > 0)
+					sent[i] += (size_t)w;
+			}
+			rv = st_recv_frame(big, 200, &rep, &n);
+			assert_true(rv == 0 || rv == -1);
+		}
+		assert_int_equal(rv, 0);
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_int_equal(r.status, 0);
+		h_reply_free(&r);
+		free(rep);
+	}
+	print_message("kvd RSS %ld KiB before, peak %ld KiB with %d partial frames of %d MiB "
+	              "(input_budget 16 MiB)\n",
+	              rss0, peak, N, DECLARED >> 20);
+	assert_true(peak - rss0 < 28 * 1024);
+	/* every stalled peer is ended (bounded) */
+	t0 = h_now_ms();
+	for (int i = 0; i < N; i++) {
+		uint64_t now = h_now_ms();
+		if (st_closed_within(fds[i], now - t0 < 20000 ? (int)(20000 - (now - t0)) : 0))
+			open_n--;
+		close(fds[i]);
+	}
+	assert_int_equal(open_n, 0);
+	assert_int_equal(st_call(good, "Get", 4, NULL, "big", NULL, 0), 0);
+	close(good);
+	close(big);
+	free(junk);
+	free(val);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+/* 16 connections each send 64 Gets of a 256 KiB value (256 MiB of replies
+ * in all) and read none; output_budget = 4M. kvd's resident memory grows by
+ * less than 80 MiB (without the budget, 16 connections pause at 8 MiB of
+ * queued replies each only, 128 MiB and more); every connection is either
+ * paused or ended, and a client that reads its replies is served. */
+static void test_unread_replies_bounded(void **state)
+{
+	enum { N = 16, GETS = 64, VLEN = 256 << 10 };
+	struct kvd_proc k;
+	struct kvd_opts o = {.config_text = "output_budget = 4M\n[tenant-defaults]\nsync = none\n",
+	                     .env = {"ASAN_OPTIONS=quarantine_size_mb=16:halt_on_error=1:"
+	                             "abort_on_error=1:print_summary=1"}};
+	int fds[N], good;
+	uint8_t *val = malloc(VLEN);
+	msgpack_sbuffer all;
+	long rss0, peak = 0, prev = -1;
+	uint64_t t0;
+	int stable = 0;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	good = st_open(k.surl);
+	memset(val, 'v', VLEN);
+	assert_int_equal(st_call(good, "Put", 1, NULL, "big", val, VLEN), 0);
+	assert_int_equal(st_call(good, "Get", 2, NULL, "big", NULL, 0), 0);
+	rss0 = rss_kib(k.pid);
+	msgpack_sbuffer_init(&all);
+	for (uint64_t id = 1; id <= GETS; id++) {
+		struct h_req q;
+		st_req(&q, "Get", id, NULL, "big", NULL, 0);
+		st_frame_into(&all, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+	for (int i = 0; i < N; i++) {
+		fds[i] = st_open(k.surl);
+		st_write(fds[i], all.data, all.size);
+	}
+	msgpack_sbuffer_destroy(&all);
+	/* until kvd's memory stops moving (bounded) */
+	t0 = h_now_ms();
+	while (stable < 5 && h_now_ms() - t0 < 10000) {
+		long r = rss_kib(k.pid);
+		if (r > peak)
+			peak = r;
+		stable = r == prev ? stable + 1 : 0;
+		prev = r;
+		poll(NULL, 0, 100); /* sampling period */
+	}
+	print_message("kvd RSS %ld KiB before, peak %ld KiB with %d MiB of replies unread "
+	              "(output_budget 4 MiB)\n",
+	              rss0, peak, (int)((long)N * GETS * VLEN >> 20));
+	assert_true(peak - rss0 < 80 * 1024);
+	assert_int_equal(st_call(good, "Get", 3, NULL, "big", NULL, 0), 0);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	close(good);
+	free(val);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_slowloris),
+	        cmocka_unit_test(test_idle_timeout),
+	        cmocka_unit_test(test_partial_frames_bounded),
+	        cmocka_unit_test(test_unread_replies_bounded),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
