@@ -329,7 +329,8 @@ void listeners_watch(struct kvd *d)
 		     d->listener_url[i]);
 		nng_listener_close(d->listeners[i]);
 		if ((rv = listener_open(d, d->listener_url[i], &l, err, sizeof(err))) != 0) {
-			klog(LOG_ERR, "%s; retrying in a second", err);
+			static struct klog_limit retry_log;
+			klog_limited(&retry_log, 10000, LOG_ERR, "%s; retrying every second", err);
 			d->listener_probed_ms[i] = 0; /* the next turn tries again */
 			continue;
 		}
