@@ -416,6 +416,86 @@ static void test_low_fd_limit(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* nng ipc:// and peers that leave mid-handshake (nng 1.5 stops the
+ * listener): 20 of them, one every 250 ms, while two established nng
+ * clients call Health throughout and a new client connects every 500 ms.
+ * kvd replaces the listener and keeps the established connections: they
+ * see no error. New clients may fail while the listener is down (printed);
+ * once the peers stop, a new client is served within 10 s; the socket file
+ * goes when kvd stops. */
+static void test_nng_handshake_abort(void **state)
+{
+	enum { ABORTS = 20, KEPT = 2 };
+	struct kvd_proc k;
+	nng_socket kept[KEPT];
+	int kept_fail = 0, kept_calls = 0, fresh_fail = 0, fresh_calls = 0;
+	uint64_t t0;
+	bool ok = false;
+	char ipc[100]; /* a Unix socket's path fits 108 bytes */
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	assert_true(strlen(k.url) < sizeof(ipc));
+	snprintf(ipc, sizeof(ipc), "%s", k.url);
+	for (int i = 0; i < KEPT; i++) {
+		kept[i] = h_dial(k.url, 3000);
+		struct h_req q;
+		struct h_reply2 r;
+		h_req_begin(&q, "Health", NULL, 1, 0, 0);
+		assert_int_equal(h_call(kept[i], &q, &r), 0);
+		h_reply2_free(&r);
+	}
+	for (int a = 0; a < ABORTS; a++) {
+		uint64_t until = h_now_ms() + 250;
+		assert_int_equal(h_connect_and_leave(ipc, 0), 0);
+		/* the established clients call on, paced by their replies */
+		while (h_now_ms() < until) {
+			for (int i = 0; i < KEPT; i++) {
+				struct h_req q;
+				struct h_reply2 r;
+				h_req_begin(&q, "Health", NULL, 1, 0, 0);
+				kept_calls++;
+				if (h_call(kept[i], &q, &r) != 0 || r.r.status != 0)
+					kept_fail++;
+				h_reply2_free(&r);
+			}
+			poll(NULL, 0, 10); /* their pace */
+		}
+		if (a % 2 == 0) {
+			fresh_calls++;
+			fresh_fail += !h_health_t(k.url, 1000);
+		}
+	}
+	t0 = h_now_ms();
+	while (!ok && h_now_ms() - t0 < 10000)
+		ok = h_health_t(k.url, 1000);
+	print_message("%d peers left mid-handshake: established clients %d of %d calls failed, "
+	              "new clients %d of %d; listener replaced (log): %s\n",
+	              ABORTS, kept_fail, kept_calls, fresh_fail, fresh_calls,
+	              h_log_has(&k, "replacing the listener") ? "yes" : "no");
+	assert_true(ok);
+	assert_int_equal(kept_fail, 0);
+	assert_true(kept_calls > 100);
+	assert_true(h_log_has(&k, "replacing the listener"));
+	for (int i = 0; i < KEPT; i++)
+		nng_close(kept[i]);
+	assert_int_equal(kvd_stop(&k), 0);
+	/* the socket file went with kvd, and no listener's file was left */
+	assert_int_not_equal(access(ipc + 6, F_OK), 0);
+	{
+		char pattern[128];
+		DIR *dir = opendir(k.dir);
+		struct dirent *de;
+		assert_non_null(dir);
+		snprintf(pattern, sizeof(pattern), "%s.kvd-", strrchr(ipc, '/') + 1);
+		while ((de = readdir(dir)) != NULL)
+			if (strncmp(de->d_name, pattern, strlen(pattern)) == 0)
+				fail_msg("%s left in %s", de->d_name, k.dir);
+		closedir(dir);
+	}
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +504,7 @@ int main(void)
 	        cmocka_unit_test(test_partial_frames_bounded),
 	        cmocka_unit_test(test_unread_replies_bounded),
 	        cmocka_unit_test(test_low_fd_limit),
+	        cmocka_unit_test(test_nng_handshake_abort),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
