@@ -46,8 +46,9 @@
  *      together, not only per connection: a frame larger than
  *      STREAM_SMALL_MAX is read only once input_budget granted its declared
  *      size (the "input budget" section below), and a connection with
- *      replies of its own queued is not read while the reply queues of all
- *      connections pass output_budget (s->out_bytes).
+ *      replies of its own queued is not read, and one holding over
+ *      STREAM_OUT_SOFT is ended, while the reply queues of all connections
+ *      pass output_budget (s->out_bytes).
  *   7. Time a client can hold a connection is bounded: a hello or frame
  *      must be whole within frame_timeout of its first byte (while kvd
  *      reads it), and with client_timeout set a connection with nothing
@@ -93,6 +94,7 @@
 #define STREAM_READ_BUDGET     (1u << 20)    /* bytes read from one connection per turn */
 #define STREAM_IN_FLIGHT_MAX   1024u         /* requests in flight before reading pauses */
 #define STREAM_OUT_MAX         (8u << 20)    /* queued reply bytes before reading pauses */
+#define STREAM_OUT_SOFT        (1u << 20)    /* … that end it while output_budget is passed */
 #define STREAM_OUT_HARD        (256u << 20)  /* queued reply bytes that end the connection */
 #define STREAM_BACKLOG         1024
 #define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
@@ -486,10 +488,10 @@ static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t le
 		return;
 	}
 	/* while the queues of all connections pass output_budget, one that
-	 * would hold more than STREAM_OUT_MAX is ended (Redis's soft limit) */
-	if (c->out_len - c->out_off + sizeof(hdr) + len - done > STREAM_OUT_MAX &&
+	 * would hold more than STREAM_OUT_SOFT is ended (as Redis's limits) */
+	if (c->out_len - c->out_off + sizeof(hdr) + len - done > STREAM_OUT_SOFT &&
 	    atomic_load(&c->s->out_bytes) > c->s->d->cfg.output_budget) {
-		klog_limited(&c->s->out_log, 10000, LOG_WARNING,
+		klog_limited(&c->s->out_log, 10000, LOG_NOTICE,
 		             "stream connection: %zu bytes of replies not read by the client "
 		             "while replies waiting for all clients pass output_budget; "
 		             "closing it",
