@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#define LISTENER_PROBE_MS 1000 /* listeners_watch probes each ipc:// listener this often */
+#define LISTENER_PROBE_MS      1000 /* listeners_watch probes each ipc:// listener this often */
 #define LISTENER_PROBE_WAIT_MS 1000 /* … and waits this long for the probe to be accepted */
 
 enum { CONN_RECV, CONN_DELAY, CONN_SEND };
@@ -385,7 +385,8 @@ static void drain_reap(int i)
 
 	while (k < lw.ndrain[i]) {
 		struct drain *dr = &lw.drain[i][k];
-		bool full = lw.ndrain[i] >= LISTENER_DRAIN_MAX && k == (lw.drain[i][0].first ? 1 : 0);
+		bool full =
+		        lw.ndrain[i] >= LISTENER_DRAIN_MAX && k == (lw.drain[i][0].first ? 1 : 0);
 		if (!dr->first && (listener_pipes(dr->l) == 0 || full)) {
 			if (full)
 				klog(LOG_WARNING,
