@@ -187,10 +187,13 @@ static void dd_evict_one(struct worker *w)
 	w->dd_n--;
 }
 
+/* now may be older than entries answered since it was read (the loop reads
+ * it once a turn): those are young, not 2^64 ms old. */
 static void dd_expire(struct worker *w, uint64_t now)
 {
 	while (w->dd_head != NULL && w->dd_head->pending == NULL &&
-	       (w->dd_n > DEDUP_CAP || now - w->dd_head->t_ms > DEDUP_TTL_MS))
+	       (w->dd_n > DEDUP_CAP ||
+	        (now > w->dd_head->t_ms && now - w->dd_head->t_ms > DEDUP_TTL_MS)))
 		dd_evict_one(w);
 }
 
