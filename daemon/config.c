@@ -23,6 +23,10 @@ void config_defaults(struct kvd_config *c)
 	c->max_value_size = 16u << 20;
 	c->contexts = 256;
 	c->max_connections = 1024;
+	c->client_timeout_s = 0;
+	c->frame_timeout_s = 30;
+	c->input_budget = 256ull << 20;
+	c->output_budget = 256ull << 20;
 	c->ipc_mode = 0660;
 	c->segment_size = 64ull << 20;
 	c->max_queue = 65536;
@@ -182,6 +186,14 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u32(v, &c->contexts);
 		if (!strcmp(k, "max_connections"))
 			return parse_u32(v, &c->max_connections);
+		if (!strcmp(k, "client_timeout"))
+			return parse_u32(v, &c->client_timeout_s);
+		if (!strcmp(k, "frame_timeout"))
+			return parse_u32(v, &c->frame_timeout_s);
+		if (!strcmp(k, "input_budget"))
+			return parse_size(v, &c->input_budget);
+		if (!strcmp(k, "output_budget"))
+			return parse_size(v, &c->output_budget);
 		if (!strcmp(k, "auto_create"))
 			return parse_bool(v, &c->auto_create);
 		if (!strcmp(k, "token"))
@@ -500,6 +512,10 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->max_connections == 0 || c->max_connections > 1000000) {
 		snprintf(err, errlen, "max_connections must be 1..1000000");
+		return -EINVAL;
+	}
+	if (c->input_budget < 1024 * 1024 || c->output_budget < 1024 * 1024) {
+		snprintf(err, errlen, "input_budget and output_budget must be at least 1M");
 		return -EINVAL;
 	}
 	if (c->segment_size < 4096 || c->segment_size > KV_SEGMENT_SIZE_MAX) {

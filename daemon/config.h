@@ -31,7 +31,14 @@ struct kvd_config {
 	uint64_t max_message_size;
 	uint32_t max_value_size;
 	uint32_t contexts;        /* requests served at once per listener socket */
-	uint32_t max_connections; /* kv+ipc:// and kv+tcp:// connections open at once */
+	uint32_t max_connections; /* connections open at once on each kv+ipc:// and kv+tcp://
+	                             listener (each listener counts its own) */
+	uint32_t client_timeout_s; /* close a kv+ connection idle this long; 0: never */
+	uint32_t frame_timeout_s;  /* a started hello or frame must be whole within; 0: never */
+	uint64_t input_budget;     /* bytes of large partial frames held at once, all kv+
+	                              connections together (at least max_message_size) */
+	uint64_t output_budget;    /* bytes of replies waiting for kv+ clients to read them,
+	                              all together, before connections holding some pause */
 	bool auto_create;
 	char token[256];
 	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// */

@@ -27,9 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
-#define LISTENER_PROBE_MS 2000 /* listeners_watch probes each nng listener this often */
+#define LISTENER_PROBE_MS      1000 /* listeners_watch probes each ipc:// listener this often */
+#define LISTENER_PROBE_WAIT_MS 1000 /* … and waits this long for the probe to be accepted */
 
 enum { CONN_RECV, CONN_DELAY, CONN_SEND };
 
@@ -188,6 +191,7 @@ static void ensure_ipc_dir(const char *url)
 
 static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
                          size_t errlen);
+static struct klog_limit lw_log[KVD_LISTEN_MAX];
 
 /* The statistics scope of listener `l` under `st`. (nng 1.5.2's
  * nng_stat_find_listener returns the first listener's whatever `l` is: its
@@ -284,7 +288,8 @@ static bool listener_alive(struct kvd *d, int i)
 	 * watchdog) for nng's 10 s handshake timeout */
 	if (nng_dialer_start(dl, NNG_FLAG_NONBLOCK) == 0) {
 		t0 = now_ms();
-		while (!(alive = listener_stat(l, "accept") > before) && now_ms() - t0 < 3000)
+		while (!(alive = listener_stat(l, "accept") > before) &&
+		       now_ms() - t0 < LISTENER_PROBE_WAIT_MS)
 			poll(NULL, 0, 20);
 	}
 	nng_close(s);
@@ -294,46 +299,168 @@ static bool listener_alive(struct kvd *d, int i)
 }
 
 /*
- * nng 1.5's listeners stop accepting for good when a peer disconnects in the
- * middle of the SP handshake (nng issue #1518, fixed in nng 1.6): the
- * transport passes the connection's NNG_ECLOSED up as if the listener had
- * been closed (a client closing its socket while its dialer reconnects does
- * it). Every LISTENER_PROBE_MS a probe connection tells whether each
- * listener still accepts (its "accept" count moves); when two probes in a
- * row say no, the listener is replaced by a new one on the same address.
- * Closing it also closes the connections it had accepted; their clients
- * reconnect (libkvclient's calls in flight on them fail with UNAVAILABLE).
+ * nng 1.5's ipc:// listeners stop accepting for good when a peer leaves
+ * before the SP handshake is over (nng issue #1518, fixed in nng 1.6): a
+ * peer that connects and closes, sends part of the header or the whole
+ * header and leaves before reading the server's, or sends something that is
+ * not SP. Measured on Debian's nng 1.5.2: one such peer stops an ipc://
+ * listener; 30 of each kind leave tcp:// and tls+tcp:// listeners
+ * accepting, so only ipc:// listeners are watched.
+ *
+ * Every LISTENER_PROBE_MS a probe connection tells whether each ipc://
+ * listener still accepts (its "accept" count moves). When it does not, a
+ * new listener is bound beside the socket file (PATH.kvd-N) and renamed
+ * over PATH, so new clients reach it at once; the old one keeps serving
+ * the connections it had (closing it would close them) until the last of
+ * them ends, and is closed then. (The first listener of an address stays
+ * until kvd stops: nng removes its file when it is closed, and that name
+ * is the new listener's now.) So a peer that keeps leaving mid-handshake
+ * costs other nng clients only connections they open while the listener is
+ * down: until the next probe, at most about 2 s. Connections that reached
+ * the dead listener's backlog wait there until it is closed, or for their
+ * own handshake timeout. kv+ipc:// is not affected.
  */
+#define LISTENER_DRAIN_MAX 16 /* old listeners kept for their connections, per address */
+
+struct drain {
+	nng_listener l;
+	bool first; /* the address's first listener: its close removes the file */
+};
+static struct {
+	pthread_mutex_t mu;
+	uint32_t id[KVD_LISTEN_MAX * (LISTENER_DRAIN_MAX + 2)]; /* listener ids … */
+	int pipes[KVD_LISTEN_MAX * (LISTENER_DRAIN_MAX + 2)];   /* … and their connections */
+	struct drain drain[KVD_LISTEN_MAX][LISTENER_DRAIN_MAX];
+	int ndrain[KVD_LISTEN_MAX];
+	bool first_replaced[KVD_LISTEN_MAX];
+	unsigned gen;
+} lw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* nng's pipe events: connections per listener (any nng thread). */
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	uint32_t id = (uint32_t)nng_listener_id(nng_pipe_listener(p));
+	size_t n = sizeof(lw.id) / sizeof(lw.id[0]), free_slot = n;
+
+	(void)arg;
+	if ((int32_t)id <= 0)
+		return; /* a dialer's (none here) */
+	pthread_mutex_lock(&lw.mu);
+	for (size_t i = 0; i < n; i++) {
+		if (lw.id[i] == id) {
+			lw.pipes[i] += ev == NNG_PIPE_EV_ADD_POST ? 1 : -1;
+			if (lw.pipes[i] <= 0)
+				lw.id[i] = 0, lw.pipes[i] = 0;
+			pthread_mutex_unlock(&lw.mu);
+			return;
+		}
+		if (lw.id[i] == 0 && free_slot == n)
+			free_slot = i;
+	}
+	if (ev == NNG_PIPE_EV_ADD_POST && free_slot < n) {
+		lw.id[free_slot] = id;
+		lw.pipes[free_slot] = 1;
+	}
+	pthread_mutex_unlock(&lw.mu);
+}
+
+static int listener_pipes(nng_listener l)
+{
+	uint32_t id = (uint32_t)nng_listener_id(l);
+	int n = 0;
+
+	pthread_mutex_lock(&lw.mu);
+	for (size_t i = 0; i < sizeof(lw.id) / sizeof(lw.id[0]); i++)
+		if (lw.id[i] == id)
+			n = lw.pipes[i];
+	pthread_mutex_unlock(&lw.mu);
+	return n;
+}
+
+/* Closes the old listeners of address i whose connections all ended (not
+ * the first: see above); past LISTENER_DRAIN_MAX, the oldest with them. */
+static void drain_reap(int i)
+{
+	int k = 0;
+
+	while (k < lw.ndrain[i]) {
+		struct drain *dr = &lw.drain[i][k];
+		bool full =
+		        lw.ndrain[i] >= LISTENER_DRAIN_MAX && k == (lw.drain[i][0].first ? 1 : 0);
+		if (!dr->first && (listener_pipes(dr->l) == 0 || full)) {
+			if (full)
+				klog(LOG_WARNING,
+				     "%d replaced nng listeners of one address still serve "
+				     "connections; closing the oldest and its %d connection(s)",
+				     lw.ndrain[i], listener_pipes(dr->l));
+			nng_listener_close(dr->l);
+			memmove(dr, dr + 1, (size_t)(lw.ndrain[i] - k - 1) * sizeof(*dr));
+			lw.ndrain[i]--;
+			continue;
+		}
+		k++;
+	}
+}
+
+/* Opens a new listener for ipc:// address i beside its file and renames it
+ * over the file; the old one is kept for its connections. */
+static int listener_swap_ipc(struct kvd *d, int i, char *err, size_t errlen)
+{
+	const char *path = d->listener_url[i] + 6;
+	char tmp[4096], url[4200];
+	nng_listener l;
+	int rv;
+
+	snprintf(tmp, sizeof(tmp), "%s.kvd-%u", path, ++lw.gen);
+	if (strlen(tmp) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+	    lw.ndrain[i] >= LISTENER_DRAIN_MAX) {
+		/* no room for the name beside it, or for one more old listener:
+		 * replaced in place, which closes its connections */
+		nng_listener_close(d->listeners[i]);
+		return listener_open(d, d->listener_url[i], &d->listeners[i], err, errlen);
+	}
+	snprintf(url, sizeof(url), "ipc://%s", tmp);
+	if ((rv = listener_open(d, url, &l, err, errlen)) != 0)
+		return rv;
+	if (rename(tmp, path) != 0) {
+		snprintf(err, errlen, "rename %s to %s: %s", tmp, path, strerror(errno));
+		nng_listener_close(l);
+		return -errno;
+	}
+	lw.drain[i][lw.ndrain[i]].l = d->listeners[i];
+	lw.drain[i][lw.ndrain[i]].first = !lw.first_replaced[i];
+	lw.first_replaced[i] = true;
+	lw.ndrain[i]++;
+	d->listeners[i] = l;
+	return 0;
+}
+
 void listeners_watch(struct kvd *d)
 {
 	char err[512];
 
 	for (int i = 0; i < d->nlisteners && !atomic_load(&d->stopping); i++) {
 		uint64_t now = now_ms();
-		nng_listener l;
 		int rv;
 
-		/* nng 1.5 counts every peer's disconnect among the errors that
-		 * also stop a listener, and can lose its accept without counting
-		 * anything: so every listener is probed every LISTENER_PROBE_MS */
+		if (strncmp(d->listener_url[i], "ipc://", 6) != 0)
+			continue;
+		drain_reap(i);
 		if (now - d->listener_probed_ms[i] < LISTENER_PROBE_MS)
 			continue;
 		d->listener_probed_ms[i] = now;
-		/* replacing closes the listener's connections: only when a second
-		 * probe agrees with the first */
-		if (listener_alive(d, i) || listener_alive(d, i))
+		if (listener_alive(d, i))
 			continue;
-		klog(LOG_WARNING,
-		     "%s stopped accepting connections (a peer left during the "
-		     "handshake); replacing the listener",
-		     d->listener_url[i]);
-		nng_listener_close(d->listeners[i]);
-		if ((rv = listener_open(d, d->listener_url[i], &l, err, sizeof(err))) != 0) {
-			klog(LOG_ERR, "%s; retrying in a second", err);
+		klog_limited(&lw_log[i], 10000, LOG_WARNING,
+		             "%s stopped accepting connections (a peer left during the "
+		             "handshake; nng 1.5); replacing the listener, its connections stay",
+		             d->listener_url[i]);
+		if ((rv = listener_swap_ipc(d, i, err, sizeof(err))) != 0) {
+			static struct klog_limit retry_log;
+			klog_limited(&retry_log, 10000, LOG_ERR, "%s; retrying every second", err);
 			d->listener_probed_ms[i] = 0; /* the next turn tries again */
 			continue;
 		}
-		d->listeners[i] = l;
 		atomic_fetch_add(&d->listener_restarts, 1);
 	}
 }
@@ -377,6 +504,8 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 		return -EIO;
 	}
 	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+	nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, pipe_event, d);
+	nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, pipe_event, d);
 	for (int k = 0; k < d->cfg.nlisten; k++) {
 		int n = d->nlisteners;
 		if (stream_url(d->cfg.listen[k]))
@@ -409,8 +538,13 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 
 void listeners_close(struct kvd *d)
 {
-	for (int i = 0; i < d->nlisteners; i++)
+	for (int i = 0; i < d->nlisteners; i++) {
 		nng_listener_close(d->listeners[i]);
+		/* the old ones last: the first removes the socket file */
+		for (int k = 0; k < lw.ndrain[i]; k++)
+			nng_listener_close(lw.drain[i][k].l);
+		lw.ndrain[i] = 0;
+	}
 	d->nlisteners = 0;
 }
 

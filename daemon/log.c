@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static atomic_int level = LOG_INFO;
 
@@ -38,18 +39,51 @@ const char *log_level_name(int l)
 	return l >= 0 && l <= LOG_DEBUG ? names[l] : "?";
 }
 
-void klog(int prio, const char *fmt, ...)
+static void vklog(int prio, unsigned long long dropped, unsigned interval_ms, const char *fmt,
+                  va_list ap)
 {
 	char line[1024];
-	va_list ap;
 	int n;
+
+	n = snprintf(line, sizeof(line), "<%d>", prio);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (dropped > 0 && (size_t)n < sizeof(line))
+		snprintf(line + n, sizeof(line) - (size_t)n,
+		         " (%llu more like it in the last %u s not logged)", dropped,
+		         (interval_ms + 999) / 1000);
+	/* one write per line so lines of different threads never interleave */
+	fprintf(stderr, "%s\n", line);
+}
+
+void klog(int prio, const char *fmt, ...)
+{
+	va_list ap;
 
 	if (prio > atomic_load(&level))
 		return;
-	n = snprintf(line, sizeof(line), "<%d>", prio);
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	vklog(prio, 0, 0, fmt, ap);
 	va_end(ap);
-	/* one write per line so lines of different threads never interleave */
-	fprintf(stderr, "%s\n", line);
+}
+
+void klog_limited(struct klog_limit *l, unsigned interval_ms, int prio, const char *fmt, ...)
+{
+	struct timespec ts;
+	unsigned long long now, next, dropped;
+	va_list ap;
+
+	if (prio > atomic_load(&level))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000;
+	next = atomic_load(&l->next_ms);
+	/* one thread wins the slot; the others count themselves as dropped */
+	if (now < next || !atomic_compare_exchange_strong(&l->next_ms, &next, now + interval_ms)) {
+		atomic_fetch_add(&l->suppressed, 1);
+		return;
+	}
+	dropped = atomic_exchange(&l->suppressed, 0);
+	va_start(ap, fmt);
+	vklog(prio, dropped, interval_ms, fmt, ap);
+	va_end(ap);
 }

@@ -6,6 +6,7 @@
 #ifndef KVD_LOG_H
 #define KVD_LOG_H
 
+#include <stdatomic.h>
 #include <syslog.h>
 
 /* Lines above this priority (LOG_ERR … LOG_DEBUG) are dropped; default LOG_INFO. */
@@ -16,5 +17,17 @@ int log_level_parse(const char *s);
 const char *log_level_name(int level);
 
 void klog(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A line that can repeat without end (accept failing with EMFILE, peers
+ * refused, connections timed out): printed at most once per interval_ms
+ * for each struct klog_limit (static, zero-initialised); the lines dropped
+ * in between are counted and the next line printed says how many. Any
+ * thread. */
+struct klog_limit {
+	_Atomic unsigned long long next_ms;    /* monotonic ms before which lines are dropped */
+	_Atomic unsigned long long suppressed; /* dropped since the last line printed */
+};
+void klog_limited(struct klog_limit *l, unsigned interval_ms, int prio, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 
 #endif

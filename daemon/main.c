@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -198,6 +199,11 @@ static void reload(struct kvd *d)
 			{"segment_size", n->segment_size != o->segment_size},
 			{"open_files", n->open_files != o->open_files},
 			{"max_queue", n->max_queue != o->max_queue},
+			{"max_connections", n->max_connections != o->max_connections},
+			{"client_timeout", n->client_timeout_s != o->client_timeout_s},
+			{"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
+			{"input_budget", n->input_budget != o->input_budget},
+			{"output_budget", n->output_budget != o->output_budget},
 			{"tenant-defaults", memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -425,6 +431,89 @@ static void log_refused(struct kvd *d)
 	free(list);
 }
 
+/* Descriptors of the process open now. */
+static unsigned open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	if (dir == NULL)
+		return 16;
+	while (readdir(dir) != NULL)
+		n++;
+	closedir(dir);
+	return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own */
+}
+
+#define FDS_PER_TENANT 3  /* directory, io_uring ring, event fd (engine/store.c) */
+#define FDS_TENANTS_MIN 16 /* active tenants the plan leaves room for, at least */
+#define FDS_NNG_RESERVE 64 /* nng connections (unbounded; a guess) */
+
+/*
+ * The open file limit, shared out before the store opens: the soft limit
+ * is raised to the hard one; when it is still below what the settings
+ * need (descriptors open now and for the threads, max_connections per kv+
+ * listener, open_files for segment files, FDS_PER_TENANT per active
+ * tenant), kvd says so once, and — unless open_files was set — sizes the
+ * segment budget and the active tenants to what is left after a quarter
+ * for connections, so that tenants keep working (connections beyond the
+ * limit wait in the backlog, logged at most once in 10 s).
+ */
+static void plan_descriptors(struct kvd *d, struct kv_store_options *so)
+{
+	struct rlimit rl;
+	unsigned long long lim, base, conns, seg, want;
+	int nkv = 0, nnng = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			klog(LOG_INFO, "open file limit raised from %llu to %llu (the hard limit)",
+			     (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+		else
+			getrlimit(RLIMIT_NOFILE, &rl);
+		if (rl.rlim_cur == RLIM_INFINITY)
+			return;
+	}
+	for (int i = 0; i < d->cfg.nlisten; i++) {
+		if (stream_url(d->cfg.listen[i]))
+			nkv++;
+		else
+			nnng++;
+	}
+	lim = rl.rlim_cur;
+	base = open_fds() + 2ull * d->nworkers + 16;
+	conns = (unsigned long long)nkv * d->cfg.max_connections + (nnng ? FDS_NNG_RESERVE : 0);
+	seg = d->cfg.open_files ? d->cfg.open_files : lim / 2;
+	want = base + conns + seg + FDS_TENANTS_MIN * FDS_PER_TENANT;
+	if (lim >= want)
+		return;
+	klog(LOG_WARNING,
+	     "the open file limit (%llu) is below the %llu descriptors the settings need: "
+	     "%llu for kvd itself, %llu for connections (max_connections %u x %d kv+ "
+	     "listener(s)%s), %llu for segment files (open_files), %u for %u active tenants; "
+	     "raise it (LimitNOFILE=, ulimit -n) or lower max_connections and open_files",
+	     lim, want, base, conns, d->cfg.max_connections, nkv,
+	     nnng ? " + 64 for nng" : "", seg, FDS_TENANTS_MIN * FDS_PER_TENANT, FDS_TENANTS_MIN);
+	if (d->cfg.open_files == 0 && so->max_active == 0) {
+		unsigned long long left = lim > base ? lim - base : 0, share, rest;
+		share = conns < left / 4 ? conns : left / 4;
+		rest = left - share;
+		seg = rest / 2 > 8 ? rest / 2 : 8;
+		so->max_active = (uint32_t)((rest - rest / 2) / FDS_PER_TENANT > 2
+		                                    ? (rest - rest / 2) / FDS_PER_TENANT
+		                                    : 2);
+		kv_set_open_files_budget((size_t)seg);
+		klog(LOG_WARNING,
+		     "so: segment files at most %llu, active tenants at most %u, about %llu "
+		     "descriptors for connections",
+		     seg, so->max_active, share);
+	}
+}
+
 static int open_store(struct kvd *d)
 {
 	struct kv_store_options so;
@@ -448,6 +537,7 @@ static int open_store(struct kvd *d)
 	so.defaults = d->cfg.defaults;
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);
+	plan_descriptors(d, &so);
 	rv = kv_store_open(d->cfg.data_dir, &so, &d->store);
 	if (rv == 0)
 		log_refused(d);

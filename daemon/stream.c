@@ -42,11 +42,22 @@
  *      and reads and drops what the client still sends (at most
  *      STREAM_DISCARD_MAX bytes), so that a client still writing its
  *      request is not cut off with a reset before it read the answer.
+ *   6. Memory a client can make kvd hold is bounded for all connections
+ *      together, not only per connection: a frame larger than
+ *      STREAM_SMALL_MAX is read only once input_budget granted its declared
+ *      size (the "input budget" section below), and a connection with
+ *      replies of its own queued is not read, and one holding over
+ *      STREAM_OUT_SOFT is ended, while the reply queues of all connections
+ *      pass output_budget (s->out_bytes).
+ *   7. Time a client can hold a connection is bounded: a hello or frame
+ *      must be whole within frame_timeout of its first byte (while kvd
+ *      reads it), and with client_timeout set a connection with nothing
+ *      received, in flight or queued for that long is ended (stream_sweep).
+ *      Each listener has its own max_connections.
  *
- * Threads: the acceptor; the workers (reading, writing queued replies,
- * answering); the maintenance thread (answering Compact); the main thread
- * (stream_start, stream_stop_accepting, stream_stop once the workers have
- * stopped).
+ * Threads: the acceptor (which also sweeps deadlines); the workers (reading, writing queued
+ * replies, answering); the maintenance thread (answering Compact); the main thread (stream_start,
+ * stream_stop_accepting, stream_stop once the workers have stopped).
  */
 #include "kvd.h"
 
@@ -74,12 +85,17 @@
 
 #define STREAM_HELLO_LEN       8
 #define STREAM_FRAME_HDR       4
-#define STREAM_IN_MIN          (16u << 10)  /* a connection's input buffer, at least */
-#define STREAM_IN_KEEP         (256u << 10) /* larger buffers are given back when empty */
-#define STREAM_READ_BUDGET     (1u << 20)   /* bytes read from one connection per turn */
-#define STREAM_IN_FLIGHT_MAX   1024u        /* requests in flight before reading pauses */
-#define STREAM_OUT_MAX         (8u << 20)   /* queued reply bytes before reading pauses */
-#define STREAM_OUT_HARD        (256u << 20) /* queued reply bytes that end the connection */
+#define STREAM_IN_MIN          (16u << 10)   /* a connection's input buffer, at least */
+#define STREAM_IN_KEEP         STREAM_IN_MIN /* larger buffers are given back when empty */
+#define STREAM_SMALL_MAX       (16u << 10)   /* larger frames are read under the input budget */
+#define STREAM_BIG_FIRST       (64u << 10)   /* a large frame's first buffer (then doubled) */
+#define STREAM_OUT_KEEP        (64u << 10)   /* larger reply queues are given back when empty */
+#define STREAM_SWEEP_MS        1000          /* the acceptor checks deadlines this often */
+#define STREAM_READ_BUDGET     (1u << 20)    /* bytes read from one connection per turn */
+#define STREAM_IN_FLIGHT_MAX   1024u         /* requests in flight before reading pauses */
+#define STREAM_OUT_MAX         (8u << 20)    /* queued reply bytes before reading pauses */
+#define STREAM_OUT_SOFT        (1u << 20)    /* … that end it while output_budget is passed */
+#define STREAM_OUT_HARD        (256u << 20)  /* queued reply bytes that end the connection */
 #define STREAM_BACKLOG         1024
 #define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
 #define STREAM_MIGRATE_AFTER   16           /* requests in a row for another worker's tenants */
@@ -97,6 +113,9 @@ struct sconn {
 	uint8_t *in;
 	size_t in_len, in_cap;
 	bool hello_read;
+	uint8_t *big;   /* a large frame's body: big[0, big_got) of big_len */
+	size_t big_len; /* 0: none pending */
+	size_t big_got, big_cap;
 	int foreign_owner; /* the worker owning the last requests' tenants, */
 	uint32_t foreign;  /* when not this one: how many in a row */
 	/* c->mu guards everything below */
@@ -107,20 +126,36 @@ struct sconn {
 	uint32_t in_flight;
 	uint32_t refs;
 	uint32_t events;
-	bool backlog;              /* the reader stopped parsing at a pause, frames may wait */
-	bool eof;                  /* the client will send no more: close once answered */
-	bool fatal;                /* bad framing: answer, shut down, drop the rest */
-	bool wr_shut;              /* fatal: our side is shut down */
-	size_t discard;            /* fatal: bytes dropped so far */
-	bool broken;               /* a write failed: the reader closes it */
-	bool dead;                 /* closed by the reader */
-	struct sconn *prev, *next; /* s->conns, under s->mu */
+	bool backlog;   /* the reader stopped parsing at a pause, frames may wait */
+	bool eof;       /* the client will send no more: close once answered */
+	bool fatal;     /* bad framing: answer, shut down, drop the rest */
+	bool wr_shut;   /* fatal: our side is shut down */
+	size_t discard; /* fatal: bytes dropped so far */
+	bool broken;    /* a write failed: the reader closes it */
+	bool dead;      /* closed by the reader */
+	/* under s->mu and c->mu both (either suffices to read) */
+	bool in_wait; /* a large frame waits for the input budget (not read) */
+	/* s->mu guards these */
+	bool granted;              /* big_len is counted in s->in_granted */
+	struct sconn *wnext;       /* s->wait_head's queue */
+	struct sconn *prev, *next; /* s->conns */
+	int li;                    /* the listener that accepted it */
+	/* written by the reader, read by the acceptor's sweep (timeouts) */
+	_Atomic uint64_t active_ms; /* the last bytes read from the client */
+	_Atomic uint64_t frame_ms;  /* since when a hello or frame is incomplete; 0: none */
+};
+
+/* A stream request: the job, and the input budget its body holds. */
+struct sjob {
+	struct job j; /* first */
+	size_t granted;
 };
 
 struct stream {
 	struct kvd *d;
 	int lfd[KVD_LISTEN_MAX];
-	char *path[KVD_LISTEN_MAX]; /* kv+ipc: the socket file, removed at the end */
+	char *path[KVD_LISTEN_MAX];      /* kv+ipc: the socket file, removed at the end */
+	const char *url[KVD_LISTEN_MAX]; /* as configured (d->cfg.listen) */
 	int nl;
 	int epfd, stopfd;
 	pthread_t acceptor;
@@ -128,8 +163,18 @@ struct stream {
 	pthread_mutex_t mu;
 	struct sconn *conns;
 	uint32_t nconns;
+	uint32_t nconns_l[KVD_LISTEN_MAX]; /* per listener (max_connections each) */
 	uint32_t next_worker;
-	uint64_t refused_at_ms; /* last "too many connections" log line */
+	struct klog_limit refused_log[KVD_LISTEN_MAX];
+	struct klog_limit timeout_log, accept_log, out_log;
+	/* the input budget: bytes of large frames granted (counted at their
+	 * declared size), and the connections waiting for some, oldest first */
+	uint64_t in_budget, in_granted;
+	struct sconn *wait_head, *wait_tail;
+	/* the output budget: bytes of reply queues of every connection */
+	_Atomic uint64_t out_bytes;
+	/* connections the sweep closed (tests read them in the log) */
+	uint64_t frame_timeouts, idle_timeouts;
 };
 
 bool stream_url(const char *url)
@@ -139,10 +184,134 @@ bool stream_url(const char *url)
 
 /* ---- connections ---------------------------------------------------------- */
 
+static void sconn_update_events(struct sconn *c);
+
+/* ---- the input budget ------------------------------------------------------
+ *
+ * A frame of up to STREAM_SMALL_MAX bytes is read into the connection's own
+ * buffer (at most about twice that). A larger one needs its declared size
+ * from the input budget before its body is read: granted at once when
+ * nobody waits and it fits, else the connection waits in s->wait_head's
+ * queue without being read, and is granted in turn (oldest first) as
+ * frames complete and their requests are answered. A granted body grows as
+ * its bytes arrive (so memory follows what clients sent, not what they
+ * declared), goes to its request as it is, and gives its grant back when
+ * the request is answered. Since every grant is at most max_message_size
+ * and the budget at least that, the queue always moves: large frames wait,
+ * small ones never do, and memory held by partial frames stays within
+ * input_budget plus STREAM_IN_MIN-ish per connection. */
+
+/* With s->mu held: grants waiting connections their frames, oldest first,
+ * while the budget has room. */
+static void budget_grant_waiting_locked(struct stream *s)
+{
+	struct sconn *c;
+
+	while ((c = s->wait_head) != NULL && s->in_granted + c->big_len <= s->in_budget) {
+		s->wait_head = c->wnext;
+		if (s->wait_head == NULL)
+			s->wait_tail = NULL;
+		c->wnext = NULL;
+		s->in_granted += c->big_len;
+		c->granted = true;
+		pthread_mutex_lock(&c->mu);
+		c->in_wait = false;
+		c->backlog = true; /* its reader takes what already arrived */
+		/* the frame's deadline runs from the grant */
+		atomic_store(&c->frame_ms, now_ms());
+		sconn_update_events(c);
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+static void budget_release(struct stream *s, size_t n)
+{
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&s->mu);
+	assert(s->in_granted >= n);
+	s->in_granted -= n;
+	budget_grant_waiting_locked(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The reader, with c->big_len set: takes the frame's bytes from the budget,
+ * or queues the connection (which is then not read until granted). */
+static bool budget_take(struct sconn *c)
+{
+	struct stream *s = c->s;
+	bool ok;
+
+	pthread_mutex_lock(&s->mu);
+	ok = s->wait_head == NULL && s->in_granted + c->big_len <= s->in_budget;
+	if (ok) {
+		s->in_granted += c->big_len;
+		c->granted = true;
+	} else {
+		c->wnext = NULL;
+		if (s->wait_tail != NULL)
+			s->wait_tail->wnext = c;
+		else
+			s->wait_head = c;
+		s->wait_tail = c;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->in_wait = !ok;
+	sconn_update_events(c);
+	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+/* The reader's (or, once it is gone, the last owner's): gives back what the
+ * connection holds of the input budget, granted or waited for. */
+static void sconn_in_drop(struct sconn *c)
+{
+	struct stream *s = c->s;
+
+	pthread_mutex_lock(&s->mu);
+	if (c->granted) {
+		s->in_granted -= c->big_len;
+		c->granted = false;
+		budget_grant_waiting_locked(s);
+	} else if (c->in_wait) {
+		struct sconn **pp = &s->wait_head, *prev = NULL;
+		while (*pp != NULL && *pp != c) {
+			prev = *pp;
+			pp = &(*pp)->wnext;
+		}
+		if (*pp == c) {
+			*pp = c->wnext;
+			if (s->wait_tail == c)
+				s->wait_tail = prev;
+		}
+		c->wnext = NULL;
+		/* the queue's head may fit now */
+		budget_grant_waiting_locked(s);
+	}
+	pthread_mutex_lock(&c->mu);
+	c->in_wait = false;
+	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&s->mu);
+	free(c->big);
+	c->big = NULL;
+	c->big_len = c->big_got = c->big_cap = 0;
+}
+
+/* The bytes of reply queues: kept in s->out_bytes (the output budget). */
+static void sconn_out_account(struct sconn *c, size_t old_cap, size_t new_cap)
+{
+	if (new_cap > old_cap)
+		atomic_fetch_add(&c->s->out_bytes, new_cap - old_cap);
+	else
+		atomic_fetch_sub(&c->s->out_bytes, old_cap - new_cap);
+}
+
 static void sconn_free(struct sconn *c)
 {
 	struct stream *s = c->s;
 
+	sconn_in_drop(c);
 	pthread_mutex_lock(&s->mu);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
@@ -151,9 +320,11 @@ static void sconn_free(struct sconn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	s->nconns--;
+	s->nconns_l[c->li]--;
 	pthread_mutex_unlock(&s->mu);
 	if (c->fd >= 0)
 		close(c->fd);
+	sconn_out_account(c, c->out_cap, 0);
 	pthread_mutex_destroy(&c->mu);
 	free(c->in);
 	free(c->out);
@@ -171,15 +342,19 @@ static bool sconn_unref_locked(struct sconn *c)
  * (invariant 3), and whether more may be read from the socket. */
 static bool sconn_can_parse_locked(const struct sconn *c)
 {
+	size_t queued = c->out_len - c->out_off;
+
 	return !c->fatal && !c->broken && c->in_flight < STREAM_IN_FLIGHT_MAX &&
-	       c->out_len - c->out_off < STREAM_OUT_MAX;
+	       queued < STREAM_OUT_MAX &&
+	       (queued == 0 || atomic_load(&c->s->out_bytes) <= c->s->d->cfg.output_budget);
 }
 
 static bool sconn_can_read_locked(const struct sconn *c)
 {
 	if (c->broken || c->eof)
 		return false;
-	return c->fatal ? c->discard < STREAM_DISCARD_MAX : sconn_can_parse_locked(c);
+	return c->fatal ? c->discard < STREAM_DISCARD_MAX
+	                : sconn_can_parse_locked(c) && !c->in_wait;
 }
 
 /* With c->mu held: whether the connection is done for: broken, finished
@@ -205,7 +380,8 @@ static void sconn_update_events(struct sconn *c)
 	bool queued = c->out_len > c->out_off;
 	uint32_t ev = sconn_can_read_locked(c) ? EPOLLIN | EPOLLRDHUP : 0;
 
-	if (queued || (c->backlog && sconn_can_parse_locked(c)) || sconn_finished_locked(c))
+	if (queued || (c->backlog && sconn_can_parse_locked(c) && !c->in_wait) ||
+	    sconn_finished_locked(c))
 		ev |= EPOLLOUT;
 	if (c->dead)
 		return;
@@ -235,8 +411,16 @@ static void sconn_flush_locked(struct sconn *c)
 		}
 		c->out_off += (size_t)n;
 	}
-	if (c->out_off == c->out_len)
+	if (c->out_off == c->out_len) {
 		c->out_off = c->out_len = 0;
+		if (c->out_cap > STREAM_OUT_KEEP) {
+			/* a large queue is given back once it drained */
+			sconn_out_account(c, c->out_cap, 0);
+			free(c->out);
+			c->out = NULL;
+			c->out_cap = 0;
+		}
+	}
 }
 
 /* With c->mu held: appends bytes to the queue (false: out of memory). */
@@ -254,6 +438,7 @@ static bool sconn_queue_locked(struct sconn *c, const void *p, size_t len)
 			cap *= 2;
 		if ((n = realloc(c->out, cap)) == NULL)
 			return false;
+		sconn_out_account(c, c->out_cap, cap);
 		c->out = n;
 		c->out_cap = cap;
 	}
@@ -302,6 +487,18 @@ static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t le
 		c->broken = true;
 		return;
 	}
+	/* while the queues of all connections pass output_budget, one that
+	 * would hold more than STREAM_OUT_SOFT is ended (as Redis's limits) */
+	if (c->out_len - c->out_off + sizeof(hdr) + len - done > STREAM_OUT_SOFT &&
+	    atomic_load(&c->s->out_bytes) > c->s->d->cfg.output_budget) {
+		klog_limited(&c->s->out_log, 10000, LOG_NOTICE,
+		             "stream connection: %zu bytes of replies not read by the client "
+		             "while replies waiting for all clients pass output_budget; "
+		             "closing it",
+		             c->out_len - c->out_off);
+		c->broken = true;
+		return;
+	}
 	if (done < sizeof(hdr) && !sconn_queue_locked(c, hdr + done, sizeof(hdr) - done))
 		goto nomem;
 	done = done > sizeof(hdr) ? done - sizeof(hdr) : 0;
@@ -320,6 +517,7 @@ static void sconn_close(struct sconn *c)
 	struct kvd *d = c->s->d;
 	bool last;
 
+	sconn_in_drop(c);
 	pthread_mutex_lock(&c->mu);
 	if (worker_watch(d, c->worker, EPOLL_CTL_DEL, c->fd, 0, NULL) != 0)
 		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
@@ -336,7 +534,9 @@ static void sconn_close(struct sconn *c)
 static void sconn_job_reply(struct job *j, struct rpc_reply *rp)
 {
 	struct sconn *c = j->sink;
+	struct stream *s = c->s;
 	struct kvd *d = j->d;
+	size_t granted = ((struct sjob *)j)->granted;
 	bool last;
 
 	job_release(j);
@@ -353,6 +553,7 @@ static void sconn_job_reply(struct job *j, struct rpc_reply *rp)
 	atomic_fetch_sub(&d->in_flight, 1);
 	if (last)
 		sconn_free(c);
+	budget_release(s, granted); /* the request's body is gone */
 }
 
 /* A frame the server cannot take: answered (id 0) where it can be, then the
@@ -372,21 +573,23 @@ static void sconn_fatal(struct sconn *c, int status, const char *msg)
 	rpc_reply_release(&rp);
 }
 
-/* One whole frame's body: a job, dispatched. false: out of memory (the
- * connection is then ended). */
-static bool sconn_request(struct worker *w, struct sconn *c, const uint8_t *p, size_t len)
+/* One whole frame's body (malloc'd; the request takes it, with the input
+ * budget it holds): a job, dispatched. false: out of memory (the body is
+ * freed; the caller gives the budget back and ends the connection). */
+static bool sconn_request(struct worker *w, struct sconn *c, uint8_t *body, size_t len,
+                          size_t granted)
 {
 	struct kvd *d = c->s->d;
-	struct job *j = calloc(1, sizeof(*j));
-	uint8_t *body = malloc(len);
+	struct sjob *sj = calloc(1, sizeof(*sj));
+	struct job *j;
 	int owner;
 
-	if (j == NULL || body == NULL) {
-		free(j);
+	if (sj == NULL) {
 		free(body);
 		return false;
 	}
-	memcpy(body, p, len);
+	sj->granted = granted;
+	j = &sj->j;
 	j->d = d;
 	j->reply = sconn_job_reply;
 	j->sink = c;
@@ -405,17 +608,47 @@ static bool sconn_request(struct worker *w, struct sconn *c, const uint8_t *p, s
 	return true;
 }
 
-/* With the reader's buffer: takes the hello and every whole frame. */
+static void sconn_nomem(struct sconn *c, size_t len)
+{
+	klog(LOG_ERR, "stream connection: out of memory for a request of %zu bytes", len);
+	pthread_mutex_lock(&c->mu);
+	c->broken = true;
+	pthread_mutex_unlock(&c->mu);
+	c->in_len = 0;
+}
+
+/* Room for `need` more bytes of the large frame's body (grown as its bytes
+ * arrive: doubled, from STREAM_BIG_FIRST up to its length). */
+static bool sconn_big_reserve(struct sconn *c, size_t need)
+{
+	size_t cap = c->big_cap ? c->big_cap : STREAM_BIG_FIRST;
+	uint8_t *n;
+
+	if (c->big_cap - c->big_got >= need)
+		return true;
+	while (cap - c->big_got < need)
+		cap *= 2;
+	if (cap > c->big_len)
+		cap = c->big_len;
+	if ((n = realloc(c->big, cap)) == NULL)
+		return false;
+	c->big = n;
+	c->big_cap = cap;
+	return true;
+}
+
+/* With the reader's buffer: takes the hello and every whole frame; a large
+ * frame's body goes to c->big once the input budget granted it. */
 static void sconn_parse(struct worker *w, struct sconn *c)
 {
 	struct kvd *d = c->s->d;
 	size_t pos = 0;
-	bool paused = false;
+	bool paused = false, progress = false;
 	char msg[128];
 
 	if (!c->hello_read) {
 		if (c->in_len < STREAM_HELLO_LEN)
-			return;
+			goto out;
 		if (memcmp(c->in, stream_hello, STREAM_HELLO_LEN) != 0) {
 			/* not a kvd stream client (an nng/SP peer starts with "\0SP\0") */
 			sconn_fatal(c, RPC_INVALID_ARGUMENT,
@@ -426,32 +659,84 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 		}
 		c->hello_read = true;
 		pos = STREAM_HELLO_LEN;
+		progress = true;
 	}
-	while (c->in_len - pos >= STREAM_FRAME_HDR) {
+	for (;;) {
 		const uint8_t *h = c->in + pos;
-		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+		size_t len, take;
 
-		if (len == 0 || len > d->cfg.max_message_size) {
-			snprintf(msg, sizeof(msg),
-			         "frame of %zu bytes: a request is 1 to %llu bytes", len,
-			         (unsigned long long)d->cfg.max_message_size);
-			sconn_fatal(c, len == 0 ? RPC_INVALID_ARGUMENT : RPC_RESOURCE_EXHAUSTED,
-			            msg);
-			c->in_len = 0;
-			return;
-		}
-		if (c->in_len - pos - STREAM_FRAME_HDR < len)
-			break;
-		if (!sconn_request(w, c, h + STREAM_FRAME_HDR, len)) {
-			klog(LOG_ERR, "stream connection: out of memory for a request of %zu bytes",
-			     len);
+		if (c->big_len > 0) {
+			bool waiting;
 			pthread_mutex_lock(&c->mu);
-			c->broken = true;
+			waiting = c->in_wait;
 			pthread_mutex_unlock(&c->mu);
-			c->in_len = 0;
-			return;
+			if (waiting)
+				break; /* the rest waits in the buffer */
+			take = c->in_len - pos < c->big_len - c->big_got ? c->in_len - pos
+			                                                 : c->big_len - c->big_got;
+			if (take > 0 && !sconn_big_reserve(c, take)) {
+				sconn_nomem(c, c->big_len);
+				return;
+			}
+			if (take > 0)
+				memcpy(c->big + c->big_got, c->in + pos, take);
+			c->big_got += take;
+			pos += take;
+			if (c->big_got < c->big_len)
+				break;
+			/* whole: the request takes the body and its grant */
+			len = c->big_len;
+			pthread_mutex_lock(&c->s->mu);
+			c->granted = false;
+			pthread_mutex_unlock(&c->s->mu);
+			if (!sconn_request(w, c, c->big, len, len)) {
+				c->big = NULL;
+				c->big_len = c->big_got = c->big_cap = 0;
+				budget_release(c->s, len);
+				sconn_nomem(c, len);
+				return;
+			}
+			c->big = NULL;
+			c->big_len = c->big_got = c->big_cap = 0;
+			progress = true;
+		} else {
+			uint8_t *body;
+			if (c->in_len - pos < STREAM_FRAME_HDR)
+				break;
+			len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+			if (len == 0 || len > d->cfg.max_message_size) {
+				snprintf(msg, sizeof(msg),
+				         "frame of %zu bytes: a request is 1 to %llu bytes", len,
+				         (unsigned long long)d->cfg.max_message_size);
+				sconn_fatal(
+				        c, len == 0 ? RPC_INVALID_ARGUMENT : RPC_RESOURCE_EXHAUSTED,
+				        msg);
+				c->in_len = 0;
+				return;
+			}
+			if (len > STREAM_SMALL_MAX) {
+				/* a large frame: its body waits for the input budget */
+				pos += STREAM_FRAME_HDR;
+				c->big_len = len;
+				c->big_got = 0;
+				progress = true;
+				budget_take(c);
+				continue;
+			}
+			if (c->in_len - pos - STREAM_FRAME_HDR < len)
+				break;
+			if ((body = malloc(len)) == NULL) {
+				sconn_nomem(c, len);
+				return;
+			}
+			memcpy(body, h + STREAM_FRAME_HDR, len);
+			if (!sconn_request(w, c, body, len, 0)) {
+				sconn_nomem(c, len);
+				return;
+			}
+			pos += STREAM_FRAME_HDR + len;
+			progress = true;
 		}
-		pos += STREAM_FRAME_HDR + len;
 		pthread_mutex_lock(&c->mu);
 		paused = !sconn_can_parse_locked(c);
 		pthread_mutex_unlock(&c->mu);
@@ -459,12 +744,19 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 			break; /* the rest waits in the buffer (invariant 3) */
 	}
 	pthread_mutex_lock(&c->mu);
-	c->backlog = paused && c->in_len > pos;
+	c->backlog = (paused || c->in_wait) && c->in_len > pos;
 	pthread_mutex_unlock(&c->mu);
 	if (pos > 0) {
 		memmove(c->in, c->in + pos, c->in_len - pos);
 		c->in_len -= pos;
 	}
+out:
+	/* the frame deadline: from the first byte of a hello or frame that is
+	 * not whole yet */
+	if (c->in_len == 0 && c->big_len == 0 && c->hello_read)
+		atomic_store(&c->frame_ms, 0);
+	else if (progress || atomic_load(&c->frame_ms) == 0)
+		atomic_store(&c->frame_ms, now_ms());
 }
 
 /* Room for at least `need` more bytes in the input buffer. */
@@ -484,8 +776,8 @@ static bool sconn_in_reserve(struct sconn *c, size_t need)
 	return true;
 }
 
-/* The bytes the partial frame at the start of the buffer still needs (at
- * least a read's worth). */
+/* The bytes the partial small frame at the start of the buffer still needs
+ * (at least a read's worth; a large frame's body goes to c->big). */
 static size_t sconn_in_need(const struct sconn *c)
 {
 	size_t off = c->hello_read ? 0 : STREAM_HELLO_LEN;
@@ -495,6 +787,8 @@ static size_t sconn_in_need(const struct sconn *c)
 	if (c->in_len < off + STREAM_FRAME_HDR)
 		return 4096;
 	len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+	if (len > STREAM_SMALL_MAX)
+		return 4096;
 	want = off + STREAM_FRAME_HDR + len;
 	return want > c->in_len + 4096 ? want - c->in_len : 4096;
 }
@@ -504,19 +798,35 @@ static void sconn_read(struct worker *w, struct sconn *c)
 	size_t budget = STREAM_READ_BUDGET;
 
 	for (;;) {
+		uint8_t *at;
 		size_t room;
 		ssize_t n;
-		bool paused;
+		bool paused, big;
 
-		if (!sconn_in_reserve(c, sconn_in_need(c))) {
-			klog(LOG_ERR, "stream connection: out of memory for its input");
-			pthread_mutex_lock(&c->mu);
-			c->broken = true;
-			pthread_mutex_unlock(&c->mu);
-			return;
+		/* a granted large frame whose earlier bytes were all taken from
+		 * the buffer reads straight into its body */
+		big = c->big_len > 0 && c->in_len == 0;
+		if (big) {
+			size_t want = c->big_len - c->big_got;
+			if (!sconn_big_reserve(c,
+			                       want < STREAM_BIG_FIRST ? want : STREAM_BIG_FIRST)) {
+				sconn_nomem(c, c->big_len);
+				return;
+			}
+			at = c->big + c->big_got;
+			room = (c->big_cap < c->big_len ? c->big_cap : c->big_len) - c->big_got;
+		} else {
+			if (!sconn_in_reserve(c, sconn_in_need(c))) {
+				klog(LOG_ERR, "stream connection: out of memory for its input");
+				pthread_mutex_lock(&c->mu);
+				c->broken = true;
+				pthread_mutex_unlock(&c->mu);
+				return;
+			}
+			at = c->in + c->in_len;
+			room = c->in_cap - c->in_len;
 		}
-		room = c->in_cap - c->in_len;
-		n = read(c->fd, c->in + c->in_len, room);
+		n = read(c->fd, at, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -530,6 +840,7 @@ static void sconn_read(struct worker *w, struct sconn *c)
 			pthread_mutex_unlock(&c->mu);
 			break;
 		}
+		atomic_store(&c->active_ms, now_ms());
 		pthread_mutex_lock(&c->mu);
 		if (c->fatal) {
 			/* invariant 5: dropped */
@@ -542,7 +853,10 @@ static void sconn_read(struct worker *w, struct sconn *c)
 			continue;
 		}
 		pthread_mutex_unlock(&c->mu);
-		c->in_len += (size_t)n;
+		if (big)
+			c->big_got += (size_t)n;
+		else
+			c->in_len += (size_t)n;
 		sconn_parse(w, c);
 		pthread_mutex_lock(&c->mu);
 		paused = !sconn_can_read_locked(c);
@@ -592,7 +906,7 @@ void stream_event(struct worker *w, void *tag, uint32_t events)
 		c->broken = true; /* gone both ways: what is queued cannot be delivered */
 	if (events & EPOLLOUT)
 		sconn_flush_locked(c);
-	parse = c->backlog && sconn_can_parse_locked(c);
+	parse = c->backlog && sconn_can_parse_locked(c) && !c->in_wait;
 	read = (events & (EPOLLIN | EPOLLRDHUP)) && sconn_can_read_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (parse)
@@ -701,28 +1015,33 @@ bad:
 	return -EINVAL;
 }
 
-/* A new connection: the server's hello, then a worker to read it. */
-static void stream_adopt(struct stream *s, int fd, bool tcp)
+/* The name of listener k for log lines: its URL. */
+static const char *listener_name(struct stream *s, int k)
+{
+	return s->url[k];
+}
+
+/* A new connection on listener k: the server's hello, then a worker to
+ * read it. Each listener has its own max_connections, so that clients of
+ * one (remote kv+tcp://) cannot lock out those of another (the local
+ * kv+ipc:// socket operators use). */
+static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 {
 	struct kvd *d = s->d;
 	struct sconn *c;
 	int one = 1;
-	uint64_t now;
+	uint32_t open_now;
 
 	pthread_mutex_lock(&s->mu);
-	if (s->nconns >= d->cfg.max_connections) {
-		now = now_ms();
-		if (now - s->refused_at_ms >= 1000) {
-			klog(LOG_WARNING,
-			     "%u stream connections open (max_connections): refusing more",
-			     s->nconns);
-			s->refused_at_ms = now;
-		}
-		pthread_mutex_unlock(&s->mu);
+	open_now = s->nconns_l[k];
+	pthread_mutex_unlock(&s->mu);
+	if (open_now >= d->cfg.max_connections) {
+		klog_limited(&s->refused_log[k], 10000, LOG_WARNING,
+		             "%s: %u connections open (max_connections): refusing more",
+		             listener_name(s, k), open_now);
 		close(fd);
 		return;
 	}
-	pthread_mutex_unlock(&s->mu);
 	if (tcp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a new socket's send buffer takes the 8 bytes at once */
@@ -735,9 +1054,12 @@ static void stream_adopt(struct stream *s, int fd, bool tcp)
 	c->kind = EP_STREAM;
 	c->s = s;
 	c->fd = fd;
+	c->li = k;
 	c->refs = 1;
 	c->events = EPOLLIN | EPOLLRDHUP;
 	c->foreign_owner = -1;
+	atomic_store(&c->active_ms, now_ms());
+	atomic_store(&c->frame_ms, now_ms()); /* the hello's deadline */
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_lock(&s->mu);
 	c->worker = s->next_worker++ % d->nworkers;
@@ -746,6 +1068,7 @@ static void stream_adopt(struct stream *s, int fd, bool tcp)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	s->nconns_l[k]++;
 	pthread_mutex_unlock(&s->mu);
 	/* from here on the worker may read and close it */
 	if (worker_watch(d, c->worker, EPOLL_CTL_ADD, fd, c->events, c) != 0) {
@@ -754,14 +1077,82 @@ static void stream_adopt(struct stream *s, int fd, bool tcp)
 	}
 }
 
+/* The acceptor, every STREAM_SWEEP_MS: ends connections past a deadline —
+ * a hello or frame started and not whole after frame_timeout (slowloris),
+ * or nothing received, nothing in flight and nothing to send for
+ * client_timeout. Only the reader closes (invariant 1): the sweep marks the
+ * connection broken and shuts its socket down, and the reader, woken by
+ * EPOLLHUP, closes it. A connection kvd is not reading (paused, or waiting
+ * for the input budget) is not late: its frame's clock restarts. */
+static void stream_sweep(struct stream *s)
+{
+	struct kvd *d = s->d;
+	uint64_t now = now_ms(), frame_ms = (uint64_t)d->cfg.frame_timeout_s * 1000,
+	         idle_ms = (uint64_t)d->cfg.client_timeout_s * 1000;
+	uint32_t late = 0, idle = 0;
+	int k_late = 0, k_idle = 0;
+
+	if (frame_ms == 0 && idle_ms == 0)
+		return;
+	pthread_mutex_lock(&s->mu);
+	for (struct sconn *c = s->conns; c != NULL; c = c->next) {
+		uint64_t since, active;
+		bool end = false, reading;
+
+		pthread_mutex_lock(&c->mu);
+		if (c->dead || c->broken) {
+			pthread_mutex_unlock(&c->mu);
+			continue;
+		}
+		since = atomic_load(&c->frame_ms);
+		active = atomic_load(&c->active_ms);
+		reading = sconn_can_read_locked(c) && !c->backlog;
+		if (since != 0 && !reading) {
+			atomic_store(&c->frame_ms, now);
+		} else if (frame_ms && since != 0 && now > since && now - since >= frame_ms) {
+			end = true;
+			late++;
+			k_late = c->li;
+		} else if (idle_ms && since == 0 && c->in_flight == 0 && c->out_len == c->out_off &&
+		           now > active && now - active >= idle_ms) {
+			end = true;
+			idle++;
+			k_idle = c->li;
+		}
+		if (end) {
+			c->broken = true;
+			shutdown(c->fd, SHUT_RDWR); /* its reader sees EPOLLHUP and closes it */
+			sconn_update_events(c);
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	s->frame_timeouts += late;
+	s->idle_timeouts += idle;
+	pthread_mutex_unlock(&s->mu);
+	if (late > 0)
+		klog_limited(&s->timeout_log, 10000, LOG_NOTICE,
+		             "%s: closed %u connection(s) that did not finish a hello or frame "
+		             "within frame_timeout (%u s)",
+		             listener_name(s, k_late), late, d->cfg.frame_timeout_s);
+	if (idle > 0)
+		klog(LOG_INFO, "%s: closed %u connection(s) idle for client_timeout (%u s)",
+		     listener_name(s, k_idle), idle, d->cfg.client_timeout_s);
+}
+
 static void *acceptor_main(void *arg)
 {
 	struct stream *s = arg;
 	struct epoll_event evs[KVD_LISTEN_MAX + 1];
 
-	for (;;) {
-		int n = epoll_wait(s->epfd, evs, KVD_LISTEN_MAX + 1, -1);
+	uint64_t swept = now_ms();
 
+	for (;;) {
+		int n = epoll_wait(s->epfd, evs, KVD_LISTEN_MAX + 1, STREAM_SWEEP_MS);
+
+		if (now_ms() - swept >= STREAM_SWEEP_MS) {
+			stream_sweep(s);
+			swept = now_ms();
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -778,14 +1169,19 @@ static void *acceptor_main(void *arg)
 			fd = accept4(s->lfd[k], (struct sockaddr *)&sa, &sl,
 			             SOCK_NONBLOCK | SOCK_CLOEXEC);
 			if (fd >= 0) {
-				stream_adopt(s, fd, sa.ss_family != AF_UNIX);
+				stream_adopt(s, fd, k, sa.ss_family != AF_UNIX);
 				continue;
 			}
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				struct pollfd p = {s->stopfd, POLLIN, 0};
-				klog(LOG_WARNING, "stream listeners: accept: %m; pausing %d ms",
-				     STREAM_ACCEPT_PAUSE_MS);
+				klog_limited(
+				        &s->accept_log, 10000, LOG_WARNING,
+				        "%s: accept: %s; pausing %d ms each time (too few file "
+				        "descriptors? see the open file limit, open_files and "
+				        "max_connections)",
+				        listener_name(s, k), strerror(errno),
+				        STREAM_ACCEPT_PAUSE_MS);
 				if (poll(&p, 1, STREAM_ACCEPT_PAUSE_MS) > 0)
 					return NULL;
 			}
@@ -806,6 +1202,9 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 	}
 	s->d = d;
 	s->epfd = s->stopfd = -1;
+	/* one frame of max_message_size always fits */
+	s->in_budget = d->cfg.input_budget > d->cfg.max_message_size ? d->cfg.input_budget
+	                                                             : d->cfg.max_message_size;
 	pthread_mutex_init(&s->mu, NULL);
 	d->stream = s;
 	for (int i = 0; i < d->cfg.nlisten; i++) {
@@ -826,6 +1225,7 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 		}
 		if (rv != 0)
 			return rv;
+		s->url[s->nl] = u;
 		s->lfd[s->nl++] = fd;
 		klog(LOG_INFO, "listening on %s", u);
 	}
@@ -887,7 +1287,16 @@ void stream_stop(struct kvd *d)
 		return;
 	stream_stop_accepting(d);
 	/* The workers have stopped: nobody else touches the connections. What
-	 * is still queued gets STREAM_FLUSH_MS in all to go out. */
+	 * is still queued gets STREAM_FLUSH_MS in all to go out. Nobody waits
+	 * for the input budget any more (a grant would touch a worker's epoll). */
+	pthread_mutex_lock(&s->mu);
+	while (s->wait_head != NULL) {
+		struct sconn *w = s->wait_head;
+		s->wait_head = w->wnext;
+		w->wnext = NULL;
+	}
+	s->wait_tail = NULL;
+	pthread_mutex_unlock(&s->mu);
 	while (s->conns != NULL) {
 		struct sconn *c = s->conns;
 		bool last;

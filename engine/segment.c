@@ -124,6 +124,18 @@ int kv_set_open_files_budget(size_t n)
 	return 0;
 }
 
+size_t kv_open_files_budget(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fdc.mu);
+	if (fdc.budget == 0)
+		fdc.budget = default_budget();
+	n = fdc.budget;
+	pthread_mutex_unlock(&fdc.mu);
+	return n;
+}
+
 size_t kv_open_segment_files(void)
 {
 	size_t n;

@@ -473,21 +473,28 @@ static int close_locked(kv_store *s, struct kv_tenant *t)
 	return rv;
 }
 
+/* Descriptors an active tenant holds besides its segment files: its
+ * directory, its io_uring ring (none on pread/pwrite) and its event fd. Its
+ * segment files (1 to 4 or so open: the one being written, those being
+ * read) are counted by the engine's open-file budget. */
+#define TENANT_FDS 3
+
 static size_t max_active(kv_store *s)
 {
 	struct rlimit rl;
-	size_t n;
+	size_t lim, seg, n;
 
 	if (s->opt.max_active)
 		return s->opt.max_active;
-	/* every segment file counts against the engine's open-file budget */
-	/* Half of the process's descriptors go to segment files (the engine's
-	 * budget, which counts each active segment), a quarter to listeners and
-	 * clients, a quarter to active tenants: each holds its directory, its
-	 * ring and, under an event loop, an event fd. */
+	/* Of the process's descriptors, the segment files take the engine's
+	 * open-file budget (half by default, or open_files), a quarter is left
+	 * to the process (listeners, clients, its own), and what remains goes
+	 * to active tenants, TENANT_FDS each. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1024;
-	n = (size_t)rl.rlim_cur / 4 / 3;
+	lim = (size_t)rl.rlim_cur;
+	seg = kv_open_files_budget();
+	n = lim > seg + lim / 4 ? (lim - seg - lim / 4) / TENANT_FDS : 0;
 	return n < 2 ? 2 : n;
 }
 

@@ -314,6 +314,8 @@ int kv_compact(kv_db *db, uint64_t revision);
 int kv_set_open_files_budget(size_t n);
 /* Segment files open right now, in the whole process. */
 size_t kv_open_segment_files(void);
+/* The budget above as it stands (the default once decided). */
+size_t kv_open_files_budget(void);
 
 /* Reads every file of the database at path without changing anything and
  * calls fn for each damaged thing found: a record failing its checksum,
