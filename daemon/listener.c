@@ -478,7 +478,11 @@ static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char
 		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
 		return -EINVAL;
 	}
-	nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+	/* nng counts the REQ header (the 4-byte request id of a directly
+	 * connected peer) in what it checks against RECVMAXSZ; the limit
+	 * PROTOCOL.md states, the same as on the stream transport, is on the
+	 * message body */
+	nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size + 4);
 	if (strncmp(url, "ipc://", 6) == 0)
 		nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)d->cfg.ipc_mode);
 	if (strncmp(url, "tls+tcp://", 10) == 0 && (rv = tls_setup(d, l, err, errlen)) != 0) {
@@ -503,7 +507,7 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open the REP socket: %s", nng_strerror(rv));
 		return -EIO;
 	}
-	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size);
+	nng_socket_set_size(d->sock, NNG_OPT_RECVMAXSZ, (size_t)d->cfg.max_message_size + 4);
 	nng_pipe_notify(d->sock, NNG_PIPE_EV_ADD_POST, pipe_event, d);
 	nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, pipe_event, d);
 	for (int k = 0; k < d->cfg.nlisten; k++) {

@@ -487,6 +487,95 @@ static void test_documented_reads(void **state)
 	}
 }
 
+/* ---- the message size limit --------------------------------------------------- */
+
+/* A Put whose whole request is exactly `size` bytes. */
+static void sized_put(struct h_req *q, size_t size, void *value)
+{
+	size_t len = size / 2, have;
+
+	for (;;) {
+		h_req_begin(q, "Put", NULL, 7, 2, 0);
+		mp_kv_bin(&q->pk, "key", "big", 3);
+		mp_kv_bin(&q->pk, "value", value, len);
+		have = q->sb.size;
+		if (have == size)
+			return;
+		msgpack_sbuffer_destroy(&q->sb);
+		len += size - have; /* bin32's header stays 5 bytes at this size */
+	}
+}
+
+/* A message of exactly max_message_size bytes is read and answered on both
+ * transports;
+ * one byte more is refused on both (nng closes the connection, the stream
+ * transport answers 8). */
+static void test_message_size_limit(void **state)
+{
+	struct kvd_opts o = {.config_text = "max_message_size = 1M\nmax_value_size = 512K\n"};
+	struct kvd_proc k;
+	size_t limit = 1u << 20;
+	char *value = calloc(1, limit);
+	kvc *c[2];
+
+	(void)state;
+	assert_non_null(value);
+	assert_int_equal(kvd_start(&k, &o), 0);
+	FOR_EACH_CLIENT(i)
+	{
+		struct kvc_options co;
+		kvc_options_init(&co);
+		co.endpoint = i == 0 ? k.surl : k.url;
+		co.max_message_size = 2 * limit;
+		assert_int_equal(kvc_open(&co, &c[i]), 0);
+	}
+	FOR_EACH_CLIENT(i)
+	{
+		struct h_req q;
+		struct h_reply r;
+		void *out = NULL;
+		size_t n = 0;
+		int rv;
+
+		sized_put(&q, limit, value);
+		rv = kvc_raw(c[i], 10000, q.sb.data, q.sb.size, &out, &n);
+		msgpack_sbuffer_destroy(&q.sb);
+		if (rv != 0)
+			fail_msg("%s: a message of exactly max_message_size: %s", transport[i],
+			         kvc_code_name(rv));
+		assert_int_equal(h_parse(out, n, &r), 0);
+		/* read and answered: its value is over max_value_size (3), the
+		 * message itself not over max_message_size (8) */
+		if (r.status != 3 || strstr(r.message, "'value'") == NULL)
+			fail_msg("%s: a message of exactly max_message_size: status %llu '%s'",
+			         transport[i], (unsigned long long)r.status, r.message);
+		h_reply_free(&r);
+		free(out);
+		out = NULL;
+
+		sized_put(&q, limit + 1, value);
+		rv = kvc_raw(c[i], 2000, q.sb.data, q.sb.size, &out, &n);
+		msgpack_sbuffer_destroy(&q.sb);
+		if (i == 1) {
+			if (rv == 0)
+				fail_msg("nng: a message one byte over max_message_size was answered");
+		} else {
+			assert_int_equal(rv, 0);
+			assert_int_equal(h_parse(out, n, &r), 0);
+			if (r.status != 8)
+				fail_msg("stream: one byte over max_message_size: status %llu '%s', want 8",
+				         (unsigned long long)r.status, r.message);
+			h_reply_free(&r);
+		}
+		free(out);
+	}
+	FOR_EACH_CLIENT(i)
+	kvc_close(c[i]);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	free(value);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -496,6 +585,7 @@ int main(void)
 	        cmocka_unit_test(test_reply_id_of_a_bad_request),
 	        cmocka_unit_test(test_missing_tenant),
 	        cmocka_unit_test(test_documented_reads),
+	        cmocka_unit_test(test_message_size_limit),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
