@@ -1,7 +1,8 @@
 #!/bin/sh
 # packaging/build.sh OUTDIR: builds kvd's Debian packages (.deb) and RPM
 # packages (.rpm) from this checkout into OUTDIR, and runs lintian on the
-# Debian ones (its output also goes to OUTDIR/lintian.txt).
+# Debian ones (its output also goes to OUTDIR/lintian.txt; the builds' to
+# OUTDIR/build-deb.log and build-rpm.log).
 #
 # The version is meson.build's project(version:), and only that: it becomes
 # debian/changelog (written here, upstream version + "-1") and the spec's
@@ -79,11 +80,11 @@ kvd ($version-1) unstable; urgency=medium
 EOF
 
 say "dpkg-buildpackage (DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-})"
-(cd "$tree" && dpkg-buildpackage -us -uc -b) >"$work/deb.log" 2>&1 || {
-	tail -n 60 "$work/deb.log" >&2
-	die "dpkg-buildpackage failed (log above)"
+rm -f "$out"/*.deb "$out"/*.rpm "$out"/*.log
+(cd "$tree" && dpkg-buildpackage -us -uc -b) >"$out/build-deb.log" 2>&1 || {
+	tail -n 60 "$out/build-deb.log" >&2
+	die "dpkg-buildpackage failed (the end of $out/build-deb.log above)"
 }
-rm -f "$out"/*.deb "$out"/*.rpm
 cp "$work"/*.deb "$out"/
 
 say "lintian"
@@ -104,9 +105,9 @@ say "rpmbuild --nodeps $check"
 rpmbuild -bb --nodeps $check \
 	--define "_topdir $work/rpm" \
 	--define "kvd_version $version" \
-	"$tree/packaging/rpm/kvd.spec" >"$work/rpm.log" 2>&1 || {
-	tail -n 60 "$work/rpm.log" >&2
-	die "rpmbuild failed (log above)"
+	"$tree/packaging/rpm/kvd.spec" >"$out/build-rpm.log" 2>&1 || {
+	tail -n 60 "$out/build-rpm.log" >&2
+	die "rpmbuild failed (the end of $out/build-rpm.log above)"
 }
 cp "$work"/rpm/RPMS/*/*.rpm "$out"/
 
