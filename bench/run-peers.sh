@@ -133,6 +133,7 @@ if [ $NO_BUILD = 0 ]; then
 	if [ ! -f "$BUILD/build.ninja" ]; then
 		meson setup "$BUILD" "$ROOT" >/dev/null || { say "meson setup $BUILD failed"; exit 1; }
 	fi
+	meson configure "$BUILD" -Dtests=true -Dpeers=enabled >/dev/null || { say "meson configure $BUILD failed"; exit 1; }
 	ninja -C "$BUILD" bench/kvbench daemon/kvd >/dev/null || { say "building kvbench and kvd in $BUILD failed"; exit 1; }
 fi
 [ -x "$KVBENCH" ] || { say "no kvbench at $KVBENCH (--kvbench PATH, or build it)"; exit 1; }

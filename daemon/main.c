@@ -29,7 +29,9 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#define KVD_VERSION "0.1.0"
+#ifndef KVD_VERSION /* meson.build's project version, from daemon/meson.build */
+#error "KVD_VERSION is not defined"
+#endif
 #define DRAIN_TIMEOUT_MS 30000
 
 static void usage(FILE *f)
