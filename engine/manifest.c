@@ -22,13 +22,54 @@
 /* a listing longer than segment ids can be is damage, not a file to read */
 #define META_MAX_SEGS (1u << 24)
 
-int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
+int manifest_parse(const uint8_t *buf, size_t len, struct manifest *ret)
 {
 	struct manifest m = {0};
+	size_t i;
+	uint32_t n;
+
+	if (len < META_V1_SIZE || len > META_V2_HEAD + (size_t)META_MAX_SEGS * META_V2_ENTRY + 4 ||
+	    memcmp(buf, META_MAGIC, 8) != 0 || crc32c(buf, len - 4) != get_le32(buf + len - 4))
+		return KV_ECORRUPT;
+	m.format = get_le32(buf + 8);
+	if (m.format == 1) {
+		if (len != META_V1_SIZE)
+			return KV_ECORRUPT;
+		m.floor = get_le64(buf + 16);
+	} else if (m.format == 2) {
+		n = get_le32(buf + 12);
+		if (len < META_V2_HEAD + 4 || (len - META_V2_HEAD - 4) / META_V2_ENTRY != n ||
+		    (len - META_V2_HEAD - 4) % META_V2_ENTRY != 0)
+			return KV_ECORRUPT;
+		m.floor = get_le64(buf + 16);
+		m.version_mark = get_le64(buf + 24);
+		m.active = get_le32(buf + 32);
+		m.merge_from = get_le32(buf + 36);
+		m.merge_seq = get_le64(buf + 40);
+		if (n > 0 && (m.segs = calloc(n, sizeof(*m.segs))) == NULL)
+			return -ENOMEM;
+		for (i = 0; i < n; i++) {
+			const uint8_t *p = buf + META_V2_HEAD + i * META_V2_ENTRY;
+			m.segs[i].id = get_le32(p);
+			m.segs[i].size = get_le64(p + 8);
+			if (m.segs[i].id == 0 || (i > 0 && m.segs[i].id <= m.segs[i - 1].id)) {
+				free(m.segs);
+				return KV_ECORRUPT;
+			}
+		}
+		m.nsegs = n;
+	} else {
+		return KV_EFORMAT;
+	}
+	*ret = m;
+	return 0;
+}
+
+int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
+{
 	struct stat st;
 	uint8_t *buf = NULL;
-	size_t len, i;
-	uint32_t n;
+	size_t len;
 	int fd, rv;
 
 	if ((fd = openat(dirfd, "META", O_RDONLY | O_CLOEXEC)) < 0)
@@ -37,12 +78,9 @@ int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
 		rv = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		rv = KV_ECORRUPT;
-		goto out;
-	}
 	len = (size_t)st.st_size;
-	if (len < META_V1_SIZE || len > META_V2_HEAD + (size_t)META_MAX_SEGS * META_V2_ENTRY + 4) {
+	if (!S_ISREG(st.st_mode) || len < META_V1_SIZE ||
+	    len > META_V2_HEAD + (size_t)META_MAX_SEGS * META_V2_ENTRY + 4) {
 		rv = KV_ECORRUPT;
 		goto out;
 	}
@@ -54,52 +92,11 @@ int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
 		rv = rv == -EIO ? KV_ECORRUPT : rv;
 		goto out;
 	}
-	if (memcmp(buf, META_MAGIC, 8) != 0 || crc32c(buf, len - 4) != get_le32(buf + len - 4)) {
-		rv = KV_ECORRUPT;
+	if ((rv = manifest_parse(buf, len, ret)) != 0)
 		goto out;
-	}
-	m.format = get_le32(buf + 8);
-	if (m.format == 1) {
-		if (len != META_V1_SIZE) {
-			rv = KV_ECORRUPT;
-			goto out;
-		}
-		m.floor = get_le64(buf + 16);
-	} else if (m.format == 2) {
-		n = get_le32(buf + 12);
-		if (len != META_V2_HEAD + (size_t)n * META_V2_ENTRY + 4) {
-			rv = KV_ECORRUPT;
-			goto out;
-		}
-		m.floor = get_le64(buf + 16);
-		m.version_mark = get_le64(buf + 24);
-		m.active = get_le32(buf + 32);
-		m.merge_from = get_le32(buf + 36);
-		m.merge_seq = get_le64(buf + 40);
-		if (n > 0 && (m.segs = calloc(n, sizeof(*m.segs))) == NULL) {
-			rv = -ENOMEM;
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			const uint8_t *p = buf + META_V2_HEAD + i * META_V2_ENTRY;
-			m.segs[i].id = get_le32(p);
-			m.segs[i].size = get_le64(p + 8);
-			if (m.segs[i].id == 0 || (i > 0 && m.segs[i].id <= m.segs[i - 1].id)) {
-				free(m.segs);
-				rv = KV_ECORRUPT;
-				goto out;
-			}
-		}
-		m.nsegs = n;
-	} else {
-		rv = KV_EFORMAT;
-		goto out;
-	}
-	m.raw = buf;
-	m.raw_len = len;
+	ret->raw = buf;
+	ret->raw_len = len;
 	buf = NULL;
-	*ret = m;
-	rv = 0;
 out:
 	free(buf);
 	close(fd);

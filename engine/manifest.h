@@ -49,7 +49,12 @@ struct manifest {
 	size_t raw_len;
 };
 
-/* Reads META. -ENOENT, KV_ECORRUPT (checksum or length), KV_EFORMAT. */
+/* Parses the len bytes of a META file: magic, checksum, format version, a
+ * length that is exactly the header and the entries it counts, segment ids
+ * non-zero and increasing. KV_ECORRUPT, KV_EFORMAT, -ENOMEM; *ret (release
+ * with manifest_release; raw stays NULL) is written only on success. */
+int manifest_parse(const uint8_t *buf, size_t len, struct manifest *ret);
+/* Reads and parses META. -ENOENT, KV_ECORRUPT (checksum or length), KV_EFORMAT. */
 int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret);
 void manifest_release(struct manifest *m);
 /* The entry of a listed segment, or NULL. */

@@ -3,7 +3,7 @@
  *
  *   gen_corpus OUT_DIR rpc/PROTOCOL.md systemd/kvd.conf
  *
- * record/, hint/, commit/: the files of a real database, made with the
+ * record/, hint/, commit/, manifest/: the files of a real database, made with the
  *   engine (a fixed clock, so the bytes are the same on every run): puts,
  *   a TTL, deletes, a batch, small segments so several get sealed, a merge;
  *   hints written by kv_close. Each file gets the parameter prefix its
@@ -233,6 +233,12 @@ static void harvest(const char *dir, const char *tag)
 			buf = slurp(path, &len);
 			snprintf(name, sizeof(name), "%s-%s", tag, fn);
 			emit("commit", name, pre, 1, buf, len);
+			free(buf);
+		} else if (strcmp(fn, "META") == 0) {
+			uint8_t pre[1] = {0};
+			buf = slurp(path, &len);
+			snprintf(name, sizeof(name), "%s-%s", tag, fn);
+			emit("manifest", name, pre, 1, buf, len);
 			free(buf);
 		}
 		free(ents[i]);
