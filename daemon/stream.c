@@ -902,12 +902,16 @@ void stream_event(struct worker *w, void *tag, uint32_t events)
 	bool parse, read, done;
 
 	pthread_mutex_lock(&c->mu);
-	if (events & (EPOLLERR | EPOLLHUP))
-		c->broken = true; /* gone both ways: what is queued cannot be delivered */
+	/* Gone both ways: what is queued cannot be delivered. But after a
+	 * framing error both sides shut down is the orderly end (invariant 5):
+	 * what the client sent before its FIN is still to be read and dropped,
+	 * or closing with it unread would send a reset. */
+	if ((events & EPOLLERR) || ((events & EPOLLHUP) && !(c->fatal && c->wr_shut)))
+		c->broken = true;
 	if (events & EPOLLOUT)
 		sconn_flush_locked(c);
 	parse = c->backlog && sconn_can_parse_locked(c) && !c->in_wait;
-	read = (events & (EPOLLIN | EPOLLRDHUP)) && sconn_can_read_locked(c);
+	read = (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) && sconn_can_read_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (parse)
 		sconn_parse(w, c);

@@ -221,6 +221,67 @@ static void test_framing_errors(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* A bad hello followed by more bytes and a half-close, 300 times over
+ * kv+ipc:// and kv+tcp://, the bytes sent before or after the refusal came
+ * back: each time the refusal, then an orderly end of stream, never a reset
+ * (bytes still unread when both sides are shut down are read and dropped
+ * before the connection is closed). */
+static void test_framing_error_then_half_close(void **state)
+{
+	static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
+	static uint8_t junk[16384];
+	struct kvd_proc k;
+	struct kvd_opts o = {0};
+	char tcp[64], listen[96];
+	int port = h_free_port(), resets = 0;
+
+	(void)state;
+	assert_true(port > 0);
+	memset(junk, 0x5a, sizeof(junk));
+	snprintf(tcp, sizeof(tcp), "kv+tcp://127.0.0.1:%d", port);
+	snprintf(listen, sizeof(listen), "--listen=%s", tcp);
+	o.extra[0] = listen;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	for (int i = 0; i < 300; i++) {
+		const char *url = i % 2 ? tcp : k.surl;
+		struct h_reply r;
+		uint8_t got[8], *rep, b;
+		size_t n;
+		int fd = st_connect(url), rv;
+
+		/* odd rounds: all at once, before the server's hello is read;
+		 * even rounds: the junk only after the refusal came back, when the
+		 * server has already shut its side down */
+		if (i % 4 < 2) {
+			st_write(fd, sp, sizeof(sp));
+			st_write(fd, junk, 1 + (size_t)(i * 97) % sizeof(junk));
+			assert_int_equal(shutdown(fd, SHUT_WR), 0);
+		}
+		assert_int_equal(st_read(fd, got, 8, 5000), 0);
+		if (i % 4 >= 2)
+			st_write(fd, sp, sizeof(sp));
+		rv = st_recv_frame(fd, 5000, &rep, &n);
+		if (rv == 0) {
+			assert_int_equal(h_parse(rep, n, &r), 0);
+			assert_int_equal(r.status, 3);
+			h_reply_free(&r);
+			free(rep);
+			if (i % 4 >= 2) {
+				st_write(fd, junk, 1 + (size_t)(i * 97) % sizeof(junk));
+				assert_int_equal(shutdown(fd, SHUT_WR), 0);
+			}
+			rv = st_read(fd, &b, 1, 5000);
+		}
+		if (rv != -2)
+			resets++;
+		close(fd);
+	}
+	if (resets != 0)
+		fail_msg("%d of 300 connections ended without the refusal and an orderly end", resets);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 /* Every hostile message of hostile.h (but the empty one, which is a
  * framing error here) and 2000 random ones on one connection: each
  * answered with its status, and the connection goes on. */
@@ -717,6 +778,7 @@ int main(void)
 	        cmocka_unit_test(test_framing_errors),
 	        cmocka_unit_test(test_hostile_messages),
 	        cmocka_unit_test(test_half_close),
+	        cmocka_unit_test(test_framing_error_then_half_close),
 	        cmocka_unit_test(test_client_not_reading),
 	        cmocka_unit_test(test_max_connections),
 	        cmocka_unit_test(test_peers_leaving),
