@@ -340,11 +340,15 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	return 0;
 }
 
+#ifdef KVD_TEST_HOOKS
 /*
- * Fault injection for the tests: with KVD_TEST_FAULT_FILE=/path, every
- * write and sync of a tenant's files first reads that file; "write-eio",
- * "write-enospc" or "sync-eio" in it makes the operation fail so. Off (and
- * never looked at) without the variable.
+ * Test hooks, compiled into the test build of kvd alone (build/daemon/
+ * kvd-test, never installed): environment variables that hold replies,
+ * slow workers or hold a Compact (KVD_TEST_REPLY_DELAY_MS,
+ * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), and fault injection:
+ * with KVD_TEST_FAULT_FILE=/path, every write and sync of a tenant's files
+ * first reads that file; "write-eio", "write-enospc" or "sync-eio" in it
+ * makes the operation fail so.
  */
 static const char *fault_file;
 
@@ -382,6 +386,47 @@ static int fault_sync(void *arg, int fd)
 }
 
 static struct kv_io_fault test_fault = {.on_write = fault_write, .on_sync = fault_sync};
+
+/* Reads the hooks' variables into d and so (test_hooks_store after the
+ * store's options are set, test_hooks_daemon before the workers start). */
+static void test_hooks_store(struct kv_store_options *so)
+{
+	if ((fault_file = getenv("KVD_TEST_FAULT_FILE")) != NULL) {
+		so->base.fault = &test_fault;
+		klog(LOG_WARNING, "test mode: I/O faults are read from %s", fault_file);
+	}
+}
+
+static void test_hooks_daemon(struct kvd *d)
+{
+	const char *delay;
+
+	if ((delay = getenv("KVD_TEST_REPLY_DELAY_MS")) != NULL) {
+		d->reply_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: every reply is held %u ms", d->reply_delay_ms);
+	}
+	if ((delay = getenv("KVD_TEST_WORKER_DELAY_MS")) != NULL) {
+		d->job_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: workers wait %u ms before each request",
+		     d->job_delay_ms);
+	}
+	if ((delay = getenv("KVD_TEST_COMPACT_HOLD_MS")) != NULL) {
+		d->compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: Compact holds its tenant %u ms first",
+		     d->compact_hold_ms);
+	}
+}
+#else
+static void test_hooks_store(struct kv_store_options *so)
+{
+	(void)so;
+}
+
+static void test_hooks_daemon(struct kvd *d)
+{
+	(void)d;
+}
+#endif
 
 /* Says what recovery found when a tenant comes back, once per activation. */
 static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t us)
@@ -532,10 +577,7 @@ static int open_store(struct kvd *d)
 	so.auto_create = d->cfg.auto_create;
 	so.busy_wait_ms = 2000; /* an explicit TenantPassivate/Drop outwaits maintenance */
 	so.activated = tenant_activated;
-	if ((fault_file = getenv("KVD_TEST_FAULT_FILE")) != NULL) {
-		so.base.fault = &test_fault;
-		klog(LOG_WARNING, "test mode: I/O faults are read from %s", fault_file);
-	}
+	test_hooks_store(&so);
 	so.defaults = d->cfg.defaults;
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);
@@ -569,7 +611,6 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	char err[512];
 	int sfd, rv;
-	const char *delay;
 
 	memset(&d, 0, sizeof(d));
 	if ((rv = parse_args(&d, argc, argv)) != 0) {
@@ -581,20 +622,7 @@ int main(int argc, char **argv)
 	d.notify = getenv("NOTIFY_SOCKET") != NULL;
 	if (sd_watchdog_enabled(0, &d.watchdog_usec) <= 0)
 		d.watchdog_usec = 0;
-	if ((delay = getenv("KVD_TEST_REPLY_DELAY_MS")) != NULL) {
-		d.reply_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
-		klog(LOG_WARNING, "test mode: every reply is held %u ms", d.reply_delay_ms);
-	}
-	if ((delay = getenv("KVD_TEST_WORKER_DELAY_MS")) != NULL) {
-		d.job_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
-		klog(LOG_WARNING, "test mode: workers wait %u ms before each request",
-		     d.job_delay_ms);
-	}
-	if ((delay = getenv("KVD_TEST_COMPACT_HOLD_MS")) != NULL) {
-		d.compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
-		klog(LOG_WARNING, "test mode: Compact holds its tenant %u ms first",
-		     d.compact_hold_ms);
-	}
+	test_hooks_daemon(&d);
 	d.nworkers = d.cfg.workers ? d.cfg.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	if (d.nworkers == 0)
 		d.nworkers = 1;
