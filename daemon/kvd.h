@@ -2,22 +2,30 @@
  * kvd.h — the daemon's shared state and the pieces that move a request.
  *
  * A request's path:
- *   1. listener.c: an nng REP context receives a message (on an nng thread),
- *      decodes the envelope (rpc_req_decode) and either answers at once
- *      (errors, Health, tenant bookkeeping) or queues the job on the worker
- *      that owns the tenant (hash of its name) — or, for Compact, on the
- *      maintenance thread.
- *   2. worker.c: the owner runs reads on the spot, submits writes to the
- *      tenant's engine with kv_submit, and drives every tenant with writes in
- *      flight with kv_process when their event fds fire. A write is answered
- *      from its completion callback, after its batch is durable.
- *   3. listener.c: the reply goes out on the same context, which then waits
- *      for the next request.
+ *   1. A transport takes its bytes: stream.c (kv+ipc://, kv+tcp://) on the
+ *      worker that reads the connection, listener.c (nng ipc://, tcp://,
+ *      tls+tcp://) on an nng thread, in an nng REP context.
+ *   2. request.c decodes the envelope (the same for both transports) and by
+ *      the method's kind (server.h) answers at once (errors, Health, Stats,
+ *      tenant bookkeeping), queues the job on the maintenance thread
+ *      (Compact), or runs it on the worker that owns the tenant (hash of its
+ *      name): at once when that is the calling thread, else through the
+ *      worker's queue.
+ *   3. worker.c: the owner runs reads on the spot, submits writes to the
+ *      tenant's engine with kv_submit (the de-duplication table, dedup.c,
+ *      first), and drives every tenant with writes in flight with kv_process
+ *      when their event fds fire. A write is answered from its completion
+ *      callback, after its batch is durable.
+ *   4. The reply goes back through the job's transport: stream.c writes it
+ *      to the connection (or queues it behind what is queued), listener.c
+ *      sends it on the same nng context, which then waits for the next
+ *      request.
  *
- * Threads: nng's (receive, decode, answer), one per worker (tenants hashed
- * to it), one maintenance thread (interval syncs, hints, idle and memory
- * passivation, merges, Compact, sd_notify STATUS and WATCHDOG), and the main
- * thread (signals).
+ * Threads: the stream acceptor (stream.c), nng's (receive, decode, local
+ * answers), one per worker (tenants hashed to it; the stream connections it
+ * reads), one maintenance thread (interval syncs, hints, idle and memory
+ * passivation, merges, Compact, sd_notify STATUS), and the main thread
+ * (signals, the watchdog, the nng ipc:// listener watch).
  */
 #ifndef KVD_KVD_H
 #define KVD_KVD_H

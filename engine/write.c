@@ -4,11 +4,15 @@
  * Requests queue under db->mu. The driver (see db.h) takes every queued
  * request that fits, checks each against the key directory plus the changes
  * of the requests before it in the same batch (the overlay), gives versions,
- * encodes the records into one buffer and writes it with one submission —
- * followed, under KV_SYNC_ALWAYS, by one linked fdatasync. When every
- * completion reported full length it applies the overlay to the key
- * directory and completes the requests. Nothing is visible to readers and no
- * request is answered before its batch is durable.
+ * encodes the records into one buffer (ended, now and then, by a sync mark:
+ * add_sync_mark) and writes it with one pwrite, followed under
+ * KV_SYNC_ALWAYS by one fdatasync on the ring (io_uring.c says why the write
+ * itself is not on the ring). When the write reported full length and the
+ * sync succeeded it applies the overlay to the key directory and completes
+ * the requests. Nothing is visible to readers and no request is answered
+ * before its batch is as durable as the database's sync mode promises.
+ * Before versions above META's mark are written, META is raised
+ * (manifest.h).
  *
  * Invariants:
  *   1. At most one batch is in flight; the next one is formed after the

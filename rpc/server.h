@@ -1,16 +1,21 @@
 /*
  * server.h — the server side of the wire protocol: decoding a request
  * envelope, running a method against the store, encoding the reply. No I/O
- * of its own and no threads: kvd's workers call it (see daemon/worker.c).
+ * of its own and no threads: kvd calls it from whichever thread the method's
+ * kind (the method table in server.c) sends it to (daemon/request.c).
  *
- * A request is run in one of three ways:
- *   - rpc_run_local: methods that need no tenant database (Health,
- *     TenantCreate, TenantList, Stats of the daemon, …);
- *   - rpc_run_read: methods that read one tenant (Get, Scan, Versions,
- *     TenantInfo, Stats) or maintain it (Compact);
- *   - writes (Put, Delete, Batch): rpc_write_prepare builds the engine ops,
- *     the worker submits them with kv_submit, and rpc_write_reply encodes the
- *     outcome once the batch is durable.
+ * A request is run in one of these ways, by its kind:
+ *   - RPC_KIND_LOCAL, rpc_run_local: methods that need no tenant database
+ *     open (Health, Stats, TenantCreate, TenantList, TenantInfo), run on the
+ *     transport's thread that decoded them;
+ *   - RPC_KIND_READ, rpc_run_read: methods that read one tenant (Get, Scan,
+ *     Versions), run by the worker that owns the tenant;
+ *   - RPC_KIND_MAINT: Compact, rpc_run_read on kvd's maintenance thread;
+ *   - RPC_KIND_TENANT: TenantDrop, TenantPassivate, TenantActivate, on the
+ *     owner worker (they wait for a running merge there);
+ *   - RPC_KIND_WRITE (Put, Delete, Batch): rpc_write_prepare builds the
+ *     engine ops, the owner worker submits them with kv_submit, and
+ *     rpc_write_reply encodes the outcome once the batch is durable.
  */
 #ifndef KV_RPC_SERVER_H
 #define KV_RPC_SERVER_H
