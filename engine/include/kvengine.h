@@ -145,9 +145,12 @@ struct kv_recovery_info {
 	uint32_t merge_leftovers;   /* outputs of a merge a crash interrupted, removed */
 	uint64_t elapsed_us;        /* time kv_open spent recovering */
 };
+/* Always 0. */
 int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret);
 
-/* Finishes queued writes, syncs, writes missing hint files, closes. NULL ok. */
+/* Finishes queued writes, syncs, writes missing hint files, closes. NULL ok.
+ * Errors (the handle is freed all the same): -EIO from the final sync or a
+ * hint file, -ENOSPC (a hint file did not fit; it is only a cache). */
 int kv_close(kv_db *db);
 
 /* ---- writes ------------------------------------------------------------ */
@@ -192,7 +195,9 @@ struct kv_op {
 /* Applies n ops all-or-nothing, in order (a later op sees an earlier one),
  * durable together. A delete of a missing key is a no-op (version 0). On a
  * failed condition nothing is written, the call returns KV_ECONFLICT (or
- * KV_EMAXKEYS, KV_EKEYSIZE…) and the failing op's status says which. */
+ * KV_EMAXKEYS, KV_EKEYSIZE…) and the failing op's status says which.
+ * Errors: KV_ECONFLICT, KV_EMAXKEYS, KV_EKEYSIZE, KV_EVALSIZE, KV_EREADONLY,
+ * -EINVAL (n is 0 or the ops are over 1 GiB), -ENOSPC, -EIO. */
 int kv_batch(kv_db *db, struct kv_op *ops, size_t n);
 
 /* ---- reads ------------------------------------------------------------- */
@@ -214,7 +219,9 @@ struct kv_value {
 /* Reads the newest value, the value at an exact version, or the newest value
  * as of a version. A tombstone or an expired value is KV_ENOTFOUND. A version
  * older than the retained history is KV_ECOMPACTED; a record failing its
- * checksum is KV_ECORRUPT. opts may be NULL. */
+ * checksum is KV_ECORRUPT. opts may be NULL.
+ * Errors: KV_ENOTFOUND, KV_ECOMPACTED, KV_ECORRUPT (also a record that cannot
+ * be read: an I/O error, a lost segment), KV_EKEYSIZE, -ENOMEM. */
 int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
            struct kv_value *ret);
 void kv_value_release(struct kv_value *v);
@@ -232,7 +239,9 @@ struct kv_version {
 /* Lists up to limit versions of key, newest first, starting below version
  * `before` (0 = from the newest). Expired versions are skipped. *ret_list is
  * malloc'd; free with kv_versions_free(). An unknown key gives 0 versions.
- * *ret_truncated is set when older history was dropped by merge. */
+ * *ret_truncated is set when older history was dropped by merge.
+ * Errors: KV_EKEYSIZE, KV_ECORRUPT (a record on the chain cannot be read),
+ * -ENOMEM. */
 int kv_versions(kv_db *db, const void *key, size_t key_len, uint32_t limit, uint64_t before,
                 bool with_values, struct kv_version **ret_list, size_t *ret_count,
                 bool *ret_truncated);
@@ -268,7 +277,9 @@ typedef struct kv_iter kv_iter;
 /* Opens an ordered (bytewise) iterator. It reads a consistent snapshot — the
  * database as of opts->as_of or as of the moment it opened — and stays valid
  * while writes and merges go on: merge keeps the versions an open iterator
- * still needs. opts may be NULL (everything, forward). */
+ * still needs. opts may be NULL (everything, forward).
+ * Errors: KV_ECOMPACTED (as_of below the compact revision), KV_EKEYSIZE (a
+ * bound longer than a key can be), -ENOMEM. */
 int kv_iter_open(kv_db *db, const struct kv_scan_opts *opts, kv_iter **ret);
 /* 0 and *ret filled, KV_EEND when done, or an error (KV_ECORRUPT…). */
 int kv_iter_next(kv_iter *it, struct kv_entry *ret);
@@ -295,22 +306,27 @@ struct kv_stats {
 	bool read_only;          /* set after a failed fsync */
 	bool io_uring;           /* io_uring in use (false: pread/pwrite) */
 };
+/* Always 0. */
 int kv_stats(kv_db *db, struct kv_stats *ret);
 
 /* Rewrites all sealed segments, keeping what is live and within retention.
  * Runs on the calling thread; reads and writes go on meanwhile, paused only
  * for the swaps. If a merge is running, waits for it, then merges. A merge
  * that fails (-ENOMEM, an I/O error) stops and leaves readable everything it
- * found, an open iterator's versions included. */
+ * found, an open iterator's versions included.
+ * Errors: KV_ECORRUPT (a segment is lost: merge would erase the evidence),
+ * -ENOMEM, -ENOSPC, -EIO. */
 int kv_merge(kv_db *db);
 
 /* Drops history before revision: afterwards a read as of a version older than
- * revision gives KV_ECOMPACTED. Persists the revision, then merges. */
+ * revision gives KV_ECOMPACTED. Persists the revision, then merges.
+ * Errors: -EINVAL (revision above the last version), kv_merge's, and -EIO or
+ * -ENOSPC writing META. */
 int kv_compact(kv_db *db, uint64_t revision);
 
 /* Segment files are opened on demand and closed least recently used first
  * once this many are open across all databases of the process (default: half
- * of RLIMIT_NOFILE). 0 restores the default. */
+ * of RLIMIT_NOFILE). 0 restores the default. Always 0. */
 int kv_set_open_files_budget(size_t n);
 /* Segment files open right now, in the whole process. */
 size_t kv_open_segment_files(void);
@@ -341,6 +357,8 @@ struct kv_check_summary {
 	uint64_t damaged_bytes;
 	uint32_t notes;   /* items that are not damage */
 };
+/* Errors: KV_ELOCKED (open in a process), -ENOENT and other -errno opening
+ * the directory, -ENOMEM. Damage is not an error: it is reported to fn. */
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret);
 
 /* Makes every acknowledged write durable now (useful under sync=interval|none). */
@@ -394,7 +412,8 @@ void kv_store_options_init(struct kv_store_options *o);
  * every use of it gets KV_EREFUSED, and it cannot be created again over its
  * files (TenantDrop still removes it). */
 int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret);
-/* Closes every active tenant. NULL ok. */
+/* Closes every active tenant. NULL ok. Errors: the first kv_close error (every
+ * tenant is closed all the same). */
 int kv_store_close(kv_store *s);
 
 /* Whether the len bytes at name are a tenant name: 1..64 bytes of
@@ -413,7 +432,7 @@ struct kv_tenant_state {
 	bool active;
 	bool refused; /* see kv_store_why_refused */
 };
-/* Sorted by name; free() the list. */
+/* Sorted by name; free() the list. Errors: -ENOMEM. */
 int kv_store_list(kv_store *s, struct kv_tenant_state **ret, size_t *ret_count);
 
 struct kv_tenant_info {
@@ -467,7 +486,8 @@ const char *kv_tenant_name(kv_tenant *t);
 int kv_store_passivate(kv_store *s, const char *name);
 int kv_store_activate(kv_store *s, const char *name, uint64_t *ret_us);
 
-/* Idle timeout and memory budget; *ret_passivated (if not NULL) counts them. */
+/* Idle timeout and memory budget; *ret_passivated (if not NULL) counts them.
+ * Always 0 (a tenant that cannot be passivated now is tried again later). */
 int kv_store_maintain(kv_store *s, uint32_t *ret_passivated);
 /* Changes the reloadable settings. */
 void kv_store_set_limits(kv_store *s, uint64_t memory_budget, uint32_t idle_timeout_s);
@@ -479,6 +499,7 @@ struct kv_store_stats {
 	uint64_t activations;
 	uint64_t passivations;
 };
+/* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);
 
 /* ---- non-blocking form ---------------------------------------------------
@@ -507,9 +528,18 @@ struct kv_req {
 	uint32_t flags_;
 };
 
+/* 0: the request is queued and its outcome comes to done() — also a
+ * request the engine refuses at once (too many bytes, a key or value over
+ * its limit: done() then runs with KV_EKEYSIZE, KV_EVALSIZE or -EINVAL);
+ * -EINVAL here: no request, or no done(). */
 int kv_submit(kv_db *db, struct kv_req *req);
+/* The event descriptor of an external_loop database (-1 otherwise). */
 int kv_event_fd(kv_db *db);
+/* 0, or -errno reading the event fd (the requests' own errors go to done()). */
 int kv_process(kv_db *db);
+/* 1 when a merge is due (the caller runs kv_merge), 0 otherwise, or -EIO
+ * from the interval sync (the database is then read-only) or from writing
+ * a hint. */
 int kv_tick(kv_db *db);
 
 #ifdef __cplusplus
