@@ -528,10 +528,10 @@ struct kv_req {
 	uint32_t flags_;
 };
 
-/* 0: the request is queued and its outcome comes to done() — also a
- * request the engine refuses at once (too many bytes, a key or value over
- * its limit: done() then runs with KV_EKEYSIZE, KV_EVALSIZE or -EINVAL);
- * -EINVAL here: no request, or no done(). */
+/* 0: the request is queued and its outcome comes to done(). Refused at once,
+ * done() never called: -EINVAL (no request or no done(), no ops, an op of
+ * no known type), KV_EKEYSIZE, KV_EVALSIZE, KV_EBATCHSIZE, KV_EREADONLY,
+ * KV_ECLOSED (the database is closing). */
 int kv_submit(kv_db *db, struct kv_req *req);
 /* The event descriptor of an external_loop database (-1 otherwise). */
 int kv_event_fd(kv_db *db);
