@@ -20,7 +20,7 @@ void config_defaults(struct kvd_config *c)
 	c->log_level = LOG_INFO;
 	c->idle_timeout_s = 300;
 	c->max_message_size = 64ull << 20;
-	c->max_value_size = 16u << 20;
+	c->max_value_size = KV_VALUE_SIZE_DEFAULT;
 	c->contexts = 256;
 	c->max_connections = 1024;
 	c->client_timeout_s = 0;
@@ -28,7 +28,7 @@ void config_defaults(struct kvd_config *c)
 	c->input_budget = 256ull << 20;
 	c->output_budget = 256ull << 20;
 	c->ipc_mode = 0660;
-	c->segment_size = 64ull << 20;
+	c->segment_size = KV_SEGMENT_SIZE_DEFAULT;
 	c->max_queue = 65536;
 	kv_tenant_config_init(&c->defaults);
 }

@@ -571,7 +571,7 @@ static int open_store(struct kvd *d)
 	so.base.max_value_size = d->cfg.max_value_size;
 	so.base.external_loop = true;
 	so.base.background = false;
-	so.base.merge_ratio_pct = 50;
+	so.base.merge_ratio_pct = KV_MERGE_RATIO_PCT_DEFAULT;
 	so.memory_budget = d->cfg.memory_budget;
 	so.idle_timeout_s = d->cfg.idle_timeout_s;
 	so.auto_create = d->cfg.auto_create;

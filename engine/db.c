@@ -29,16 +29,16 @@
 void kv_options_init(struct kv_options *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->segment_size = 64ull << 20;
+	o->segment_size = KV_SEGMENT_SIZE_DEFAULT;
 	o->sync = KV_SYNC_ALWAYS;
-	o->sync_interval_ms = 100;
+	o->sync_interval_ms = KV_SYNC_INTERVAL_MS_DEFAULT;
 	o->history_versions = 1;
 	o->history_ms = 0;
 	o->max_key_size = KV_KEY_SIZE_MAX;
-	o->max_value_size = 16u << 20;
+	o->max_value_size = KV_VALUE_SIZE_DEFAULT;
 	o->max_keys = 0;
-	o->merge_ratio_pct = 50;
-	o->merge_min_bytes = 16ull << 20;
+	o->merge_ratio_pct = KV_MERGE_RATIO_PCT_DEFAULT;
+	o->merge_min_bytes = KV_MERGE_MIN_BYTES_DEFAULT;
 	o->io = KV_IO_AUTO;
 	o->background = true;
 	o->external_loop = false;

@@ -119,7 +119,7 @@ void kv_tenant_config_init(struct kv_tenant_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->sync = KV_SYNC_ALWAYS;
-	c->sync_interval_ms = 100;
+	c->sync_interval_ms = KV_SYNC_INTERVAL_MS_DEFAULT;
 	c->history_versions = 1;
 }
 

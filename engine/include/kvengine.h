@@ -62,6 +62,14 @@ const char *kv_strerror(int err);
 #define KV_SEGMENT_SIZE_MAX (2ull * 1024 * 1024 * 1024)
 #define KV_BATCH_OPS_MAX 65536u
 
+/* Defaults of the options below, defined here once (kvd's settings start
+ * from them too). */
+#define KV_SEGMENT_SIZE_DEFAULT (64ull << 20)     /* 64 MiB */
+#define KV_VALUE_SIZE_DEFAULT (16u << 20)         /* 16 MiB */
+#define KV_SYNC_INTERVAL_MS_DEFAULT 100u
+#define KV_MERGE_RATIO_PCT_DEFAULT 50u
+#define KV_MERGE_MIN_BYTES_DEFAULT (16ull << 20)  /* 16 MiB */
+
 /* Passed as if_version: no condition on the head version. */
 #define KV_ANY_VERSION UINT64_MAX
 
