@@ -605,12 +605,92 @@ static void wait_drained(struct kvd *d)
 		     atomic_load(&d->in_flight), DRAIN_TIMEOUT_MS / 1000);
 }
 
+/*
+ * The transports, started in this order from one table and stopped in three
+ * phases: stop_accepting before the drain (new connections refused, the
+ * ones there stay), close after it (nng: closing a listener also closes the
+ * connections it accepted), stop after the workers stopped (what is still
+ * queued is flushed, the rest freed). Every phase is safe on a transport
+ * that did not start, or started in part.
+ */
+struct transport {
+	const char *name;
+	int (*start)(struct kvd *d, char *err, size_t errlen);
+	void (*stop_accepting)(struct kvd *d);
+	void (*close)(struct kvd *d);
+	void (*stop)(struct kvd *d);
+};
+
+static const struct transport transports[] = {
+        {"stream", stream_start, stream_stop_accepting, NULL, stream_stop},
+        {"nng", listeners_start, NULL, listeners_close, conns_stop},
+};
+#define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
+
+/* The signals this thread reads from a signalfd; every thread started after
+ * this inherits the mask. -1 and errno on failure. */
+static int signals_open(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &mask, SFD_CLOEXEC);
+}
+
+/* Serves until SIGTERM or SIGINT: SIGHUP reloads, the watchdog is fed and
+ * the nng ipc:// listeners are watched between signals. */
+static void serve(struct kvd *d, int sfd)
+{
+	for (;;) {
+		struct signalfd_siginfo si;
+		struct pollfd p = {sfd, POLLIN, 0};
+		int timeout = 1000;
+		ssize_t n;
+
+		if (d->watchdog_usec && d->watchdog_usec / 1000 / 2 < (uint64_t)timeout)
+			timeout = (int)(d->watchdog_usec / 1000 / 2);
+		if (poll(&p, 1, timeout) == 0) {
+			/* the watchdog is fed while every worker still turns its loop */
+			uint64_t oldest = workers_oldest_beat(d);
+			if (d->watchdog_usec && now_ms() - oldest < d->watchdog_usec / 1000)
+				sd_notify(0, "WATCHDOG=1");
+			else if (d->watchdog_usec)
+				klog(LOG_ERR, "a worker has been stuck for %" PRIu64 " ms",
+				     now_ms() - oldest);
+			listeners_watch(d);
+			continue;
+		}
+		n = read(sfd, &si, sizeof(si));
+		if (n != sizeof(si)) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			klog(LOG_ERR, "signalfd: %m");
+			return;
+		}
+		if (si.ssi_signo == SIGHUP) {
+			if (d->notify)
+				sd_notify(0, "RELOADING=1");
+			reload(d);
+			if (d->notify)
+				sd_notify(0, "READY=1");
+			continue;
+		}
+		klog(LOG_INFO, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		return;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct kvd d;
-	sigset_t mask;
 	char err[512];
-	int sfd, rv;
+	size_t i;
+	int sfd, rv, e;
 
 	memset(&d, 0, sizeof(d));
 	if ((rv = parse_args(&d, argc, argv)) != 0) {
@@ -631,50 +711,25 @@ int main(int argc, char **argv)
 	d.lim.token = d.cfg.token;
 	d.lim.version = KVD_VERSION;
 
-	/* signals are read from a signalfd by this thread; every thread
-	 * started from here on inherits the mask */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	if ((sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+	rv = 1;
+	if ((sfd = signals_open()) < 0) {
 		fprintf(stderr, "kvd: signalfd: %s\n", strerror(errno));
-		return 1;
+		goto out_config;
 	}
-
-	{
-		int uerr = kv_io_uring_probe();
-		if (uerr != 0)
-			klog(LOG_WARNING, "io_uring is not available (%s): tenants use pread/pwrite",
-			     strerror(-uerr));
+	if ((e = kv_io_uring_probe()) != 0)
+		klog(LOG_WARNING, "io_uring is not available (%s): tenants use pread/pwrite",
+		     strerror(-e));
+	if (open_store(&d) != 0)
+		goto out_signals;
+	if ((e = workers_start(&d)) != 0 || (e = maint_start(&d)) != 0) {
+		fprintf(stderr, "kvd: cannot start threads: %s\n", strerror(-e));
+		goto out_threads;
 	}
-	if (open_store(&d) != 0) {
-		config_release(&d.cfg);
-		close(sfd);
-		return 1;
-	}
-	if ((rv = workers_start(&d)) != 0 || (rv = maint_start(&d)) != 0) {
-		fprintf(stderr, "kvd: cannot start threads: %s\n", strerror(-rv));
-		maint_stop(&d);
-		workers_stop(&d);
-		kv_store_close(d.store);
-		config_release(&d.cfg);
-		return 1;
-	}
-	if (stream_start(&d, err, sizeof(err)) != 0 || listeners_start(&d, err, sizeof(err)) != 0) {
-		fprintf(stderr, "kvd: %s\n", err);
-		stream_stop_accepting(&d);
-		listeners_close(&d);
-		maint_stop(&d);
-		workers_stop(&d);
-		stream_stop(&d);
-		conns_stop(&d);
-		kv_store_close(d.store);
-		config_release(&d.cfg);
-		close(sfd);
-		return 1;
+	for (i = 0; i < NTRANSPORTS; i++) {
+		if (transports[i].start(&d, err, sizeof(err)) != 0) {
+			fprintf(stderr, "kvd: %s\n", err);
+			goto out_transports;
+		}
 	}
 	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,
 	     d.cfg.data_dir, d.nworkers, d.nconns);
@@ -682,68 +737,42 @@ int main(int argc, char **argv)
 		sd_notifyf(0, "READY=1\nSTATUS=serving, data %s\nMAINPID=%ld", d.cfg.data_dir,
 		           (long)getpid());
 
-	for (;;) {
-		struct signalfd_siginfo si;
-		struct pollfd p = {sfd, POLLIN, 0};
-		int timeout = 1000;
-		ssize_t n;
-
-		if (d.watchdog_usec && d.watchdog_usec / 1000 / 2 < (uint64_t)timeout)
-			timeout = (int)(d.watchdog_usec / 1000 / 2);
-		if (poll(&p, 1, timeout) == 0) {
-			/* the watchdog is fed while every worker still turns its loop */
-			uint64_t oldest = workers_oldest_beat(&d);
-			if (d.watchdog_usec && now_ms() - oldest < d.watchdog_usec / 1000)
-				sd_notify(0, "WATCHDOG=1");
-			else if (d.watchdog_usec)
-				klog(LOG_ERR, "a worker has been stuck for %" PRIu64 " ms",
-				     now_ms() - oldest);
-			listeners_watch(&d);
-			continue;
-		}
-		n = read(sfd, &si, sizeof(si));
-		if (n != sizeof(si)) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			klog(LOG_ERR, "signalfd: %m");
-			break;
-		}
-		if (si.ssi_signo == SIGHUP) {
-			if (d.notify)
-				sd_notify(0, "RELOADING=1");
-			reload(&d);
-			if (d.notify)
-				sd_notify(0, "READY=1");
-			continue;
-		}
-		klog(LOG_INFO, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-		break;
-	}
+	serve(&d, sfd);
 
 	if (d.notify)
 		sd_notify(0, "STOPPING=1\nSTATUS=draining");
 	/* Requests that arrive from here on are refused with UNAVAILABLE; the
-	 * listeners stay open until the drain is over, because closing an nng
-	 * listener also closes the connections it accepted. */
+	 * connections there stay until the drain is over. */
 	atomic_store(&d.stopping, true);
-	stream_stop_accepting(&d); /* its connections stay until the drain is over */
+	for (i = 0; i < NTRANSPORTS; i++)
+		if (transports[i].stop_accepting != NULL)
+			transports[i].stop_accepting(&d);
 	wait_drained(&d);
 	/* nng 1.5 has no linger: a finished send may still sit in a pipe's
 	 * queue, so give the transports a moment to put it on the wire */
 	poll(NULL, 0, 200);
-	listeners_close(&d);
+	rv = 0;
+out_transports:
+	for (i = 0; i < NTRANSPORTS; i++)
+		if (transports[i].stop_accepting != NULL)
+			transports[i].stop_accepting(&d);
+	for (i = 0; i < NTRANSPORTS; i++)
+		if (transports[i].close != NULL)
+			transports[i].close(&d);
+out_threads:
 	maint_stop(&d);
 	workers_stop(&d);
-	stream_stop(&d);
-	conns_stop(&d);
-	rv = kv_store_close(d.store);
-	close(sfd);
-	if (rv != 0) {
-		klog(LOG_ERR, "closing the store: %s", kv_strerror(rv));
-		config_release(&d.cfg);
-		return 1;
+	for (i = 0; i < NTRANSPORTS; i++)
+		transports[i].stop(&d);
+	if ((e = kv_store_close(d.store)) != 0) {
+		klog(LOG_ERR, "closing the store: %s", kv_strerror(e));
+		rv = 1;
 	}
-	klog(LOG_INFO, "stopped: %" PRIu64 " requests served", atomic_load(&d.requests));
+	if (rv == 0)
+		klog(LOG_INFO, "stopped: %" PRIu64 " requests served", atomic_load(&d.requests));
+out_signals:
+	close(sfd);
+out_config:
 	config_release(&d.cfg);
-	return 0;
+	return rv;
 }
