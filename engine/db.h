@@ -154,6 +154,9 @@ struct kv_db {
 
 /* db.c */
 uint64_t db_now(kv_db *db);
+uint64_t db_reclaimable(kv_db *db);
+
+/* segtab.c */
 int db_fsync_dir(kv_db *db);
 /* Segment table, under seg_mu. */
 struct seg *segtab_find_locked(kv_db *db, uint32_t id);
@@ -166,11 +169,12 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 void db_seg_release(struct seg *s);
 /* Writes hint files for sealed segments that lack one. */
 int db_write_hints(kv_db *db);
+
+/* scan.c */
 /* A copy of the versions open iterators read at (*ret NULL and *ret_n 0
  * when none is open); the caller frees it. -ENOMEM, outputs untouched: the
  * caller cannot know which versions are still read. */
 int db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n);
-uint64_t db_reclaimable(kv_db *db);
 
 /* write.c */
 int write_submit(kv_db *db, struct kv_req *req);

@@ -538,3 +538,24 @@ int kv_iter_next(kv_iter *it, struct kv_entry *ret)
 			return rv;
 	}
 }
+
+/* ---- snapshots (merge keeps the versions open iterators read at) ------- */
+
+int db_snapshots(kv_db *db, uint64_t **ret, size_t *ret_n)
+{
+	uint64_t *v = NULL;
+	size_t n;
+
+	pthread_mutex_lock(&db->mu);
+	n = db->nsnaps;
+	if (n > 0 && (v = malloc(n * sizeof(*v))) == NULL) {
+		pthread_mutex_unlock(&db->mu);
+		return -ENOMEM;
+	}
+	if (n > 0)
+		memcpy(v, db->snaps, n * sizeof(*v));
+	pthread_mutex_unlock(&db->mu);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
