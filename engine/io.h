@@ -72,7 +72,6 @@ int io_backend_open(enum kv_io mode, int efd, struct kv_io_fault *fault, struct 
 void io_backend_close(struct io_backend *io);
 bool io_backend_is_uring(const struct io_backend *io);
 /* Why io_uring was not used (0 when it is). */
-int io_backend_uring_error(const struct io_backend *io);
 
 int io_write_start(struct io_backend *io, int fd, const void *buf, size_t len, uint64_t off,
                    bool sync);
@@ -125,7 +124,7 @@ int io_reserve(struct kv_io_fault *f, int fd, uint64_t off, uint64_t len);
 /* Reports a completed fdatasync done outside these helpers (the ring). */
 void io_record_sync(struct kv_io_fault *f, int fd);
 
-/* Backend implementations (io_uring.c, io_psync.c). */
+/* Backend implementations (io_wr_uring.c, io_wr_psync.c). */
 struct io_ops {
 	int (*write_start)(struct io_backend *io, int fd, const void *buf, size_t len,
 	                   uint64_t off, bool sync);
@@ -137,12 +136,11 @@ struct io_backend {
 	const struct io_ops *ops;
 	struct kv_io_fault *fault;
 	int efd;
-	int uring_err;
 	bool uring;
 };
 
-int io_uring_backend_open(int efd, struct kv_io_fault *fault, struct io_backend **ret);
-int io_psync_backend_open(int efd, struct kv_io_fault *fault, struct io_backend **ret);
+int io_wr_uring_open(int efd, struct kv_io_fault *fault, struct io_backend **ret);
+int io_wr_psync_open(int efd, struct kv_io_fault *fault, struct io_backend **ret);
 void io_signal(int efd);
 
 #endif

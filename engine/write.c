@@ -6,7 +6,7 @@
  * of the requests before it in the same batch (the overlay), gives versions,
  * encodes the records into one buffer (ended, now and then, by a sync mark:
  * add_sync_mark) and writes it with one pwrite, followed under
- * KV_SYNC_ALWAYS by one fdatasync on the ring (io_uring.c says why the write
+ * KV_SYNC_ALWAYS by one fdatasync on the ring (io_wr_uring.c says why the write
  * itself is not on the ring). When the write reported full length and the
  * sync succeeded it applies the overlay to the key directory and completes
  * the requests. Nothing is visible to readers and no request is answered

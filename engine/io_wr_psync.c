@@ -1,5 +1,5 @@
 /*
- * io_psync.c — the fallback write backend: pwrite and fdatasync on the
+ * io_wr_psync.c — the fallback write backend: pwrite and fdatasync on the
  * calling thread. Used when io_uring cannot be set up (kernel.io_uring_disabled,
  * a seccomp filter, an old kernel) or when asked for. The write runs inside
  * io_write_start(); io_write_poll() reports its result.
@@ -58,7 +58,7 @@ static const struct io_ops psync_ops = {
 	.destroy = psync_destroy,
 };
 
-int io_psync_backend_open(int efd, struct kv_io_fault *fault, struct io_backend **ret)
+int io_wr_psync_open(int efd, struct kv_io_fault *fault, struct io_backend **ret)
 {
 	struct psync_backend *b;
 

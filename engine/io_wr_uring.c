@@ -1,5 +1,5 @@
 /*
- * io_uring.c — the io_uring write backend: one ring per database; a batch is
+ * io_wr_uring.c — the io_uring write backend: one ring per database; a batch is
  * written with pwrite on the calling thread, and its fdatasync goes through
  * the ring, so the event loop that drives the database never waits for the
  * disk.
@@ -131,7 +131,7 @@ static const struct io_ops uring_ops = {
 	.destroy = uring_destroy,
 };
 
-int io_uring_backend_open(int efd, struct kv_io_fault *fault, struct io_backend **ret)
+int io_wr_uring_open(int efd, struct kv_io_fault *fault, struct io_backend **ret)
 {
 	struct uring_backend *b;
 	int rv;
