@@ -78,8 +78,13 @@ struct job {
 };
 
 /* What an epoll event's data.ptr points at in a worker's loop (NULL: the
- * worker's queue). */
-enum ep_kind { EP_TENANT = 1, EP_STREAM };
+ * worker's queue): the first member of whatever is watched. The loop calls
+ * on_event with the events; NULL when waking the loop is all there is to do
+ * (a busy tenant's engine event fd: the loop drives every busy tenant each
+ * turn). The worker knows nothing else of what it watches. */
+struct watch {
+	void (*on_event)(struct worker *w, struct watch *self, uint32_t events);
+};
 
 /* One nng REP context: one request at a time. */
 struct conn {
@@ -130,7 +135,6 @@ struct kvd {
 	uint64_t watchdog_usec;
 };
 
-uint64_t now_ms(void);
 /* The oldest time a worker last went round its loop (watchdog). */
 uint64_t workers_oldest_beat(struct kvd *d);
 
@@ -141,12 +145,16 @@ void listeners_close(struct kvd *d);  /* stop accepting connections */
 void listeners_watch(struct kvd *d);
 void conns_stop(struct kvd *d);       /* close the socket and free the contexts */
 
-/* request.c */
+/* job.c */
 /* Sends the job's reply through its transport (takes the reply's bytes). */
 void job_reply(struct job *j, struct rpc_reply *rp);
 void job_reply_error(struct job *j, uint64_t id, int status, const char *msg);
 /* Frees the decoded request and its bytes (j->msg or j->body). */
 void job_release(struct job *j);
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t now_ms(void);
+
+/* request.c */
 /* Decodes the request in body (which j->msg or j->body holds) and answers
  * it, queues it, or runs it at once when self (the calling worker, or
  * NULL) owns its tenant. Returns the worker that owns the request's tenant,
@@ -159,8 +167,6 @@ bool stream_url(const char *url);
 /* Opens the kv+ listeners of the configuration and starts accepting. */
 int stream_start(struct kvd *d, char *err, size_t errlen);
 void stream_stop_accepting(struct kvd *d);
-/* A worker's epoll reported events on one of the connections it reads. */
-void stream_event(struct worker *w, void *tag, uint32_t events);
 /* Flushes what is still queued (bounded) and closes every connection; after
  * workers_stop. */
 void stream_stop(struct kvd *d);
@@ -174,8 +180,8 @@ bool worker_post(struct kvd *d, uint32_t w, struct job *j);
 uint32_t worker_id(const struct worker *w);
 /* Runs a request now, on w's own thread (w owns its tenant). */
 void worker_run(struct worker *w, struct job *j);
-/* epoll_ctl on worker wi's loop: tag (an enum ep_kind first) comes back to
- * stream_event. Any thread. */
+/* epoll_ctl on worker wi's loop: tag (a struct watch first) comes back to
+ * its on_event. Any thread. */
 int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag);
 
 /* maint.c */

@@ -19,38 +19,6 @@
 
 #include <string.h>
 
-void job_release(struct job *j)
-{
-	if (!j->live)
-		return;
-	j->live = false;
-	rpc_req_release(&j->req);
-	if (j->msg != NULL) {
-		nng_msg_free(j->msg);
-		j->msg = NULL;
-	}
-	free(j->body);
-	j->body = NULL;
-}
-
-void job_reply(struct job *j, struct rpc_reply *rp)
-{
-	/* a reply that ran out of memory half way is not sent so */
-	if (rpc_reply_finish(rp, j->req.id) != 0)
-		klog(LOG_ERR, "out of memory: request %llu gets an empty reply",
-		     (unsigned long long)j->req.id);
-	j->reply(j, rp);
-}
-
-void job_reply_error(struct job *j, uint64_t id, int status, const char *msg)
-{
-	struct rpc_reply rp;
-
-	rpc_reply_init(&rp);
-	rpc_reply_error(&rp, id, status, msg);
-	job_reply(j, &rp);
-}
-
 int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
                      struct worker *self)
 {

@@ -106,7 +106,7 @@
 static const uint8_t stream_hello[STREAM_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
 
 struct sconn {
-	enum ep_kind kind; /* EP_STREAM: first, for the worker's epoll events */
+	struct watch watch; /* first: the worker's epoll events (stream_event) */
 	struct stream *s;
 	uint32_t worker; /* the worker whose loop reads it */
 	/* the reading worker's alone */
@@ -896,9 +896,10 @@ static void sconn_migrate_locked(struct sconn *c)
 	c->worker = to;
 }
 
-void stream_event(struct worker *w, void *tag, uint32_t events)
+/* A worker's epoll reported events on one of the connections it reads. */
+static void stream_event(struct worker *w, struct watch *self, uint32_t events)
 {
-	struct sconn *c = tag;
+	struct sconn *c = (struct sconn *)self;
 	bool parse, read, done;
 
 	pthread_mutex_lock(&c->mu);
@@ -1055,7 +1056,7 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 		close(fd);
 		return;
 	}
-	c->kind = EP_STREAM;
+	c->watch.on_event = stream_event;
 	c->s = s;
 	c->fd = fd;
 	c->li = k;

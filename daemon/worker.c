@@ -43,11 +43,11 @@
 
 #define BUSY_LINGER_MS     1000u  /* drive_busy */
 #define TENANT_OP_WAIT_MS  60000u /* a TenantDrop/Passivate waits this long for a merge */
-#define WRITE_EVERY_EVENTS 8      /* stream events between two drive_busy in a turn */
+#define WRITE_EVERY_EVENTS 8      /* watched events between two drive_busy in a turn */
 #define BUSY_LINGER_MAX    4u     /* idle tenants kept so, at most (each pins its files) */
 
 struct busy {
-	enum ep_kind kind; /* EP_TENANT: first, for the loop's epoll events */
+	struct watch watch; /* first: its engine's event fd only wakes the loop */
 	kv_tenant *t;
 	kv_db *db;
 	int fd;
@@ -72,14 +72,6 @@ struct worker {
 	struct dedup dd;     /* writes with a client id (invariant 2) */
 	struct job *waiting; /* tenant operations waiting for a merge to end */
 };
-
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 uint32_t worker_of(const struct kvd *d, const char *tenant)
 {
@@ -176,7 +168,6 @@ static struct busy *busy_get(struct worker *w, kv_tenant *t)
 		free(b);
 		return NULL;
 	}
-	b->kind = EP_TENANT;
 	b->t = t;
 	b->db = kv_tenant_db(t);
 	b->fd = kv_event_fd(b->db);
@@ -464,11 +455,11 @@ static void *worker_main(void *arg)
 		bool queued = false;
 		n = epoll_wait(w->epfd, evs, 64, 500);
 		for (int i = 0; i < n; i++) {
-			enum ep_kind *k = evs[i].data.ptr;
-			if (k == NULL)
+			struct watch *wt = evs[i].data.ptr;
+			if (wt == NULL)
 				queued = true;
-			else if (*k == EP_STREAM)
-				stream_event(w, k, evs[i].events);
+			else if (wt->on_event != NULL)
+				wt->on_event(w, wt, evs[i].events);
 			/* writes read so far go out now and then, not only at the
 			 * end of a long turn: a batch per WRITE_EVERY_EVENTS */
 			if (i % WRITE_EVERY_EVENTS == WRITE_EVERY_EVENTS - 1 && i + 1 < n)
