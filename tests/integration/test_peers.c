@@ -21,6 +21,17 @@
 #include "stream_client.h"
 
 /* "--listen=kv+tcp://127.0.0.1:PORT" in o->extra[0]; the URL in tcp. */
+
+/* Under AddressSanitizer kvd's resident memory is mostly the sanitizer's
+ * (freed blocks held in its quarantine, shadow memory), so the bounds on
+ * kvd's memory are asserted in the plain build only; a sanitizer build
+ * still runs every step and prints the figures. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_BOUND(cond) print_message("(resident memory not checked under AddressSanitizer)\n")
+#else
+#define RSS_BOUND(cond) assert_true(cond)
+#endif
+
 static void add_tcp_listener(struct kvd_opts *o, char *tcp, size_t tcplen, char *arg, size_t arglen)
 {
 	int port = h_free_port();
@@ -260,7 +271,7 @@ static void test_partial_frames_bounded(void **state)
 	print_message("kvd RSS %ld KiB before, peak %ld KiB with %d partial frames of %d MiB "
 	              "(input_budget 24 MiB)\n",
 	              rss0, peak, N, DECLARED >> 20);
-	assert_true(peak - rss0 < 44 * 1024);
+	RSS_BOUND(peak - rss0 < 44 * 1024);
 	/* every stalled peer is ended (bounded) */
 	t0 = h_now_ms();
 	for (int i = 0; i < N; i++) {
@@ -331,7 +342,7 @@ static void test_unread_replies_bounded(void **state)
 	print_message("kvd RSS %ld KiB before, peak %ld KiB with %d MiB of replies unread "
 	              "(output_budget 4 MiB)\n",
 	              rss0, peak, (int)((long)N * GETS * VLEN >> 20));
-	assert_true(peak - rss0 < 40 * 1024);
+	RSS_BOUND(peak - rss0 < 40 * 1024);
 	assert_int_equal(st_call(good, "Get", 3, NULL, "big", NULL, 0), 0);
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
@@ -796,7 +807,7 @@ static void test_soak(void **state)
 	assert_int_equal(qs.errors + qn.errors, 0);
 	assert_int_equal(as.errors + an.errors, 0);
 	assert_true(as.n > 100 && an.n > 100);
-	assert_true(peak_attack - rss0 < (32 + 64) * 1024);
+	RSS_BOUND(peak_attack - rss0 < (32 + 64) * 1024);
 	assert_true(atomic_load(&sk.aborts) > 0 && atomic_load(&sk.churned) > 0);
 	if (soak_strict) {
 		assert_true(a99s <= 2 * (q99s > 1000 ? q99s : 1000));
