@@ -29,6 +29,7 @@
  * slowest. Exits 0 only when every step worked and every Get found its value.
  */
 #include "bench.h"
+#include "rng.h"
 
 #include "kvclient.h"
 #include "kvengine.h"
@@ -129,19 +130,6 @@ struct ab_bench {
 };
 
 /* ---- small helpers --------------------------------------------------------- */
-
-static uint64_t ab_rng(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t ab_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)ab_rng(s) * n) >> 64);
-}
 
 static void ab_key(char *buf, uint64_t id)
 {
@@ -311,7 +299,7 @@ static int load(struct ab_bench *b, struct ab_size *z, const char *dir)
 	for (uint64_t i = 0; i < z->keys; i++)
 		perm[i] = i;
 	for (uint64_t i = z->keys - 1; i > 0; i--) {
-		uint64_t j = ab_below(&s, i + 1), x = perm[i];
+		uint64_t j = bench_rng_below(&s, i + 1), x = perm[i];
 		perm[i] = perm[j];
 		perm[j] = x;
 	}
@@ -593,14 +581,14 @@ static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, c
 				rv = -EBUSY;
 				goto stop;
 			}
-			ab_key(key, ab_below(&s, z->keys));
+			ab_key(key, bench_rng_below(&s, z->keys));
 			if ((rv = timed_get(c, key, &first, z->err, sizeof z->err)) != 0)
 				goto stop;
-			ab_key(key, ab_below(&s, z->keys));
+			ab_key(key, bench_rng_below(&s, z->keys));
 			if ((rv = timed_get(c, key, &second, z->err, sizeof z->err)) != 0)
 				goto stop;
 			for (int i = 0; i < AB_MORE_GETS; i++) {
-				ab_key(key, ab_below(&s, z->keys));
+				ab_key(key, bench_rng_below(&s, z->keys));
 				if ((rv = timed_get(c, key, &more[i], z->err, sizeof z->err)) != 0)
 					goto stop;
 			}
@@ -1090,7 +1078,7 @@ int bench_activate(int argc, char **argv)
 	{
 		uint64_t s = 0x5eed;
 		for (size_t i = 0; i < (1u << 20) + AB_VALUE_SIZE; i++)
-			b->pool[i] = (char)(ab_rng(&s) & 0xff);
+			b->pool[i] = (char)(bench_rng(&s) & 0xff);
 	}
 	if (o->use_kvd) {
 		char err[AB_ERR_MAX];

@@ -33,6 +33,7 @@
  */
 #include "bench.h"
 #include "peers.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -156,26 +157,11 @@ static double eb_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static uint64_t eb_rng(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n) by Lemire's multiply-shift (bias at most n / 2^64). */
-static uint64_t eb_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)eb_rng(s) * n) >> 64);
-}
-
 /* The random stream of thread idx in workload w: fixed by --seed. */
 static uint64_t eb_stream(uint64_t seed, enum eb_workload w, uint64_t idx)
 {
 	uint64_t s = seed ^ ((uint64_t)(w + 1) << 56) ^ (idx * 0xd1b54a32d192ed03ull);
-	(void)eb_rng(&s);
+	(void)bench_rng(&s);
 	return s;
 }
 
@@ -277,7 +263,7 @@ static void *eb_thread_main(void *arg)
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
-			eb_key(key, ks, eb_below(&rng, r->num));
+			eb_key(key, ks, bench_rng_below(&rng, r->num));
 			if ((rv = pb->put(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
 				break;
 			if ((vpos += vs) >= EB_POOL_BYTES)
@@ -290,7 +276,7 @@ static void *eb_thread_main(void *arg)
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
 			size_t len = 0;
-			eb_key(key, ks, r->b->exist[eb_below(&rng, r->b->nexist)]);
+			eb_key(key, ks, r->b->exist[bench_rng_below(&rng, r->b->nexist)]);
 			if ((rv = pb->get(&t->w, key, ks, &len)) < 0)
 				break;
 			if (rv == PEER_NOTFOUND)
@@ -419,7 +405,7 @@ static void eb_mark(const struct eb_opts *o, enum eb_workload w, uint64_t num, u
 		uint64_t lo, hi, rng = eb_stream(o->seed, w, t);
 		eb_share(num, o->threads, t, &lo, &hi);
 		for (uint64_t i = lo; i < hi; i++) {
-			uint64_t id = eb_below(&rng, num);
+			uint64_t id = bench_rng_below(&rng, num);
 			bits[id >> 3] |= (uint8_t)(1u << (id & 7));
 		}
 	}
@@ -1374,7 +1360,7 @@ int bench_engine(int argc, char **argv)
 	}
 	uint64_t s = o->seed ^ 0x5eed;
 	for (size_t i = 0; i < EB_POOL_BYTES + o->value_size; i++)
-		b->pool[i] = (char)(eb_rng(&s) & 0xff);
+		b->pool[i] = (char)(bench_rng(&s) & 0xff);
 	if (eb_make_base(b) != 0)
 		goto out;
 

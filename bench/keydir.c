@@ -11,6 +11,7 @@
  */
 #include "keydir.h"
 #include "bench.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,15 +29,6 @@ struct kdb_opts {
 	uint64_t seed;
 	bool json;
 };
-
-static uint64_t kdb_rng(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static double kdb_now_ns(void)
 {
@@ -154,14 +146,14 @@ int bench_keydir(int argc, char **argv)
 	}
 	uint64_t s = o.seed;
 	for (uint64_t i = 0; i < o.keys * o.key_size; i += 8) {
-		uint64_t r = kdb_rng(&s);
+		uint64_t r = bench_rng(&s);
 		size_t n = o.keys * o.key_size - i < 8 ? o.keys * o.key_size - i : 8;
 		memcpy(keys + i, &r, n);
 	}
 	for (uint64_t i = 0; i < o.keys; i++)
 		order[i] = i;
 	for (uint64_t i = o.keys; i > 1; i--) {
-		uint64_t j = kdb_rng(&s) % i;
+		uint64_t j = bench_rng(&s) % i;
 		uint64_t t = order[i - 1];
 		order[i - 1] = order[j];
 		order[j] = t;

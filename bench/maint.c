@@ -4,6 +4,7 @@
  * the writers that keep going while it runs.
  */
 #include "bench.h"
+#include "rng.h"
 
 #include "kvengine.h"
 
@@ -67,14 +68,6 @@ static int remove_hints(const char *path)
 	return n;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 struct common {
 	uint64_t keys;
 	uint32_t key_size;
@@ -109,7 +102,7 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	for (uint64_t i = 0; i < count;) {
 		size_t n = 0;
 		for (; n < 256 && i < count; n++, i++) {
-			uint64_t k = splitmix(&s) % c->keys;
+			uint64_t k = bench_rng(&s) % c->keys;
 			snprintf(key, sizeof(key), "%0*" PRIu64, (int)c->key_size, k);
 			memcpy(keys[n], key, c->key_size);
 			ops[n] = (struct kv_op){.type = KV_OP_PUT,
@@ -331,7 +324,7 @@ static void *writer_main(void *arg)
 
 	memset(val, 'w', w->c->value_size);
 	while (!atomic_load(&w->stop)) {
-		uint64_t k = splitmix(&s) % w->c->keys;
+		uint64_t k = bench_rng(&s) % w->c->keys;
 		double t0;
 		int phase = atomic_load(&w->phase);
 		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);

@@ -44,6 +44,7 @@
  */
 #include "bench.h"
 #include "hist.h"
+#include "rng.h"
 
 #include "kvclient.h"
 
@@ -193,20 +194,6 @@ struct rb_bench {
 	FILE *progress;
 	bool failed; /* something outside the cells failed */
 };
-
-static uint64_t rng_next(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
-}
 
 /* id as RB_KEY_SIZE zero-padded decimal digits (no NUL). */
 static void make_key(char *buf, uint64_t id)
@@ -539,7 +526,7 @@ static int kvd_get_op(struct rb_thread *t)
 	char key[RB_KEY_SIZE];
 	int rv;
 
-	make_key(key, rng_below(&t->rng, r->b->o.keys));
+	make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 	if ((rv = kvc_get(t->c, &call, key, sizeof key, 0, 0, &v)) != 0) {
 		if (t->err[0] == '\0')
 			bench_fmt(t->err, sizeof t->err, "Get: %s: %s", kvc_code_name(rv),
@@ -559,7 +546,7 @@ static int kvd_put_op(struct rb_thread *t)
 	char key[RB_KEY_SIZE];
 	int rv;
 
-	make_key(key, rng_below(&t->rng, r->b->o.keys));
+	make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 	rv = kvc_put(t->c, &call, key, sizeof key, r->b->pool + t->vpos, RB_VALUE_SIZE, NULL, NULL);
 	if ((t->vpos += RB_VALUE_SIZE) >= RB_POOL_BYTES)
 		t->vpos -= RB_POOL_BYTES;
@@ -683,7 +670,7 @@ static void *pl_thread_main(void *arg)
 		p.free = s->next;
 		p.busy++;
 		pthread_mutex_unlock(&p.mu);
-		make_key(key, rng_below(&t->rng, r->b->o.keys));
+		make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 		s->phase0 = atomic_load(&r->phase);
 		call.status = &st;
 		s->t0 = bench_now_ns();
@@ -2536,7 +2523,7 @@ int bench_rpc(int argc, char **argv)
 	{
 		uint64_t s = 0x5eed;
 		for (size_t i = 0; i < RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE; i++)
-			b->pool[i] = (char)(rng_next(&s) & 0xff);
+			b->pool[i] = (char)(bench_rng(&s) & 0xff);
 	}
 	if (make_base(b) != 0)
 		goto out;
