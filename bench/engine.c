@@ -36,7 +36,6 @@
 #include "rng.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -44,9 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
-#include <sys/vfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #define EB_NUM_DEFAULT      1000000ull    /* --num */
@@ -149,14 +145,6 @@ struct eb_bench {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static double eb_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The random stream of thread idx in workload w: fixed by --seed. */
 static uint64_t eb_stream(uint64_t seed, enum eb_workload w, uint64_t idx)
 {
@@ -245,7 +233,7 @@ static void *eb_thread_main(void *arg)
 		return NULL;
 	}
 
-	t->start = eb_now();
+	t->start = bench_now();
 	switch (r->w) {
 	case W_FILLSEQ:
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
@@ -302,7 +290,7 @@ static void *eb_thread_main(void *arg)
 	case W_COUNT:
 		break;
 	}
-	t->end = eb_now();
+	t->end = bench_now();
 	if (rv < 0)
 		t->failed = true;
 	if (pb->worker_fini != NULL)
@@ -441,115 +429,7 @@ static int eb_existing(struct eb_bench *b, uint64_t num, bool overwrite)
 	return 0;
 }
 
-/* ---- directories --------------------------------------------------------- */
-
-static int eb_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-/* Removes path and everything below it; a missing path is fine. */
-static int eb_rmtree(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	return nftw(path, eb_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
-}
-
-static void eb_fs_name(const char *path, char *buf, size_t len)
-{
-	static const struct {
-		long magic;
-		const char *name;
-	} known[] = {
-	        {0xEF53, "ext4"},      {0x58465342, "xfs"},       {0x01021994, "tmpfs"},
-	        {0x9123683E, "btrfs"}, {0x794c7630, "overlayfs"}, {0x6969, "nfs"},
-	        {0x2fc12fc1, "zfs"},   {0xF2F52010, "f2fs"},
-	};
-	struct statfs sf;
-
-	if (statfs(path, &sf) != 0) {
-		snprintf(buf, len, "unknown");
-		return;
-	}
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-		if ((long)sf.f_type == known[i].magic) {
-			snprintf(buf, len, "%s", known[i].name);
-			return;
-		}
-	}
-	snprintf(buf, len, "fs magic 0x%lx", (unsigned long)sf.f_type);
-}
-
 /* ---- output -------------------------------------------------------------- */
-
-/* The command line, from /proc/self/cmdline (argv[0] included), quoted for a shell. */
-static void eb_command(char *buf, size_t len, int argc, char **argv)
-{
-	char raw[4096];
-	size_t n = 0, used = 0;
-	FILE *f = fopen("/proc/self/cmdline", "r");
-
-	if (f != NULL) {
-		n = fread(raw, 1, sizeof raw - 1, f);
-		fclose(f);
-	}
-	if (n == 0) {
-		/* no /proc: rebuild it from our arguments */
-		used = (size_t)snprintf(raw, sizeof raw, "kvbench");
-		for (int i = 0; i < argc && used + 1 < sizeof raw; i++) {
-			size_t l = strlen(argv[i]);
-			if (used + 1 + l + 1 > sizeof raw)
-				break;
-			raw[used++] = '\0';
-			memcpy(raw + used, argv[i], l);
-			used += l;
-		}
-		n = used;
-	}
-	raw[n] = '\0';
-	used = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n; i += strlen(raw + i) + 1) {
-		const char *a = raw + i;
-		bool plain = a[0] != '\0' &&
-		             strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                       "0123456789_./=,:@%+-") == strlen(a);
-		int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "",
-		                 plain ? "" : "'", a, plain ? "" : "'");
-		if (w < 0 || (size_t)w >= len - used)
-			break;
-		used += (size_t)w;
-	}
-}
-
-static void eb_cpu_model(char *buf, size_t len)
-{
-	char line[512];
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	snprintf(buf, len, "unknown CPU");
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *c = strchr(line, ':');
-			if (c != NULL) {
-				c += strspn(c + 1, " \t") + 1;
-				c[strcspn(c, "\n")] = '\0';
-				snprintf(buf, len, "%s", c);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
 
 /* The fairness statements of the header, one per line. */
 static const char *const eb_fairness[] = {
@@ -574,19 +454,6 @@ static const char *const eb_fairness[] = {
         "(above 1: engine faster)",
 };
 
-/* How this file, and so the engine built with the same project flags, was compiled. */
-static const char eb_build[] =
-#ifdef __OPTIMIZE__
-        "optimized"
-#else
-        "not optimized"
-#endif
-#ifdef NDEBUG
-        ", assertions off";
-#else
-        ", assertions on (b_ndebug=false)";
-#endif
-
 /* Header lines as "label", "value" pairs. */
 struct eb_line {
 	char label[32];
@@ -596,11 +463,8 @@ struct eb_line {
 static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 {
 	const struct eb_opts *o = &b->o;
-	struct utsname un;
-	char cpu[256];
+	char date[32], machine[512];
 	size_t n = 0;
-	time_t now = time(NULL);
-	struct tm tm;
 
 #define EB_LINE(lab, ...)                                                                          \
 	do {                                                                                       \
@@ -611,14 +475,10 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 		}                                                                                  \
 	} while (0)
 
-	gmtime_r(&now, &tm);
-	eb_cpu_model(cpu, sizeof cpu);
-	if (uname(&un) != 0)
-		snprintf(un.release, sizeof un.release, "unknown");
-	EB_LINE("date", "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-	EB_LINE("machine", "%s, %ld CPUs online, Linux %s", cpu, sysconf(_SC_NPROCESSORS_ONLN),
-	        un.release);
+	bench_date(date, sizeof date);
+	bench_machine(machine, sizeof machine);
+	EB_LINE("date", "%s", date);
+	EB_LINE("machine", "%s", machine);
 	EB_LINE("directory", "%s (%s, removed afterwards)", b->base, b->fs);
 	EB_LINE("keys", "%" PRIu64 " bytes, zero-padded decimal (db_bench %%0%" PRIu64 "d)",
 	        o->key_size, o->key_size);
@@ -633,7 +493,7 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 		        "%" PRIu64 " runs, backend order rotated each run; every cell is its "
 		        "median run",
 		        o->repeat);
-	EB_LINE("kvd build", "%s", eb_build);
+	EB_LINE("kvd build", "%s", bench_build());
 	for (size_t i = 0; i < o->nbackends; i++) {
 		const struct peer_backend *pb = o->backends[i];
 		if (!peer_built(pb)) {
@@ -794,21 +654,6 @@ static void eb_markdown(const struct eb_bench *b)
 	}
 }
 
-static void eb_json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void eb_json(const struct eb_bench *b, bool ok)
 {
 	const struct eb_opts *o = &b->o;
@@ -817,18 +662,18 @@ static void eb_json(const struct eb_bench *b, bool ok)
 	bool first = true;
 
 	printf("{\"bench\":\"engine\",\"command\":");
-	eb_json_string(b->command);
+	bench_json_string(stdout, b->command);
 	printf(",\"config\":{\"num\":%" PRIu64 ",\"num_sync\":%" PRIu64 ",\"key_size\":%" PRIu64
 	       ",\"value_size\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"seed\":%" PRIu64
 	       ",\"repeat\":%" PRIu64 ",\"dir\":",
 	       o->num, o->num_sync, o->key_size, o->value_size, o->threads, o->seed, o->repeat);
-	eb_json_string(b->base);
+	bench_json_string(stdout, b->base);
 	printf(",\"header\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"label\":", i ? "," : "");
-		eb_json_string(l[i].label);
+		bench_json_string(stdout, l[i].label);
 		printf(",\"value\":");
-		eb_json_string(l[i].value);
+		bench_json_string(stdout, l[i].value);
 		putchar('}');
 	}
 	free(l);
@@ -872,7 +717,7 @@ static void eb_json(const struct eb_bench *b, bool ok)
 						       r->counters.syncs, r->counters.merges);
 				} else if (r->err[0] != '\0') {
 					printf(",\"error\":");
-					eb_json_string(r->err);
+					bench_json_string(stdout, r->err);
 				}
 				putchar('}');
 			}
@@ -932,7 +777,7 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 		return;
 	}
 	cfg.path = path;
-	if ((rv = eb_rmtree(path)) != 0) {
+	if ((rv = bench_rmtree(path)) != 0) {
 		peer_errf(err, sizeof err, "removing %s: %s", path, strerror(-rv));
 		eb_group_state(b, s, ws, nw, bi, RES_FAILED, err);
 		return;
@@ -961,7 +806,7 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 		}
 	}
 	pb->close(db);
-	if ((rv = eb_rmtree(path)) != 0)
+	if ((rv = bench_rmtree(path)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", path, strerror(-rv));
 }
 
@@ -1316,7 +1161,7 @@ static int eb_make_base(struct eb_bench *b)
 		b->base[0] = '\0'; /* not ours: never removed */
 		return rv;
 	}
-	eb_fs_name(b->base, b->fs, sizeof b->fs);
+	bench_fs_name(b->base, b->fs, sizeof b->fs);
 	return 0;
 }
 
@@ -1348,7 +1193,7 @@ int bench_engine(int argc, char **argv)
 		free(b);
 		return rv > 0 ? 0 : 2;
 	}
-	eb_command(b->command, sizeof b->command, argc, argv);
+	bench_command_line(b->command, sizeof b->command, argc, argv);
 	for (size_t i = 0; i < o->nbackends; i++)
 		if (peer_built(o->backends[i]))
 			o->backends[i]->version(b->info[i].version, sizeof b->info[i].version);
@@ -1398,7 +1243,7 @@ int bench_engine(int argc, char **argv)
 		fprintf(stderr, "kvbench engine: FAILED: a workload failed or reads missed keys\n");
 	code = ok ? 0 : 1;
 out:
-	if (b->base[0] != '\0' && (rv = eb_rmtree(b->base)) != 0)
+	if (b->base[0] != '\0' && (rv = bench_rmtree(b->base)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", b->base, strerror(-rv));
 	free(b->exist);
 	free(b->pool);
