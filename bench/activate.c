@@ -29,6 +29,7 @@
  * slowest. Exits 0 only when every step worked and every Get found its value.
  */
 #include "bench.h"
+#include "opt.h"
 #include "rng.h"
 
 #include "kvclient.h"
@@ -908,24 +909,6 @@ static void usage(FILE *f)
 	        AB_KEYS_DEFAULT, AB_REPEAT_DEFAULT, AB_QUICK_KEYS);
 }
 
-static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench activate: %s takes a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 static int parse(int argc, char **argv, struct ab_opts *o)
 {
 	enum { O_KEYS = 256, O_REPEAT, O_KVD, O_NOKVD, O_DIR, O_QUICK, O_JSON, O_MD, O_HELP };
@@ -957,7 +940,8 @@ static int parse(int argc, char **argv, struct ab_opts *o)
 					        AB_KLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_u64("--keys", t, 1, AB_KEYS_MAX, &o->keys[o->nkeys]) != 0)
+				if (bench_parse_u64("activate", "--keys", t, 1, AB_KEYS_MAX,
+				                    &o->keys[o->nkeys]) != 0)
 					return -EINVAL;
 				o->nkeys++;
 			}
@@ -968,7 +952,8 @@ static int parse(int argc, char **argv, struct ab_opts *o)
 			o->keys_set = true;
 			break;
 		case O_REPEAT:
-			if (parse_u64("--repeat", optarg, 1, AB_REPEAT_MAX, &o->repeat) != 0)
+			if (bench_parse_u64("activate", "--repeat", optarg, 1, AB_REPEAT_MAX,
+			                    &o->repeat) != 0)
 				return -EINVAL;
 			o->repeat_set = true;
 			break;

@@ -206,16 +206,16 @@ static int child_parse(int argc, char **argv, struct cs_child *c)
 			c->tenant = optarg;
 			break;
 		case C_K:
-			if (runenv_parse_u64(cmd, "--k", optarg, 0, CS_K_MAX, &c->k) != 0)
+			if (bench_parse_u64(cmd, "--k", optarg, 0, CS_K_MAX, &c->k) != 0)
 				return -EINVAL;
 			break;
 		case C_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &c->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &c->keys) != 0)
 				return -EINVAL;
 			break;
 		case C_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                     &c->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
+			                    &c->value_size) != 0)
 				return -EINVAL;
 			break;
 		case C_OP:
@@ -226,7 +226,7 @@ static int child_parse(int argc, char **argv, struct cs_child *c)
 			c->put = strcmp(optarg, "put") == 0;
 			break;
 		case C_SEED:
-			if (runenv_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &c->seed) != 0)
+			if (bench_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &c->seed) != 0)
 				return -EINVAL;
 			break;
 		default:
@@ -1047,19 +1047,19 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			}
 			break;
 		case O_K:
-			if (runenv_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
-			                          RUNENV_LIST_MAX, &o->nk) != 0)
+			if (bench_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
+			                         RUNENV_LIST_MAX, &o->nk) != 0)
 				return -EINVAL;
 			o->k_set = true;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                     &o->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
+			                    &o->value_size) != 0)
 				return -EINVAL;
 			break;
 		case O_OP:
@@ -1071,8 +1071,8 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			o->put = strcmp(optarg, "put") == 0;
 			break;
 		case O_REPEAT:
-			if (runenv_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
-			                     &o->repeat) != 0)
+			if (bench_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
+			                    &o->repeat) != 0)
 				return -EINVAL;
 			o->repeat_set = true;
 			break;

@@ -660,18 +660,18 @@ static int parse(int argc, char **argv, struct du_opts *o)
 			o->backends_set = true;
 			break;
 		case O_CLIENTS:
-			if (runenv_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
-			                          o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
+			if (bench_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
+			                         o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
 				return -EINVAL;
 			o->clients_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
-			                     &o->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
+			                    &o->value_size) != 0)
 				return -EINVAL;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			break;
 		case O_HELP:
@@ -769,7 +769,7 @@ int bench_durable(int argc, char **argv)
 	runenv_fill_pool(b->pool, DU_POOL_BYTES, o->c.seed ^ 0xd0ab1e);
 	fprintf(b->progress, "kvbench durable: %s\n", b->run.command);
 	(void)runenv_skip_unavailable(&b->run, o->backends, o->nbackends, b->skip[0],
-	                               sizeof b->skip[0], b->progress);
+	                              sizeof b->skip[0], b->progress);
 	du_progress_head(b->progress);
 	for (size_t ci = 0; ci < o->nclients; ci++)
 		du_clients(b, ci);

@@ -32,6 +32,7 @@
  * does not fail the run.
  */
 #include "bench.h"
+#include "opt.h"
 #include "peers.h"
 #include "rng.h"
 
@@ -945,24 +946,6 @@ static void eb_usage(FILE *f)
 	        EB_QUICK_NUM_SYNC);
 }
 
-static int eb_number(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench engine: %s must be a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 static int eb_backend_list(struct eb_opts *o, const char *list)
 {
 	char buf[256];
@@ -1078,21 +1061,21 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 			return -EINVAL;
 		}
 		if (strcmp(name, "--num") == 0) {
-			rv = eb_number(name, val, 1, EB_NUM_MAX, &o->num);
+			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num);
 			o->num_set = true;
 		} else if (strcmp(name, "--num-sync") == 0) {
-			rv = eb_number(name, val, 1, EB_NUM_MAX, &o->num_sync);
+			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num_sync);
 			o->num_sync_set = true;
 		} else if (strcmp(name, "--key-size") == 0) {
-			rv = eb_number(name, val, 1, EB_KEY_MAX, &o->key_size);
+			rv = bench_parse_u64("engine", name, val, 1, EB_KEY_MAX, &o->key_size);
 		} else if (strcmp(name, "--value-size") == 0) {
-			rv = eb_number(name, val, 0, EB_VALUE_MAX, &o->value_size);
+			rv = bench_parse_u64("engine", name, val, 0, EB_VALUE_MAX, &o->value_size);
 		} else if (strcmp(name, "--threads") == 0) {
-			rv = eb_number(name, val, 1, EB_THREADS_MAX, &o->threads);
+			rv = bench_parse_u64("engine", name, val, 1, EB_THREADS_MAX, &o->threads);
 		} else if (strcmp(name, "--repeat") == 0) {
-			rv = eb_number(name, val, 1, EB_REPEAT_MAX, &o->repeat);
+			rv = bench_parse_u64("engine", name, val, 1, EB_REPEAT_MAX, &o->repeat);
 		} else if (strcmp(name, "--seed") == 0) {
-			rv = eb_number(name, val, 0, UINT64_MAX, &o->seed);
+			rv = bench_parse_u64("engine", name, val, 0, UINT64_MAX, &o->seed);
 		} else if (strcmp(name, "--sync") == 0) {
 			o->sync[SYNC_NONE] = strcmp(val, "none") == 0 || strcmp(val, "both") == 0;
 			o->sync[SYNC_ALWAYS] =

@@ -11,6 +11,7 @@
  */
 #include "keydir.h"
 #include "bench.h"
+#include "opt.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -48,22 +49,6 @@ static void kdb_usage(FILE *f)
 	        KD_KEY_MAX);
 }
 
-static int kdb_number(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench keydir: %s must be a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
@@ -99,11 +84,12 @@ static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
 		}
 		int rv;
 		if (strncmp(a, "--keys", nlen) == 0 && nlen == 6)
-			rv = kdb_number("--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
+			rv = bench_parse_u64("keydir", "--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
 		else if (strncmp(a, "--key-size", nlen) == 0)
-			rv = kdb_number("--key-size", val, 1, KD_KEY_MAX, &o->key_size);
+			rv = bench_parse_u64("keydir", "--key-size", val, 1, KD_KEY_MAX,
+			                     &o->key_size);
 		else
-			rv = kdb_number("--seed", val, 0, UINT64_MAX, &o->seed);
+			rv = bench_parse_u64("keydir", "--seed", val, 0, UINT64_MAX, &o->seed);
 		if (rv != 0)
 			return rv;
 	}

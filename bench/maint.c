@@ -4,6 +4,7 @@
  * the writers that keep going while it runs.
  */
 #include "bench.h"
+#include "opt.h"
 #include "rng.h"
 
 #include "kvengine.h"
@@ -122,7 +123,7 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	return 0;
 }
 
-static int parse_common(int argc, char **argv, struct common *c, const char *usage)
+static int parse_common(const char *cmd, int argc, char **argv, struct common *c, const char *usage)
 {
 	static const struct option lo[] = {
 		{"keys", required_argument, NULL, 'n'},
@@ -134,6 +135,7 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	uint64_t v;
 	int ch;
 
 	c->keys = 1000000;
@@ -146,13 +148,18 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			c->keys = strtoull(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, UINT64_MAX, &c->keys) != 0)
+				return 2;
 			break;
 		case 'k':
-			c->key_size = (uint32_t)strtoul(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--key-size", optarg, 8, 200, &v) != 0)
+				return 2;
+			c->key_size = (uint32_t)v;
 			break;
 		case 'v':
-			c->value_size = (uint32_t)strtoul(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--value-size", optarg, 0, UINT32_MAX, &v) != 0)
+				return 2;
+			c->value_size = (uint32_t)v;
 			break;
 		case 'd':
 			c->dir = optarg;
@@ -214,7 +221,7 @@ int bench_open(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("open", argc, argv, &c, usage)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "open")) == NULL)
 		return 1;
@@ -356,7 +363,7 @@ int bench_merge(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("merge", argc, argv, &c, usage)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "merge")) == NULL)
 		return 1;

@@ -43,6 +43,7 @@
  * report records in bench/sys.c.
  */
 #include "bench.h"
+#include "opt.h"
 #include "hist.h"
 #include "rng.h"
 
@@ -2139,22 +2140,6 @@ static int parse_seconds(const char *name, const char *s, double lo, double *ret
 	return 0;
 }
 
-static int parse_uint(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench rpc: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct rb_opts *o)
@@ -2231,7 +2216,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 					        RB_TLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_uint("--threads", t, 1, RB_THREADS_MAX, &v) != 0)
+				if (bench_parse_u64("rpc", "--threads", t, 1, RB_THREADS_MAX, &v) != 0)
 					return -EINVAL;
 				o->threads[o->nthreads++] = (unsigned)v;
 			}
@@ -2268,12 +2253,12 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			}
 			break;
 		case O_KEYS:
-			if (parse_uint("--keys", optarg, 1, RB_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64("rpc", "--keys", optarg, 1, RB_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_WINDOW:
-			if (parse_uint("--window", optarg, 1, RB_WINDOW_MAX, &v) != 0)
+			if (bench_parse_u64("rpc", "--window", optarg, 1, RB_WINDOW_MAX, &v) != 0)
 				return -EINVAL;
 			o->window = (unsigned)v;
 			break;
@@ -2288,7 +2273,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			}
 			break;
 		case O_WORKERS:
-			if (parse_uint("--kvd-workers", optarg, 1, 1024, &v) != 0)
+			if (bench_parse_u64("rpc", "--kvd-workers", optarg, 1, 1024, &v) != 0)
 				return -EINVAL;
 			o->kvd_workers = (unsigned)v;
 			break;
@@ -2319,7 +2304,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			o->serve_echo = optarg;
 			break;
 		case O_REPEAT:
-			if (parse_uint("--repeat", optarg, 1, RB_REPEAT_MAX, &v) != 0)
+			if (bench_parse_u64("rpc", "--repeat", optarg, 1, RB_REPEAT_MAX, &v) != 0)
 				return -EINVAL;
 			o->repeat = (unsigned)v;
 			break;

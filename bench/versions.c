@@ -688,7 +688,8 @@ static void vs_report_json(const struct vs_bench *b, const struct runenv_lines *
 	printf(",\"config\":{\"keys\":%" PRIu64 ",\"versions\":%" PRIu64 ",\"threads\":%" PRIu64
 	       ",\"load_threads\":%u,\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64
 	       ",\"m\":[",
-	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup, o->c.seed);
+	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup,
+	       o->c.seed);
 	for (size_t i = 0; i < o->nm; i++)
 		printf("%s%" PRIu64, i ? "," : "", o->m[i]);
 	printf("],\"value_sizes\":[");
@@ -821,32 +822,32 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 			o->backends_set = true;
 			break;
 		case O_M:
-			if (runenv_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
-			                          RUNENV_LIST_MAX, &o->nm) != 0)
+			if (bench_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
+			                         RUNENV_LIST_MAX, &o->nm) != 0)
 				return -EINVAL;
 			o->m_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
-			                          VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
-			                          &o->nsizes) != 0)
+			if (bench_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
+			                         VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
+			                         &o->nsizes) != 0)
 				return -EINVAL;
 			o->sizes_set = true;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_VERSIONS:
-			if (runenv_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
-			                     &o->versions) != 0)
+			if (bench_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
+			                    &o->versions) != 0)
 				return -EINVAL;
 			o->versions_set = true;
 			break;
 		case O_THREADS:
-			if (runenv_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
-			                     &o->threads) != 0)
+			if (bench_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
+			                    &o->threads) != 0)
 				return -EINVAL;
 			break;
 		case O_HELP:
@@ -970,7 +971,7 @@ int bench_versions(int argc, char **argv)
 	runenv_fill_pool(b->pool, VS_POOL_BYTES, o->c.seed ^ 0x5eed);
 	fprintf(b->progress, "kvbench versions: %s\n", b->run.command);
 	(void)runenv_skip_unavailable(&b->run, o->backends, o->nbackends, b->skip[0],
-	                               sizeof b->skip[0], b->progress);
+	                              sizeof b->skip[0], b->progress);
 	vs_progress_head(b->progress);
 	for (size_t si = 0; si < o->nsizes; si++)
 		vs_size(b, o->sizes[si]);

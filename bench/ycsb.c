@@ -1250,39 +1250,6 @@ static void usage(FILE *f)
 	        YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
 }
 
-static int parse_double(const char *name, const char *s, double lo, double hi, double *ret)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
-		fprintf(stderr, "kvbench ycsb: %s takes a number in %g..%g, not '%s'\n", name, lo,
-		        hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-static int parse_uint(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench ycsb: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct yc_opts *o)
 {
@@ -1392,13 +1359,14 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->backends_set = true;
 			break;
 		case O_RECORDS:
-			if (parse_uint("--records", optarg, 10, YC_RECORDS_MAX, &o->records) != 0)
+			if (bench_parse_u64("ycsb", "--records", optarg, 10, YC_RECORDS_MAX,
+			                    &o->records) != 0)
 				return -EINVAL;
 			o->records_set = true;
 			break;
 		case O_OPERATIONS:
-			if (parse_uint("--operations", optarg, 1, YC_OPERATIONS_MAX,
-			               &o->operations) != 0)
+			if (bench_parse_u64("ycsb", "--operations", optarg, 1, YC_OPERATIONS_MAX,
+			                    &o->operations) != 0)
 				return -EINVAL;
 			o->operations_set = true;
 			break;
@@ -1412,7 +1380,8 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 					        YC_TLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_uint("--threads", t, 1, YC_THREADS_MAX, &v) != 0)
+				if (bench_parse_u64("ycsb", "--threads", t, 1, YC_THREADS_MAX,
+				                    &v) != 0)
 					return -EINVAL;
 				o->threads[o->nthreads++] = (unsigned)v;
 			}
@@ -1423,12 +1392,13 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->threads_set = true;
 			break;
 		case O_LOAD_THREADS:
-			if (parse_uint("--load-threads", optarg, 1, YC_THREADS_MAX, &v) != 0)
+			if (bench_parse_u64("ycsb", "--load-threads", optarg, 1, YC_THREADS_MAX,
+			                    &v) != 0)
 				return -EINVAL;
 			o->load_threads = (unsigned)v;
 			break;
 		case O_TARGET:
-			if (parse_double("--target", optarg, 0, 1e9, &o->target) != 0)
+			if (bench_parse_double("ycsb", "--target", optarg, 0, 1e9, &o->target) != 0)
 				return -EINVAL;
 			break;
 		case O_SYNC:
@@ -1466,21 +1436,24 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->sync_set = true;
 			break;
 		case O_SYNC_INTERVAL:
-			if (parse_uint("--sync-interval-ms", optarg, 1, 3600000, &v) != 0)
+			if (bench_parse_u64("ycsb", "--sync-interval-ms", optarg, 1, 3600000, &v) !=
+			    0)
 				return -EINVAL;
 			o->sync_interval_ms = (uint32_t)v;
 			break;
 		case O_WARMUP:
-			if (parse_double("--warmup", optarg, 0, 3600, &o->warmup) != 0)
+			if (bench_parse_double("ycsb", "--warmup", optarg, 0, 3600, &o->warmup) !=
+			    0)
 				return -EINVAL;
 			o->warmup_set = true;
 			break;
 		case O_MAX_SECONDS:
-			if (parse_double("--max-seconds", optarg, 0, 86400, &o->max_seconds) != 0)
+			if (bench_parse_double("ycsb", "--max-seconds", optarg, 0, 86400,
+			                       &o->max_seconds) != 0)
 				return -EINVAL;
 			break;
 		case O_SEED:
-			if (parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
+			if (bench_parse_u64("ycsb", "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
 				return -EINVAL;
 			break;
 		case O_KVD:
