@@ -190,14 +190,14 @@ static void *du_client_main(void *arg)
 		char key[DU_KEY_MAX];
 		uint64_t k = (t->idx + (uint64_t)c->nclients * j++) % o->keys;
 		int kl = snprintf(key, sizeof key, "dkey%012" PRIu64, k);
-		uint64_t t0 = runenv_now_ns(), t1;
+		uint64_t t0 = bench_now_ns(), t1;
 		if (t0 >= c->t_stop)
 			break;
 		if (c->be->update(&t->w, key, (size_t)kl, c->b->pool + vpos, o->value_size) != 0) {
 			du_error(t, "put %s: %s", key, t->w.err);
 			continue;
 		}
-		t1 = runenv_now_ns();
+		t1 = bench_now_ns();
 		t->t_last = t1;
 		vpos = (vpos + 4099) % (DU_POOL_BYTES - o->value_size);
 		if (t0 >= c->t_warm) {
@@ -255,7 +255,7 @@ static void du_cell_run(struct du_cell *c, struct du_result *r)
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			c->go = -1;
-	c->t_warm = runenv_now_ns() + (uint64_t)(o->c.warmup * 1e9);
+	c->t_warm = bench_now_ns() + (uint64_t)(o->c.warmup * 1e9);
 	c->t_stop = c->t_warm + (uint64_t)(o->c.seconds * 1e9);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);

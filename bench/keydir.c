@@ -31,13 +31,6 @@ struct kdb_opts {
 	bool json;
 };
 
-static double kdb_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void kdb_usage(FILE *f)
 {
 	fprintf(f,
@@ -151,7 +144,7 @@ int bench_keydir(int argc, char **argv)
 
 	/* Insert. */
 	struct kd_entry e = {0};
-	double t0 = kdb_now_ns();
+	double t0 = (double)bench_now_ns();
 	for (uint64_t i = 0; i < o.keys; i++) {
 		e.version = i + 1;
 		e.seg = (uint32_t)(i >> 16);
@@ -162,13 +155,13 @@ int bench_keydir(int argc, char **argv)
 			goto out;
 		}
 	}
-	double t_insert = kdb_now_ns() - t0;
+	double t_insert = (double)bench_now_ns() - t0;
 	size_t count = keydir_count(kd);
 	size_t mem = keydir_memory(kd);
 
 	/* Lookups of present keys, in random order. */
 	uint64_t misses = 0, sum = 0;
-	t0 = kdb_now_ns();
+	t0 = (double)bench_now_ns();
 	for (uint64_t i = 0; i < o.keys; i++) {
 		struct kd_entry got;
 		if (keydir_get(kd, keys + order[i] * o.key_size, o.key_size, &got) != 0)
@@ -176,7 +169,7 @@ int bench_keydir(int argc, char **argv)
 		else
 			sum += got.off;
 	}
-	double t_lookup = kdb_now_ns() - t0;
+	double t_lookup = (double)bench_now_ns() - t0;
 	if (misses != 0) {
 		fprintf(stderr, "kvbench keydir: %" PRIu64 " inserted keys not found\n", misses);
 		goto out;
@@ -184,12 +177,12 @@ int bench_keydir(int argc, char **argv)
 
 	/* Ordered walk of everything. */
 	struct kdb_walk w = {0, sum};
-	t0 = kdb_now_ns();
+	t0 = (double)bench_now_ns();
 	if ((rv = keydir_walk(kd, NULL, 0, true, false, kdb_visit, &w)) != 0) {
 		fprintf(stderr, "kvbench keydir: keydir_walk: %s\n", strerror(-rv));
 		goto out;
 	}
-	double t_walk = kdb_now_ns() - t0;
+	double t_walk = (double)bench_now_ns() - t0;
 	if (w.n != count) {
 		fprintf(stderr, "kvbench keydir: walk visited %" PRIu64 " of %zu keys\n", w.n,
 		        count);

@@ -23,32 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void rmtree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	char p[4096];
-
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(path);
-}
-
 static int remove_hints(const char *path)
 {
 	DIR *d = opendir(path);
@@ -193,7 +167,7 @@ static char *make_dir(const char *given, const char *tag)
 		mkdir(given, 0755);
 		if (asprintf(&p, "%s/%s", given, tag) < 0)
 			return NULL;
-		rmtree(p);
+		bench_rmtree(p);
 		return p;
 	}
 	if (asprintf(&p, "/tmp/kvbench-%s-XXXXXX", tag) < 0)
@@ -240,12 +214,12 @@ int bench_open(int argc, char **argv)
 		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
 		return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
 		return 1;
 	}
-	t_hint = now_s() - t0;
+	t_hint = bench_now() - t0;
 	kv_recovery_info(db, &ri_hint);
 	kv_close(db);
 
@@ -254,15 +228,15 @@ int bench_open(int argc, char **argv)
 		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
 		return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
 		return 1;
 	}
-	t_scan = now_s() - t0;
+	t_scan = bench_now() - t0;
 	kv_recovery_info(db, &ri_scan);
 	kv_close(db);
-	rmtree(dir);
+	bench_rmtree(dir);
 
 	if (c.json) {
 		printf("{\"bench\":\"open\",\"keys\":%" PRIu64 ",\"key_size\":%u,\"value_size\":%u,"
@@ -335,12 +309,12 @@ static void *writer_main(void *arg)
 		double t0;
 		int phase = atomic_load(&w->phase);
 		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);
-		t0 = now_s();
+		t0 = bench_now();
 		if (kv_put(w->db, key, w->c->key_size, val, w->c->value_size, NULL, NULL) != 0) {
 			w->err = 1;
 			break;
 		}
-		lat_add(&w->lat[phase], (uint64_t)((now_s() - t0) * 1e6));
+		lat_add(&w->lat[phase], (uint64_t)((bench_now() - t0) * 1e6));
 	}
 	free(val);
 	return NULL;
@@ -381,20 +355,20 @@ int bench_merge(int argc, char **argv)
 	w.c = &c;
 	pthread_create(&th, NULL, writer_main, &w);
 	/* a baseline as long as... one second of writes without a merge */
-	t0 = now_s();
-	while (now_s() - t0 < 1.0)
+	t0 = bench_now();
+	while (bench_now() - t0 < 1.0)
 		usleep(10000);
-	t_base = now_s() - t0;
+	t_base = bench_now() - t0;
 	kv_stats(db, &before);
 	atomic_store(&w.phase, 1);
-	t0 = now_s();
+	t0 = bench_now();
 	rv = kv_merge(db);
-	t_merge = now_s() - t0;
+	t_merge = bench_now() - t0;
 	atomic_store(&w.stop, 1);
 	pthread_join(th, NULL);
 	kv_stats(db, &after);
 	kv_close(db);
-	rmtree(dir);
+	bench_rmtree(dir);
 	if (rv != 0 || w.err) {
 		fprintf(stderr, "kvbench merge: %s\n", rv ? kv_strerror(rv) : "writer failed");
 		return 1;

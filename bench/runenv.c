@@ -293,14 +293,6 @@ void runenv_grouped(char *buf, size_t len, double v)
 	buf[o] = '\0';
 }
 
-uint64_t runenv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 double runenv_loadavg(void)
 {
 	double v = -1;

@@ -319,16 +319,16 @@ static void *vs_thread_main(void *arg)
 		goto out;
 	if (ph->load) {
 		vs_load(t);
-		t->t_last = runenv_now_ns();
+		t->t_last = bench_now_ns();
 		goto out;
 	}
 	while (t->errors < VS_ERRORS_MAX) {
-		uint64_t t0 = runenv_now_ns(), t1;
+		uint64_t t0 = bench_now_ns(), t1;
 		if (t0 >= ph->t_stop)
 			break;
 		if (vs_read(t) != 0)
 			continue;
-		t1 = runenv_now_ns();
+		t1 = bench_now_ns();
 		t->t_last = t1;
 		if (t0 >= ph->t_warm) {
 			hist_add(t->h, t1 - t0);
@@ -384,7 +384,7 @@ static int vs_phase_run(struct vs_phase *ph, struct vs_result *r, char *err, siz
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			ph->go = -1;
-	t_start = runenv_now_ns();
+	t_start = bench_now_ns();
 	ph->t_warm = t_start + (uint64_t)(b->o.c.warmup * 1e9);
 	ph->t_stop = ph->t_warm + (uint64_t)(b->o.c.seconds * 1e9);
 	pthread_cond_broadcast(&ph->cv);

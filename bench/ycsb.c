@@ -333,29 +333,6 @@ struct yc_thread {
 	char err[YB_ERR_MAX];
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The 1-minute load average: with 2 CPUs, above about 2 plus this run's own
- * threads something else was running. */
-static double yc_loadavg(void)
-{
-	double v = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f != NULL) {
-		if (fscanf(f, "%lf", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
 static void sleep_until_ns(uint64_t t)
 {
 	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
@@ -405,9 +382,9 @@ static int yc_read(struct yc_thread *t, const char *key, size_t kl, bool measure
 {
 	const struct yb_backend *be = t->ph->be;
 	size_t len = 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	int rv = be->read(&t->w, key, kl, buf, buf ? t->ph->b->record_size : 0, &len);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = bench_now_ns();
 
 	if (rv < 0) {
 		yc_error(t, OP_READ, "READ %.*s: %s", (int)kl, key, t->w.err);
@@ -432,10 +409,10 @@ static int yc_write(struct yc_thread *t, enum yc_op op, const char *key, size_t 
                     const char *rec)
 {
 	const struct yb_backend *be = t->ph->be;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	int rv = (op == OP_INSERT ? be->insert : be->update)(&t->w, key, kl, rec,
 	                                                     t->ph->b->record_size);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = bench_now_ns();
 
 	if (rv != 0) {
 		yc_error(t, op, "%s %.*s: %s", yc_op_names[op], (int)kl, key, t->w.err);
@@ -491,12 +468,12 @@ static void yc_one(struct yc_thread *t, bool measured)
 		keynum = yg_keychooser_next(&t->kc, &t->rng);
 		kl = yg_key_name(key, keynum, 1, false);
 		len = (uint64_t)yg_uniform_next(&ph->scanlength, &t->rng);
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		if (ph->be->scan(&t->w, key, kl, len, ph->b->record_size, &n, &wrong) != 0) {
 			yc_error(t, OP_SCAN, "SCAN %s: %s", key, t->w.err);
 			break;
 		}
-		t1 = now_ns();
+		t1 = bench_now_ns();
 		yc_record(t, OP_SCAN, measured, t1 - t0);
 		if (measured)
 			t->scanned += n;
@@ -518,7 +495,7 @@ static void yc_one(struct yc_thread *t, bool measured)
 		uint64_t t0, t1;
 		keynum = yg_keychooser_next(&t->kc, &t->rng);
 		kl = yg_key_name(key, keynum, 1, false);
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		if (yc_read(t, key, kl, measured, t->buf) != 0) {
 			t->errors[OP_RMW]++;
 			break;
@@ -528,7 +505,7 @@ static void yc_one(struct yc_thread *t, bool measured)
 			t->errors[OP_RMW]++;
 			break;
 		}
-		t1 = now_ns();
+		t1 = bench_now_ns();
 		yc_record(t, OP_RMW, measured, t1 - t0);
 		break;
 	}
@@ -559,7 +536,7 @@ static void *yc_thread_main(void *arg)
 		goto out;
 
 	/* the warm-up: not recorded, not counted in the operations */
-	while ((now = now_ns()) < ph->t_warm_end && t->nerrors < YC_ERRORS_MAX) {
+	while ((now = bench_now_ns()) < ph->t_warm_end && t->nerrors < YC_ERRORS_MAX) {
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
 			if (due > now) {
@@ -574,10 +551,10 @@ static void *yc_thread_main(void *arg)
 	for (uint64_t i = 0; i < t->quota && t->nerrors < YC_ERRORS_MAX; i++) {
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
-			if (due > now_ns())
+			if (due > bench_now_ns())
 				sleep_until_ns(due);
 		}
-		if (ph->t_deadline != 0 && now_ns() >= ph->t_deadline) {
+		if (ph->t_deadline != 0 && bench_now_ns() >= ph->t_deadline) {
 			t->early = true;
 			break;
 		}
@@ -586,7 +563,7 @@ static void *yc_thread_main(void *arg)
 		t->done++;
 	}
 out:
-	t->t_end = now_ns();
+	t->t_end = bench_now_ns();
 	if (t->worker_ok)
 		ph->be->worker_fini(&t->w);
 	return NULL;
@@ -647,7 +624,7 @@ static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			ph->go = -1;
-	ph->t_start = now_ns();
+	ph->t_start = bench_now_ns();
 	ph->t_warm_end = ph->t_start + (ph->w != NULL ? (uint64_t)(o->warmup * 1e9) : 0);
 	ph->t_deadline = ph->w != NULL && o->max_seconds > 0
 	                         ? ph->t_warm_end + (uint64_t)(o->max_seconds * 1e9)
@@ -698,7 +675,7 @@ static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
 	}
 	if (r->errors > 0 && r->err[0] == '\0')
 		snprintf(r->err, sizeof r->err, "%" PRIu64 " errors", r->errors);
-	r->loadavg = yc_loadavg();
+	r->loadavg = runenv_loadavg();
 	if (!r->failed && r->ops == 0 && ph->ops > 0) {
 		r->failed = true;
 		if (r->err[0] == '\0')
