@@ -211,15 +211,6 @@ out:
 	return NULL;
 }
 
-static void sleep_until_ns(uint64_t t)
-{
-	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-	                      .tv_nsec = (long)(t % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
 /* Runs one cell on an open database; fills r. */
 static void du_cell_run(struct du_cell *c, struct du_result *r)
 {
@@ -260,9 +251,9 @@ static void du_cell_run(struct du_cell *c, struct du_result *r)
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (c->go > 0 && c->be->counters != NULL) {
-		sleep_until_ns(c->t_warm);
+		bench_sleep_until_ns(c->t_warm);
 		if ((k0 = c->be->counters(c->db, &c0, e, sizeof e)) == 0) {
-			sleep_until_ns(c->t_stop);
+			bench_sleep_until_ns(c->t_stop);
 			k1 = c->be->counters(c->db, &c1, e, sizeof e);
 		}
 		if (k0 < 0 || k1 < 0) {
@@ -501,7 +492,7 @@ static void du_report_markdown(const struct du_bench *b, const struct runenv_lin
 			printf("%s: %s | | | | | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
 			continue;
 		}
-		runenv_grouped(ops, sizeof ops, du_rate(r));
+		bench_grouped(ops, sizeof ops, du_rate(r));
 		printf("%s | %.1f | %.1f | %.1f | ", ops, r->p50 / 1e3, r->p99 / 1e3,
 		       r->p999 / 1e3);
 		if (du_per_sync(r) > 0)

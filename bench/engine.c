@@ -595,22 +595,6 @@ static void eb_text_row(const struct eb_bench *b, FILE *f, const eb_table *t, in
 	fflush(f);
 }
 
-/* 1234567.8 -> "1,234,568" */
-static void eb_grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void eb_markdown(const struct eb_bench *b)
 {
 	struct eb_line *l = calloc(64, sizeof(*l));
@@ -644,7 +628,7 @@ static void eb_markdown(const struct eb_bench *b)
 					printf("%s | | | |\n", eb_state_name(r->state));
 					continue;
 				}
-				eb_grouped(ops, sizeof ops, eb_ops_per_sec(r));
+				bench_grouped(ops, sizeof ops, eb_ops_per_sec(r));
 				if (ref != NULL && r->ops > 0)
 					snprintf(ratio, sizeof ratio, "%.2fx",
 					         eb_ops_per_sec(ref) / eb_ops_per_sec(r));

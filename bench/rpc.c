@@ -1525,21 +1525,6 @@ static void fsync_cell(struct rb_bench *b)
 
 /* ---- baseline: sockperf ------------------------------------------------------------- */
 
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		snprintf(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* Runs argv with stdout and stderr into out (NUL-terminated); returns its
  * wait status, or -1. */
 static int run_capture(const char *const *argv, char *out, size_t cap)
@@ -1625,7 +1610,7 @@ static void sockperf_cell(struct rb_bench *b)
 
 	if (c == NULL)
 		return;
-	if (!find_in_path("sockperf", sp, sizeof sp)) {
+	if (!bench_find_in_path("sockperf", sp, sizeof sp)) {
 		c->state = CELL_SKIPPED;
 		bench_fmt(c->err, sizeof c->err,
 		          "sockperf not installed (apt-get install sockperf)");
@@ -1933,21 +1918,6 @@ static void report_text(const struct rb_bench *b)
 		       b->kvd_stop_rv == 0 ? "exit 0" : b->kvd_stop_err, b->kvd_stop_s_max);
 }
 
-static void grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void report_markdown(const struct rb_bench *b)
 {
 	struct rb_line *l = calloc(32, sizeof(*l));
@@ -1988,13 +1958,13 @@ static void report_markdown(const struct rb_bench *b)
 			       rep ? " | | |" : "");
 			continue;
 		}
-		grouped(ops, sizeof ops, cell_rate(c));
+		bench_grouped(ops, sizeof ops, cell_rate(c));
 		printf("%s | %.1f | %.1f | %.1f | %.1f | %" PRIu64 " |", c->ops ? ops : "-",
 		       c->p50 / 1e3, c->p99 / 1e3, c->p999 / 1e3, c->max / 1e3,
 		       c->errors + c->wrong);
 		if (rep && c->runs > 1) {
-			grouped(lo, sizeof lo, c->rate_lo);
-			grouped(hi, sizeof hi, c->rate_hi);
+			bench_grouped(lo, sizeof lo, c->rate_lo);
+			bench_grouped(hi, sizeof hi, c->rate_hi);
 			printf(" %s–%s | %.1f–%.1f | %.1f–%.1f |", lo, hi, c->p50_lo / 1e3,
 			       c->p50_hi / 1e3, c->p99_lo / 1e3, c->p99_hi / 1e3);
 		} else if (rep) {

@@ -72,22 +72,6 @@ int runenv_parse_transport(const char *cmd, const char *s, bool *ret_stream)
 	return 0;
 }
 
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		bench_fmt(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	buf[0] = '\0';
-	return false;
-}
-
 int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const char *dir,
                 const char *kvd, const char *endpoint, const char *redis_server, bool need_kvd)
 {
@@ -111,7 +95,7 @@ int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const 
 		}
 		bench_fmt(r->redis_path, sizeof r->redis_path, "%s", redis_server);
 	} else {
-		(void)find_in_path("redis-server", r->redis_path, sizeof r->redis_path);
+		(void)bench_find_in_path("redis-server", r->redis_path, sizeof r->redis_path);
 	}
 	if (dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
 		fprintf(stderr, "kvbench %s: mkdir %s: %s\n", cmd, parent, strerror(errno));
@@ -276,21 +260,6 @@ void runenv_print_json(FILE *f, const struct runenv_lines *h)
 		fputc('}', f);
 	}
 	fputc(']', f);
-}
-
-void runenv_grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0 && digits[i] != '-')
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
 }
 
 double runenv_loadavg(void)

@@ -140,8 +140,6 @@ void runenv_print_markdown(FILE *f, const struct runenv_lines *h);
 /* The header as a JSON array of {"label", "value"} objects. */
 void runenv_print_json(FILE *f, const struct runenv_lines *h);
 
-/* v with thousands separators: 12,345. */
-void runenv_grouped(char *buf, size_t len, double v);
 /* /proc/loadavg's 1-minute figure, -1 when unknown. */
 double runenv_loadavg(void);
 /* Median of n values (sorted in place), 0 when n == 0. */

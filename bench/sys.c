@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -220,4 +221,44 @@ int bench_write_full(int fd, const void *buf, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+void bench_sleep_until_ns(uint64_t t)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
+	                      .tv_nsec = (long)(t % 1000000000ull)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+bool bench_find_in_path(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+	char *save = NULL;
+
+	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+		bench_fmt(buf, len, "%s/%s", d, name);
+		if (access(buf, X_OK) == 0)
+			return true;
+	}
+	buf[0] = '\0';
+	return false;
+}
+
+void bench_grouped(char *buf, size_t len, double v)
+{
+	char digits[32];
+	size_t n, o = 0;
+
+	snprintf(digits, sizeof digits, "%.0f", v);
+	n = strlen(digits);
+	for (size_t i = 0; i < n && o + 2 < len; i++) {
+		buf[o++] = digits[i];
+		if (i + 1 < n && (n - i - 1) % 3 == 0 && digits[i] != '-')
+			buf[o++] = ',';
+	}
+	buf[o] = '\0';
 }

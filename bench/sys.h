@@ -5,6 +5,7 @@
 #ifndef KV_BENCH_SYS_H
 #define KV_BENCH_SYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,9 @@ uint64_t bench_now_ns(void);
 
 /* Sleeps s seconds (nothing when s <= 0), resumed after signals. */
 void bench_sleep(double s);
+
+/* Sleeps until CLOCK_MONOTONIC reaches t ns, resumed after signals. */
+void bench_sleep_until_ns(uint64_t t);
 
 /* Writes all n bytes, retrying after EINTR. 0 or -errno. */
 int bench_write_full(int fd, const void *buf, size_t n);
@@ -39,6 +43,10 @@ const char *bench_build(void);
 void bench_date(char *buf, size_t len);
 /* The file system type of path ("ext4", "tmpfs"…). */
 void bench_fs_name(const char *path, char *buf, size_t len);
+/* The first executable name in $PATH (buf); false, buf empty, if none. */
+bool bench_find_in_path(const char *name, char *buf, size_t len);
+/* v rounded, with thousands separators: 12,345. */
+void bench_grouped(char *buf, size_t len, double v);
 /* s as a JSON string literal. */
 void bench_json_string(FILE *f, const char *s);
 

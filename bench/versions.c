@@ -666,8 +666,8 @@ static void vs_report_markdown(const struct vs_bench *b, const struct runenv_lin
 			printf("%s: %s | | | | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
 			continue;
 		}
-		runenv_grouped(ops, sizeof ops, vs_rate(r));
-		runenv_grouped(vps, sizeof vps, vs_rate(r) * (double)r->m);
+		bench_grouped(ops, sizeof ops, vs_rate(r));
+		bench_grouped(vps, sizeof vps, vs_rate(r) * (double)r->m);
 		printf("%s | %s | %.1f | %.1f | %.1f | ", ops, vps, r->p50 / 1e3, r->p99 / 1e3,
 		       r->p999 / 1e3);
 		if (ref != NULL && vs_rate(ref) > 0 && r->p50 > 0)

@@ -333,15 +333,6 @@ struct yc_thread {
 	char err[YB_ERR_MAX];
 };
 
-static void sleep_until_ns(uint64_t t)
-{
-	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-	                      .tv_nsec = (long)(t % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
 /* New random values for the fields of t->value (all of them, or field f). */
 static void yc_fill(struct yc_thread *t, char *rec, int f)
 {
@@ -540,7 +531,7 @@ static void *yc_thread_main(void *arg)
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
 			if (due > now) {
-				sleep_until_ns(due < ph->t_warm_end ? due : ph->t_warm_end);
+				bench_sleep_until_ns(due < ph->t_warm_end ? due : ph->t_warm_end);
 				continue;
 			}
 		}
@@ -552,7 +543,7 @@ static void *yc_thread_main(void *arg)
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
 			if (due > bench_now_ns())
-				sleep_until_ns(due);
+				bench_sleep_until_ns(due);
 		}
 		if (ph->t_deadline != 0 && bench_now_ns() >= ph->t_deadline) {
 			t->early = true;
@@ -999,21 +990,6 @@ static const struct yc_result *yc_ref(const struct yc_bench *b, const struct yc_
 	return NULL;
 }
 
-static void grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void yc_report_text(const struct yc_bench *b)
 {
 	printf("\nsummary (ops/s; %s/this: the first backend's ops/s over this row's):\n",
@@ -1080,7 +1056,7 @@ static void yc_report_markdown(const struct yc_bench *b)
 				         "%s%s %.0f / %.0f (%" PRIu64 ")", lat[0] ? "; " : "",
 				         yc_op_names[op], r->op[op].p50 / 1e3, r->op[op].p99 / 1e3,
 				         r->op[op].count);
-		grouped(ops, sizeof ops, yc_rate(r));
+		bench_grouped(ops, sizeof ops, yc_rate(r));
 		printf("%s | ", ops);
 		if (ref == NULL || ref == r)
 			printf("- | ");
@@ -1519,21 +1495,6 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 /* ---- entry point
  * --------------------------------------------------------------------------------- */
 
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		bench_fmt(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
 static int make_base(struct yc_bench *b)
 {
 	const char *parent = b->o.dir ? b->o.dir : "/tmp";
@@ -1625,7 +1586,7 @@ int bench_ycsb(int argc, char **argv)
 			goto out;
 		}
 		bench_fmt(b->redis_path, sizeof b->redis_path, "%s", o->redis_server);
-	} else if (!find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
+	} else if (!bench_find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
 		b->redis_path[0] = '\0';
 	}
 	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||
