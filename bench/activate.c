@@ -1060,11 +1060,7 @@ int bench_activate(int argc, char **argv)
 		free(b);
 		return 1;
 	}
-	{
-		uint64_t s = 0x5eed;
-		for (size_t i = 0; i < (1u << 20) + AB_VALUE_SIZE; i++)
-			b->pool[i] = (char)(bench_rng(&s) & 0xff);
-	}
+	bench_rng_bytes(b->pool, (1u << 20) + AB_VALUE_SIZE, 0x5eed);
 	if (o->use_kvd) {
 		char err[AB_ERR_MAX];
 		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,

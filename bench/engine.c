@@ -1170,9 +1170,7 @@ int bench_engine(int argc, char **argv)
 		fprintf(stderr, "kvbench engine: out of memory\n");
 		goto out;
 	}
-	uint64_t s = o->seed ^ 0x5eed;
-	for (size_t i = 0; i < EB_POOL_BYTES + o->value_size; i++)
-		b->pool[i] = (char)(bench_rng(&s) & 0xff);
+	bench_rng_bytes(b->pool, EB_POOL_BYTES + o->value_size, o->seed ^ 0x5eed);
 	if (eb_make_base(b) != 0)
 		goto out;
 

@@ -8,6 +8,7 @@
 #ifndef KV_BENCH_RNG_H
 #define KV_BENCH_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The next value of the stream whose state is *s. */
@@ -24,6 +25,13 @@ static inline uint64_t bench_rng(uint64_t *s)
 static inline uint64_t bench_rng_below(uint64_t *s, uint64_t n)
 {
 	return (uint64_t)(((unsigned __int128)bench_rng(s) * n) >> 64);
+}
+
+/* n random bytes into buf, from the stream seeded with seed. */
+static inline void bench_rng_bytes(char *buf, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)(bench_rng(&seed) & 0xff);
 }
 
 #endif

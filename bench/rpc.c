@@ -2475,11 +2475,7 @@ int bench_rpc(int argc, char **argv)
 		fprintf(stderr, "kvbench rpc: out of memory\n");
 		goto out;
 	}
-	{
-		uint64_t s = 0x5eed;
-		for (size_t i = 0; i < RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE; i++)
-			b->pool[i] = (char)(bench_rng(&s) & 0xff);
-	}
+	bench_rng_bytes(b->pool, RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE, 0x5eed);
 	if (make_base(b) != 0)
 		goto out;
 	if (o->run[S_KVD]) {
