@@ -29,6 +29,8 @@
  * slowest. Exits 0 only when every step worked and every Get found its value.
  */
 #include "bench.h"
+#include "opt.h"
+#include "rng.h"
 
 #include "kvclient.h"
 #include "kvengine.h"
@@ -129,19 +131,6 @@ struct ab_bench {
 };
 
 /* ---- small helpers --------------------------------------------------------- */
-
-static uint64_t ab_rng(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t ab_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)ab_rng(s) * n) >> 64);
-}
 
 static void ab_key(char *buf, uint64_t id)
 {
@@ -311,7 +300,7 @@ static int load(struct ab_bench *b, struct ab_size *z, const char *dir)
 	for (uint64_t i = 0; i < z->keys; i++)
 		perm[i] = i;
 	for (uint64_t i = z->keys - 1; i > 0; i--) {
-		uint64_t j = ab_below(&s, i + 1), x = perm[i];
+		uint64_t j = bench_rng_below(&s, i + 1), x = perm[i];
 		perm[i] = perm[j];
 		perm[j] = x;
 	}
@@ -593,14 +582,14 @@ static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, c
 				rv = -EBUSY;
 				goto stop;
 			}
-			ab_key(key, ab_below(&s, z->keys));
+			ab_key(key, bench_rng_below(&s, z->keys));
 			if ((rv = timed_get(c, key, &first, z->err, sizeof z->err)) != 0)
 				goto stop;
-			ab_key(key, ab_below(&s, z->keys));
+			ab_key(key, bench_rng_below(&s, z->keys));
 			if ((rv = timed_get(c, key, &second, z->err, sizeof z->err)) != 0)
 				goto stop;
 			for (int i = 0; i < AB_MORE_GETS; i++) {
-				ab_key(key, ab_below(&s, z->keys));
+				ab_key(key, bench_rng_below(&s, z->keys));
 				if ((rv = timed_get(c, key, &more[i], z->err, sizeof z->err)) != 0)
 					goto stop;
 			}
@@ -920,24 +909,6 @@ static void usage(FILE *f)
 	        AB_KEYS_DEFAULT, AB_REPEAT_DEFAULT, AB_QUICK_KEYS);
 }
 
-static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench activate: %s takes a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 static int parse(int argc, char **argv, struct ab_opts *o)
 {
 	enum { O_KEYS = 256, O_REPEAT, O_KVD, O_NOKVD, O_DIR, O_QUICK, O_JSON, O_MD, O_HELP };
@@ -969,7 +940,8 @@ static int parse(int argc, char **argv, struct ab_opts *o)
 					        AB_KLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_u64("--keys", t, 1, AB_KEYS_MAX, &o->keys[o->nkeys]) != 0)
+				if (bench_parse_u64("activate", "--keys", t, 1, AB_KEYS_MAX,
+				                    &o->keys[o->nkeys]) != 0)
 					return -EINVAL;
 				o->nkeys++;
 			}
@@ -980,7 +952,8 @@ static int parse(int argc, char **argv, struct ab_opts *o)
 			o->keys_set = true;
 			break;
 		case O_REPEAT:
-			if (parse_u64("--repeat", optarg, 1, AB_REPEAT_MAX, &o->repeat) != 0)
+			if (bench_parse_u64("activate", "--repeat", optarg, 1, AB_REPEAT_MAX,
+			                    &o->repeat) != 0)
 				return -EINVAL;
 			o->repeat_set = true;
 			break;
@@ -1087,11 +1060,7 @@ int bench_activate(int argc, char **argv)
 		free(b);
 		return 1;
 	}
-	{
-		uint64_t s = 0x5eed;
-		for (size_t i = 0; i < (1u << 20) + AB_VALUE_SIZE; i++)
-			b->pool[i] = (char)(ab_rng(&s) & 0xff);
-	}
+	bench_rng_bytes(b->pool, (1u << 20) + AB_VALUE_SIZE, 0x5eed);
 	if (o->use_kvd) {
 		char err[AB_ERR_MAX];
 		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,

@@ -206,16 +206,16 @@ static int child_parse(int argc, char **argv, struct cs_child *c)
 			c->tenant = optarg;
 			break;
 		case C_K:
-			if (runenv_parse_u64(cmd, "--k", optarg, 0, CS_K_MAX, &c->k) != 0)
+			if (bench_parse_u64(cmd, "--k", optarg, 0, CS_K_MAX, &c->k) != 0)
 				return -EINVAL;
 			break;
 		case C_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &c->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &c->keys) != 0)
 				return -EINVAL;
 			break;
 		case C_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                     &c->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
+			                    &c->value_size) != 0)
 				return -EINVAL;
 			break;
 		case C_OP:
@@ -226,7 +226,7 @@ static int child_parse(int argc, char **argv, struct cs_child *c)
 			c->put = strcmp(optarg, "put") == 0;
 			break;
 		case C_SEED:
-			if (runenv_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &c->seed) != 0)
+			if (bench_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &c->seed) != 0)
 				return -EINVAL;
 			break;
 		default:
@@ -263,7 +263,7 @@ static int child_kvd(const struct cs_child *c, const char *pool, uint64_t *t)
 		fprintf(stderr, "kvc_open %s: %s\n", c->target, kvc_code_name(rv));
 		return -1;
 	}
-	t[1] = runenv_now_ns();
+	t[1] = bench_now_ns();
 	t[2] = t[1];
 	yg_rng_seed(&rng, c->seed);
 	for (uint64_t i = 0; i < c->k; i++) {
@@ -291,11 +291,11 @@ static int child_kvd(const struct cs_child *c, const char *pool, uint64_t *t)
 			return -1;
 		}
 		if (i == 0)
-			t[2] = runenv_now_ns();
+			t[2] = bench_now_ns();
 	}
-	t[3] = runenv_now_ns();
+	t[3] = bench_now_ns();
 	kvc_close(h);
-	t[4] = runenv_now_ns();
+	t[4] = bench_now_ns();
 	return 0;
 }
 
@@ -330,7 +330,7 @@ static int child_embedded(const struct cs_child *c, const char *pool, uint64_t *
 		pb->close(db);
 		return -1;
 	}
-	t[1] = runenv_now_ns();
+	t[1] = bench_now_ns();
 	t[2] = t[1];
 	yg_rng_seed(&rng, c->seed);
 	for (uint64_t i = 0; i < c->k; i++) {
@@ -358,15 +358,15 @@ static int child_embedded(const struct cs_child *c, const char *pool, uint64_t *
 			}
 		}
 		if (i == 0)
-			t[2] = runenv_now_ns();
+			t[2] = bench_now_ns();
 	}
-	t[3] = runenv_now_ns();
+	t[3] = bench_now_ns();
 	rv = 0;
 out:
 	if (pb->worker_fini != NULL)
 		pb->worker_fini(&w);
 	pb->close(db);
-	t[4] = runenv_now_ns();
+	t[4] = bench_now_ns();
 	return rv;
 }
 
@@ -380,7 +380,7 @@ static int child_main(int argc, char **argv, uint64_t t_main)
 	if (child_parse(argc, argv, &c) != 0)
 		return 2;
 	if (strcmp(c.backend, "process") == 0) {
-		t[1] = t[2] = t[3] = t[4] = runenv_now_ns();
+		t[1] = t[2] = t[3] = t[4] = bench_now_ns();
 		rv = 0;
 	} else {
 		if (c.value_size >= CS_POOL_BYTES || (pool = malloc(CS_POOL_BYTES)) == NULL) {
@@ -622,7 +622,7 @@ static int cs_spawn(struct cs_bench *b, const struct cs_row *row, uint64_t k, ui
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, b->child_log,
 	                                 O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	t0 = runenv_now_ns();
+	t0 = bench_now_ns();
 	rv = posix_spawn(&pid, b->self, &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
@@ -1047,19 +1047,19 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			}
 			break;
 		case O_K:
-			if (runenv_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
-			                          RUNENV_LIST_MAX, &o->nk) != 0)
+			if (bench_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
+			                         RUNENV_LIST_MAX, &o->nk) != 0)
 				return -EINVAL;
 			o->k_set = true;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                     &o->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
+			                    &o->value_size) != 0)
 				return -EINVAL;
 			break;
 		case O_OP:
@@ -1071,8 +1071,8 @@ static int parse(int argc, char **argv, struct cs_opts *o)
 			o->put = strcmp(optarg, "put") == 0;
 			break;
 		case O_REPEAT:
-			if (runenv_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
-			                     &o->repeat) != 0)
+			if (bench_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
+			                    &o->repeat) != 0)
 				return -EINVAL;
 			o->repeat_set = true;
 			break;
@@ -1269,7 +1269,7 @@ out:
 
 int bench_coldstart(int argc, char **argv)
 {
-	uint64_t t_main = runenv_now_ns();
+	uint64_t t_main = bench_now_ns();
 	struct cs_bench *b;
 	struct cs_opts *o;
 	int rv;

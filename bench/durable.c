@@ -190,14 +190,14 @@ static void *du_client_main(void *arg)
 		char key[DU_KEY_MAX];
 		uint64_t k = (t->idx + (uint64_t)c->nclients * j++) % o->keys;
 		int kl = snprintf(key, sizeof key, "dkey%012" PRIu64, k);
-		uint64_t t0 = runenv_now_ns(), t1;
+		uint64_t t0 = bench_now_ns(), t1;
 		if (t0 >= c->t_stop)
 			break;
 		if (c->be->update(&t->w, key, (size_t)kl, c->b->pool + vpos, o->value_size) != 0) {
 			du_error(t, "put %s: %s", key, t->w.err);
 			continue;
 		}
-		t1 = runenv_now_ns();
+		t1 = bench_now_ns();
 		t->t_last = t1;
 		vpos = (vpos + 4099) % (DU_POOL_BYTES - o->value_size);
 		if (t0 >= c->t_warm) {
@@ -209,15 +209,6 @@ out:
 	if (t->worker_ok)
 		c->be->worker_fini(&t->w);
 	return NULL;
-}
-
-static void sleep_until_ns(uint64_t t)
-{
-	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-	                      .tv_nsec = (long)(t % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
 }
 
 /* Runs one cell on an open database; fills r. */
@@ -255,14 +246,14 @@ static void du_cell_run(struct du_cell *c, struct du_result *r)
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			c->go = -1;
-	c->t_warm = runenv_now_ns() + (uint64_t)(o->c.warmup * 1e9);
+	c->t_warm = bench_now_ns() + (uint64_t)(o->c.warmup * 1e9);
 	c->t_stop = c->t_warm + (uint64_t)(o->c.seconds * 1e9);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (c->go > 0 && c->be->counters != NULL) {
-		sleep_until_ns(c->t_warm);
+		bench_sleep_until_ns(c->t_warm);
 		if ((k0 = c->be->counters(c->db, &c0, e, sizeof e)) == 0) {
-			sleep_until_ns(c->t_stop);
+			bench_sleep_until_ns(c->t_stop);
 			k1 = c->be->counters(c->db, &c1, e, sizeof e);
 		}
 		if (k0 < 0 || k1 < 0) {
@@ -501,7 +492,7 @@ static void du_report_markdown(const struct du_bench *b, const struct runenv_lin
 			printf("%s: %s | | | | | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
 			continue;
 		}
-		runenv_grouped(ops, sizeof ops, du_rate(r));
+		bench_grouped(ops, sizeof ops, du_rate(r));
 		printf("%s | %.1f | %.1f | %.1f | ", ops, r->p50 / 1e3, r->p99 / 1e3,
 		       r->p999 / 1e3);
 		if (du_per_sync(r) > 0)
@@ -660,18 +651,18 @@ static int parse(int argc, char **argv, struct du_opts *o)
 			o->backends_set = true;
 			break;
 		case O_CLIENTS:
-			if (runenv_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
-			                          o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
+			if (bench_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
+			                         o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
 				return -EINVAL;
 			o->clients_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
-			                     &o->value_size) != 0)
+			if (bench_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
+			                    &o->value_size) != 0)
 				return -EINVAL;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			break;
 		case O_HELP:
@@ -769,7 +760,7 @@ int bench_durable(int argc, char **argv)
 	runenv_fill_pool(b->pool, DU_POOL_BYTES, o->c.seed ^ 0xd0ab1e);
 	fprintf(b->progress, "kvbench durable: %s\n", b->run.command);
 	(void)runenv_skip_unavailable(&b->run, o->backends, o->nbackends, b->skip[0],
-	                               sizeof b->skip[0], b->progress);
+	                              sizeof b->skip[0], b->progress);
 	du_progress_head(b->progress);
 	for (size_t ci = 0; ci < o->nclients; ci++)
 		du_clients(b, ci);

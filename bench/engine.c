@@ -32,10 +32,11 @@
  * does not fail the run.
  */
 #include "bench.h"
+#include "opt.h"
 #include "peers.h"
+#include "rng.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -43,9 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
-#include <sys/vfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #define EB_NUM_DEFAULT      1000000ull    /* --num */
@@ -148,34 +146,11 @@ struct eb_bench {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static double eb_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t eb_rng(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n) by Lemire's multiply-shift (bias at most n / 2^64). */
-static uint64_t eb_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)eb_rng(s) * n) >> 64);
-}
-
 /* The random stream of thread idx in workload w: fixed by --seed. */
 static uint64_t eb_stream(uint64_t seed, enum eb_workload w, uint64_t idx)
 {
 	uint64_t s = seed ^ ((uint64_t)(w + 1) << 56) ^ (idx * 0xd1b54a32d192ed03ull);
-	(void)eb_rng(&s);
+	(void)bench_rng(&s);
 	return s;
 }
 
@@ -259,7 +234,7 @@ static void *eb_thread_main(void *arg)
 		return NULL;
 	}
 
-	t->start = eb_now();
+	t->start = bench_now();
 	switch (r->w) {
 	case W_FILLSEQ:
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
@@ -277,7 +252,7 @@ static void *eb_thread_main(void *arg)
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
-			eb_key(key, ks, eb_below(&rng, r->num));
+			eb_key(key, ks, bench_rng_below(&rng, r->num));
 			if ((rv = pb->put(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
 				break;
 			if ((vpos += vs) >= EB_POOL_BYTES)
@@ -290,7 +265,7 @@ static void *eb_thread_main(void *arg)
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
 			size_t len = 0;
-			eb_key(key, ks, r->b->exist[eb_below(&rng, r->b->nexist)]);
+			eb_key(key, ks, r->b->exist[bench_rng_below(&rng, r->b->nexist)]);
 			if ((rv = pb->get(&t->w, key, ks, &len)) < 0)
 				break;
 			if (rv == PEER_NOTFOUND)
@@ -316,7 +291,7 @@ static void *eb_thread_main(void *arg)
 	case W_COUNT:
 		break;
 	}
-	t->end = eb_now();
+	t->end = bench_now();
 	if (rv < 0)
 		t->failed = true;
 	if (pb->worker_fini != NULL)
@@ -419,7 +394,7 @@ static void eb_mark(const struct eb_opts *o, enum eb_workload w, uint64_t num, u
 		uint64_t lo, hi, rng = eb_stream(o->seed, w, t);
 		eb_share(num, o->threads, t, &lo, &hi);
 		for (uint64_t i = lo; i < hi; i++) {
-			uint64_t id = eb_below(&rng, num);
+			uint64_t id = bench_rng_below(&rng, num);
 			bits[id >> 3] |= (uint8_t)(1u << (id & 7));
 		}
 	}
@@ -455,115 +430,7 @@ static int eb_existing(struct eb_bench *b, uint64_t num, bool overwrite)
 	return 0;
 }
 
-/* ---- directories --------------------------------------------------------- */
-
-static int eb_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-/* Removes path and everything below it; a missing path is fine. */
-static int eb_rmtree(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	return nftw(path, eb_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
-}
-
-static void eb_fs_name(const char *path, char *buf, size_t len)
-{
-	static const struct {
-		long magic;
-		const char *name;
-	} known[] = {
-	        {0xEF53, "ext4"},      {0x58465342, "xfs"},       {0x01021994, "tmpfs"},
-	        {0x9123683E, "btrfs"}, {0x794c7630, "overlayfs"}, {0x6969, "nfs"},
-	        {0x2fc12fc1, "zfs"},   {0xF2F52010, "f2fs"},
-	};
-	struct statfs sf;
-
-	if (statfs(path, &sf) != 0) {
-		snprintf(buf, len, "unknown");
-		return;
-	}
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-		if ((long)sf.f_type == known[i].magic) {
-			snprintf(buf, len, "%s", known[i].name);
-			return;
-		}
-	}
-	snprintf(buf, len, "fs magic 0x%lx", (unsigned long)sf.f_type);
-}
-
 /* ---- output -------------------------------------------------------------- */
-
-/* The command line, from /proc/self/cmdline (argv[0] included), quoted for a shell. */
-static void eb_command(char *buf, size_t len, int argc, char **argv)
-{
-	char raw[4096];
-	size_t n = 0, used = 0;
-	FILE *f = fopen("/proc/self/cmdline", "r");
-
-	if (f != NULL) {
-		n = fread(raw, 1, sizeof raw - 1, f);
-		fclose(f);
-	}
-	if (n == 0) {
-		/* no /proc: rebuild it from our arguments */
-		used = (size_t)snprintf(raw, sizeof raw, "kvbench");
-		for (int i = 0; i < argc && used + 1 < sizeof raw; i++) {
-			size_t l = strlen(argv[i]);
-			if (used + 1 + l + 1 > sizeof raw)
-				break;
-			raw[used++] = '\0';
-			memcpy(raw + used, argv[i], l);
-			used += l;
-		}
-		n = used;
-	}
-	raw[n] = '\0';
-	used = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n; i += strlen(raw + i) + 1) {
-		const char *a = raw + i;
-		bool plain = a[0] != '\0' &&
-		             strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                       "0123456789_./=,:@%+-") == strlen(a);
-		int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "",
-		                 plain ? "" : "'", a, plain ? "" : "'");
-		if (w < 0 || (size_t)w >= len - used)
-			break;
-		used += (size_t)w;
-	}
-}
-
-static void eb_cpu_model(char *buf, size_t len)
-{
-	char line[512];
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	snprintf(buf, len, "unknown CPU");
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *c = strchr(line, ':');
-			if (c != NULL) {
-				c += strspn(c + 1, " \t") + 1;
-				c[strcspn(c, "\n")] = '\0';
-				snprintf(buf, len, "%s", c);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
 
 /* The fairness statements of the header, one per line. */
 static const char *const eb_fairness[] = {
@@ -588,19 +455,6 @@ static const char *const eb_fairness[] = {
         "(above 1: engine faster)",
 };
 
-/* How this file, and so the engine built with the same project flags, was compiled. */
-static const char eb_build[] =
-#ifdef __OPTIMIZE__
-        "optimized"
-#else
-        "not optimized"
-#endif
-#ifdef NDEBUG
-        ", assertions off";
-#else
-        ", assertions on (b_ndebug=false)";
-#endif
-
 /* Header lines as "label", "value" pairs. */
 struct eb_line {
 	char label[32];
@@ -610,11 +464,8 @@ struct eb_line {
 static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 {
 	const struct eb_opts *o = &b->o;
-	struct utsname un;
-	char cpu[256];
+	char date[32], machine[512];
 	size_t n = 0;
-	time_t now = time(NULL);
-	struct tm tm;
 
 #define EB_LINE(lab, ...)                                                                          \
 	do {                                                                                       \
@@ -625,14 +476,10 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 		}                                                                                  \
 	} while (0)
 
-	gmtime_r(&now, &tm);
-	eb_cpu_model(cpu, sizeof cpu);
-	if (uname(&un) != 0)
-		snprintf(un.release, sizeof un.release, "unknown");
-	EB_LINE("date", "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-	EB_LINE("machine", "%s, %ld CPUs online, Linux %s", cpu, sysconf(_SC_NPROCESSORS_ONLN),
-	        un.release);
+	bench_date(date, sizeof date);
+	bench_machine(machine, sizeof machine);
+	EB_LINE("date", "%s", date);
+	EB_LINE("machine", "%s", machine);
 	EB_LINE("directory", "%s (%s, removed afterwards)", b->base, b->fs);
 	EB_LINE("keys", "%" PRIu64 " bytes, zero-padded decimal (db_bench %%0%" PRIu64 "d)",
 	        o->key_size, o->key_size);
@@ -647,7 +494,7 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 		        "%" PRIu64 " runs, backend order rotated each run; every cell is its "
 		        "median run",
 		        o->repeat);
-	EB_LINE("kvd build", "%s", eb_build);
+	EB_LINE("kvd build", "%s", bench_build());
 	for (size_t i = 0; i < o->nbackends; i++) {
 		const struct peer_backend *pb = o->backends[i];
 		if (!peer_built(pb)) {
@@ -748,22 +595,6 @@ static void eb_text_row(const struct eb_bench *b, FILE *f, const eb_table *t, in
 	fflush(f);
 }
 
-/* 1234567.8 -> "1,234,568" */
-static void eb_grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void eb_markdown(const struct eb_bench *b)
 {
 	struct eb_line *l = calloc(64, sizeof(*l));
@@ -797,7 +628,7 @@ static void eb_markdown(const struct eb_bench *b)
 					printf("%s | | | |\n", eb_state_name(r->state));
 					continue;
 				}
-				eb_grouped(ops, sizeof ops, eb_ops_per_sec(r));
+				bench_grouped(ops, sizeof ops, eb_ops_per_sec(r));
 				if (ref != NULL && r->ops > 0)
 					snprintf(ratio, sizeof ratio, "%.2fx",
 					         eb_ops_per_sec(ref) / eb_ops_per_sec(r));
@@ -808,21 +639,6 @@ static void eb_markdown(const struct eb_bench *b)
 	}
 }
 
-static void eb_json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void eb_json(const struct eb_bench *b, bool ok)
 {
 	const struct eb_opts *o = &b->o;
@@ -831,18 +647,18 @@ static void eb_json(const struct eb_bench *b, bool ok)
 	bool first = true;
 
 	printf("{\"bench\":\"engine\",\"command\":");
-	eb_json_string(b->command);
+	bench_json_string(stdout, b->command);
 	printf(",\"config\":{\"num\":%" PRIu64 ",\"num_sync\":%" PRIu64 ",\"key_size\":%" PRIu64
 	       ",\"value_size\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"seed\":%" PRIu64
 	       ",\"repeat\":%" PRIu64 ",\"dir\":",
 	       o->num, o->num_sync, o->key_size, o->value_size, o->threads, o->seed, o->repeat);
-	eb_json_string(b->base);
+	bench_json_string(stdout, b->base);
 	printf(",\"header\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"label\":", i ? "," : "");
-		eb_json_string(l[i].label);
+		bench_json_string(stdout, l[i].label);
 		printf(",\"value\":");
-		eb_json_string(l[i].value);
+		bench_json_string(stdout, l[i].value);
 		putchar('}');
 	}
 	free(l);
@@ -886,7 +702,7 @@ static void eb_json(const struct eb_bench *b, bool ok)
 						       r->counters.syncs, r->counters.merges);
 				} else if (r->err[0] != '\0') {
 					printf(",\"error\":");
-					eb_json_string(r->err);
+					bench_json_string(stdout, r->err);
 				}
 				putchar('}');
 			}
@@ -946,7 +762,7 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 		return;
 	}
 	cfg.path = path;
-	if ((rv = eb_rmtree(path)) != 0) {
+	if ((rv = bench_rmtree(path)) != 0) {
 		peer_errf(err, sizeof err, "removing %s: %s", path, strerror(-rv));
 		eb_group_state(b, s, ws, nw, bi, RES_FAILED, err);
 		return;
@@ -975,7 +791,7 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 		}
 	}
 	pb->close(db);
-	if ((rv = eb_rmtree(path)) != 0)
+	if ((rv = bench_rmtree(path)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", path, strerror(-rv));
 }
 
@@ -1114,24 +930,6 @@ static void eb_usage(FILE *f)
 	        EB_QUICK_NUM_SYNC);
 }
 
-static int eb_number(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench engine: %s must be a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 static int eb_backend_list(struct eb_opts *o, const char *list)
 {
 	char buf[256];
@@ -1247,21 +1045,21 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 			return -EINVAL;
 		}
 		if (strcmp(name, "--num") == 0) {
-			rv = eb_number(name, val, 1, EB_NUM_MAX, &o->num);
+			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num);
 			o->num_set = true;
 		} else if (strcmp(name, "--num-sync") == 0) {
-			rv = eb_number(name, val, 1, EB_NUM_MAX, &o->num_sync);
+			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num_sync);
 			o->num_sync_set = true;
 		} else if (strcmp(name, "--key-size") == 0) {
-			rv = eb_number(name, val, 1, EB_KEY_MAX, &o->key_size);
+			rv = bench_parse_u64("engine", name, val, 1, EB_KEY_MAX, &o->key_size);
 		} else if (strcmp(name, "--value-size") == 0) {
-			rv = eb_number(name, val, 0, EB_VALUE_MAX, &o->value_size);
+			rv = bench_parse_u64("engine", name, val, 0, EB_VALUE_MAX, &o->value_size);
 		} else if (strcmp(name, "--threads") == 0) {
-			rv = eb_number(name, val, 1, EB_THREADS_MAX, &o->threads);
+			rv = bench_parse_u64("engine", name, val, 1, EB_THREADS_MAX, &o->threads);
 		} else if (strcmp(name, "--repeat") == 0) {
-			rv = eb_number(name, val, 1, EB_REPEAT_MAX, &o->repeat);
+			rv = bench_parse_u64("engine", name, val, 1, EB_REPEAT_MAX, &o->repeat);
 		} else if (strcmp(name, "--seed") == 0) {
-			rv = eb_number(name, val, 0, UINT64_MAX, &o->seed);
+			rv = bench_parse_u64("engine", name, val, 0, UINT64_MAX, &o->seed);
 		} else if (strcmp(name, "--sync") == 0) {
 			o->sync[SYNC_NONE] = strcmp(val, "none") == 0 || strcmp(val, "both") == 0;
 			o->sync[SYNC_ALWAYS] =
@@ -1330,7 +1128,7 @@ static int eb_make_base(struct eb_bench *b)
 		b->base[0] = '\0'; /* not ours: never removed */
 		return rv;
 	}
-	eb_fs_name(b->base, b->fs, sizeof b->fs);
+	bench_fs_name(b->base, b->fs, sizeof b->fs);
 	return 0;
 }
 
@@ -1362,7 +1160,7 @@ int bench_engine(int argc, char **argv)
 		free(b);
 		return rv > 0 ? 0 : 2;
 	}
-	eb_command(b->command, sizeof b->command, argc, argv);
+	bench_command_line(b->command, sizeof b->command, argc, argv);
 	for (size_t i = 0; i < o->nbackends; i++)
 		if (peer_built(o->backends[i]))
 			o->backends[i]->version(b->info[i].version, sizeof b->info[i].version);
@@ -1372,9 +1170,7 @@ int bench_engine(int argc, char **argv)
 		fprintf(stderr, "kvbench engine: out of memory\n");
 		goto out;
 	}
-	uint64_t s = o->seed ^ 0x5eed;
-	for (size_t i = 0; i < EB_POOL_BYTES + o->value_size; i++)
-		b->pool[i] = (char)(eb_rng(&s) & 0xff);
+	bench_rng_bytes(b->pool, EB_POOL_BYTES + o->value_size, o->seed ^ 0x5eed);
 	if (eb_make_base(b) != 0)
 		goto out;
 
@@ -1412,7 +1208,7 @@ int bench_engine(int argc, char **argv)
 		fprintf(stderr, "kvbench engine: FAILED: a workload failed or reads missed keys\n");
 	code = ok ? 0 : 1;
 out:
-	if (b->base[0] != '\0' && (rv = eb_rmtree(b->base)) != 0)
+	if (b->base[0] != '\0' && (rv = bench_rmtree(b->base)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", b->base, strerror(-rv));
 	free(b->exist);
 	free(b->pool);

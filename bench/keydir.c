@@ -11,6 +11,8 @@
  */
 #include "keydir.h"
 #include "bench.h"
+#include "opt.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,22 +31,6 @@ struct kdb_opts {
 	bool json;
 };
 
-static uint64_t kdb_rng(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double kdb_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void kdb_usage(FILE *f)
 {
 	fprintf(f,
@@ -54,22 +40,6 @@ static void kdb_usage(FILE *f)
 	        "  --seed S       random seed (default 1)\n"
 	        "  --json         print one JSON object instead of text\n",
 	        KD_KEY_MAX);
-}
-
-static int kdb_number(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench keydir: %s must be a number in %" PRIu64 "..%" PRIu64
-		        ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
 }
 
 static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
@@ -107,11 +77,12 @@ static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
 		}
 		int rv;
 		if (strncmp(a, "--keys", nlen) == 0 && nlen == 6)
-			rv = kdb_number("--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
+			rv = bench_parse_u64("keydir", "--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
 		else if (strncmp(a, "--key-size", nlen) == 0)
-			rv = kdb_number("--key-size", val, 1, KD_KEY_MAX, &o->key_size);
+			rv = bench_parse_u64("keydir", "--key-size", val, 1, KD_KEY_MAX,
+			                     &o->key_size);
 		else
-			rv = kdb_number("--seed", val, 0, UINT64_MAX, &o->seed);
+			rv = bench_parse_u64("keydir", "--seed", val, 0, UINT64_MAX, &o->seed);
 		if (rv != 0)
 			return rv;
 	}
@@ -154,14 +125,14 @@ int bench_keydir(int argc, char **argv)
 	}
 	uint64_t s = o.seed;
 	for (uint64_t i = 0; i < o.keys * o.key_size; i += 8) {
-		uint64_t r = kdb_rng(&s);
+		uint64_t r = bench_rng(&s);
 		size_t n = o.keys * o.key_size - i < 8 ? o.keys * o.key_size - i : 8;
 		memcpy(keys + i, &r, n);
 	}
 	for (uint64_t i = 0; i < o.keys; i++)
 		order[i] = i;
 	for (uint64_t i = o.keys; i > 1; i--) {
-		uint64_t j = kdb_rng(&s) % i;
+		uint64_t j = bench_rng(&s) % i;
 		uint64_t t = order[i - 1];
 		order[i - 1] = order[j];
 		order[j] = t;
@@ -173,7 +144,7 @@ int bench_keydir(int argc, char **argv)
 
 	/* Insert. */
 	struct kd_entry e = {0};
-	double t0 = kdb_now_ns();
+	double t0 = (double)bench_now_ns();
 	for (uint64_t i = 0; i < o.keys; i++) {
 		e.version = i + 1;
 		e.seg = (uint32_t)(i >> 16);
@@ -184,13 +155,13 @@ int bench_keydir(int argc, char **argv)
 			goto out;
 		}
 	}
-	double t_insert = kdb_now_ns() - t0;
+	double t_insert = (double)bench_now_ns() - t0;
 	size_t count = keydir_count(kd);
 	size_t mem = keydir_memory(kd);
 
 	/* Lookups of present keys, in random order. */
 	uint64_t misses = 0, sum = 0;
-	t0 = kdb_now_ns();
+	t0 = (double)bench_now_ns();
 	for (uint64_t i = 0; i < o.keys; i++) {
 		struct kd_entry got;
 		if (keydir_get(kd, keys + order[i] * o.key_size, o.key_size, &got) != 0)
@@ -198,7 +169,7 @@ int bench_keydir(int argc, char **argv)
 		else
 			sum += got.off;
 	}
-	double t_lookup = kdb_now_ns() - t0;
+	double t_lookup = (double)bench_now_ns() - t0;
 	if (misses != 0) {
 		fprintf(stderr, "kvbench keydir: %" PRIu64 " inserted keys not found\n", misses);
 		goto out;
@@ -206,12 +177,12 @@ int bench_keydir(int argc, char **argv)
 
 	/* Ordered walk of everything. */
 	struct kdb_walk w = {0, sum};
-	t0 = kdb_now_ns();
+	t0 = (double)bench_now_ns();
 	if ((rv = keydir_walk(kd, NULL, 0, true, false, kdb_visit, &w)) != 0) {
 		fprintf(stderr, "kvbench keydir: keydir_walk: %s\n", strerror(-rv));
 		goto out;
 	}
-	double t_walk = kdb_now_ns() - t0;
+	double t_walk = (double)bench_now_ns() - t0;
 	if (w.n != count) {
 		fprintf(stderr, "kvbench keydir: walk visited %" PRIu64 " of %zu keys\n", w.n,
 		        count);

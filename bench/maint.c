@@ -4,6 +4,8 @@
  * the writers that keep going while it runs.
  */
 #include "bench.h"
+#include "opt.h"
+#include "rng.h"
 
 #include "kvengine.h"
 
@@ -20,32 +22,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void rmtree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	char p[4096];
-
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(path);
-}
 
 static int remove_hints(const char *path)
 {
@@ -65,14 +41,6 @@ static int remove_hints(const char *path)
 	}
 	closedir(d);
 	return n;
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 struct common {
@@ -109,7 +77,7 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	for (uint64_t i = 0; i < count;) {
 		size_t n = 0;
 		for (; n < 256 && i < count; n++, i++) {
-			uint64_t k = splitmix(&s) % c->keys;
+			uint64_t k = bench_rng(&s) % c->keys;
 			snprintf(key, sizeof(key), "%0*" PRIu64, (int)c->key_size, k);
 			memcpy(keys[n], key, c->key_size);
 			ops[n] = (struct kv_op){.type = KV_OP_PUT,
@@ -129,7 +97,7 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	return 0;
 }
 
-static int parse_common(int argc, char **argv, struct common *c, const char *usage)
+static int parse_common(const char *cmd, int argc, char **argv, struct common *c, const char *usage)
 {
 	static const struct option lo[] = {
 		{"keys", required_argument, NULL, 'n'},
@@ -141,6 +109,7 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	uint64_t v;
 	int ch;
 
 	c->keys = 1000000;
@@ -153,13 +122,18 @@ static int parse_common(int argc, char **argv, struct common *c, const char *usa
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			c->keys = strtoull(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, UINT64_MAX, &c->keys) != 0)
+				return 2;
 			break;
 		case 'k':
-			c->key_size = (uint32_t)strtoul(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--key-size", optarg, 8, 200, &v) != 0)
+				return 2;
+			c->key_size = (uint32_t)v;
 			break;
 		case 'v':
-			c->value_size = (uint32_t)strtoul(optarg, NULL, 10);
+			if (bench_parse_u64(cmd, "--value-size", optarg, 0, UINT32_MAX, &v) != 0)
+				return 2;
+			c->value_size = (uint32_t)v;
 			break;
 		case 'd':
 			c->dir = optarg;
@@ -193,7 +167,7 @@ static char *make_dir(const char *given, const char *tag)
 		mkdir(given, 0755);
 		if (asprintf(&p, "%s/%s", given, tag) < 0)
 			return NULL;
-		rmtree(p);
+		bench_rmtree(p);
 		return p;
 	}
 	if (asprintf(&p, "/tmp/kvbench-%s-XXXXXX", tag) < 0)
@@ -221,7 +195,7 @@ int bench_open(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("open", argc, argv, &c, usage)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "open")) == NULL)
 		return 1;
@@ -240,12 +214,12 @@ int bench_open(int argc, char **argv)
 		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
 		return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
 		return 1;
 	}
-	t_hint = now_s() - t0;
+	t_hint = bench_now() - t0;
 	kv_recovery_info(db, &ri_hint);
 	kv_close(db);
 
@@ -254,15 +228,15 @@ int bench_open(int argc, char **argv)
 		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
 		return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now();
 	if ((rv = kv_open(dir, &o, &db)) != 0) {
 		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
 		return 1;
 	}
-	t_scan = now_s() - t0;
+	t_scan = bench_now() - t0;
 	kv_recovery_info(db, &ri_scan);
 	kv_close(db);
-	rmtree(dir);
+	bench_rmtree(dir);
 
 	if (c.json) {
 		printf("{\"bench\":\"open\",\"keys\":%" PRIu64 ",\"key_size\":%u,\"value_size\":%u,"
@@ -331,16 +305,16 @@ static void *writer_main(void *arg)
 
 	memset(val, 'w', w->c->value_size);
 	while (!atomic_load(&w->stop)) {
-		uint64_t k = splitmix(&s) % w->c->keys;
+		uint64_t k = bench_rng(&s) % w->c->keys;
 		double t0;
 		int phase = atomic_load(&w->phase);
 		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);
-		t0 = now_s();
+		t0 = bench_now();
 		if (kv_put(w->db, key, w->c->key_size, val, w->c->value_size, NULL, NULL) != 0) {
 			w->err = 1;
 			break;
 		}
-		lat_add(&w->lat[phase], (uint64_t)((now_s() - t0) * 1e6));
+		lat_add(&w->lat[phase], (uint64_t)((bench_now() - t0) * 1e6));
 	}
 	free(val);
 	return NULL;
@@ -363,7 +337,7 @@ int bench_merge(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common(argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("merge", argc, argv, &c, usage)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "merge")) == NULL)
 		return 1;
@@ -381,20 +355,20 @@ int bench_merge(int argc, char **argv)
 	w.c = &c;
 	pthread_create(&th, NULL, writer_main, &w);
 	/* a baseline as long as... one second of writes without a merge */
-	t0 = now_s();
-	while (now_s() - t0 < 1.0)
+	t0 = bench_now();
+	while (bench_now() - t0 < 1.0)
 		usleep(10000);
-	t_base = now_s() - t0;
+	t_base = bench_now() - t0;
 	kv_stats(db, &before);
 	atomic_store(&w.phase, 1);
-	t0 = now_s();
+	t0 = bench_now();
 	rv = kv_merge(db);
-	t_merge = now_s() - t0;
+	t_merge = bench_now() - t0;
 	atomic_store(&w.stop, 1);
 	pthread_join(th, NULL);
 	kv_stats(db, &after);
 	kv_close(db);
-	rmtree(dir);
+	bench_rmtree(dir);
 	if (rv != 0 || w.err) {
 		fprintf(stderr, "kvbench merge: %s\n", rv ? kv_strerror(rv) : "writer failed");
 		return 1;

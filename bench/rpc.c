@@ -39,18 +39,19 @@
  * Gets check the value length; every failed call is an error. The exit code
  * is 0 only when every cell completed with zero errors and kvd exited 0.
  *
- * Also here, declared in bench.h for kvbench activate: starting and stopping
- * a kvd process, finding its binary, and the report helpers.
+ * Starting and stopping kvd live in bench/proc.c, clocks and the facts a
+ * report records in bench/sys.c.
  */
 #include "bench.h"
+#include "opt.h"
 #include "hist.h"
+#include "rng.h"
 
 #include "kvclient.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -62,7 +63,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,8 +73,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/utsname.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,461 +104,6 @@
 #define RB_PATH_MAX         4096
 #define RB_ERR_MAX          256
 #define RB_SOCKPERF_OUT_MAX (64 * 1024) /* bytes of sockperf output kept */
-
-/* ---- shared helpers (bench.h) ------------------------------------------- */
-
-static int write_full(int fd, const char *buf, size_t n);
-
-void bench_fmt(char *buf, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
-
-double bench_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_s(double s)
-{
-	struct timespec ts;
-
-	if (s <= 0)
-		return;
-	ts.tv_sec = (time_t)s;
-	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-int bench_rmtree(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
-}
-
-void bench_command_line(char *buf, size_t len, int argc, char **argv)
-{
-	char raw[4096];
-	size_t n = 0, used = 0;
-	FILE *f = fopen("/proc/self/cmdline", "r");
-
-	if (f != NULL) {
-		n = fread(raw, 1, sizeof raw - 1, f);
-		fclose(f);
-	}
-	if (n == 0) {
-		used = (size_t)snprintf(raw, sizeof raw, "kvbench");
-		for (int i = 0; i < argc && used + 1 < sizeof raw; i++) {
-			size_t l = strlen(argv[i]);
-			if (used + 1 + l + 1 > sizeof raw)
-				break;
-			raw[used++] = '\0';
-			memcpy(raw + used, argv[i], l);
-			used += l;
-		}
-		n = used;
-	}
-	raw[n] = '\0';
-	bench_quote_argv(buf, len, raw, n);
-}
-
-/* raw: n bytes of NUL-separated words. */
-void bench_quote_argv(char *buf, size_t len, const char *raw, size_t n)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < n; i += strlen(raw + i) + 1) {
-		const char *a = raw + i;
-		bool plain = a[0] != '\0' &&
-		             strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                       "0123456789_./=,:@%+-") == strlen(a);
-		int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "",
-		                 plain ? "" : "'", a, plain ? "" : "'");
-		if (w < 0 || (size_t)w >= len - used)
-			break;
-		used += (size_t)w;
-	}
-}
-
-void bench_machine(char *buf, size_t len)
-{
-	char line[512], cpu[256] = "unknown CPU";
-	struct utsname un;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *c = strchr(line, ':');
-			if (c != NULL) {
-				c += strspn(c + 1, " \t") + 1;
-				c[strcspn(c, "\n")] = '\0';
-				snprintf(cpu, sizeof cpu, "%s", c);
-			}
-			break;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-	if (uname(&un) != 0)
-		snprintf(un.release, sizeof un.release, "unknown");
-	snprintf(buf, len, "%s, %ld CPUs online, Linux %s", cpu, sysconf(_SC_NPROCESSORS_ONLN),
-	         un.release);
-}
-
-const char *bench_build(void)
-{
-	/* the project's flags, so kvd's and the engine's as well */
-	return
-#ifdef __OPTIMIZE__
-	        "optimized"
-#else
-	        "not optimized"
-#endif
-#ifdef NDEBUG
-	        ", assertions off";
-#else
-	        ", assertions on (b_ndebug=false)";
-#endif
-}
-
-void bench_date(char *buf, size_t len)
-{
-	time_t now = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&now, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
-void bench_fs_name(const char *path, char *buf, size_t len)
-{
-	static const struct {
-		long magic;
-		const char *name;
-	} known[] = {
-	        {0xEF53, "ext4"},      {0x58465342, "xfs"},       {0x01021994, "tmpfs"},
-	        {0x9123683E, "btrfs"}, {0x794c7630, "overlayfs"}, {0x6969, "nfs"},
-	        {0x2fc12fc1, "zfs"},   {0xF2F52010, "f2fs"},
-	};
-	struct statfs sf;
-
-	if (statfs(path, &sf) != 0) {
-		snprintf(buf, len, "unknown");
-		return;
-	}
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-		if ((long)sf.f_type == known[i].magic) {
-			snprintf(buf, len, "%s", known[i].name);
-			return;
-		}
-	}
-	snprintf(buf, len, "fs magic 0x%lx", (unsigned long)sf.f_type);
-}
-
-void bench_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
-int bench_kvd_path(const char *given, char *buf, size_t len)
-{
-	char self[RB_PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (given != NULL) {
-		if (snprintf(buf, len, "%s", given) >= (int)len)
-			return -ENAMETOOLONG;
-		return access(buf, X_OK) == 0 ? 0 : -errno;
-	}
-	if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
-		return -errno;
-	self[n] = '\0';
-	if ((slash = strrchr(self, '/')) != NULL)
-		*slash = '\0';
-	if (snprintf(buf, len, "%s/../daemon/kvd", self) >= (int)len)
-		return -ENAMETOOLONG;
-	if (realpath(buf, self) != NULL)
-		snprintf(buf, len, "%s", self);
-	return access(buf, X_OK) == 0 ? 0 : -errno;
-}
-
-int bench_proc_start(struct bench_proc *k, const char *path, const char *const *args,
-                     const char *log_path, char *err, size_t errlen)
-{
-	const char *argv[32];
-	size_t n = 0, used = 0;
-	char raw[4096];
-	int fd;
-	pid_t pid;
-
-	memset(k, 0, sizeof(*k));
-	argv[n++] = path;
-	for (size_t i = 0; args[i] != NULL && n < sizeof argv / sizeof argv[0] - 1; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	for (size_t i = 0; i < n; i++) {
-		size_t l = strlen(argv[i]);
-		if (used + l + 1 > sizeof raw)
-			break;
-		memcpy(raw + used, argv[i], l + 1);
-		used += l + 1;
-	}
-	bench_quote_argv(k->command, sizeof k->command, raw, used);
-	bench_fmt(k->log, sizeof k->log, "%s", log_path);
-	if ((fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-		bench_fmt(err, errlen, "%s: %s", log_path, strerror(errno));
-		return -errno;
-	}
-	pid_t parent = getpid();
-	if ((pid = fork()) < 0) {
-		bench_fmt(err, errlen, "fork: %s", strerror(errno));
-		close(fd);
-		return -errno;
-	}
-	if (pid == 0) {
-		/* the child: async-signal-safe calls only until exec */
-		sigset_t none;
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
-			_exit(126);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		execv(path, (char *const *)argv);
-		_exit(127);
-	}
-	close(fd);
-	k->pid = pid;
-	k->started = bench_now();
-	return 0;
-}
-
-/* Whether the process exited; fills k->status. */
-static bool proc_reaped(struct bench_proc *k)
-{
-	int st;
-
-	if (k->pid <= 0)
-		return true;
-	if (waitpid(k->pid, &st, WNOHANG) == k->pid) {
-		k->status = st;
-		k->pid = -k->pid;
-		return true;
-	}
-	return false;
-}
-
-static void kvd_status_text(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
-	else
-		snprintf(buf, len, "status 0x%x", st);
-}
-
-/* The last lines of the log, one line. */
-static void log_tail(const char *path, char *buf, size_t len)
-{
-	char tail[512] = "";
-	FILE *f = fopen(path, "r");
-	long sz;
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0) {
-		long from = sz > (long)sizeof tail - 1 ? sz - (long)sizeof tail + 1 : 0;
-		size_t n;
-		fseek(f, from, SEEK_SET);
-		n = fread(tail, 1, sizeof tail - 1, f);
-		tail[n] = '\0';
-		for (size_t i = 0; i < n; i++)
-			if (tail[i] == '\n' && i + 1 < n)
-				tail[i] = '|';
-		tail[strcspn(tail, "\n")] = '\0';
-	}
-	fclose(f);
-	snprintf(buf, len, "%s", tail);
-}
-
-int bench_kvd_wait_ready(struct bench_proc *k, const char *url, char *err, size_t errlen)
-{
-	struct kvc_options o;
-	struct kvc_health h;
-	struct kvc_status st;
-	struct kvc_call call = {.timeout_ms = 500, .status = &st};
-	double t0 = bench_now();
-	kvc *c;
-	int rv;
-
-	kvc_options_init(&o);
-	o.endpoint = url;
-	o.contexts = 1;
-	if ((rv = kvc_open(&o, &c)) != 0) {
-		bench_fmt(err, errlen, "kvc_open %s: %s", url, kvc_code_name(rv));
-		return rv;
-	}
-	for (;;) {
-		if ((rv = kvc_health(c, &call, &h)) == 0)
-			break;
-		if (proc_reaped(k)) {
-			char s[64], tail[512];
-			kvd_status_text(k->status, s, sizeof s);
-			log_tail(k->log, tail, sizeof tail);
-			bench_fmt(err, errlen, "kvd stopped before it answered (%s): %s", s, tail);
-			rv = -ECHILD;
-			break;
-		}
-		if (bench_now() - t0 > RB_START_TIMEOUT_MS / 1000.0) {
-			bench_fmt(err, errlen, "kvd did not answer Health on %s within %d s: %s",
-			          url, RB_START_TIMEOUT_MS / 1000, st.message);
-			rv = -ETIMEDOUT;
-			break;
-		}
-		sleep_s(0.02);
-	}
-	kvc_close(c);
-	return rv;
-}
-
-int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
-{
-	double t0 = bench_now();
-	bool gone = k->pid < 0; /* exited before we asked */
-
-	if (k->pid == 0) {
-		bench_fmt(err, errlen, "not started");
-		return -ECHILD;
-	}
-	/* pid < 0: it exited already and was reaped; judge its status below */
-	if (k->pid > 0 && kill(k->pid, SIGTERM) != 0 && errno != ESRCH) {
-		bench_fmt(err, errlen, "kill: %s", strerror(errno));
-		return -errno;
-	}
-	while (!proc_reaped(k)) {
-		if (bench_now() - t0 > RB_STOP_TIMEOUT_MS / 1000.0) {
-			kill(k->pid, SIGKILL);
-			waitpid(k->pid, &k->status, 0);
-			k->pid = -k->pid;
-			bench_fmt(err, errlen, "did not exit within %d s of SIGTERM (killed)",
-			          RB_STOP_TIMEOUT_MS / 1000);
-			return -ETIMEDOUT;
-		}
-		sleep_s(0.005);
-	}
-	k->stop_seconds = bench_now() - t0;
-	if (!WIFEXITED(k->status) || WEXITSTATUS(k->status) != 0) {
-		char s[64], tail[512];
-		kvd_status_text(k->status, s, sizeof s);
-		log_tail(k->log, tail, sizeof tail);
-		bench_fmt(err, errlen, "%s %s; log: %s", s,
-		          gone ? "before SIGTERM" : "after SIGTERM", tail);
-		return -ECHILD;
-	}
-	return 0;
-}
-
-int bench_kvd_pin(const char *src, const char *dir, char *buf, size_t len, char *err, size_t errlen)
-{
-	char tmp[RB_PATH_MAX + 16];
-	int in = -1, out = -1, rv = 0;
-	struct stat st;
-
-	bench_fmt(buf, len, "%s/kvd", dir);
-	bench_fmt(tmp, sizeof tmp, "%s/kvd.tmp", dir);
-	if ((in = open(src, O_RDONLY | O_CLOEXEC)) < 0 || fstat(in, &st) != 0 ||
-	    (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)) < 0) {
-		rv = -errno;
-		bench_fmt(err, errlen, "copying %s: %s", src, strerror(errno));
-		goto out;
-	}
-	for (;;) {
-		char chunk[65536];
-		ssize_t n = read(in, chunk, sizeof chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || (n > 0 && write_full(out, chunk, (size_t)n) != 0)) {
-			rv = -EIO;
-			bench_fmt(err, errlen, "copying %s to %s: %s", src, tmp, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-	}
-	if (close(out) != 0 || rename(tmp, buf) != 0) {
-		out = -1;
-		rv = -errno;
-		bench_fmt(err, errlen, "installing %s: %s", buf, strerror(errno));
-		goto out;
-	}
-	out = -1;
-out:
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	return rv;
-}
-
-int bench_free_tcp_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t al = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd < 0)
-		return -errno;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 /* ---- the run ------------------------------------------------------------- */
 
@@ -652,20 +195,6 @@ struct rb_bench {
 	FILE *progress;
 	bool failed; /* something outside the cells failed */
 };
-
-static uint64_t rng_next(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
-}
 
 /* id as RB_KEY_SIZE zero-padded decimal digits (no NUL). */
 static void make_key(char *buf, uint64_t id)
@@ -840,9 +369,9 @@ static void *rb_thread_main(void *arg)
 			uint64_t t0, t1;
 			if (ph == PH_STOP)
 				break;
-			t0 = now_ns();
+			t0 = bench_now_ns();
 			rv = r->k->op(t);
-			t1 = now_ns();
+			t1 = bench_now_ns();
 			if (rv < 0) {
 				if (++t->errors >= RB_ERRORS_MAX)
 					break;
@@ -902,10 +431,10 @@ static void rb_run_cell(struct rb_bench *b, struct rb_run *r, struct rb_cell *c)
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	if (r->go > 0) {
-		sleep_s(b->o.warmup);
+		bench_sleep(b->o.warmup);
 		atomic_store(&r->phase, PH_MEASURE);
 		t0 = bench_now();
-		sleep_s(b->o.seconds);
+		bench_sleep(b->o.seconds);
 		atomic_store(&r->phase, PH_STOP);
 		t1 = bench_now();
 	} else {
@@ -998,7 +527,7 @@ static int kvd_get_op(struct rb_thread *t)
 	char key[RB_KEY_SIZE];
 	int rv;
 
-	make_key(key, rng_below(&t->rng, r->b->o.keys));
+	make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 	if ((rv = kvc_get(t->c, &call, key, sizeof key, 0, 0, &v)) != 0) {
 		if (t->err[0] == '\0')
 			bench_fmt(t->err, sizeof t->err, "Get: %s: %s", kvc_code_name(rv),
@@ -1018,7 +547,7 @@ static int kvd_put_op(struct rb_thread *t)
 	char key[RB_KEY_SIZE];
 	int rv;
 
-	make_key(key, rng_below(&t->rng, r->b->o.keys));
+	make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 	rv = kvc_put(t->c, &call, key, sizeof key, r->b->pool + t->vpos, RB_VALUE_SIZE, NULL, NULL);
 	if ((t->vpos += RB_VALUE_SIZE) >= RB_POOL_BYTES)
 		t->vpos -= RB_POOL_BYTES;
@@ -1078,7 +607,7 @@ static void pl_done(void *arg, const struct kvc_async_result *res)
 	struct pl_slot *s = arg;
 	struct pl *p = s->pl;
 	struct rb_thread *t = p->t;
-	uint64_t t1 = now_ns();
+	uint64_t t1 = bench_now_ns();
 	int ph = atomic_load(&t->run->phase);
 
 	pthread_mutex_lock(&p->mu);
@@ -1142,10 +671,10 @@ static void *pl_thread_main(void *arg)
 		p.free = s->next;
 		p.busy++;
 		pthread_mutex_unlock(&p.mu);
-		make_key(key, rng_below(&t->rng, r->b->o.keys));
+		make_key(key, bench_rng_below(&t->rng, r->b->o.keys));
 		s->phase0 = atomic_load(&r->phase);
 		call.status = &st;
-		s->t0 = now_ns();
+		s->t0 = bench_now_ns();
 		if (r->put) {
 			rv = kvc_put_async(t->c, &call, key, sizeof key, r->b->pool + t->vpos,
 			                   RB_VALUE_SIZE, NULL, pl_done, s);
@@ -1658,13 +1187,13 @@ static int echo_proc_start(struct rb_bench *b, struct bench_proc *p, char *ipc_u
 			bench_fmt(tcp_url, tcp_len, "tcp://127.0.0.1:%d", port);
 			return 0;
 		}
-		if (proc_reaped(p) || bench_now() - t0 > 10) {
+		if (bench_proc_reaped(p) || bench_now() - t0 > 10) {
 			char e2[RB_ERR_MAX];
 			bench_proc_stop(p, e2, sizeof e2);
 			bench_fmt(err, errlen, "echo server process did not start: %s", e2);
 			return -1;
 		}
-		sleep_s(0.01);
+		bench_sleep(0.01);
 	}
 }
 
@@ -1754,26 +1283,13 @@ static int read_full(int fd, char *buf, size_t n)
 	return 0;
 }
 
-static int write_full(int fd, const char *buf, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, buf, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		buf += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 static void *raw_conn_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char buf[RB_MSG_SIZE];
 
-	while (read_full(fd, buf, sizeof buf) == 0 && write_full(fd, buf, sizeof buf) == 0)
+	while (read_full(fd, buf, sizeof buf) == 0 && bench_write_full(fd, buf, sizeof buf) == 0)
 		;
 	close(fd);
 	return NULL;
@@ -1900,7 +1416,7 @@ static int raw_op(struct rb_thread *t)
 	char buf[RB_MSG_SIZE];
 	int rv;
 
-	if ((rv = write_full(t->fd, t->run->b->pool + t->vpos, RB_MSG_SIZE)) != 0 ||
+	if ((rv = bench_write_full(t->fd, t->run->b->pool + t->vpos, RB_MSG_SIZE)) != 0 ||
 	    (rv = read_full(t->fd, buf, sizeof buf)) != 0) {
 		if (t->err[0] == '\0')
 			bench_fmt(t->err, sizeof t->err, "socket echo: %s", strerror(-rv));
@@ -1982,7 +1498,7 @@ static int fsync_op(struct rb_thread *t)
 {
 	int rv;
 
-	if ((rv = write_full(t->fd, t->run->b->pool, RB_MSG_SIZE)) != 0 ||
+	if ((rv = bench_write_full(t->fd, t->run->b->pool, RB_MSG_SIZE)) != 0 ||
 	    (fdatasync(t->fd) != 0 && (rv = -errno) != 0)) {
 		if (t->err[0] == '\0')
 			bench_fmt(t->err, sizeof t->err, "append+fdatasync: %s", strerror(-rv));
@@ -2008,21 +1524,6 @@ static void fsync_cell(struct rb_bench *b)
 }
 
 /* ---- baseline: sockperf ------------------------------------------------------------- */
-
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		snprintf(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
 
 /* Runs argv with stdout and stderr into out (NUL-terminated); returns its
  * wait status, or -1. */
@@ -2109,7 +1610,7 @@ static void sockperf_cell(struct rb_bench *b)
 
 	if (c == NULL)
 		return;
-	if (!find_in_path("sockperf", sp, sizeof sp)) {
+	if (!bench_find_in_path("sockperf", sp, sizeof sp)) {
 		c->state = CELL_SKIPPED;
 		bench_fmt(c->err, sizeof c->err,
 		          "sockperf not installed (apt-get install sockperf)");
@@ -2145,7 +1646,7 @@ static void sockperf_cell(struct rb_bench *b)
 			close(fd);
 		if (ok)
 			break;
-		sleep_s(0.01);
+		bench_sleep(0.01);
 	}
 	n = 0;
 	cli_argv[n++] = sp;
@@ -2417,21 +1918,6 @@ static void report_text(const struct rb_bench *b)
 		       b->kvd_stop_rv == 0 ? "exit 0" : b->kvd_stop_err, b->kvd_stop_s_max);
 }
 
-static void grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void report_markdown(const struct rb_bench *b)
 {
 	struct rb_line *l = calloc(32, sizeof(*l));
@@ -2472,13 +1958,13 @@ static void report_markdown(const struct rb_bench *b)
 			       rep ? " | | |" : "");
 			continue;
 		}
-		grouped(ops, sizeof ops, cell_rate(c));
+		bench_grouped(ops, sizeof ops, cell_rate(c));
 		printf("%s | %.1f | %.1f | %.1f | %.1f | %" PRIu64 " |", c->ops ? ops : "-",
 		       c->p50 / 1e3, c->p99 / 1e3, c->p999 / 1e3, c->max / 1e3,
 		       c->errors + c->wrong);
 		if (rep && c->runs > 1) {
-			grouped(lo, sizeof lo, c->rate_lo);
-			grouped(hi, sizeof hi, c->rate_hi);
+			bench_grouped(lo, sizeof lo, c->rate_lo);
+			bench_grouped(hi, sizeof hi, c->rate_hi);
 			printf(" %s–%s | %.1f–%.1f | %.1f–%.1f |", lo, hi, c->p50_lo / 1e3,
 			       c->p50_hi / 1e3, c->p99_lo / 1e3, c->p99_hi / 1e3);
 		} else if (rep) {
@@ -2624,22 +2110,6 @@ static int parse_seconds(const char *name, const char *s, double lo, double *ret
 	return 0;
 }
 
-static int parse_uint(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench rpc: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct rb_opts *o)
@@ -2716,7 +2186,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 					        RB_TLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_uint("--threads", t, 1, RB_THREADS_MAX, &v) != 0)
+				if (bench_parse_u64("rpc", "--threads", t, 1, RB_THREADS_MAX, &v) != 0)
 					return -EINVAL;
 				o->threads[o->nthreads++] = (unsigned)v;
 			}
@@ -2753,12 +2223,12 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			}
 			break;
 		case O_KEYS:
-			if (parse_uint("--keys", optarg, 1, RB_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64("rpc", "--keys", optarg, 1, RB_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_WINDOW:
-			if (parse_uint("--window", optarg, 1, RB_WINDOW_MAX, &v) != 0)
+			if (bench_parse_u64("rpc", "--window", optarg, 1, RB_WINDOW_MAX, &v) != 0)
 				return -EINVAL;
 			o->window = (unsigned)v;
 			break;
@@ -2773,7 +2243,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			}
 			break;
 		case O_WORKERS:
-			if (parse_uint("--kvd-workers", optarg, 1, 1024, &v) != 0)
+			if (bench_parse_u64("rpc", "--kvd-workers", optarg, 1, 1024, &v) != 0)
 				return -EINVAL;
 			o->kvd_workers = (unsigned)v;
 			break;
@@ -2804,7 +2274,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 			o->serve_echo = optarg;
 			break;
 		case O_REPEAT:
-			if (parse_uint("--repeat", optarg, 1, RB_REPEAT_MAX, &v) != 0)
+			if (bench_parse_u64("rpc", "--repeat", optarg, 1, RB_REPEAT_MAX, &v) != 0)
 				return -EINVAL;
 			o->repeat = (unsigned)v;
 			break;
@@ -3005,11 +2475,7 @@ int bench_rpc(int argc, char **argv)
 		fprintf(stderr, "kvbench rpc: out of memory\n");
 		goto out;
 	}
-	{
-		uint64_t s = 0x5eed;
-		for (size_t i = 0; i < RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE; i++)
-			b->pool[i] = (char)(rng_next(&s) & 0xff);
-	}
+	bench_rng_bytes(b->pool, RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE, 0x5eed);
 	if (make_base(b) != 0)
 		goto out;
 	if (o->run[S_KVD]) {

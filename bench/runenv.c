@@ -20,78 +20,6 @@
 
 #define RUNENV_SOCKET_DIR_MAX 80 /* socket paths live in the run's directory: sun_path is 108 */
 
-int runenv_parse_u64(const char *cmd, const char *name, const char *s, uint64_t lo, uint64_t hi,
-                     uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] < '0' || s[0] > '9' || v < lo ||
-	    v > hi) {
-		fprintf(stderr,
-		        "kvbench %s: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
-		        cmd, name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-int runenv_parse_double(const char *cmd, const char *name, const char *s, double lo, double hi,
-                        double *ret)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
-		fprintf(stderr, "kvbench %s: %s takes a number in %g..%g, not '%s'\n", cmd, name,
-		        lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-int runenv_parse_u64_list(const char *cmd, const char *name, const char *s, uint64_t lo,
-                          uint64_t hi, uint64_t *vals, size_t max, size_t *ret_n)
-{
-	char buf[512], *save = NULL;
-	size_t n = 0;
-
-	if (strlen(s) >= sizeof buf) {
-		fprintf(stderr, "kvbench %s: %s is too long\n", cmd, name);
-		return -EINVAL;
-	}
-	snprintf(buf, sizeof buf, "%s", s);
-	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-		uint64_t v;
-		if (n == max) {
-			fprintf(stderr, "kvbench %s: %s takes at most %zu numbers\n", cmd, name,
-			        max);
-			return -EINVAL;
-		}
-		if (runenv_parse_u64(cmd, name, t, lo, hi, &v) != 0)
-			return -EINVAL;
-		for (size_t i = 0; i < n; i++)
-			if (vals[i] == v) {
-				fprintf(stderr, "kvbench %s: %s lists %" PRIu64 " twice\n", cmd,
-				        name, v);
-				return -EINVAL;
-			}
-		vals[n++] = v;
-	}
-	if (n == 0) {
-		fprintf(stderr, "kvbench %s: %s is empty\n", cmd, name);
-		return -EINVAL;
-	}
-	*ret_n = n;
-	return 0;
-}
-
 int runenv_parse_backends(const char *cmd, const char *s, const char *const *allowed,
                           const struct yb_backend **vals, size_t max, size_t *ret_n)
 {
@@ -144,22 +72,6 @@ int runenv_parse_transport(const char *cmd, const char *s, bool *ret_stream)
 	return 0;
 }
 
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		bench_fmt(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	buf[0] = '\0';
-	return false;
-}
-
 int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const char *dir,
                 const char *kvd, const char *endpoint, const char *redis_server, bool need_kvd)
 {
@@ -183,7 +95,7 @@ int runenv_init(struct runenv *r, const char *cmd, int argc, char **argv, const 
 		}
 		bench_fmt(r->redis_path, sizeof r->redis_path, "%s", redis_server);
 	} else {
-		(void)find_in_path("redis-server", r->redis_path, sizeof r->redis_path);
+		(void)bench_find_in_path("redis-server", r->redis_path, sizeof r->redis_path);
 	}
 	if (dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
 		fprintf(stderr, "kvbench %s: mkdir %s: %s\n", cmd, parent, strerror(errno));
@@ -350,29 +262,6 @@ void runenv_print_json(FILE *f, const struct runenv_lines *h)
 	fputc(']', f);
 }
 
-void runenv_grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0 && digits[i] != '-')
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
-uint64_t runenv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 double runenv_loadavg(void)
 {
 	double v = -1;
@@ -418,13 +307,13 @@ int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
 {
 	switch (ch) {
 	case RUNENV_O_SEED:
-		return taken(runenv_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed));
+		return taken(bench_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed));
 	case RUNENV_O_SECONDS:
 		o->seconds_set = true;
-		return taken(runenv_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds));
+		return taken(bench_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds));
 	case RUNENV_O_WARMUP:
 		o->warmup_set = true;
-		return taken(runenv_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup));
+		return taken(bench_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup));
 	case RUNENV_O_KVD:
 		o->kvd = arg;
 		return 1;

@@ -11,6 +11,7 @@
 #ifndef KV_BENCH_RUNENV_H
 #define KV_BENCH_RUNENV_H
 
+#include "opt.h"
 #include "ycsb_backend.h"
 
 #include <stdbool.h>
@@ -97,14 +98,6 @@ int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o);
 /* After getopt: no argument left over, not --json and --markdown both. */
 int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o);
 
-/* Numbers: decimal, no sign, in lo..hi. */
-int runenv_parse_u64(const char *cmd, const char *name, const char *s, uint64_t lo, uint64_t hi,
-                     uint64_t *ret);
-int runenv_parse_double(const char *cmd, const char *name, const char *s, double lo, double hi,
-                        double *ret);
-/* A comma-separated list of distinct numbers in lo..hi, at most max. */
-int runenv_parse_u64_list(const char *cmd, const char *name, const char *s, uint64_t lo,
-                          uint64_t hi, uint64_t *vals, size_t max, size_t *ret_n);
 /* --transport: "nng" (kvd's ipc:// and tcp://) or "stream" (kv+ipc://,
  * kv+tcp://). */
 int runenv_parse_transport(const char *cmd, const char *s, bool *ret_stream);
@@ -147,10 +140,6 @@ void runenv_print_markdown(FILE *f, const struct runenv_lines *h);
 /* The header as a JSON array of {"label", "value"} objects. */
 void runenv_print_json(FILE *f, const struct runenv_lines *h);
 
-/* v with thousands separators: 12,345. */
-void runenv_grouped(char *buf, size_t len, double v);
-/* CLOCK_MONOTONIC in ns. */
-uint64_t runenv_now_ns(void);
 /* /proc/loadavg's 1-minute figure, -1 when unknown. */
 double runenv_loadavg(void);
 /* Median of n values (sorted in place), 0 when n == 0. */

@@ -319,16 +319,16 @@ static void *vs_thread_main(void *arg)
 		goto out;
 	if (ph->load) {
 		vs_load(t);
-		t->t_last = runenv_now_ns();
+		t->t_last = bench_now_ns();
 		goto out;
 	}
 	while (t->errors < VS_ERRORS_MAX) {
-		uint64_t t0 = runenv_now_ns(), t1;
+		uint64_t t0 = bench_now_ns(), t1;
 		if (t0 >= ph->t_stop)
 			break;
 		if (vs_read(t) != 0)
 			continue;
-		t1 = runenv_now_ns();
+		t1 = bench_now_ns();
 		t->t_last = t1;
 		if (t0 >= ph->t_warm) {
 			hist_add(t->h, t1 - t0);
@@ -384,7 +384,7 @@ static int vs_phase_run(struct vs_phase *ph, struct vs_result *r, char *err, siz
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			ph->go = -1;
-	t_start = runenv_now_ns();
+	t_start = bench_now_ns();
 	ph->t_warm = t_start + (uint64_t)(b->o.c.warmup * 1e9);
 	ph->t_stop = ph->t_warm + (uint64_t)(b->o.c.seconds * 1e9);
 	pthread_cond_broadcast(&ph->cv);
@@ -666,8 +666,8 @@ static void vs_report_markdown(const struct vs_bench *b, const struct runenv_lin
 			printf("%s: %s | | | | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
 			continue;
 		}
-		runenv_grouped(ops, sizeof ops, vs_rate(r));
-		runenv_grouped(vps, sizeof vps, vs_rate(r) * (double)r->m);
+		bench_grouped(ops, sizeof ops, vs_rate(r));
+		bench_grouped(vps, sizeof vps, vs_rate(r) * (double)r->m);
 		printf("%s | %s | %.1f | %.1f | %.1f | ", ops, vps, r->p50 / 1e3, r->p99 / 1e3,
 		       r->p999 / 1e3);
 		if (ref != NULL && vs_rate(ref) > 0 && r->p50 > 0)
@@ -688,7 +688,8 @@ static void vs_report_json(const struct vs_bench *b, const struct runenv_lines *
 	printf(",\"config\":{\"keys\":%" PRIu64 ",\"versions\":%" PRIu64 ",\"threads\":%" PRIu64
 	       ",\"load_threads\":%u,\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64
 	       ",\"m\":[",
-	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup, o->c.seed);
+	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup,
+	       o->c.seed);
 	for (size_t i = 0; i < o->nm; i++)
 		printf("%s%" PRIu64, i ? "," : "", o->m[i]);
 	printf("],\"value_sizes\":[");
@@ -821,32 +822,32 @@ static int parse(int argc, char **argv, struct vs_opts *o)
 			o->backends_set = true;
 			break;
 		case O_M:
-			if (runenv_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
-			                          RUNENV_LIST_MAX, &o->nm) != 0)
+			if (bench_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
+			                         RUNENV_LIST_MAX, &o->nm) != 0)
 				return -EINVAL;
 			o->m_set = true;
 			break;
 		case O_SIZE:
-			if (runenv_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
-			                          VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
-			                          &o->nsizes) != 0)
+			if (bench_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
+			                         VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
+			                         &o->nsizes) != 0)
 				return -EINVAL;
 			o->sizes_set = true;
 			break;
 		case O_KEYS:
-			if (runenv_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
+			if (bench_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
 				return -EINVAL;
 			o->keys_set = true;
 			break;
 		case O_VERSIONS:
-			if (runenv_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
-			                     &o->versions) != 0)
+			if (bench_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
+			                    &o->versions) != 0)
 				return -EINVAL;
 			o->versions_set = true;
 			break;
 		case O_THREADS:
-			if (runenv_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
-			                     &o->threads) != 0)
+			if (bench_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
+			                    &o->threads) != 0)
 				return -EINVAL;
 			break;
 		case O_HELP:
@@ -970,7 +971,7 @@ int bench_versions(int argc, char **argv)
 	runenv_fill_pool(b->pool, VS_POOL_BYTES, o->c.seed ^ 0x5eed);
 	fprintf(b->progress, "kvbench versions: %s\n", b->run.command);
 	(void)runenv_skip_unavailable(&b->run, o->backends, o->nbackends, b->skip[0],
-	                               sizeof b->skip[0], b->progress);
+	                              sizeof b->skip[0], b->progress);
 	vs_progress_head(b->progress);
 	for (size_t si = 0; si < o->nsizes; si++)
 		vs_size(b, o->sizes[si]);

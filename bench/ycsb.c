@@ -333,38 +333,6 @@ struct yc_thread {
 	char err[YB_ERR_MAX];
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The 1-minute load average: with 2 CPUs, above about 2 plus this run's own
- * threads something else was running. */
-static double yc_loadavg(void)
-{
-	double v = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f != NULL) {
-		if (fscanf(f, "%lf", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static void sleep_until_ns(uint64_t t)
-{
-	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-	                      .tv_nsec = (long)(t % 1000000000ull)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
 /* New random values for the fields of t->value (all of them, or field f). */
 static void yc_fill(struct yc_thread *t, char *rec, int f)
 {
@@ -405,9 +373,9 @@ static int yc_read(struct yc_thread *t, const char *key, size_t kl, bool measure
 {
 	const struct yb_backend *be = t->ph->be;
 	size_t len = 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	int rv = be->read(&t->w, key, kl, buf, buf ? t->ph->b->record_size : 0, &len);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = bench_now_ns();
 
 	if (rv < 0) {
 		yc_error(t, OP_READ, "READ %.*s: %s", (int)kl, key, t->w.err);
@@ -432,10 +400,10 @@ static int yc_write(struct yc_thread *t, enum yc_op op, const char *key, size_t 
                     const char *rec)
 {
 	const struct yb_backend *be = t->ph->be;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	int rv = (op == OP_INSERT ? be->insert : be->update)(&t->w, key, kl, rec,
 	                                                     t->ph->b->record_size);
-	uint64_t t1 = now_ns();
+	uint64_t t1 = bench_now_ns();
 
 	if (rv != 0) {
 		yc_error(t, op, "%s %.*s: %s", yc_op_names[op], (int)kl, key, t->w.err);
@@ -491,12 +459,12 @@ static void yc_one(struct yc_thread *t, bool measured)
 		keynum = yg_keychooser_next(&t->kc, &t->rng);
 		kl = yg_key_name(key, keynum, 1, false);
 		len = (uint64_t)yg_uniform_next(&ph->scanlength, &t->rng);
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		if (ph->be->scan(&t->w, key, kl, len, ph->b->record_size, &n, &wrong) != 0) {
 			yc_error(t, OP_SCAN, "SCAN %s: %s", key, t->w.err);
 			break;
 		}
-		t1 = now_ns();
+		t1 = bench_now_ns();
 		yc_record(t, OP_SCAN, measured, t1 - t0);
 		if (measured)
 			t->scanned += n;
@@ -518,7 +486,7 @@ static void yc_one(struct yc_thread *t, bool measured)
 		uint64_t t0, t1;
 		keynum = yg_keychooser_next(&t->kc, &t->rng);
 		kl = yg_key_name(key, keynum, 1, false);
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		if (yc_read(t, key, kl, measured, t->buf) != 0) {
 			t->errors[OP_RMW]++;
 			break;
@@ -528,7 +496,7 @@ static void yc_one(struct yc_thread *t, bool measured)
 			t->errors[OP_RMW]++;
 			break;
 		}
-		t1 = now_ns();
+		t1 = bench_now_ns();
 		yc_record(t, OP_RMW, measured, t1 - t0);
 		break;
 	}
@@ -559,11 +527,11 @@ static void *yc_thread_main(void *arg)
 		goto out;
 
 	/* the warm-up: not recorded, not counted in the operations */
-	while ((now = now_ns()) < ph->t_warm_end && t->nerrors < YC_ERRORS_MAX) {
+	while ((now = bench_now_ns()) < ph->t_warm_end && t->nerrors < YC_ERRORS_MAX) {
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
 			if (due > now) {
-				sleep_until_ns(due < ph->t_warm_end ? due : ph->t_warm_end);
+				bench_sleep_until_ns(due < ph->t_warm_end ? due : ph->t_warm_end);
 				continue;
 			}
 		}
@@ -574,10 +542,10 @@ static void *yc_thread_main(void *arg)
 	for (uint64_t i = 0; i < t->quota && t->nerrors < YC_ERRORS_MAX; i++) {
 		if (ph->tick_ns > 0) {
 			uint64_t due = ph->t_start + n * ph->tick_ns;
-			if (due > now_ns())
-				sleep_until_ns(due);
+			if (due > bench_now_ns())
+				bench_sleep_until_ns(due);
 		}
-		if (ph->t_deadline != 0 && now_ns() >= ph->t_deadline) {
+		if (ph->t_deadline != 0 && bench_now_ns() >= ph->t_deadline) {
 			t->early = true;
 			break;
 		}
@@ -586,7 +554,7 @@ static void *yc_thread_main(void *arg)
 		t->done++;
 	}
 out:
-	t->t_end = now_ns();
+	t->t_end = bench_now_ns();
 	if (t->worker_ok)
 		ph->be->worker_fini(&t->w);
 	return NULL;
@@ -647,7 +615,7 @@ static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
 	for (unsigned i = 0; i < started; i++)
 		if (!th[i].worker_ok)
 			ph->go = -1;
-	ph->t_start = now_ns();
+	ph->t_start = bench_now_ns();
 	ph->t_warm_end = ph->t_start + (ph->w != NULL ? (uint64_t)(o->warmup * 1e9) : 0);
 	ph->t_deadline = ph->w != NULL && o->max_seconds > 0
 	                         ? ph->t_warm_end + (uint64_t)(o->max_seconds * 1e9)
@@ -698,7 +666,7 @@ static void yc_phase_run(struct yc_phase *ph, struct yc_result *r)
 	}
 	if (r->errors > 0 && r->err[0] == '\0')
 		snprintf(r->err, sizeof r->err, "%" PRIu64 " errors", r->errors);
-	r->loadavg = yc_loadavg();
+	r->loadavg = runenv_loadavg();
 	if (!r->failed && r->ops == 0 && ph->ops > 0) {
 		r->failed = true;
 		if (r->err[0] == '\0')
@@ -1022,21 +990,6 @@ static const struct yc_result *yc_ref(const struct yc_bench *b, const struct yc_
 	return NULL;
 }
 
-static void grouped(char *buf, size_t len, double v)
-{
-	char digits[32];
-	size_t n, o = 0;
-
-	snprintf(digits, sizeof digits, "%.0f", v);
-	n = strlen(digits);
-	for (size_t i = 0; i < n && o + 2 < len; i++) {
-		buf[o++] = digits[i];
-		if (i + 1 < n && (n - i - 1) % 3 == 0)
-			buf[o++] = ',';
-	}
-	buf[o] = '\0';
-}
-
 static void yc_report_text(const struct yc_bench *b)
 {
 	printf("\nsummary (ops/s; %s/this: the first backend's ops/s over this row's):\n",
@@ -1103,7 +1056,7 @@ static void yc_report_markdown(const struct yc_bench *b)
 				         "%s%s %.0f / %.0f (%" PRIu64 ")", lat[0] ? "; " : "",
 				         yc_op_names[op], r->op[op].p50 / 1e3, r->op[op].p99 / 1e3,
 				         r->op[op].count);
-		grouped(ops, sizeof ops, yc_rate(r));
+		bench_grouped(ops, sizeof ops, yc_rate(r));
 		printf("%s | ", ops);
 		if (ref == NULL || ref == r)
 			printf("- | ");
@@ -1250,39 +1203,6 @@ static void usage(FILE *f)
 	        YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
 }
 
-static int parse_double(const char *name, const char *s, double lo, double hi, double *ret)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
-		fprintf(stderr, "kvbench ycsb: %s takes a number in %g..%g, not '%s'\n", name, lo,
-		        hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-static int parse_uint(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-		        "kvbench ycsb: %s takes a number in %" PRIu64 "..%" PRIu64 ", not '%s'\n",
-		        name, lo, hi, s);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct yc_opts *o)
 {
@@ -1392,13 +1312,14 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->backends_set = true;
 			break;
 		case O_RECORDS:
-			if (parse_uint("--records", optarg, 10, YC_RECORDS_MAX, &o->records) != 0)
+			if (bench_parse_u64("ycsb", "--records", optarg, 10, YC_RECORDS_MAX,
+			                    &o->records) != 0)
 				return -EINVAL;
 			o->records_set = true;
 			break;
 		case O_OPERATIONS:
-			if (parse_uint("--operations", optarg, 1, YC_OPERATIONS_MAX,
-			               &o->operations) != 0)
+			if (bench_parse_u64("ycsb", "--operations", optarg, 1, YC_OPERATIONS_MAX,
+			                    &o->operations) != 0)
 				return -EINVAL;
 			o->operations_set = true;
 			break;
@@ -1412,7 +1333,8 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 					        YC_TLIST_MAX);
 					return -EINVAL;
 				}
-				if (parse_uint("--threads", t, 1, YC_THREADS_MAX, &v) != 0)
+				if (bench_parse_u64("ycsb", "--threads", t, 1, YC_THREADS_MAX,
+				                    &v) != 0)
 					return -EINVAL;
 				o->threads[o->nthreads++] = (unsigned)v;
 			}
@@ -1423,12 +1345,13 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->threads_set = true;
 			break;
 		case O_LOAD_THREADS:
-			if (parse_uint("--load-threads", optarg, 1, YC_THREADS_MAX, &v) != 0)
+			if (bench_parse_u64("ycsb", "--load-threads", optarg, 1, YC_THREADS_MAX,
+			                    &v) != 0)
 				return -EINVAL;
 			o->load_threads = (unsigned)v;
 			break;
 		case O_TARGET:
-			if (parse_double("--target", optarg, 0, 1e9, &o->target) != 0)
+			if (bench_parse_double("ycsb", "--target", optarg, 0, 1e9, &o->target) != 0)
 				return -EINVAL;
 			break;
 		case O_SYNC:
@@ -1466,21 +1389,24 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->sync_set = true;
 			break;
 		case O_SYNC_INTERVAL:
-			if (parse_uint("--sync-interval-ms", optarg, 1, 3600000, &v) != 0)
+			if (bench_parse_u64("ycsb", "--sync-interval-ms", optarg, 1, 3600000, &v) !=
+			    0)
 				return -EINVAL;
 			o->sync_interval_ms = (uint32_t)v;
 			break;
 		case O_WARMUP:
-			if (parse_double("--warmup", optarg, 0, 3600, &o->warmup) != 0)
+			if (bench_parse_double("ycsb", "--warmup", optarg, 0, 3600, &o->warmup) !=
+			    0)
 				return -EINVAL;
 			o->warmup_set = true;
 			break;
 		case O_MAX_SECONDS:
-			if (parse_double("--max-seconds", optarg, 0, 86400, &o->max_seconds) != 0)
+			if (bench_parse_double("ycsb", "--max-seconds", optarg, 0, 86400,
+			                       &o->max_seconds) != 0)
 				return -EINVAL;
 			break;
 		case O_SEED:
-			if (parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
+			if (bench_parse_u64("ycsb", "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
 				return -EINVAL;
 			break;
 		case O_KVD:
@@ -1568,21 +1494,6 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 
 /* ---- entry point
  * --------------------------------------------------------------------------------- */
-
-static bool find_in_path(const char *name, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-	char *save = NULL;
-
-	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-		bench_fmt(buf, len, "%s/%s", d, name);
-		if (access(buf, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
 
 static int make_base(struct yc_bench *b)
 {
@@ -1675,7 +1586,7 @@ int bench_ycsb(int argc, char **argv)
 			goto out;
 		}
 		bench_fmt(b->redis_path, sizeof b->redis_path, "%s", o->redis_server);
-	} else if (!find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
+	} else if (!bench_find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
 		b->redis_path[0] = '\0';
 	}
 	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||

@@ -9,6 +9,7 @@
  * YCSB's distribution is the reference, not the ideal Zipf law.
  */
 #include "ycsb_gen.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,19 +18,10 @@
 
 /* ---- random numbers ------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 void yg_rng_seed(struct yg_rng *r, uint64_t seed)
 {
 	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&seed);
+		r->s[i] = bench_rng(&seed);
 }
 
 static inline uint64_t rotl(uint64_t x, int k)

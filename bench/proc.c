@@ -1,0 +1,288 @@
+/*
+ * bench/proc.c — the processes kvbench starts (kvd, sockperf, redis-server,
+ * its own echo server): fork/exec with the output to a log, waiting for kvd
+ * to answer, stopping with SIGTERM and judging the exit, finding and pinning
+ * the kvd binary, a free TCP port.
+ */
+#include "proc.h"
+#include "sys.h"
+
+#include "kvclient.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROC_START_TIMEOUT_MS 15000 /* kvd answers Health within this */
+#define PROC_STOP_TIMEOUT_MS  60000 /* a process exits within this after SIGTERM */
+
+int bench_kvd_path(const char *given, char *buf, size_t len)
+{
+	char self[BENCH_PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (given != NULL) {
+		if (snprintf(buf, len, "%s", given) >= (int)len)
+			return -ENAMETOOLONG;
+		return access(buf, X_OK) == 0 ? 0 : -errno;
+	}
+	if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
+		return -errno;
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')) != NULL)
+		*slash = '\0';
+	if (snprintf(buf, len, "%s/../daemon/kvd", self) >= (int)len)
+		return -ENAMETOOLONG;
+	if (realpath(buf, self) != NULL)
+		snprintf(buf, len, "%s", self);
+	return access(buf, X_OK) == 0 ? 0 : -errno;
+}
+
+int bench_proc_start(struct bench_proc *k, const char *path, const char *const *args,
+                     const char *log_path, char *err, size_t errlen)
+{
+	const char *argv[32];
+	size_t n = 0, used = 0;
+	char raw[4096];
+	int fd;
+	pid_t pid;
+
+	memset(k, 0, sizeof(*k));
+	argv[n++] = path;
+	for (size_t i = 0; args[i] != NULL && n < sizeof argv / sizeof argv[0] - 1; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(argv[i]);
+		if (used + l + 1 > sizeof raw)
+			break;
+		memcpy(raw + used, argv[i], l + 1);
+		used += l + 1;
+	}
+	bench_quote_argv(k->command, sizeof k->command, raw, used);
+	bench_fmt(k->log, sizeof k->log, "%s", log_path);
+	if ((fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+		bench_fmt(err, errlen, "%s: %s", log_path, strerror(errno));
+		return -errno;
+	}
+	pid_t parent = getpid();
+	if ((pid = fork()) < 0) {
+		bench_fmt(err, errlen, "fork: %s", strerror(errno));
+		close(fd);
+		return -errno;
+	}
+	if (pid == 0) {
+		/* the child: async-signal-safe calls only until exec */
+		sigset_t none;
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(126);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	close(fd);
+	k->pid = pid;
+	k->started = bench_now();
+	return 0;
+}
+
+bool bench_proc_reaped(struct bench_proc *k)
+{
+	int st;
+
+	if (k->pid <= 0)
+		return true;
+	if (waitpid(k->pid, &st, WNOHANG) == k->pid) {
+		k->status = st;
+		k->pid = -k->pid;
+		return true;
+	}
+	return false;
+}
+
+static void kvd_status_text(int st, char *buf, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
+	else
+		snprintf(buf, len, "status 0x%x", st);
+}
+
+/* The last lines of the log, one line. */
+static void log_tail(const char *path, char *buf, size_t len)
+{
+	char tail[512] = "";
+	FILE *f = fopen(path, "r");
+	long sz;
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0) {
+		long from = sz > (long)sizeof tail - 1 ? sz - (long)sizeof tail + 1 : 0;
+		size_t n;
+		fseek(f, from, SEEK_SET);
+		n = fread(tail, 1, sizeof tail - 1, f);
+		tail[n] = '\0';
+		for (size_t i = 0; i < n; i++)
+			if (tail[i] == '\n' && i + 1 < n)
+				tail[i] = '|';
+		tail[strcspn(tail, "\n")] = '\0';
+	}
+	fclose(f);
+	snprintf(buf, len, "%s", tail);
+}
+
+int bench_kvd_wait_ready(struct bench_proc *k, const char *url, char *err, size_t errlen)
+{
+	struct kvc_options o;
+	struct kvc_health h;
+	struct kvc_status st;
+	struct kvc_call call = {.timeout_ms = 500, .status = &st};
+	double t0 = bench_now();
+	kvc *c;
+	int rv;
+
+	kvc_options_init(&o);
+	o.endpoint = url;
+	o.contexts = 1;
+	if ((rv = kvc_open(&o, &c)) != 0) {
+		bench_fmt(err, errlen, "kvc_open %s: %s", url, kvc_code_name(rv));
+		return rv;
+	}
+	for (;;) {
+		if ((rv = kvc_health(c, &call, &h)) == 0)
+			break;
+		if (bench_proc_reaped(k)) {
+			char s[64], tail[512];
+			kvd_status_text(k->status, s, sizeof s);
+			log_tail(k->log, tail, sizeof tail);
+			bench_fmt(err, errlen, "kvd stopped before it answered (%s): %s", s, tail);
+			rv = -ECHILD;
+			break;
+		}
+		if (bench_now() - t0 > PROC_START_TIMEOUT_MS / 1000.0) {
+			bench_fmt(err, errlen, "kvd did not answer Health on %s within %d s: %s",
+			          url, PROC_START_TIMEOUT_MS / 1000, st.message);
+			rv = -ETIMEDOUT;
+			break;
+		}
+		bench_sleep(0.02);
+	}
+	kvc_close(c);
+	return rv;
+}
+
+int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
+{
+	double t0 = bench_now();
+	bool gone = k->pid < 0; /* exited before we asked */
+
+	if (k->pid == 0) {
+		bench_fmt(err, errlen, "not started");
+		return -ECHILD;
+	}
+	/* pid < 0: it exited already and was reaped; judge its status below */
+	if (k->pid > 0 && kill(k->pid, SIGTERM) != 0 && errno != ESRCH) {
+		bench_fmt(err, errlen, "kill: %s", strerror(errno));
+		return -errno;
+	}
+	while (!bench_proc_reaped(k)) {
+		if (bench_now() - t0 > PROC_STOP_TIMEOUT_MS / 1000.0) {
+			kill(k->pid, SIGKILL);
+			waitpid(k->pid, &k->status, 0);
+			k->pid = -k->pid;
+			bench_fmt(err, errlen, "did not exit within %d s of SIGTERM (killed)",
+			          PROC_STOP_TIMEOUT_MS / 1000);
+			return -ETIMEDOUT;
+		}
+		bench_sleep(0.005);
+	}
+	k->stop_seconds = bench_now() - t0;
+	if (!WIFEXITED(k->status) || WEXITSTATUS(k->status) != 0) {
+		char s[64], tail[512];
+		kvd_status_text(k->status, s, sizeof s);
+		log_tail(k->log, tail, sizeof tail);
+		bench_fmt(err, errlen, "%s %s; log: %s", s,
+		          gone ? "before SIGTERM" : "after SIGTERM", tail);
+		return -ECHILD;
+	}
+	return 0;
+}
+
+int bench_kvd_pin(const char *src, const char *dir, char *buf, size_t len, char *err, size_t errlen)
+{
+	char tmp[BENCH_PATH_MAX + 16];
+	int in = -1, out = -1, rv = 0;
+	struct stat st;
+
+	bench_fmt(buf, len, "%s/kvd", dir);
+	bench_fmt(tmp, sizeof tmp, "%s/kvd.tmp", dir);
+	if ((in = open(src, O_RDONLY | O_CLOEXEC)) < 0 || fstat(in, &st) != 0 ||
+	    (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)) < 0) {
+		rv = -errno;
+		bench_fmt(err, errlen, "copying %s: %s", src, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		char chunk[65536];
+		ssize_t n = read(in, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || (n > 0 && bench_write_full(out, chunk, (size_t)n) != 0)) {
+			rv = -EIO;
+			bench_fmt(err, errlen, "copying %s to %s: %s", src, tmp, strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+	}
+	if (close(out) != 0 || rename(tmp, buf) != 0) {
+		out = -1;
+		rv = -errno;
+		bench_fmt(err, errlen, "installing %s: %s", buf, strerror(errno));
+		goto out;
+	}
+	out = -1;
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return rv;
+}
+
+int bench_free_tcp_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd < 0)
+		return -errno;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
