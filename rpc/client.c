@@ -68,12 +68,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CLIENT_TIMEOUT_DEFAULT  10000u /* ms */
-#define CLIENT_CONTEXTS_DEFAULT 64u
-#define CLIENT_CONTEXTS_MAX     4096u              /* requests in flight per handle */
-#define CLIENT_MSG_DEFAULT      ((size_t)64 << 20) /* PROTOCOL.md's max_message_size */
-#define CLIENT_RECONNECT_MAX_MS 1000               /* nng's redial back-off ceiling */
-#define CLIENT_SYSTEM_CA        "/etc/ssl/certs/ca-certificates.crt"
+#define CLIENT_TIMEOUT_DEFAULT    10000u /* ms */
+#define CLIENT_CONTEXTS_DEFAULT   64u
+#define CLIENT_CONTEXTS_MAX       4096u              /* requests in flight per handle */
+#define CLIENT_MSG_DEFAULT        ((size_t)64 << 20) /* PROTOCOL.md's max_message_size */
+#define CLIENT_RECONNECT_MAX_MS   1000               /* nng's redial back-off ceiling */
+#define CLIENT_SYSTEM_CA          "/etc/ssl/certs/ca-certificates.crt"
 #define CLIENT_CLOSE_DIAL_WAIT_MS 2000 /* kvc_close waits this long for a first dial */
 
 enum slot_state { SLOT_FREE, SLOT_SEND, SLOT_RECV };
@@ -119,24 +119,18 @@ struct kvc {
 
 /* ---- small helpers ----------------------------------------------------- */
 
+/* kvclient.h's public codes are the wire's status codes (wire.h). */
+#define CODE_SAME(name, code)                                                                      \
+	_Static_assert((int)KVC_##name == (int)WIRE_##name && WIRE_##name == (code),               \
+	               #name " differs");
+WIRE_STATUSES(CODE_SAME)
+#undef CODE_SAME
+_Static_assert(KVC_PROTOCOL_VERSION == WIRE_VERSION, "protocol version differs");
+
 static const char *const code_names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
+#define CODE_NAME(name, code) [WIRE_##name] = #name,
+        WIRE_STATUSES(CODE_NAME)
+#undef CODE_NAME
 };
 
 const char *kvc_code_name(int code)
@@ -825,7 +819,8 @@ int kvc_open(const struct kvc_options *o, kvc **ret)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -KVC_RESOURCE_EXHAUSTED;
 	pthread_mutex_init(&c->mu, NULL);
-	if (client_cond_init_monotonic(&c->slot_cv) != 0 || client_cond_init_monotonic(&c->conn_cv) != 0 ||
+	if (client_cond_init_monotonic(&c->slot_cv) != 0 ||
+	    client_cond_init_monotonic(&c->conn_cv) != 0 ||
 	    client_cond_init_monotonic(&c->idle_cv) != 0) {
 		rv = -KVC_RESOURCE_EXHAUSTED;
 		goto fail;
@@ -933,7 +928,8 @@ void kvc_close(kvc *c)
 	 * running finish, for a while. */
 	{
 		int64_t until = client_now_ms() + CLIENT_CLOSE_DIAL_WAIT_MS;
-		while (c->probing && client_cond_wait_until(&c->conn_cv, &c->mu, until) != ETIMEDOUT)
+		while (c->probing &&
+		       client_cond_wait_until(&c->conn_cv, &c->mu, until) != ETIMEDOUT)
 			;
 	}
 	pthread_mutex_unlock(&c->mu);

@@ -19,6 +19,7 @@
 
 #include "kvclient.h"
 #include "mp.h"
+#include "wire.h"
 
 #define CLIENT_KEY_MAX 65536u /* PROTOCOL.md: keys are 1 … 65536 bytes */
 

@@ -69,7 +69,7 @@ int kvc_scan_open(kvc *c, const struct kvc_call *call, const struct kvc_scan_opt
 	char *pos;
 	int rv;
 
-	client_op_init(&op, c, call, "Scan");
+	client_op_init(&op, c, call, WIRE_M_SCAN);
 	if (o == NULL)
 		o = &all;
 	if (c == NULL || ret == NULL)
@@ -116,7 +116,7 @@ static int scan_fetch(kvc_iter *it)
 
 	if (op == NULL)
 		return client_nomem(call);
-	client_op_init(op, it->c, call, "Scan");
+	client_op_init(op, it->c, call, WIRE_M_SCAN);
 	if ((rv = client_op_request(op, call, true,
 	                            it->pg.cont_len + it->o.start_len + it->o.end_len +
 	                                    it->o.prefix_len)) != 0)

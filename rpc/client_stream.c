@@ -40,6 +40,7 @@
 
 #include "client_op.h"
 #include "hostport.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,14 +59,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define CS_HELLO_LEN  8
-#define CS_FRAME_HDR  4
 #define CS_READ_SMALL 4096        /* a blocking call's first read */
 #define CS_READ_CHUNK (64u << 10) /* the reader thread's reads */
 #define CS_STALE_MS   100         /* pooled connections idle longer are checked first */
 
-/* "kvd\0" and the framing version 1 (PROTOCOL.md). */
-static const uint8_t cs_hello[CS_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+static const uint8_t cs_hello[WIRE_HELLO_LEN] = WIRE_HELLO_INIT;
 
 struct cconn {
 	int fd;
@@ -311,16 +309,17 @@ static int wait_fd_until(int fd, short events, int64_t deadline_ms)
 static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
 {
 	size_t len = nng_msg_len(m), off = 0, total;
-	uint8_t hdr[CS_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
-	                             (uint8_t)(len >> 8), (uint8_t)len};
+	uint8_t hdr[WIRE_FRAME_HDR];
 	struct iovec all[3];
 	int n = 0;
 
+	wire_frame_hdr_put(hdr, (uint32_t)len);
+
 	if (!cc->hello_sent)
-		all[n++] = (struct iovec){(void *)cs_hello, CS_HELLO_LEN};
+		all[n++] = (struct iovec){(void *)cs_hello, WIRE_HELLO_LEN};
 	all[n++] = (struct iovec){hdr, sizeof(hdr)};
 	all[n++] = (struct iovec){nng_msg_body(m), len};
-	total = (cc->hello_sent ? 0 : CS_HELLO_LEN) + sizeof(hdr) + len;
+	total = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + sizeof(hdr) + len;
 	while (off < total) {
 		struct iovec iov[3];
 		struct msghdr mh = {.msg_iov = iov};
@@ -410,26 +409,25 @@ static int not_a_stream_server(struct cstream *s, struct client_op *op, const ui
 static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 {
 	uint8_t small[CS_READ_SMALL];
-	size_t have = 0, need = cc->hello_read ? 0 : CS_HELLO_LEN, len, got, off;
+	size_t have = 0, need = cc->hello_read ? 0 : WIRE_HELLO_LEN, len, got, off;
 	nng_msg *m;
 	int rv;
 
 	/* the hello and the header, and what came with them */
-	while (have < need + CS_FRAME_HDR) {
+	while (have < need + WIRE_FRAME_HDR) {
 		if ((rv = cc_read_some(s, cc, op, small + have, sizeof(small) - have, &got,
 		                       have == 0)) != 0)
 			return rv;
 		have += got;
-		if (!cc->hello_read && have >= CS_HELLO_LEN) {
-			if (memcmp(small, cs_hello, CS_HELLO_LEN) != 0)
+		if (!cc->hello_read && have >= WIRE_HELLO_LEN) {
+			if (memcmp(small, cs_hello, WIRE_HELLO_LEN) != 0)
 				return not_a_stream_server(s, op, small);
 			cc->hello_read = true;
 		}
 	}
 	off = need;
-	len = (size_t)small[off] << 24 | (size_t)small[off + 1] << 16 |
-	      (size_t)small[off + 2] << 8 | small[off + 3];
-	off += CS_FRAME_HDR;
+	len = wire_frame_hdr_get(small + off);
+	off += WIRE_FRAME_HDR;
 	if (len == 0)
 		return client_op_fail(op, KVC_INTERNAL, "malformed reply to %s: an empty frame",
 		                      op->method);
@@ -681,9 +679,9 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 	size_t pos = 0;
 
 	if (!cc->hello_read) {
-		if (s->rlen < CS_HELLO_LEN)
+		if (s->rlen < WIRE_HELLO_LEN)
 			return true;
-		if (memcmp(s->rbuf, cs_hello, CS_HELLO_LEN) != 0) {
+		if (memcmp(s->rbuf, cs_hello, WIRE_HELLO_LEN) != 0) {
 			bool nng = s->rbuf[0] == 0 && s->rbuf[1] == 'S' && s->rbuf[2] == 'P';
 			async_lost(
 			        s, KVC_UNAVAILABLE, "%s is %s", s->endpoint,
@@ -693,11 +691,11 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 			return false;
 		}
 		cc->hello_read = true;
-		pos = CS_HELLO_LEN;
+		pos = WIRE_HELLO_LEN;
 	}
-	while (s->rlen - pos >= CS_FRAME_HDR) {
+	while (s->rlen - pos >= WIRE_FRAME_HDR) {
 		const uint8_t *h = s->rbuf + pos;
-		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+		size_t len = wire_frame_hdr_get(h);
 
 		if (len == 0 || len > s->max_message_size) {
 			async_lost(s, len == 0 ? KVC_INTERNAL : KVC_RESOURCE_EXHAUSTED,
@@ -706,11 +704,11 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 			           s->endpoint);
 			return false;
 		}
-		if (s->rlen - pos - CS_FRAME_HDR < len)
+		if (s->rlen - pos - WIRE_FRAME_HDR < len)
 			break;
-		if (!async_reply(s, h + CS_FRAME_HDR, len))
+		if (!async_reply(s, h + WIRE_FRAME_HDR, len))
 			return false;
-		pos += CS_FRAME_HDR + len;
+		pos += WIRE_FRAME_HDR + len;
 	}
 	memmove(s->rbuf, s->rbuf + pos, s->rlen - pos);
 	s->rlen -= pos;
@@ -720,14 +718,14 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 /* Reader: room for the frame being read (its header may say how big). */
 static bool rbuf_reserve(struct cstream *s, const struct cconn *cc)
 {
-	size_t want = s->rlen + CS_READ_CHUNK, off = cc->hello_read ? 0 : CS_HELLO_LEN;
+	size_t want = s->rlen + CS_READ_CHUNK, off = cc->hello_read ? 0 : WIRE_HELLO_LEN;
 	uint8_t *n;
 
-	if (s->rlen >= off + CS_FRAME_HDR) {
+	if (s->rlen >= off + WIRE_FRAME_HDR) {
 		const uint8_t *h = s->rbuf + off;
-		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
-		if (len <= s->max_message_size && off + CS_FRAME_HDR + len > want)
-			want = off + CS_FRAME_HDR + len;
+		size_t len = wire_frame_hdr_get(h);
+		if (len <= s->max_message_size && off + WIRE_FRAME_HDR + len > want)
+			want = off + WIRE_FRAME_HDR + len;
 	}
 	if (want <= s->rcap)
 		return true;
