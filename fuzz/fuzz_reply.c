@@ -1,6 +1,6 @@
 /*
  * fuzz_reply — libkvclient's reply decoding (rpc/client_codec.c: crep_*,
- * rpc/mp.c: mp_parse, rpc/client.c: client_status_set) against arbitrary
+ * rpc/mp.c: mp_parse, rpc/client_op.c: client_status_set) against arbitrary
  * bytes, as a hostile or broken server could send them.
  *
  * The input is one reply body. It goes the way client.c's reply_decode

@@ -389,7 +389,7 @@ int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
 
 /* ---- asynchronous calls -------------------------------------------------------- */
 
-/* On an nng thread, once: decode what the call needs and run its callback. */
+/* On a library thread, once: decode what the call needs and run its callback. */
 static void async_finish(struct client_op *op, struct kvc_async_result *res, int rv)
 {
 	if (rv == 0)

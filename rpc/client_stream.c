@@ -112,7 +112,7 @@ struct cstream {
 	char refused[KVC_MESSAGE_MAX]; /* an id-0 error the server sent on ac */
 };
 
-bool cstream_url(const char *endpoint)
+static bool cstream_accepts(const char *endpoint)
 {
 	return strncmp(endpoint, "kv+ipc://", 9) == 0 || strncmp(endpoint, "kv+tcp://", 9) == 0;
 }
@@ -306,9 +306,9 @@ static int wait_fd_until(int fd, short events, int64_t deadline_ms)
 /* Sends [hello] header body, all of it, by the deadline: 0, -ETIMEDOUT,
  * or -EPIPE (the connection is gone). Touches nothing but cc and m, so an
  * async request's op may be completed by the reader meanwhile. */
-static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
+static int cc_send_msg(struct cconn *cc, const struct client_buf *m, int64_t deadline_ms)
 {
-	size_t len = nng_msg_len(m), off = 0, total;
+	size_t len = m->len, off = 0, total;
 	uint8_t hdr[WIRE_FRAME_HDR];
 	struct iovec all[3];
 	int n = 0;
@@ -318,7 +318,7 @@ static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
 	if (!cc->hello_sent)
 		all[n++] = (struct iovec){(void *)cs_hello, WIRE_HELLO_LEN};
 	all[n++] = (struct iovec){hdr, sizeof(hdr)};
-	all[n++] = (struct iovec){nng_msg_body(m), len};
+	all[n++] = (struct iovec){m->data, len};
 	total = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + sizeof(hdr) + len;
 	while (off < total) {
 		struct iovec iov[3];
@@ -355,7 +355,8 @@ static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
 }
 
 /* cc_send_msg of op's request, its failure said in op. */
-static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nng_msg *m)
+static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op,
+                   const struct client_buf *m)
 {
 	return send_failed(s, op, cc_send_msg(cc, m, op->deadline_ms));
 }
@@ -410,7 +411,7 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 {
 	uint8_t small[CS_READ_SMALL];
 	size_t have = 0, need = cc->hello_read ? 0 : WIRE_HELLO_LEN, len, got, off;
-	nng_msg *m;
+	uint8_t *m;
 	int rv;
 
 	/* the hello and the header, and what came with them */
@@ -438,21 +439,20 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 	if (have - off > len)
 		return client_op_fail(op, KVC_INTERNAL,
 		                      "malformed reply to %s: bytes after the reply", op->method);
-	if (nng_msg_alloc(&m, len) != 0)
+	if ((m = malloc(len)) == NULL)
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
 		                      "out of memory for a reply of %zu bytes", len);
-	memcpy(nng_msg_body(m), small + off, have - off);
+	memcpy(m, small + off, have - off);
 	got = have - off;
 	while (got < len) {
 		size_t n;
-		if ((rv = cc_read_some(s, cc, op, (uint8_t *)nng_msg_body(m) + got, len - got, &n,
-		                       false)) != 0) {
-			nng_msg_free(m);
+		if ((rv = cc_read_some(s, cc, op, m + got, len - got, &n, false)) != 0) {
+			free(m);
 			return rv;
 		}
 		got += n;
 	}
-	op->reply = m;
+	op->reply = (struct client_buf){m, len, len};
 	return 0;
 }
 
@@ -485,16 +485,13 @@ static void slot_give_locked(struct cstream *s)
 
 /* ---- blocking calls ---------------------------------------------------------- */
 
-int cstream_run(struct cstream *s, struct client_op *op)
+static int cstream_run(void *t, struct client_op *op)
 {
+	struct cstream *s = t;
 	struct cconn *cc, *stale = NULL;
 	int64_t now;
 	int rv;
 
-	if (nng_msg_len(op->req) > s->max_message_size)
-		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "request of %zu bytes exceeds max_message_size %zu",
-		                      nng_msg_len(op->req), s->max_message_size);
 	pthread_mutex_lock(&s->mu);
 	if ((rv = slot_take_locked(s, op)) != 0) {
 		pthread_mutex_unlock(&s->mu);
@@ -516,7 +513,7 @@ int cstream_run(struct cstream *s, struct client_op *op)
 	}
 	if (cc == NULL && (rv = cc_dial(s, op, &cc)) != 0)
 		goto out;
-	rv = cc_send(s, cc, op, op->req);
+	rv = cc_send(s, cc, op, &op->req);
 	/* a server that refused the request may have answered before it
 	 * closed: that answer says more than the broken pipe */
 	if ((rv == 0 || rv == -KVC_UNAVAILABLE) && cc_recv(s, cc, op) == 0)
@@ -630,17 +627,17 @@ static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
 	msgpack_object root;
 	struct crep_envelope env;
 	struct client_op *op;
-	nng_msg *m;
+	uint8_t *m;
 	int rv;
 
-	if (nng_msg_alloc(&m, len) != 0) {
+	if ((m = malloc(len)) == NULL) {
 		async_lost(s, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes",
 		           len);
 		return false;
 	}
-	memcpy(nng_msg_body(m), p, len);
-	if ((rv = client_reply_parse(m, &zone, &root, &env)) != 0) {
-		nng_msg_free(m);
+	memcpy(m, p, len);
+	if ((rv = client_reply_parse(m, len, &zone, &root, &env)) != 0) {
+		free(m);
 		async_lost(s, rv == -KVC_RESOURCE_EXHAUSTED ? KVC_RESOURCE_EXHAUSTED : KVC_INTERNAL,
 		           rv == -KVC_RESOURCE_EXHAUSTED ? "out of memory for a reply"
 		                                         : "malformed reply from %s",
@@ -661,10 +658,10 @@ static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
 	if (op == NULL) {
 		/* a request that already failed (deadline): dropped */
 		msgpack_zone_destroy(&zone);
-		nng_msg_free(m);
+		free(m);
 		return true;
 	}
-	op->reply = m;
+	op->reply = (struct client_buf){m, len, len};
 	op->zone = zone; /* the zone's chunks move with it */
 	op->zone_ready = true;
 	op->root = root;
@@ -838,20 +835,17 @@ static void reader_wake(struct cstream *s)
 	}
 }
 
-int cstream_send_async(struct cstream *s, struct client_op *op)
+static int cstream_send_async(void *t, struct client_op *op)
 {
+	struct cstream *s = t;
 	struct cconn *cc;
 	struct apend *p;
 	int64_t deadline;
 	uint64_t id;
-	nng_msg *m;
+	struct client_buf m;
 	bool wake;
 	int rv;
 
-	if (nng_msg_len(op->req) > s->max_message_size)
-		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "request of %zu bytes exceeds max_message_size %zu",
-		                      nng_msg_len(op->req), s->max_message_size);
 	if ((p = malloc(sizeof(*p))) == NULL)
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory");
 	pthread_mutex_lock(&s->mu);
@@ -883,8 +877,7 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 	 * op is still pending (then it is the caller's again). */
 	id = op->id;
 	deadline = op->deadline_ms;
-	m = op->req;
-	op->req = NULL;
+	m = client_op_take_request(op);
 	p->id = id;
 	p->op = op;
 	p->next = *pend_slot(s, id);
@@ -904,15 +897,15 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 		/* lost (and op failed) before it could be written */
 		pthread_mutex_unlock(&s->mu);
 		pthread_mutex_unlock(&s->wmu);
-		nng_msg_free(m);
+		client_buf_free(&m);
 		return 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	rv = cc_send_msg(cc, m, deadline);
+	rv = cc_send_msg(cc, &m, deadline);
 	if (rv != 0)
 		shutdown(cc->fd, SHUT_RDWR); /* a frame may be half out: the reader ends it */
 	pthread_mutex_unlock(&s->wmu);
-	nng_msg_free(m);
+	client_buf_free(&m);
 	if (rv == 0)
 		return 0;
 	pthread_mutex_lock(&s->mu);
@@ -932,10 +925,14 @@ fail:
 
 /* ---- open and close ---------------------------------------------------------- */
 
-int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t max_message_size,
-                 struct cstream **ret)
+static int cstream_open(kvc *c, const struct kvc_options *o, void **ret)
 {
+	const char *endpoint = c->endpoint;
+	uint32_t max_in_flight = c->contexts;
+	size_t max_message_size = c->max_message_size;
 	struct cstream *s = calloc(1, sizeof(*s));
+
+	(void)o; /* it has no settings of its own */
 	const char *rest = endpoint + 9;
 
 	if (s == NULL)
@@ -981,16 +978,20 @@ nomem:
 	return -KVC_RESOURCE_EXHAUSTED;
 }
 
-void cstream_drain(struct cstream *s)
+static void cstream_drain(void *t)
 {
+	struct cstream *s = t;
+
 	pthread_mutex_lock(&s->mu);
 	while (s->in_flight > 0)
 		pthread_cond_wait(&s->idle_cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 }
 
-void cstream_close(struct cstream *s)
+static void cstream_close(void *t)
 {
+	struct cstream *s = t;
+
 	if (s == NULL)
 		return;
 	pthread_mutex_lock(&s->mu);
@@ -1019,3 +1020,13 @@ void cstream_close(struct cstream *s)
 	free(s->rbuf);
 	free(s);
 }
+
+const struct client_transport client_stream_transport = {
+        .name = "stream",
+        .accepts = cstream_accepts,
+        .open = cstream_open,
+        .run = cstream_run,
+        .send_async = cstream_send_async,
+        .drain = cstream_drain,
+        .close = cstream_close,
+};
