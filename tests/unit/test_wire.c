@@ -1,4 +1,4 @@
-/* test_wire.c — rpc/wire.h, rpc/server.c's method table and rpc/PROTOCOL.md say the same: status codes and names, method names, the protocol version. */
+/* test_wire.c — wire.h, server.c and PROTOCOL.md agree: status codes, method names, version. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
