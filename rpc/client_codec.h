@@ -22,7 +22,6 @@
 #include "mp.h"
 #include "wire.h"
 
-#define CLIENT_KEY_MAX 65536u /* PROTOCOL.md: keys are 1 … 65536 bytes */
 
 /* ---- requests ---------------------------------------------------------- */
 

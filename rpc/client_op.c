@@ -329,9 +329,9 @@ void client_op_free(struct client_op *op)
 
 int client_check_key(struct client_op *op, const void *key, size_t key_len)
 {
-	if ((key == NULL && key_len > 0) || key_len == 0 || key_len > CLIENT_KEY_MAX)
+	if ((key == NULL && key_len > 0) || key_len == 0 || key_len > WIRE_KEY_MAX)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT, "a key is 1 to %u bytes, not %zu",
-		                      CLIENT_KEY_MAX, key_len);
+		                      WIRE_KEY_MAX, key_len);
 	return 0;
 }
 

@@ -39,10 +39,10 @@ static int scan_check(struct client_op *op, const struct kvc_scan_opts *o)
 	    (rv = client_check_bytes(op, o->end, o->end_len, "end")) != 0 ||
 	    (rv = client_check_bytes(op, o->prefix, o->prefix_len, "prefix")) != 0)
 		return rv;
-	if (o->start_len > CLIENT_KEY_MAX || o->end_len > CLIENT_KEY_MAX ||
-	    o->prefix_len > CLIENT_KEY_MAX)
+	if (o->start_len > WIRE_KEY_MAX || o->end_len > WIRE_KEY_MAX ||
+	    o->prefix_len > WIRE_KEY_MAX)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "scan bounds are keys of at most %u bytes", CLIENT_KEY_MAX);
+		                      "scan bounds are keys of at most %u bytes", WIRE_KEY_MAX);
 	return 0;
 }
 

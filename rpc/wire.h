@@ -4,9 +4,10 @@
  *
  * What is here: the protocol version, the status codes (gRPC's canonical
  * codes) and their names, the method table, the field names of requests
- * and replies, and the stream framing's hello and frame header. What is not
- * here: limits and defaults (each side's own header), and how a message is
- * packed (rpc/mp.h, rpc/client_codec.c, rpc/server.c).
+ * and replies, the key size PROTOCOL.md promises, and the stream framing's
+ * hello and frame header. What is not here: settings and defaults (each
+ * side's own header), and how a message is packed (rpc/mp.h,
+ * rpc/client_codec.c, rpc/server.c).
  *
  * Header only, no state; any thread. A new method is a row in WIRE_METHODS,
  * the server's body and the client's call.
@@ -18,6 +19,10 @@
 
 /* The "v" of every request; the last byte of the stream hello. */
 #define WIRE_VERSION 1
+
+/* Keys are 1 … WIRE_KEY_MAX bytes (PROTOCOL.md, "Idempotent writes and
+ * limits"). */
+#define WIRE_KEY_MAX 65536u
 
 /* ---- status codes (PROTOCOL.md, "Status codes") -------------------------- */
 

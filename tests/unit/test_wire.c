@@ -36,6 +36,7 @@ WIRE_METHODS(METHOD_SAME)
 #undef METHOD_SAME
 _Static_assert((int)RPC_METHODS == (int)WIRE_METHOD_COUNT, "method count");
 _Static_assert(KVC_PROTOCOL_VERSION == WIRE_VERSION, "version");
+_Static_assert(WIRE_KEY_MAX == KV_KEY_SIZE_MAX, "the engine's key size");
 
 static const char *protocol_md;
 
@@ -132,12 +133,25 @@ static void method_sections(void **state)
 	free(md);
 }
 
+/* PROTOCOL.md's key size is WIRE_KEY_MAX. */
+static void key_size(void **state)
+{
+	char *md = slurp(protocol_md), text[64];
+
+	(void)state;
+	snprintf(text, sizeof(text), "keys 1 … %u bytes", WIRE_KEY_MAX);
+	if (strstr(md, text) == NULL)
+		fail_msg("PROTOCOL.md does not say \"%s\"", text);
+	free(md);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(method_names),
 	        cmocka_unit_test(status_table),
 	        cmocka_unit_test(method_sections),
+	        cmocka_unit_test(key_size),
 	};
 
 	if (argc < 2) {
