@@ -322,6 +322,11 @@ static int transport_error(struct client_op *op, int rv, bool sent)
 	}
 }
 
+static void msg_release(void *m)
+{
+	nng_msg_free(m);
+}
+
 static void slot_cb(void *arg)
 {
 	struct slot *s = arg;
@@ -348,21 +353,11 @@ static void slot_cb(void *arg)
 	}
 	{
 		nng_msg *m = nng_aio_get_msg(s->aio);
-		size_t len = nng_msg_len(m);
 
 		nng_aio_set_msg(s->aio, NULL);
-		op->reply.data = len != 0 ? malloc(len) : NULL;
-		if (len != 0 && op->reply.data == NULL) {
-			nng_msg_free(m);
-			slot_finish(s,
-			            client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
-			                           "out of memory for a reply of %zu bytes", len));
-			return;
-		}
-		if (len != 0)
-			memcpy(op->reply.data, nng_msg_body(m), len);
-		op->reply.len = op->reply.cap = len;
-		nng_msg_free(m);
+		/* lent to the op until it is freed: no copy */
+		op->reply = (struct client_buf){nng_msg_body(m), nng_msg_len(m), nng_msg_len(m),
+		                                msg_release, m};
 	}
 	slot_finish(s, op->raw ? 0 : client_op_decode_reply(op));
 }

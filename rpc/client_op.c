@@ -123,7 +123,10 @@ int client_op_decoded(struct client_op *op, int rv)
 
 void client_buf_free(struct client_buf *b)
 {
-	free(b->data);
+	if (b->release != NULL)
+		b->release(b->hold);
+	else
+		free(b->data);
 	*b = (struct client_buf){0};
 }
 

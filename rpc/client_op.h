@@ -43,11 +43,14 @@
 
 struct client_op;
 
-/* A request or a reply: malloc'd bytes. */
+/* A request or a reply: malloc'd bytes, or (release set) bytes a transport
+ * lends, given back with release(hold). */
 struct client_buf {
 	uint8_t *data;
 	size_t len;
 	size_t cap;
+	void (*release)(void *hold);
+	void *hold;
 };
 
 /* A transport: how a handle's requests reach kvd. Each function takes the
@@ -168,7 +171,7 @@ int client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t dead
 
 /* The request's bytes, moved out of op (the transport owns them then). */
 struct client_buf client_op_take_request(struct client_op *op);
-/* Frees a buffer's bytes and empties it. */
+/* Frees (or gives back) a buffer's bytes and empties it. */
 void client_buf_free(struct client_buf *b);
 
 #endif

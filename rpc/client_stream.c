@@ -452,7 +452,7 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 		}
 		got += n;
 	}
-	op->reply = (struct client_buf){m, len, len};
+	op->reply = (struct client_buf){.data = m, .len = len, .cap = len};
 	return 0;
 }
 
@@ -661,7 +661,7 @@ static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
 		free(m);
 		return true;
 	}
-	op->reply = (struct client_buf){m, len, len};
+	op->reply = (struct client_buf){.data = m, .len = len, .cap = len};
 	op->zone = zone; /* the zone's chunks move with it */
 	op->zone_ready = true;
 	op->root = root;

@@ -38,7 +38,8 @@ static int fake_run(void *t, struct client_op *op)
 		mp_pack_cstr(&pk, WIRE_F_MESSAGE);
 		mp_pack_cstr(&pk, fake.reply_message);
 	}
-	op->reply = (struct client_buf){(uint8_t *)sb.data, sb.size, sb.alloc};
+	op->reply =
+	        (struct client_buf){.data = (uint8_t *)sb.data, .len = sb.size, .cap = sb.alloc};
 	return client_op_decode_reply(op);
 }
 
