@@ -169,8 +169,8 @@ int kvctl_check_key(struct kvctl *k, const char *key)
 {
 	size_t n = strlen(key);
 
-	if (n == 0 || n > KVCTL_KEY_MAX)
-		return kvctl_usage(k, "a key is 1 to %u bytes, not %zu", KVCTL_KEY_MAX, n);
+	if (n == 0 || n > WIRE_KEY_MAX)
+		return kvctl_usage(k, "a key is 1 to %u bytes, not %zu", WIRE_KEY_MAX, n);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "kvclient.h"
+#include "wire.h"
 
 enum kvctl_exit {
 	KVCTL_EXIT_OK = 0,
@@ -30,7 +31,6 @@ enum kvctl_exit {
 };
 
 #define KVCTL_VALUE_MAX ((size_t)64 << 20) /* a value read from stdin */
-#define KVCTL_KEY_MAX   65536u             /* PROTOCOL.md: keys are 1 … 65536 bytes */
 
 struct kvctl {
 	struct kvc_options opts;

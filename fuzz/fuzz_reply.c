@@ -1,12 +1,12 @@
 /*
  * fuzz_reply — libkvclient's reply decoding (rpc/client_codec.c: crep_*,
- * rpc/mp.c: mp_parse, rpc/client.c: client_status_set) against arbitrary
+ * rpc/mp.c: mp_parse, rpc/client_op.c: client_status_set) against arbitrary
  * bytes, as a hostile or broken server could send them.
  *
- * The input is one reply body. It goes the way client.c's reply_decode
- * takes it (mp_parse, crep_envelope, the status and its message), then
- * through every result decoder, and the per-element decoders over every
- * element of the arrays the result holds.
+ * The input is one reply body. It goes the way client_op.c's
+ * client_op_decode_reply takes it (mp_parse, crep_envelope, the status and
+ * its message), then through every result decoder, and the per-element
+ * decoders over every element of the arrays the result holds.
  *
  * Invariants:
  *   - nothing crashes, and memory stays in proportion to the reply;

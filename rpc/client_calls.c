@@ -34,7 +34,7 @@ int kvc_put(kvc *c, const struct kvc_call *call, const void *key, size_t key_len
 
 	if (w == NULL)
 		w = &unconditional;
-	client_op_init(&op, c, call, "Put");
+	client_op_init(&op, c, call, WIRE_M_PUT);
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_check_bytes(&op, value, value_len, "the value")) != 0 ||
 	    (rv = client_op_request(&op, call, true, key_len + value_len)) != 0)
@@ -56,7 +56,7 @@ int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len
 	const void *p = NULL;
 	int rv;
 
-	client_op_init(&op, c, call, "Get");
+	client_op_init(&op, c, call, WIRE_M_GET);
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_op_request(&op, call, true, key_len)) != 0)
 		return client_op_end(&op, call, rv);
@@ -80,7 +80,7 @@ int kvc_delete(kvc *c, const struct kvc_call *call, const void *key, size_t key_
 	uint64_t version = 0;
 	int rv;
 
-	client_op_init(&op, c, call, "Delete");
+	client_op_init(&op, c, call, WIRE_M_DELETE);
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_op_request(&op, call, true, key_len)) != 0)
 		return client_op_end(&op, call, rv);
@@ -144,7 +144,7 @@ int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t ke
 	bool truncated = false;
 	int rv;
 
-	client_op_init(&op, c, call, "Versions");
+	client_op_init(&op, c, call, WIRE_M_VERSIONS);
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_op_request(&op, call, true, key_len)) != 0)
 		return client_op_end(&op, call, rv);
@@ -174,7 +174,7 @@ int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
 	size_t i, payload = 0, failed;
 	int rv = 0;
 
-	client_op_init(&op, c, call, "Batch");
+	client_op_init(&op, c, call, WIRE_M_BATCH);
 	if ((ops == NULL && n > 0) || n > CLIENT_BATCH_MAX)
 		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "a batch holds 0 to %u ops, not %zu",
 		                    CLIENT_BATCH_MAX, n);
@@ -228,21 +228,22 @@ int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
 
 	return client_op_end(
 	        &op, call,
-	        name_call(&op, c, call, "TenantCreate", name, o != NULL ? o : &defaults));
+	        name_call(&op, c, call, WIRE_M_TENANT_CREATE, name, o != NULL ? o : &defaults));
 }
 
 int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name)
 {
 	struct client_op op;
 
-	return client_op_end(&op, call, name_call(&op, c, call, "TenantDrop", name, NULL));
+	return client_op_end(&op, call, name_call(&op, c, call, WIRE_M_TENANT_DROP, name, NULL));
 }
 
 int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
 {
 	struct client_op op;
 
-	return client_op_end(&op, call, name_call(&op, c, call, "TenantPassivate", name, NULL));
+	return client_op_end(&op, call,
+	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL));
 }
 
 int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
@@ -252,7 +253,7 @@ int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
 	uint64_t us = 0;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, "TenantActivate", name, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_ACTIVATE, name, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_activate(op.env.result, &us));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret_activation_us != NULL)
@@ -267,7 +268,7 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 	struct kvc_tenant_info ti;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, "TenantInfo", name, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
@@ -292,7 +293,7 @@ int kvc_tenant_list(kvc *c, const struct kvc_call *call, struct kvc_tenant_entry
 	size_t i, n = 0;
 	int rv;
 
-	client_op_init(&op, c, call, "TenantList");
+	client_op_init(&op, c, call, WIRE_M_TENANT_LIST);
 	if ((rv = client_op_request(&op, call, false, 0)) == 0 && (rv = client_op_run(&op)) == 0)
 		rv = client_op_decoded(&op, crep_tenant_list(op.env.result, &arr));
 	if (rv == 0) {
@@ -322,7 +323,7 @@ int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
 	struct kvc_tenant_info ti;
 	int rv;
 
-	client_op_init(&op, c, call, "Stats");
+	client_op_init(&op, c, call, WIRE_M_STATS);
 	if ((rv = client_op_request(&op, call, true, 0)) != 0)
 		return client_op_end(&op, call, rv);
 	creq_stats(&op.pk, false);
@@ -340,7 +341,7 @@ int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stat
 	struct kvc_daemon_stats ds;
 	int rv;
 
-	client_op_init(&op, c, call, "Stats");
+	client_op_init(&op, c, call, WIRE_M_STATS);
 	if ((rv = client_op_request(&op, call, true, 0)) != 0)
 		return client_op_end(&op, call, rv);
 	creq_stats(&op.pk, true);
@@ -359,7 +360,7 @@ int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
 	struct kvc_compact_result r;
 	int rv;
 
-	client_op_init(&op, c, call, "Compact");
+	client_op_init(&op, c, call, WIRE_M_COMPACT);
 	if ((rv = client_op_request(&op, call, true, 0)) != 0)
 		return client_op_end(&op, call, rv);
 	creq_compact(&op.pk, revision);
@@ -377,7 +378,7 @@ int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
 	struct kvc_health h;
 	int rv;
 
-	client_op_init(&op, c, call, "Health");
+	client_op_init(&op, c, call, WIRE_M_HEALTH);
 	if ((rv = client_op_request(&op, call, false, 0)) == 0 && (rv = client_op_run(&op)) == 0)
 		rv = client_op_decoded(&op, crep_health(op.env.result, &h));
 	rv = client_op_end(&op, call, rv);
@@ -388,7 +389,7 @@ int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
 
 /* ---- asynchronous calls -------------------------------------------------------- */
 
-/* On an nng thread, once: decode what the call needs and run its callback. */
+/* On a library thread, once: decode what the call needs and run its callback. */
 static void async_finish(struct client_op *op, struct kvc_async_result *res, int rv)
 {
 	if (rv == 0)
@@ -452,7 +453,7 @@ int kvc_put_async(kvc *c, const struct kvc_call *call, const void *key, size_t k
                   void *arg)
 {
 	static const struct kvc_write unconditional = KVC_WRITE_INIT;
-	struct client_op *op = async_op(c, call, "Put", async_version_done, fn, arg);
+	struct client_op *op = async_op(c, call, WIRE_M_PUT, async_version_done, fn, arg);
 	int rv;
 
 	if (op == NULL)
@@ -469,7 +470,7 @@ int kvc_put_async(kvc *c, const struct kvc_call *call, const void *key, size_t k
 int kvc_get_async(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
                   kvc_async_fn fn, void *arg)
 {
-	struct client_op *op = async_op(c, call, "Get", async_get_done, fn, arg);
+	struct client_op *op = async_op(c, call, WIRE_M_GET, async_get_done, fn, arg);
 	int rv;
 
 	if (op == NULL)
@@ -483,7 +484,7 @@ int kvc_get_async(kvc *c, const struct kvc_call *call, const void *key, size_t k
 int kvc_delete_async(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
                      kvc_async_fn fn, void *arg)
 {
-	struct client_op *op = async_op(c, call, "Delete", async_version_done, fn, arg);
+	struct client_op *op = async_op(c, call, WIRE_M_DELETE, async_version_done, fn, arg);
 	int rv;
 
 	if (op == NULL)

@@ -16,19 +16,19 @@ void creq_envelope(msgpack_packer *pk, const struct creq_envelope *e)
 	n += e->token != NULL;
 	n += e->has_args;
 	msgpack_pack_map(pk, n);
-	mp_kv_uint(pk, "v", KVC_PROTOCOL_VERSION);
-	mp_kv_uint(pk, "id", e->id);
+	mp_kv_uint(pk, WIRE_F_V, WIRE_VERSION);
+	mp_kv_uint(pk, WIRE_F_ID, e->id);
 	if (e->client != 0)
-		mp_kv_uint(pk, "client", e->client);
-	mp_kv_str(pk, "method", e->method);
+		mp_kv_uint(pk, WIRE_F_CLIENT, e->client);
+	mp_kv_str(pk, WIRE_F_METHOD, e->method);
 	if (e->tenant != NULL)
-		mp_kv_str(pk, "tenant", e->tenant);
+		mp_kv_str(pk, WIRE_F_TENANT, e->tenant);
 	if (e->timeout_ms != 0)
-		mp_kv_uint(pk, "timeout_ms", e->timeout_ms);
+		mp_kv_uint(pk, WIRE_F_TIMEOUT_MS, e->timeout_ms);
 	if (e->token != NULL)
-		mp_kv_str(pk, "token", e->token);
+		mp_kv_str(pk, WIRE_F_TOKEN, e->token);
 	if (e->has_args)
-		mp_pack_cstr(pk, "args");
+		mp_pack_cstr(pk, WIRE_F_ARGS);
 }
 
 /* API ttl (0: the tenant's default = absent; KVC_TTL_NONE: 0 on the wire). */
@@ -45,36 +45,36 @@ static uint64_t ttl_wire(uint64_t ttl_ms)
 static void pack_conditions(msgpack_packer *pk, uint64_t if_version, uint64_t ttl_ms)
 {
 	if (if_version != KVC_ANY_VERSION)
-		mp_kv_uint(pk, "if_version", if_version);
+		mp_kv_uint(pk, WIRE_F_IF_VERSION, if_version);
 	if (ttl_present(ttl_ms))
-		mp_kv_uint(pk, "ttl_ms", ttl_wire(ttl_ms));
+		mp_kv_uint(pk, WIRE_F_TTL_MS, ttl_wire(ttl_ms));
 }
 
 void creq_put(msgpack_packer *pk, const void *key, size_t key_len, const void *value,
               size_t value_len, uint64_t if_version, uint64_t ttl_ms)
 {
 	msgpack_pack_map(pk, 2 + (if_version != KVC_ANY_VERSION) + ttl_present(ttl_ms));
-	mp_kv_bin(pk, "key", key, key_len);
-	mp_kv_bin(pk, "value", value, value_len);
+	mp_kv_bin(pk, WIRE_F_KEY, key, key_len);
+	mp_kv_bin(pk, WIRE_F_VALUE, value, value_len);
 	pack_conditions(pk, if_version, ttl_ms);
 }
 
 void creq_get(msgpack_packer *pk, const void *key, size_t key_len, uint64_t version, uint64_t as_of)
 {
 	msgpack_pack_map(pk, 1 + (version != 0) + (as_of != 0));
-	mp_kv_bin(pk, "key", key, key_len);
+	mp_kv_bin(pk, WIRE_F_KEY, key, key_len);
 	if (version != 0)
-		mp_kv_uint(pk, "version", version);
+		mp_kv_uint(pk, WIRE_F_VERSION, version);
 	if (as_of != 0)
-		mp_kv_uint(pk, "as_of", as_of);
+		mp_kv_uint(pk, WIRE_F_AS_OF, as_of);
 }
 
 void creq_delete(msgpack_packer *pk, const void *key, size_t key_len, uint64_t if_version)
 {
 	msgpack_pack_map(pk, 1 + (if_version != KVC_ANY_VERSION));
-	mp_kv_bin(pk, "key", key, key_len);
+	mp_kv_bin(pk, WIRE_F_KEY, key, key_len);
 	if (if_version != KVC_ANY_VERSION)
-		mp_kv_uint(pk, "if_version", if_version);
+		mp_kv_uint(pk, WIRE_F_IF_VERSION, if_version);
 }
 
 void creq_scan(msgpack_packer *pk, const struct kvc_scan_opts *o, uint32_t limit, uint64_t as_of,
@@ -91,33 +91,33 @@ void creq_scan(msgpack_packer *pk, const struct kvc_scan_opts *o, uint32_t limit
 	n += cont != NULL;
 	msgpack_pack_map(pk, n);
 	if (o->start != NULL)
-		mp_kv_bin(pk, "start", o->start, o->start_len);
+		mp_kv_bin(pk, WIRE_F_START, o->start, o->start_len);
 	if (o->end != NULL)
-		mp_kv_bin(pk, "end", o->end, o->end_len);
+		mp_kv_bin(pk, WIRE_F_END, o->end, o->end_len);
 	if (o->prefix != NULL)
-		mp_kv_bin(pk, "prefix", o->prefix, o->prefix_len);
-	mp_kv_uint(pk, "limit", limit);
+		mp_kv_bin(pk, WIRE_F_PREFIX, o->prefix, o->prefix_len);
+	mp_kv_uint(pk, WIRE_F_LIMIT, limit);
 	if (o->reverse)
-		mp_kv_bool(pk, "reverse", true);
+		mp_kv_bool(pk, WIRE_F_REVERSE, true);
 	if (o->keys_only)
-		mp_kv_bool(pk, "keys_only", true);
+		mp_kv_bool(pk, WIRE_F_KEYS_ONLY, true);
 	if (as_of != 0)
-		mp_kv_uint(pk, "as_of", as_of);
+		mp_kv_uint(pk, WIRE_F_AS_OF, as_of);
 	if (cont != NULL)
-		mp_kv_bin(pk, "continuation", cont, cont_len);
+		mp_kv_bin(pk, WIRE_F_CONTINUATION, cont, cont_len);
 }
 
 void creq_versions(msgpack_packer *pk, const void *key, size_t key_len, uint32_t limit,
                    uint64_t before, bool values)
 {
 	msgpack_pack_map(pk, 1 + (limit != 0) + (before != 0) + !values);
-	mp_kv_bin(pk, "key", key, key_len);
+	mp_kv_bin(pk, WIRE_F_KEY, key, key_len);
 	if (limit != 0)
-		mp_kv_uint(pk, "limit", limit);
+		mp_kv_uint(pk, WIRE_F_LIMIT, limit);
 	if (before != 0)
-		mp_kv_uint(pk, "before", before);
+		mp_kv_uint(pk, WIRE_F_BEFORE, before);
 	if (!values)
-		mp_kv_bool(pk, "values", false); /* the server's default is true */
+		mp_kv_bool(pk, WIRE_F_VALUES, false); /* the server's default is true */
 }
 
 void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n)
@@ -125,7 +125,7 @@ void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n)
 	size_t i;
 
 	msgpack_pack_map(pk, 1);
-	mp_pack_cstr(pk, "ops");
+	mp_pack_cstr(pk, WIRE_F_OPS);
 	msgpack_pack_array(pk, n);
 	for (i = 0; i < n; i++) {
 		const struct kvc_op *op = &ops[i];
@@ -133,10 +133,10 @@ void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n)
 
 		msgpack_pack_map(pk, 2 + put + (op->if_version != KVC_ANY_VERSION) +
 		                             ttl_present(op->ttl_ms));
-		mp_kv_str(pk, "op", put ? "put" : "delete");
-		mp_kv_bin(pk, "key", op->key, op->key_len);
+		mp_kv_str(pk, WIRE_F_OP, put ? "put" : "delete");
+		mp_kv_bin(pk, WIRE_F_KEY, op->key, op->key_len);
 		if (put)
-			mp_kv_bin(pk, "value", op->value, op->value_len);
+			mp_kv_bin(pk, WIRE_F_VALUE, op->value, op->value_len);
 		pack_conditions(pk, op->if_version, op->ttl_ms);
 	}
 }
@@ -145,13 +145,13 @@ void creq_compact(msgpack_packer *pk, uint64_t revision)
 {
 	msgpack_pack_map(pk, revision != 0);
 	if (revision != 0)
-		mp_kv_uint(pk, "revision", revision);
+		mp_kv_uint(pk, WIRE_F_REVISION, revision);
 }
 
 void creq_stats(msgpack_packer *pk, bool daemon)
 {
 	msgpack_pack_map(pk, 1);
-	mp_kv_str(pk, "scope", daemon ? "daemon" : "tenant");
+	mp_kv_str(pk, WIRE_F_SCOPE, daemon ? "daemon" : "tenant");
 }
 
 static const char *const sync_names[] = {
@@ -167,20 +167,20 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 	unsigned s = (unsigned)o->sync;
 
 	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0));
-	mp_kv_str(pk, "name", name);
-	mp_kv_str(pk, "sync", sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
+	mp_kv_str(pk, WIRE_F_NAME, name);
+	mp_kv_str(pk, WIRE_F_SYNC, sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
 	if (o->sync_interval_ms != 0)
-		mp_kv_uint(pk, "sync_interval_ms", o->sync_interval_ms);
+		mp_kv_uint(pk, WIRE_F_SYNC_INTERVAL_MS, o->sync_interval_ms);
 	if (o->history != 0)
-		mp_kv_uint(pk, "history", o->history);
-	mp_kv_uint(pk, "ttl_ms", o->ttl_ms);
-	mp_kv_uint(pk, "max_keys", o->max_keys);
+		mp_kv_uint(pk, WIRE_F_HISTORY, o->history);
+	mp_kv_uint(pk, WIRE_F_TTL_MS, o->ttl_ms);
+	mp_kv_uint(pk, WIRE_F_MAX_KEYS, o->max_keys);
 }
 
 void creq_name(msgpack_packer *pk, const char *name)
 {
 	msgpack_pack_map(pk, 1);
-	mp_kv_str(pk, "name", name);
+	mp_kv_str(pk, WIRE_F_NAME, name);
 }
 
 /* ---- replies --------------------------------------------------------------- */
@@ -192,11 +192,11 @@ int crep_envelope(const msgpack_object *root, struct crep_envelope *ret)
 
 	if (root->type != MSGPACK_OBJECT_MAP)
 		return -EINVAL;
-	if ((rv = mp_field_uint(root, "id", false, &e.id)) != 0 ||
-	    (rv = mp_field_uint(root, "status", true, &e.status)) != 0 ||
-	    (rv = mp_field_str(root, "message", false, &e.message, &e.message_len)) != 0)
+	if ((rv = mp_field_uint(root, WIRE_F_ID, false, &e.id)) != 0 ||
+	    (rv = mp_field_uint(root, WIRE_F_STATUS, true, &e.status)) != 0 ||
+	    (rv = mp_field_str(root, WIRE_F_MESSAGE, false, &e.message, &e.message_len)) != 0)
 		return rv;
-	e.result = mp_map_get(root, "result");
+	e.result = mp_map_get(root, WIRE_F_RESULT);
 	if (e.result != NULL && e.result->type != MSGPACK_OBJECT_MAP)
 		return -EINVAL;
 	*ret = e;
@@ -205,7 +205,7 @@ int crep_envelope(const msgpack_object *root, struct crep_envelope *ret)
 
 int crep_version(const msgpack_object *result, uint64_t *ret)
 {
-	return mp_field_uint(result, "version", true, ret);
+	return mp_field_uint(result, WIRE_F_VERSION, true, ret);
 }
 
 int crep_get(const msgpack_object *result, const void **ret_value, size_t *ret_len,
@@ -216,10 +216,10 @@ int crep_get(const msgpack_object *result, const void **ret_value, size_t *ret_l
 	uint64_t version, ts = 0, exp = 0;
 	int rv;
 
-	if ((rv = mp_field_bin(result, "value", true, &p, &n)) != 0 ||
-	    (rv = mp_field_uint(result, "version", true, &version)) != 0 ||
-	    (rv = mp_field_uint(result, "timestamp_ms", false, &ts)) != 0 ||
-	    (rv = mp_field_uint(result, "expiry_ms", false, &exp)) != 0)
+	if ((rv = mp_field_bin(result, WIRE_F_VALUE, true, &p, &n)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_VERSION, true, &version)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_TIMESTAMP_MS, false, &ts)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_EXPIRY_MS, false, &exp)) != 0)
 		return rv;
 	*ret_value = p;
 	*ret_len = n;
@@ -234,12 +234,12 @@ int crep_scan(const msgpack_object *result, struct crep_scan_page *ret)
 	struct crep_scan_page pg = {0};
 	int rv;
 
-	pg.items = mp_map_get(result, "items");
+	pg.items = mp_map_get(result, WIRE_F_ITEMS);
 	if (pg.items == NULL || pg.items->type != MSGPACK_OBJECT_ARRAY)
 		return -EINVAL;
-	if ((rv = mp_field_uint(result, "revision", true, &pg.revision)) != 0 ||
-	    (rv = mp_field_bool(result, "more", true, &pg.more)) != 0 ||
-	    (rv = mp_field_bin(result, "continuation", pg.more, &pg.cont, &pg.cont_len)) != 0)
+	if ((rv = mp_field_uint(result, WIRE_F_REVISION, true, &pg.revision)) != 0 ||
+	    (rv = mp_field_bool(result, WIRE_F_MORE, true, &pg.more)) != 0 ||
+	    (rv = mp_field_bin(result, WIRE_F_CONTINUATION, pg.more, &pg.cont, &pg.cont_len)) != 0)
 		return rv;
 	if (!pg.more) {
 		pg.cont = NULL;
@@ -268,13 +268,13 @@ int crep_scan_item(const msgpack_object *item, struct kvc_item *ret)
 int crep_versions(const msgpack_object *result, const msgpack_object **ret_list,
                   bool *ret_truncated)
 {
-	const msgpack_object *list = mp_map_get(result, "versions");
+	const msgpack_object *list = mp_map_get(result, WIRE_F_VERSIONS);
 	bool truncated = false;
 	int rv;
 
 	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY)
 		return -EINVAL;
-	if ((rv = mp_field_bool(result, "truncated", false, &truncated)) != 0)
+	if ((rv = mp_field_bool(result, WIRE_F_TRUNCATED, false, &truncated)) != 0)
 		return rv;
 	*ret_list = list;
 	*ret_truncated = truncated;
@@ -305,7 +305,7 @@ int crep_version_entry(const msgpack_object *entry, struct kvc_version *ret)
 
 int crep_batch(const msgpack_object *result, struct kvc_op *ops, size_t n)
 {
-	const msgpack_object *list = mp_map_get(result, "versions");
+	const msgpack_object *list = mp_map_get(result, WIRE_F_VERSIONS);
 	size_t i;
 
 	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY || list->via.array.size != n)
@@ -323,7 +323,7 @@ int crep_batch_failed(const msgpack_object *result, size_t n, size_t *ret_index)
 {
 	uint64_t idx;
 
-	if (result == NULL || mp_field_uint(result, "failed_op", true, &idx) != 0 || idx >= n)
+	if (result == NULL || mp_field_uint(result, WIRE_F_FAILED_OP, true, &idx) != 0 || idx >= n)
 		return -EINVAL;
 	*ret_index = (size_t)idx;
 	return 0;
@@ -334,9 +334,11 @@ int crep_compact(const msgpack_object *result, struct kvc_compact_result *ret)
 	struct kvc_compact_result r = {0};
 	int rv;
 
-	if ((rv = mp_field_uint(result, "compact_revision", false, &r.compact_revision)) != 0 ||
-	    (rv = mp_field_uint(result, "disk_bytes_before", false, &r.disk_bytes_before)) != 0 ||
-	    (rv = mp_field_uint(result, "disk_bytes_after", false, &r.disk_bytes_after)) != 0)
+	if ((rv = mp_field_uint(result, WIRE_F_COMPACT_REVISION, false, &r.compact_revision)) !=
+	            0 ||
+	    (rv = mp_field_uint(result, WIRE_F_DISK_BYTES_BEFORE, false, &r.disk_bytes_before)) !=
+	            0 ||
+	    (rv = mp_field_uint(result, WIRE_F_DISK_BYTES_AFTER, false, &r.disk_bytes_after)) != 0)
 		return rv;
 	*ret = r;
 	return 0;
@@ -370,7 +372,7 @@ static int read_state(const msgpack_object *map, bool *ret_active)
 	size_t n;
 	int rv;
 
-	if ((rv = mp_field_str(map, "state", true, &s, &n)) != 0)
+	if ((rv = mp_field_str(map, WIRE_F_STATE, true, &s, &n)) != 0)
 		return rv;
 	*ret_active = n == 6 && memcmp(s, "active", 6) == 0;
 	return 0;
@@ -383,14 +385,14 @@ static int read_state(const msgpack_object *map, bool *ret_active)
 int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 {
 	static const struct uint_field fields[] = {
-	        TI(idle_s),       TI(keys),        TI(live_bytes),         TI(disk_bytes),
-	        TI(keydir_bytes), TI(activations), TI(last_activation_ms), TI(last_version),
-	        TI(ttl_ms),       TI(max_keys),    TI(dead_bytes),         TI(segments),
-	        TI(tombstones),   TI(merges),      TI(compact_revision),   TI(batches),
-	        TI(batched_writes), TI(syncs),     TI(last_activation_us), {NULL, 0},
+	        TI(idle_s),         TI(keys),        TI(live_bytes),         TI(disk_bytes),
+	        TI(keydir_bytes),   TI(activations), TI(last_activation_ms), TI(last_version),
+	        TI(ttl_ms),         TI(max_keys),    TI(dead_bytes),         TI(segments),
+	        TI(tombstones),     TI(merges),      TI(compact_revision),   TI(batches),
+	        TI(batched_writes), TI(syncs),       TI(last_activation_us), {NULL, 0},
 	};
 	struct kvc_tenant_info ti;
-	const msgpack_object *name = mp_map_get(result, "name");
+	const msgpack_object *name = mp_map_get(result, WIRE_F_NAME);
 	const char *s;
 	size_t n;
 	uint64_t history = 0;
@@ -401,15 +403,15 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 		return -EINVAL;
 	if ((rv = read_state(result, &ti.active)) != 0 ||
 	    (rv = read_uints(result, &ti, fields)) != 0 ||
-	    (rv = mp_field_uint(result, "history", false, &history)) != 0 ||
-	    (rv = mp_field_str(result, "sync", false, &s, &n)) != 0)
+	    (rv = mp_field_uint(result, WIRE_F_HISTORY, false, &history)) != 0 ||
+	    (rv = mp_field_str(result, WIRE_F_SYNC, false, &s, &n)) != 0)
 		return rv;
 	ti.history = history > UINT32_MAX ? UINT32_MAX : (uint32_t)history;
-	if ((rv = mp_field_bool(result, "io_uring", false, &ti.io_uring)) != 0 ||
-	    (rv = mp_field_bool(result, "read_only", false, &ti.read_only)) != 0)
+	if ((rv = mp_field_bool(result, WIRE_F_IO_URING, false, &ti.io_uring)) != 0 ||
+	    (rv = mp_field_bool(result, WIRE_F_READ_ONLY, false, &ti.read_only)) != 0)
 		return rv;
 	ti.sync = KVC_SYNC_ALWAYS;
-	if (mp_map_get(result, "sync") != NULL) {
+	if (mp_map_get(result, WIRE_F_SYNC) != NULL) {
 		if (n == 8 && memcmp(s, "interval", 8) == 0)
 			ti.sync = KVC_SYNC_INTERVAL;
 		else if (n == 4 && memcmp(s, "none", 4) == 0)
@@ -430,7 +432,7 @@ int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret
 	        DS(in_flight), DS(keydir_bytes), DS(workers),        {NULL, 0},
 	};
 	struct kvc_daemon_stats ds;
-	const msgpack_object *v = mp_map_get(result, "version");
+	const msgpack_object *v = mp_map_get(result, WIRE_F_VERSION);
 	int rv;
 
 	memset(&ds, 0, sizeof(ds));
@@ -444,7 +446,7 @@ int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret
 
 int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list)
 {
-	const msgpack_object *list = mp_map_get(result, "tenants");
+	const msgpack_object *list = mp_map_get(result, WIRE_F_TENANTS);
 
 	if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY)
 		return -EINVAL;
@@ -455,7 +457,7 @@ int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_li
 int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
 {
 	struct kvc_tenant_entry e;
-	const msgpack_object *name = mp_map_get(entry, "name");
+	const msgpack_object *name = mp_map_get(entry, WIRE_F_NAME);
 
 	memset(&e, 0, sizeof(e));
 	if (entry->type != MSGPACK_OBJECT_MAP || name == NULL ||
@@ -464,7 +466,7 @@ int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
 	{
 		const char *s = NULL;
 		size_t n = 0;
-		mp_field_str(entry, "state", false, &s, &n);
+		mp_field_str(entry, WIRE_F_STATE, false, &s, &n);
 		e.refused = n == 7 && memcmp(s, "refused", 7) == 0;
 	}
 	*ret = e;
@@ -473,14 +475,14 @@ int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
 
 int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us)
 {
-	return mp_field_uint(result, "activation_us", false, ret_activation_us);
+	return mp_field_uint(result, WIRE_F_ACTIVATION_US, false, ret_activation_us);
 }
 
 int crep_health(const msgpack_object *result, struct kvc_health *ret)
 {
 	struct kvc_health h;
-	const msgpack_object *status = mp_map_get(result, "status");
-	const msgpack_object *version = mp_map_get(result, "version");
+	const msgpack_object *status = mp_map_get(result, WIRE_F_STATUS);
+	const msgpack_object *version = mp_map_get(result, WIRE_F_VERSION);
 	int rv;
 
 	memset(&h, 0, sizeof(h));
@@ -488,7 +490,7 @@ int crep_health(const msgpack_object *result, struct kvc_health *ret)
 		return -EINVAL;
 	if (version != NULL && mp_str_copy(version, h.version, sizeof(h.version)) != 0)
 		return -EINVAL;
-	if ((rv = mp_field_uint(result, "uptime_s", false, &h.uptime_s)) != 0)
+	if ((rv = mp_field_uint(result, WIRE_F_UPTIME_S, false, &h.uptime_s)) != 0)
 		return rv;
 	*ret = h;
 	return 0;

@@ -3,7 +3,8 @@
  * request encoders (creq_*) and reply decoders (crep_*), with no transport.
  *
  * Encoders write through any msgpack_packer (the client packs straight into
- * an nng_msg; the unit test into a msgpack_sbuffer). They take the public
+ * the request's byte buffer, client_op.c; the unit test into a
+ * msgpack_sbuffer). They take the public
  * API's conventions (KVC_ANY_VERSION, KVC_TTL_NONE, 0 = default) and turn
  * them into present or absent protocol fields, in one place.
  *
@@ -19,8 +20,8 @@
 
 #include "kvclient.h"
 #include "mp.h"
+#include "wire.h"
 
-#define CLIENT_KEY_MAX 65536u /* PROTOCOL.md: keys are 1 … 65536 bytes */
 
 /* ---- requests ---------------------------------------------------------- */
 

@@ -1,16 +1,29 @@
 /*
- * client_op.h — one request of libkvclient and its reply, as the transport
- * (client.c) carries it for the calls (client_calls.c, client_scan.c).
+ * client_op.h — one request of libkvclient and its reply, as the calls
+ * (client_calls.c, client_scan.c) build it and a transport (client_stream.c,
+ * client_nng.c) carries it; client_op.c holds the life of a request that
+ * every transport shares. The layers, top down:
+ *
+ *   client.c            the handle: kvc_open picks a transport by URL
+ *   client_calls.c ...  build requests, decode replies (client_codec.c)
+ *   client_stream.c, client_nng.c   struct client_transport
+ *   client_op.c         requests, replies, deadlines, status (this header)
+ *   wire.h              the protocol's constants
+ *
+ * A transport calls only down (client_op.c); the handle and the calls reach
+ * a transport only through c->tr.
  *
  * A call's life:
  *
  *   client_op_init      resolve the timeout; the deadline starts now
  *   client_op_request   allocate the request, pack the envelope; the
  *                       caller packs the args through op->pk (creq_*)
- *   client_op_run       blocking round trip: wait for a connection and a
- *                       context, send, receive, check the envelope
- *     or client_op_send_async   the same, ending in op->complete on an nng
- *                       thread, after which the transport frees the op
+ *   client_op_run       checks the request, then the transport's blocking
+ *                       round trip: send op->req, receive op->reply, check
+ *                       the envelope (client_op_decode_reply)
+ *     or client_op_send_async   the same, ending in op->complete on a
+ *                       library thread, after which the transport frees
+ *                       the op
  *   decode op->env.result (crep_*), client_op_decoded on a decoder error
  *   client_op_end       report through call->status, free the buffers
  *
@@ -25,21 +38,73 @@
 #include "client_codec.h"
 #include "kvclient.h"
 
-#include <nng/nng.h>
 #include <pthread.h>
+#include <stdatomic.h>
+
+struct client_op;
+
+/* A request or a reply: malloc'd bytes, or (release set) bytes a transport
+ * lends, given back with release(hold). */
+struct client_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+	void (*release)(void *hold);
+	void *hold;
+};
+
+/* A transport: how a handle's requests reach kvd. Each function takes the
+ * state its open returned. run and send_async are given an op whose
+ * request is complete and within max_message_size; they return 0 or a
+ * negative KVC code with op->st saying why (client_op_fail). */
+struct client_transport {
+	const char *name;
+	/* Whether it serves this endpoint (by its scheme). */
+	bool (*accepts)(const char *endpoint);
+	/* Checks c->endpoint; may connect in the background. Takes its settings
+	 * from c and o. -KVC_* as kvc_open. */
+	int (*open)(kvc *c, const struct kvc_options *o, void **ret);
+	/* Blocking round trip: send op->req, leave the reply in op->reply,
+	 * decoded with client_op_decode_reply unless op->raw. */
+	int (*run)(void *t, struct client_op *op);
+	/* Takes a malloc'd op: 0 when sent (op->complete then runs once, and
+	 * the transport frees the op); on an error the op is the caller's. */
+	int (*send_async)(void *t, struct client_op *op);
+	/* Waits until no call is in flight. */
+	void (*drain)(void *t);
+	/* Waits for the calls in flight, then closes. NULL ok. */
+	void (*close)(void *t);
+};
+
+extern const struct client_transport client_stream_transport; /* kv+ipc://, kv+tcp:// */
+extern const struct client_transport client_nng_transport;    /* ipc://, tcp://, tls+tcp:// */
+
+/* The handle: what every transport and call shares. Set once in kvc_open. */
+struct kvc {
+	const struct client_transport *tr;
+	void *t; /* tr's state */
+	char *endpoint;
+	char *tenant;
+	char *token;
+	uint32_t timeout_ms;
+	uint32_t contexts; /* requests in flight at most */
+	size_t max_message_size;
+	uint64_t client_id;
+	atomic_uint_fast64_t next_id;
+};
 
 struct client_op {
 	kvc *c;
 	const char *method;
 	uint64_t id;
 	uint32_t timeout_ms;
-	int64_t deadline_ms; /* CLOCK_MONOTONIC */
-	nng_msg *req;        /* ours until the transport hands it to nng */
+	int64_t deadline_ms;   /* CLOCK_MONOTONIC */
+	struct client_buf req; /* the transport may take it (and leave it empty) */
 	int write_error;
 	msgpack_packer pk;
 	bool raw; /* kvc_raw: the reply is not decoded */
 
-	nng_msg *reply; /* the envelope and result point into it */
+	struct client_buf reply; /* the envelope and result point into it */
 	msgpack_zone zone;
 	bool zone_ready;
 	msgpack_object root;
@@ -50,7 +115,7 @@ struct client_op {
 	bool done; /* blocking: set under the handle's lock */
 	pthread_cond_t done_cv;
 
-	/* async: on an nng thread, once; decodes and calls fn */
+	/* async: on a library thread, once; decodes and calls fn */
 	void (*complete)(struct client_op *op);
 	struct client_op *complete_next; /* stream: a list of ops being failed */
 	kvc_async_fn fn;
@@ -89,10 +154,10 @@ void *client_copy_bytes(const void *p, size_t n);
 /* One line: control characters become spaces; a cut keeps UTF-8 whole. */
 void client_status_set(struct kvc_status *st, int code, const char *msg, size_t len);
 
-/* Replies (client.c). client_reply_parse: a reply message's envelope,
+/* Replies. client_reply_parse: a reply message's envelope,
  * parsed with bounds into zone (initialised here; destroyed again on
  * failure): 0, -KVC_RESOURCE_EXHAUSTED or -KVC_INTERNAL. */
-int client_reply_parse(nng_msg *m, msgpack_zone *zone, msgpack_object *root,
+int client_reply_parse(const void *data, size_t len, msgpack_zone *zone, msgpack_object *root,
                        struct crep_envelope *env);
 /* op->env against op: the id, and the status as the call's outcome. */
 int client_op_check_reply(struct client_op *op);
@@ -104,19 +169,9 @@ int client_cond_init_monotonic(pthread_cond_t *cv);
 /* ETIMEDOUT once the monotonic deadline passed. */
 int client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
-/* ---- the stream transport (client_stream.c): kv+ipc:// and kv+tcp:// ---- */
-
-struct cstream;
-
-bool cstream_url(const char *endpoint);
-/* Checks the endpoint; connects on first use. -KVC_INVALID_ARGUMENT or
- * -KVC_RESOURCE_EXHAUSTED. */
-int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t max_message_size,
-                 struct cstream **ret);
-/* Waits for the calls in flight, then closes. NULL ok. */
-void cstream_close(struct cstream *s);
-void cstream_drain(struct cstream *s);
-int cstream_run(struct cstream *s, struct client_op *op);
-int cstream_send_async(struct cstream *s, struct client_op *op);
+/* The request's bytes, moved out of op (the transport owns them then). */
+struct client_buf client_op_take_request(struct client_op *op);
+/* Frees (or gives back) a buffer's bytes and empties it. */
+void client_buf_free(struct client_buf *b);
 
 #endif

@@ -39,10 +39,10 @@ static int scan_check(struct client_op *op, const struct kvc_scan_opts *o)
 	    (rv = client_check_bytes(op, o->end, o->end_len, "end")) != 0 ||
 	    (rv = client_check_bytes(op, o->prefix, o->prefix_len, "prefix")) != 0)
 		return rv;
-	if (o->start_len > CLIENT_KEY_MAX || o->end_len > CLIENT_KEY_MAX ||
-	    o->prefix_len > CLIENT_KEY_MAX)
+	if (o->start_len > WIRE_KEY_MAX || o->end_len > WIRE_KEY_MAX ||
+	    o->prefix_len > WIRE_KEY_MAX)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "scan bounds are keys of at most %u bytes", CLIENT_KEY_MAX);
+		                      "scan bounds are keys of at most %u bytes", WIRE_KEY_MAX);
 	return 0;
 }
 
@@ -69,7 +69,7 @@ int kvc_scan_open(kvc *c, const struct kvc_call *call, const struct kvc_scan_opt
 	char *pos;
 	int rv;
 
-	client_op_init(&op, c, call, "Scan");
+	client_op_init(&op, c, call, WIRE_M_SCAN);
 	if (o == NULL)
 		o = &all;
 	if (c == NULL || ret == NULL)
@@ -116,7 +116,7 @@ static int scan_fetch(kvc_iter *it)
 
 	if (op == NULL)
 		return client_nomem(call);
-	client_op_init(op, it->c, call, "Scan");
+	client_op_init(op, it->c, call, WIRE_M_SCAN);
 	if ((rv = client_op_request(op, call, true,
 	                            it->pg.cont_len + it->o.start_len + it->o.end_len +
 	                                    it->o.prefix_len)) != 0)

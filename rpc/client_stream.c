@@ -40,6 +40,7 @@
 
 #include "client_op.h"
 #include "hostport.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,14 +59,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define CS_HELLO_LEN  8
-#define CS_FRAME_HDR  4
 #define CS_READ_SMALL 4096        /* a blocking call's first read */
 #define CS_READ_CHUNK (64u << 10) /* the reader thread's reads */
 #define CS_STALE_MS   100         /* pooled connections idle longer are checked first */
 
-/* "kvd\0" and the framing version 1 (PROTOCOL.md). */
-static const uint8_t cs_hello[CS_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+static const uint8_t cs_hello[WIRE_HELLO_LEN] = WIRE_HELLO_INIT;
 
 struct cconn {
 	int fd;
@@ -114,7 +112,7 @@ struct cstream {
 	char refused[KVC_MESSAGE_MAX]; /* an id-0 error the server sent on ac */
 };
 
-bool cstream_url(const char *endpoint)
+static bool cstream_accepts(const char *endpoint)
 {
 	return strncmp(endpoint, "kv+ipc://", 9) == 0 || strncmp(endpoint, "kv+tcp://", 9) == 0;
 }
@@ -308,19 +306,20 @@ static int wait_fd_until(int fd, short events, int64_t deadline_ms)
 /* Sends [hello] header body, all of it, by the deadline: 0, -ETIMEDOUT,
  * or -EPIPE (the connection is gone). Touches nothing but cc and m, so an
  * async request's op may be completed by the reader meanwhile. */
-static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
+static int cc_send_msg(struct cconn *cc, const struct client_buf *m, int64_t deadline_ms)
 {
-	size_t len = nng_msg_len(m), off = 0, total;
-	uint8_t hdr[CS_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
-	                             (uint8_t)(len >> 8), (uint8_t)len};
+	size_t len = m->len, off = 0, total;
+	uint8_t hdr[WIRE_FRAME_HDR];
 	struct iovec all[3];
 	int n = 0;
 
+	wire_frame_hdr_put(hdr, (uint32_t)len);
+
 	if (!cc->hello_sent)
-		all[n++] = (struct iovec){(void *)cs_hello, CS_HELLO_LEN};
+		all[n++] = (struct iovec){(void *)cs_hello, WIRE_HELLO_LEN};
 	all[n++] = (struct iovec){hdr, sizeof(hdr)};
-	all[n++] = (struct iovec){nng_msg_body(m), len};
-	total = (cc->hello_sent ? 0 : CS_HELLO_LEN) + sizeof(hdr) + len;
+	all[n++] = (struct iovec){m->data, len};
+	total = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + sizeof(hdr) + len;
 	while (off < total) {
 		struct iovec iov[3];
 		struct msghdr mh = {.msg_iov = iov};
@@ -356,7 +355,8 @@ static int cc_send_msg(struct cconn *cc, nng_msg *m, int64_t deadline_ms)
 }
 
 /* cc_send_msg of op's request, its failure said in op. */
-static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op, nng_msg *m)
+static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op,
+                   const struct client_buf *m)
 {
 	return send_failed(s, op, cc_send_msg(cc, m, op->deadline_ms));
 }
@@ -410,26 +410,25 @@ static int not_a_stream_server(struct cstream *s, struct client_op *op, const ui
 static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 {
 	uint8_t small[CS_READ_SMALL];
-	size_t have = 0, need = cc->hello_read ? 0 : CS_HELLO_LEN, len, got, off;
-	nng_msg *m;
+	size_t have = 0, need = cc->hello_read ? 0 : WIRE_HELLO_LEN, len, got, off;
+	uint8_t *m;
 	int rv;
 
 	/* the hello and the header, and what came with them */
-	while (have < need + CS_FRAME_HDR) {
+	while (have < need + WIRE_FRAME_HDR) {
 		if ((rv = cc_read_some(s, cc, op, small + have, sizeof(small) - have, &got,
 		                       have == 0)) != 0)
 			return rv;
 		have += got;
-		if (!cc->hello_read && have >= CS_HELLO_LEN) {
-			if (memcmp(small, cs_hello, CS_HELLO_LEN) != 0)
+		if (!cc->hello_read && have >= WIRE_HELLO_LEN) {
+			if (memcmp(small, cs_hello, WIRE_HELLO_LEN) != 0)
 				return not_a_stream_server(s, op, small);
 			cc->hello_read = true;
 		}
 	}
 	off = need;
-	len = (size_t)small[off] << 24 | (size_t)small[off + 1] << 16 |
-	      (size_t)small[off + 2] << 8 | small[off + 3];
-	off += CS_FRAME_HDR;
+	len = wire_frame_hdr_get(small + off);
+	off += WIRE_FRAME_HDR;
 	if (len == 0)
 		return client_op_fail(op, KVC_INTERNAL, "malformed reply to %s: an empty frame",
 		                      op->method);
@@ -440,21 +439,20 @@ static int cc_recv(struct cstream *s, struct cconn *cc, struct client_op *op)
 	if (have - off > len)
 		return client_op_fail(op, KVC_INTERNAL,
 		                      "malformed reply to %s: bytes after the reply", op->method);
-	if (nng_msg_alloc(&m, len) != 0)
+	if ((m = malloc(len)) == NULL)
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
 		                      "out of memory for a reply of %zu bytes", len);
-	memcpy(nng_msg_body(m), small + off, have - off);
+	memcpy(m, small + off, have - off);
 	got = have - off;
 	while (got < len) {
 		size_t n;
-		if ((rv = cc_read_some(s, cc, op, (uint8_t *)nng_msg_body(m) + got, len - got, &n,
-		                       false)) != 0) {
-			nng_msg_free(m);
+		if ((rv = cc_read_some(s, cc, op, m + got, len - got, &n, false)) != 0) {
+			free(m);
 			return rv;
 		}
 		got += n;
 	}
-	op->reply = m;
+	op->reply = (struct client_buf){.data = m, .len = len, .cap = len};
 	return 0;
 }
 
@@ -487,16 +485,13 @@ static void slot_give_locked(struct cstream *s)
 
 /* ---- blocking calls ---------------------------------------------------------- */
 
-int cstream_run(struct cstream *s, struct client_op *op)
+static int cstream_run(void *t, struct client_op *op)
 {
+	struct cstream *s = t;
 	struct cconn *cc, *stale = NULL;
 	int64_t now;
 	int rv;
 
-	if (nng_msg_len(op->req) > s->max_message_size)
-		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "request of %zu bytes exceeds max_message_size %zu",
-		                      nng_msg_len(op->req), s->max_message_size);
 	pthread_mutex_lock(&s->mu);
 	if ((rv = slot_take_locked(s, op)) != 0) {
 		pthread_mutex_unlock(&s->mu);
@@ -518,7 +513,7 @@ int cstream_run(struct cstream *s, struct client_op *op)
 	}
 	if (cc == NULL && (rv = cc_dial(s, op, &cc)) != 0)
 		goto out;
-	rv = cc_send(s, cc, op, op->req);
+	rv = cc_send(s, cc, op, &op->req);
 	/* a server that refused the request may have answered before it
 	 * closed: that answer says more than the broken pipe */
 	if ((rv == 0 || rv == -KVC_UNAVAILABLE) && cc_recv(s, cc, op) == 0)
@@ -632,17 +627,17 @@ static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
 	msgpack_object root;
 	struct crep_envelope env;
 	struct client_op *op;
-	nng_msg *m;
+	uint8_t *m;
 	int rv;
 
-	if (nng_msg_alloc(&m, len) != 0) {
+	if ((m = malloc(len)) == NULL) {
 		async_lost(s, KVC_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes",
 		           len);
 		return false;
 	}
-	memcpy(nng_msg_body(m), p, len);
-	if ((rv = client_reply_parse(m, &zone, &root, &env)) != 0) {
-		nng_msg_free(m);
+	memcpy(m, p, len);
+	if ((rv = client_reply_parse(m, len, &zone, &root, &env)) != 0) {
+		free(m);
 		async_lost(s, rv == -KVC_RESOURCE_EXHAUSTED ? KVC_RESOURCE_EXHAUSTED : KVC_INTERNAL,
 		           rv == -KVC_RESOURCE_EXHAUSTED ? "out of memory for a reply"
 		                                         : "malformed reply from %s",
@@ -663,10 +658,10 @@ static bool async_reply(struct cstream *s, const uint8_t *p, size_t len)
 	if (op == NULL) {
 		/* a request that already failed (deadline): dropped */
 		msgpack_zone_destroy(&zone);
-		nng_msg_free(m);
+		free(m);
 		return true;
 	}
-	op->reply = m;
+	op->reply = (struct client_buf){.data = m, .len = len, .cap = len};
 	op->zone = zone; /* the zone's chunks move with it */
 	op->zone_ready = true;
 	op->root = root;
@@ -681,9 +676,9 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 	size_t pos = 0;
 
 	if (!cc->hello_read) {
-		if (s->rlen < CS_HELLO_LEN)
+		if (s->rlen < WIRE_HELLO_LEN)
 			return true;
-		if (memcmp(s->rbuf, cs_hello, CS_HELLO_LEN) != 0) {
+		if (memcmp(s->rbuf, cs_hello, WIRE_HELLO_LEN) != 0) {
 			bool nng = s->rbuf[0] == 0 && s->rbuf[1] == 'S' && s->rbuf[2] == 'P';
 			async_lost(
 			        s, KVC_UNAVAILABLE, "%s is %s", s->endpoint,
@@ -693,11 +688,11 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 			return false;
 		}
 		cc->hello_read = true;
-		pos = CS_HELLO_LEN;
+		pos = WIRE_HELLO_LEN;
 	}
-	while (s->rlen - pos >= CS_FRAME_HDR) {
+	while (s->rlen - pos >= WIRE_FRAME_HDR) {
 		const uint8_t *h = s->rbuf + pos;
-		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+		size_t len = wire_frame_hdr_get(h);
 
 		if (len == 0 || len > s->max_message_size) {
 			async_lost(s, len == 0 ? KVC_INTERNAL : KVC_RESOURCE_EXHAUSTED,
@@ -706,11 +701,11 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 			           s->endpoint);
 			return false;
 		}
-		if (s->rlen - pos - CS_FRAME_HDR < len)
+		if (s->rlen - pos - WIRE_FRAME_HDR < len)
 			break;
-		if (!async_reply(s, h + CS_FRAME_HDR, len))
+		if (!async_reply(s, h + WIRE_FRAME_HDR, len))
 			return false;
-		pos += CS_FRAME_HDR + len;
+		pos += WIRE_FRAME_HDR + len;
 	}
 	memmove(s->rbuf, s->rbuf + pos, s->rlen - pos);
 	s->rlen -= pos;
@@ -720,14 +715,14 @@ static bool async_parse(struct cstream *s, struct cconn *cc)
 /* Reader: room for the frame being read (its header may say how big). */
 static bool rbuf_reserve(struct cstream *s, const struct cconn *cc)
 {
-	size_t want = s->rlen + CS_READ_CHUNK, off = cc->hello_read ? 0 : CS_HELLO_LEN;
+	size_t want = s->rlen + CS_READ_CHUNK, off = cc->hello_read ? 0 : WIRE_HELLO_LEN;
 	uint8_t *n;
 
-	if (s->rlen >= off + CS_FRAME_HDR) {
+	if (s->rlen >= off + WIRE_FRAME_HDR) {
 		const uint8_t *h = s->rbuf + off;
-		size_t len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
-		if (len <= s->max_message_size && off + CS_FRAME_HDR + len > want)
-			want = off + CS_FRAME_HDR + len;
+		size_t len = wire_frame_hdr_get(h);
+		if (len <= s->max_message_size && off + WIRE_FRAME_HDR + len > want)
+			want = off + WIRE_FRAME_HDR + len;
 	}
 	if (want <= s->rcap)
 		return true;
@@ -840,20 +835,17 @@ static void reader_wake(struct cstream *s)
 	}
 }
 
-int cstream_send_async(struct cstream *s, struct client_op *op)
+static int cstream_send_async(void *t, struct client_op *op)
 {
+	struct cstream *s = t;
 	struct cconn *cc;
 	struct apend *p;
 	int64_t deadline;
 	uint64_t id;
-	nng_msg *m;
+	struct client_buf m;
 	bool wake;
 	int rv;
 
-	if (nng_msg_len(op->req) > s->max_message_size)
-		return client_op_fail(op, KVC_INVALID_ARGUMENT,
-		                      "request of %zu bytes exceeds max_message_size %zu",
-		                      nng_msg_len(op->req), s->max_message_size);
 	if ((p = malloc(sizeof(*p))) == NULL)
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory");
 	pthread_mutex_lock(&s->mu);
@@ -885,8 +877,7 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 	 * op is still pending (then it is the caller's again). */
 	id = op->id;
 	deadline = op->deadline_ms;
-	m = op->req;
-	op->req = NULL;
+	m = client_op_take_request(op);
 	p->id = id;
 	p->op = op;
 	p->next = *pend_slot(s, id);
@@ -906,15 +897,15 @@ int cstream_send_async(struct cstream *s, struct client_op *op)
 		/* lost (and op failed) before it could be written */
 		pthread_mutex_unlock(&s->mu);
 		pthread_mutex_unlock(&s->wmu);
-		nng_msg_free(m);
+		client_buf_free(&m);
 		return 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	rv = cc_send_msg(cc, m, deadline);
+	rv = cc_send_msg(cc, &m, deadline);
 	if (rv != 0)
 		shutdown(cc->fd, SHUT_RDWR); /* a frame may be half out: the reader ends it */
 	pthread_mutex_unlock(&s->wmu);
-	nng_msg_free(m);
+	client_buf_free(&m);
 	if (rv == 0)
 		return 0;
 	pthread_mutex_lock(&s->mu);
@@ -934,10 +925,14 @@ fail:
 
 /* ---- open and close ---------------------------------------------------------- */
 
-int cstream_open(kvc *c, const char *endpoint, uint32_t max_in_flight, size_t max_message_size,
-                 struct cstream **ret)
+static int cstream_open(kvc *c, const struct kvc_options *o, void **ret)
 {
+	const char *endpoint = c->endpoint;
+	uint32_t max_in_flight = c->contexts;
+	size_t max_message_size = c->max_message_size;
 	struct cstream *s = calloc(1, sizeof(*s));
+
+	(void)o; /* it has no settings of its own */
 	const char *rest = endpoint + 9;
 
 	if (s == NULL)
@@ -983,16 +978,20 @@ nomem:
 	return -KVC_RESOURCE_EXHAUSTED;
 }
 
-void cstream_drain(struct cstream *s)
+static void cstream_drain(void *t)
 {
+	struct cstream *s = t;
+
 	pthread_mutex_lock(&s->mu);
 	while (s->in_flight > 0)
 		pthread_cond_wait(&s->idle_cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 }
 
-void cstream_close(struct cstream *s)
+static void cstream_close(void *t)
 {
+	struct cstream *s = t;
+
 	if (s == NULL)
 		return;
 	pthread_mutex_lock(&s->mu);
@@ -1021,3 +1020,13 @@ void cstream_close(struct cstream *s)
 	free(s->rbuf);
 	free(s);
 }
+
+const struct client_transport client_stream_transport = {
+        .name = "stream",
+        .accepts = cstream_accepts,
+        .open = cstream_open,
+        .run = cstream_run,
+        .send_async = cstream_send_async,
+        .drain = cstream_drain,
+        .close = cstream_close,
+};

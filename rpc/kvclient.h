@@ -1,22 +1,51 @@
 /*
  * kvclient.h — libkvclient, the C client of kvd (pkg-config: kvclient).
  *
- * A kvc handle holds one nng REQ socket connected to one kvd and a pool of
- * nng contexts, created once and reused, so many requests can be in flight
- * at once. Any number of threads may use one handle concurrently; each
- * blocking call uses one context for its round trip, and the *_async calls
- * let one thread keep many requests in flight.
+ * A kvc handle talks to one kvd over one of two transports, chosen by the
+ * endpoint's scheme in kvc_open (rpc/PROTOCOL.md, "Transport and framing"):
  *
- * Errors. Every call returns 0 on success or a negative kvd status code
- * (-KVC_NOT_FOUND, -KVC_FAILED_PRECONDITION, …: the gRPC canonical codes of
- * rpc/PROTOCOL.md). Failures of the transport are -KVC_UNAVAILABLE (cannot
- * connect, connection lost) and -KVC_DEADLINE_EXCEEDED (no reply in time).
- * Pass a struct kvc_status in struct kvc_call to get the server's one-line
- * message. Outputs (ret_*) are untouched on failure.
+ *   kv+ipc://PATH, kv+tcp://HOST:PORT   kvd's own stream framing (the
+ *       default, KVC_DEFAULT_ENDPOINT). Each blocking call takes a
+ *       connection of its own from a pool that grows to `contexts`; the
+ *       *_async calls share one pipelined connection whose replies a
+ *       library thread reads.
+ *   ipc://PATH, tcp://HOST:PORT, tls+tcp://HOST:PORT   an nng REQ socket
+ *       with a pool of `contexts` nng contexts, created once and reused.
  *
- * Writes are never applied twice: the REQ resend timer is disabled, and
- * every request carries this handle's random client id and a request id, so
- * a server that receives one twice answers the second from the first.
+ * Either way at most `contexts` requests are in flight at once. Any number of
+ * threads may use one handle concurrently; the *_async calls let one
+ * thread keep many requests in flight, and their callbacks run on a library
+ * thread.
+ *
+ * Errors. Every int-returning call returns 0 on success or a negative kvd
+ * status code (-KVC_NOT_FOUND, -KVC_FAILED_PRECONDITION, …: the gRPC
+ * canonical codes of rpc/PROTOCOL.md); the comment above each call lists
+ * the codes it gives. Besides those, every call that talks to kvd can
+ * return:
+ *   -KVC_INVALID_ARGUMENT     a bad argument, found before sending (the
+ *                             status message says which), or a request
+ *                             larger than max_message_size
+ *   -KVC_UNAVAILABLE          cannot connect, connection lost, or the
+ *                             server is shutting down
+ *   -KVC_DEADLINE_EXCEEDED    no reply within the call's timeout
+ *   -KVC_RESOURCE_EXHAUSTED   out of memory on either side, a reply larger
+ *                             than max_message_size, or the server's queue
+ *                             for the tenant is full
+ *   -KVC_CANCELLED            the handle is being closed
+ *   -KVC_UNAUTHENTICATED      the server wants a token and this one is
+ *                             missing or wrong (never Health)
+ *   -KVC_UNIMPLEMENTED        the server does not know the method
+ *   -KVC_INTERNAL             a malformed reply, or a bug in the server
+ *   -KVC_UNKNOWN              a status this library does not know
+ * and the calls on a tenant (the data calls, kvc_compact, kvc_stats) also
+ * -KVC_NOT_FOUND when the tenant does not exist. Pass a struct kvc_status
+ * in struct kvc_call to get the server's one-line message. Outputs (ret_*)
+ * are untouched on failure.
+ *
+ * Writes are never applied twice: requests are never resent (the nng REQ
+ * resend timer is disabled), and every request carries this handle's random
+ * client id and a request id, so a server that receives one twice answers
+ * the second from the first.
  */
 #ifndef KVCLIENT_H
 #define KVCLIENT_H
@@ -80,9 +109,14 @@ void kvc_options_init(struct kvc_options *o);
 
 typedef struct kvc kvc;
 
-/* Connects (asynchronously: a server that is not up yet is retried by nng;
- * calls fail with -KVC_UNAVAILABLE until it is). -KVC_INVALID_ARGUMENT for a
- * bad endpoint. */
+/* Opens a handle for o->endpoint (NULL o: all defaults). Nothing is sent:
+ * the stream transport connects on the first call; the nng transport dials
+ * in the background and retries a server that is not up yet. Until one is
+ * reachable, calls fail with -KVC_UNAVAILABLE.
+ * contexts above 4096 are taken as 4096.
+ * Errors: -KVC_INVALID_ARGUMENT (NULL ret, a bad or unsupported endpoint,
+ * TLS settings nng refuses), -KVC_RESOURCE_EXHAUSTED (out of memory,
+ * threads or sockets), -KVC_INTERNAL (nng refused a socket option). */
 int kvc_open(const struct kvc_options *o, kvc **ret);
 /* Waits for calls in flight to finish, then closes. NULL ok. */
 void kvc_close(kvc *c);
@@ -119,14 +153,30 @@ struct kvc_value {
 };
 void kvc_value_free(struct kvc_value *v);
 
+/* Writes value under key; *ret_version (if not NULL) is its new version.
+ * Errors: those of every call; -KVC_INVALID_ARGUMENT (key empty or too long,
+ * value too large), -KVC_FAILED_PRECONDITION (w->if_version did not hold),
+ * -KVC_RESOURCE_EXHAUSTED (the tenant's max_keys, disk full),
+ * -KVC_UNAVAILABLE (the tenant is read-only after an I/O error). */
 int kvc_put(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
             const void *value, size_t value_len, const struct kvc_write *w,
             uint64_t *ret_version);
 
-/* version: exactly this version (0: newest); as_of: newest ≤ as_of (0: none). */
+/* version: exactly this version (0: newest); as_of: newest ≤ as_of (0: none).
+ * *ret is malloc'd: kvc_value_free().
+ * Errors: those of every call; -KVC_NOT_FOUND (no such key, deleted,
+ * expired, or that version is a delete or another key's),
+ * -KVC_OUT_OF_RANGE (as_of older than the compacted history),
+ * -KVC_UNAVAILABLE (I/O error), -KVC_DATA_LOSS (the stored value is
+ * damaged). */
 int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
             uint64_t version, uint64_t as_of, struct kvc_value *ret);
 
+/* Deletes key (if_version as in struct kvc_write); *ret_version (if not
+ * NULL) is the version of the delete.
+ * Errors: those of every call; -KVC_NOT_FOUND (no such key: nothing is
+ * written), -KVC_FAILED_PRECONDITION, -KVC_RESOURCE_EXHAUSTED (disk full),
+ * -KVC_UNAVAILABLE (as kvc_put). */
 int kvc_delete(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
                uint64_t if_version, uint64_t *ret_version);
 
@@ -137,7 +187,11 @@ struct kvc_version {
 	void *data; /* NULL when values were not asked for, or deleted */
 	size_t len;
 };
-/* limit 0: the server's default (10). before 0: from the newest. */
+/* key's versions, newest first. limit 0: the server's default (10); before
+ * 0: from the newest. *ret_list is malloc'd: kvc_versions_free(); a
+ * truncated list is not an error (*ret_truncated).
+ * Errors: those of every call; -KVC_UNAVAILABLE (I/O error),
+ * -KVC_DATA_LOSS. */
 int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
                  uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
                  size_t *ret_count, bool *ret_truncated);
@@ -155,8 +209,14 @@ struct kvc_op {
 	uint64_t ttl_ms;     /* as in struct kvc_write */
 	uint64_t version; /* result */
 };
-/* All or nothing. On a failed condition returns -KVC_FAILED_PRECONDITION and
- * *ret_failed_op (if not NULL) is the index of the op that failed. */
+/* All or nothing; on success each op's version is set. On a failed
+ * condition returns -KVC_FAILED_PRECONDITION and *ret_failed_op (if not
+ * NULL) is the index of the op that failed; the same with
+ * -KVC_RESOURCE_EXHAUSTED when that op would pass the tenant's max_keys.
+ * Errors: those of every call; -KVC_INVALID_ARGUMENT (n 0 or over 10 000,
+ * an op as kvc_put or kvc_delete refuses), -KVC_FAILED_PRECONDITION,
+ * -KVC_RESOURCE_EXHAUSTED (max_keys, disk full), -KVC_UNAVAILABLE (as
+ * kvc_put). */
 int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
               size_t *ret_failed_op);
 
@@ -186,10 +246,15 @@ struct kvc_item {
 
 typedef struct kvc_iter kvc_iter;
 
-/* Opens an iterator; pages are fetched on demand, all from one snapshot. */
+/* Opens an iterator; pages are fetched on demand, all from one snapshot,
+ * the first one here. Close it with kvc_scan_close().
+ * Errors: those of every call; -KVC_INVALID_ARGUMENT (a bound longer than
+ * a key), -KVC_OUT_OF_RANGE (as_of older than the compacted history),
+ * -KVC_UNAVAILABLE (I/O error), -KVC_DATA_LOSS. */
 int kvc_scan_open(kvc *c, const struct kvc_call *call, const struct kvc_scan_opts *o,
                   kvc_iter **ret);
-/* 0 with *ret filled; 1 at the end; or a negative error. */
+/* 0 with *ret filled; 1 at the end; or a negative error: those of
+ * kvc_scan_open, for the page it fetched. */
 int kvc_scan_next(kvc_iter *it, struct kvc_item *ret);
 /* The version the iterator reads at (known after the first page). */
 uint64_t kvc_scan_revision(const kvc_iter *it);
@@ -265,6 +330,17 @@ struct kvc_compact_result {
 	uint64_t disk_bytes_after;
 };
 
+/* Tenant administration. Errors, besides those of every call:
+ *  create: -KVC_INVALID_ARGUMENT (not a valid tenant name, a setting out of
+ *          range), -KVC_ALREADY_EXISTS, -KVC_RESOURCE_EXHAUSTED and
+ *          -KVC_UNAVAILABLE (its files could not be created);
+ *  drop, passivate: -KVC_NOT_FOUND, -KVC_INVALID_ARGUMENT (a bad name;
+ *          "default" cannot be dropped), -KVC_UNAVAILABLE ("busy, try
+ *          again": still in use);
+ *  activate: -KVC_NOT_FOUND, -KVC_INVALID_ARGUMENT, -KVC_UNAVAILABLE (I/O
+ *          error), -KVC_RESOURCE_EXHAUSTED (memory or file descriptors);
+ *  info: -KVC_NOT_FOUND, -KVC_INVALID_ARGUMENT; list: none of its own.
+ * The lists are malloc'd: kvc_tenant_list_free(). */
 int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
                       const struct kvc_tenant_opts *o);
 int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name);
@@ -276,12 +352,19 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name);
 int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
                         uint64_t *ret_activation_us);
-/* The call's tenant (or the handle's). */
+/* The call's tenant (or the handle's); the daemon's. None has errors of
+ * its own besides -KVC_NOT_FOUND for the tenant. */
 int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret);
 int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret);
-/* revision 0: merge only. */
+/* Merges the tenant's log, dropping versions older than revision (0:
+ * merge only).
+ * Errors: those of every call; -KVC_INVALID_ARGUMENT (revision in the
+ * future), -KVC_RESOURCE_EXHAUSTED and -KVC_UNAVAILABLE (the merge ran out
+ * of memory or disk, or met an I/O error). */
 int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
                 struct kvc_compact_result *ret);
+/* Answered also while kvd stops (status "stopping") and without a token.
+ * Errors: those of every call that can reach a server. */
 int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret);
 
 /* ---- asynchronous calls ----------------------------------------------------
@@ -320,7 +403,11 @@ void kvc_drain(kvc *c);
 /* ---- raw ------------------------------------------------------------------ */
 
 /* Sends body as one request message and returns the reply body (malloc'd).
- * For tools and tests that speak the protocol themselves. */
+ * For tools and tests that speak the protocol themselves: the reply is not
+ * decoded, so its status is not an error here.
+ * Errors: -KVC_INVALID_ARGUMENT (no handle, body NULL, or larger than
+ * max_message_size), -KVC_UNAVAILABLE, -KVC_DEADLINE_EXCEEDED,
+ * -KVC_RESOURCE_EXHAUSTED, -KVC_CANCELLED (the transport's errors). */
 int kvc_raw(kvc *c, uint32_t timeout_ms, const void *body, size_t len, void **ret_reply,
             size_t *ret_len);
 

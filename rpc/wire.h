@@ -1,0 +1,185 @@
+/*
+ * wire.h — kvd's wire protocol in C: the one copy of the constants that
+ * rpc/PROTOCOL.md defines, for the client library, kvctl and the server.
+ *
+ * What is here: the protocol version, the status codes (gRPC's canonical
+ * codes) and their names, the method table, the field names of requests
+ * and replies, the key size PROTOCOL.md promises, and the stream framing's
+ * hello and frame header. What is not here: settings and defaults (each
+ * side's own header), and how a message is packed (rpc/mp.h,
+ * rpc/client_codec.c, rpc/server.c).
+ *
+ * Header only, no state; any thread. A new method is a row in WIRE_METHODS,
+ * the server's body and the client's call.
+ */
+#ifndef KVD_WIRE_H
+#define KVD_WIRE_H
+
+#include <stdint.h>
+
+/* The "v" of every request; the last byte of the stream hello. */
+#define WIRE_VERSION 1
+
+/* Keys are 1 … WIRE_KEY_MAX bytes (PROTOCOL.md, "Idempotent writes and
+ * limits"). */
+#define WIRE_KEY_MAX 65536u
+
+/* ---- status codes (PROTOCOL.md, "Status codes") -------------------------- */
+
+/* X(name, code): every code a reply's "status" may carry. */
+#define WIRE_STATUSES(X)                                                                           \
+	X(OK, 0)                                                                                   \
+	X(CANCELLED, 1)                                                                            \
+	X(UNKNOWN, 2)                                                                              \
+	X(INVALID_ARGUMENT, 3)                                                                     \
+	X(DEADLINE_EXCEEDED, 4)                                                                    \
+	X(NOT_FOUND, 5)                                                                            \
+	X(ALREADY_EXISTS, 6)                                                                       \
+	X(PERMISSION_DENIED, 7)                                                                    \
+	X(RESOURCE_EXHAUSTED, 8)                                                                   \
+	X(FAILED_PRECONDITION, 9)                                                                  \
+	X(ABORTED, 10)                                                                             \
+	X(OUT_OF_RANGE, 11)                                                                        \
+	X(UNIMPLEMENTED, 12)                                                                       \
+	X(INTERNAL, 13)                                                                            \
+	X(UNAVAILABLE, 14)                                                                         \
+	X(DATA_LOSS, 15)                                                                           \
+	X(UNAUTHENTICATED, 16)
+
+enum wire_status {
+#define WIRE_STATUS_ENUM(name, code) WIRE_##name = code,
+	WIRE_STATUSES(WIRE_STATUS_ENUM)
+#undef WIRE_STATUS_ENUM
+	        WIRE_STATUS_COUNT
+};
+
+/* ---- methods (PROTOCOL.md, "Methods") ------------------------------------ */
+
+#define WIRE_M_PUT              "Put"
+#define WIRE_M_GET              "Get"
+#define WIRE_M_DELETE           "Delete"
+#define WIRE_M_SCAN             "Scan"
+#define WIRE_M_VERSIONS         "Versions"
+#define WIRE_M_BATCH            "Batch"
+#define WIRE_M_COMPACT          "Compact"
+#define WIRE_M_STATS            "Stats"
+#define WIRE_M_TENANT_CREATE    "TenantCreate"
+#define WIRE_M_TENANT_DROP      "TenantDrop"
+#define WIRE_M_TENANT_LIST      "TenantList"
+#define WIRE_M_TENANT_INFO      "TenantInfo"
+#define WIRE_M_TENANT_PASSIVATE "TenantPassivate"
+#define WIRE_M_TENANT_ACTIVATE  "TenantActivate"
+#define WIRE_M_HEALTH           "Health"
+
+/* X(id, name): every method; enum wire_method numbers them in this order. */
+#define WIRE_METHODS(X)                                                                            \
+	X(PUT, WIRE_M_PUT)                                                                         \
+	X(GET, WIRE_M_GET)                                                                         \
+	X(DELETE, WIRE_M_DELETE)                                                                   \
+	X(SCAN, WIRE_M_SCAN)                                                                       \
+	X(VERSIONS, WIRE_M_VERSIONS)                                                               \
+	X(BATCH, WIRE_M_BATCH)                                                                     \
+	X(COMPACT, WIRE_M_COMPACT)                                                                 \
+	X(STATS, WIRE_M_STATS)                                                                     \
+	X(TENANT_CREATE, WIRE_M_TENANT_CREATE)                                                     \
+	X(TENANT_DROP, WIRE_M_TENANT_DROP)                                                         \
+	X(TENANT_LIST, WIRE_M_TENANT_LIST)                                                         \
+	X(TENANT_INFO, WIRE_M_TENANT_INFO)                                                         \
+	X(TENANT_PASSIVATE, WIRE_M_TENANT_PASSIVATE)                                               \
+	X(TENANT_ACTIVATE, WIRE_M_TENANT_ACTIVATE)                                                 \
+	X(HEALTH, WIRE_M_HEALTH)
+
+enum wire_method {
+#define WIRE_METHOD_ENUM(id, name) WIRE_METHOD_##id,
+	WIRE_METHODS(WIRE_METHOD_ENUM)
+#undef WIRE_METHOD_ENUM
+	        WIRE_METHOD_COUNT
+};
+
+/* ---- field names (PROTOCOL.md, "Envelope" and each method) --------------- */
+
+/* The request envelope. */
+#define WIRE_F_V          "v"
+#define WIRE_F_ID         "id"
+#define WIRE_F_CLIENT     "client"
+#define WIRE_F_METHOD     "method"
+#define WIRE_F_TENANT     "tenant"
+#define WIRE_F_TIMEOUT_MS "timeout_ms"
+#define WIRE_F_TOKEN      "token"
+#define WIRE_F_ARGS       "args"
+
+/* The reply envelope (and "id" above). */
+#define WIRE_F_STATUS  "status"
+#define WIRE_F_MESSAGE "message"
+#define WIRE_F_RESULT  "result"
+
+/* Arguments and results. */
+#define WIRE_F_KEY               "key"
+#define WIRE_F_VALUE             "value"
+#define WIRE_F_VERSION           "version"
+#define WIRE_F_AS_OF             "as_of"
+#define WIRE_F_IF_VERSION        "if_version"
+#define WIRE_F_TTL_MS            "ttl_ms"
+#define WIRE_F_TIMESTAMP_MS      "timestamp_ms"
+#define WIRE_F_EXPIRY_MS         "expiry_ms"
+#define WIRE_F_START             "start"
+#define WIRE_F_END               "end"
+#define WIRE_F_PREFIX            "prefix"
+#define WIRE_F_LIMIT             "limit"
+#define WIRE_F_REVERSE           "reverse"
+#define WIRE_F_KEYS_ONLY         "keys_only"
+#define WIRE_F_CONTINUATION      "continuation"
+#define WIRE_F_ITEMS             "items"
+#define WIRE_F_REVISION          "revision"
+#define WIRE_F_MORE              "more"
+#define WIRE_F_BEFORE            "before"
+#define WIRE_F_VALUES            "values"
+#define WIRE_F_VERSIONS          "versions"
+#define WIRE_F_TRUNCATED         "truncated"
+#define WIRE_F_OPS               "ops"
+#define WIRE_F_OP                "op"
+#define WIRE_F_FAILED_OP         "failed_op"
+#define WIRE_F_SCOPE             "scope"
+#define WIRE_F_NAME              "name"
+#define WIRE_F_SYNC              "sync"
+#define WIRE_F_SYNC_INTERVAL_MS  "sync_interval_ms"
+#define WIRE_F_HISTORY           "history"
+#define WIRE_F_MAX_KEYS          "max_keys"
+#define WIRE_F_STATE             "state"
+#define WIRE_F_TENANTS           "tenants"
+#define WIRE_F_IO_URING          "io_uring"
+#define WIRE_F_READ_ONLY         "read_only"
+#define WIRE_F_COMPACT_REVISION  "compact_revision"
+#define WIRE_F_DISK_BYTES_BEFORE "disk_bytes_before"
+#define WIRE_F_DISK_BYTES_AFTER  "disk_bytes_after"
+#define WIRE_F_ACTIVATION_US     "activation_us"
+#define WIRE_F_UPTIME_S          "uptime_s"
+
+/* ---- stream framing (PROTOCOL.md, "Stream framing") ---------------------- */
+
+/* Each side's first bytes: "kvd\0" and the framing version, big-endian. */
+#define WIRE_HELLO_LEN 8
+#define WIRE_HELLO_INIT                                                                            \
+	{                                                                                          \
+		'k', 'v', 'd', 0, 0, 0, 0, WIRE_VERSION                                            \
+	}
+
+/* Then frames: a 4-byte big-endian length, then that many bytes of one
+ * msgpack message. */
+#define WIRE_FRAME_HDR 4
+
+static inline void wire_frame_hdr_put(uint8_t hdr[WIRE_FRAME_HDR], uint32_t len)
+{
+	hdr[0] = (uint8_t)(len >> 24);
+	hdr[1] = (uint8_t)(len >> 16);
+	hdr[2] = (uint8_t)(len >> 8);
+	hdr[3] = (uint8_t)len;
+}
+
+static inline uint32_t wire_frame_hdr_get(const uint8_t hdr[WIRE_FRAME_HDR])
+{
+	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 |
+	       (uint32_t)hdr[3];
+}
+
+#endif
