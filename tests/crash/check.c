@@ -561,7 +561,8 @@ static void check_key(struct chk *c, uint32_t key)
 	for (first_new = k->nhist; first_new > 0 && k->hist[first_new - 1].round == m->round;
 	     first_new--)
 		;
-	qsort(k->hist + first_new, k->nhist - first_new, sizeof(*k->hist), cmp_write);
+	if (k->nhist > first_new)
+		qsort(k->hist + first_new, k->nhist - first_new, sizeof(*k->hist), cmp_write);
 	for (i = first_new > 0 ? first_new : 1; i < k->nhist; i++)
 		if (k->hist[i].version <= k->hist[i - 1].version)
 			cl_violation(m, k->name, k->len,
@@ -782,6 +783,7 @@ static void resolve(struct chk *c)
 			continue;
 		while (first_new > 0 && k->hist[first_new - 1].round == m->round)
 			first_new--;
+		if (k->nhist > first_new)
 		qsort(k->hist + first_new, k->nhist - first_new, sizeof(*k->hist), cmp_write);
 	}
 }

@@ -610,40 +610,80 @@ static int run_check(const char *dir, char *out, size_t cap)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The ids of the sealed segments META lists (docs/FORMAT.md, META format 2:
+ * a 48-byte header with the count at 12, then 16 bytes a segment, the id
+ * first). Returns how many went into ids, 0 when META is not there. */
+static int meta_segments(const char *tdir, uint32_t *ids, int max)
+{
+	uint8_t buf[48 + 16 * 256];
+	char *path = tu_path(tdir, "META");
+	int fd = open(path, O_RDONLY), n = 0;
+	ssize_t got;
+
+	free(path);
+	if (fd < 0)
+		return 0;
+	got = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (got < 52 || buf[8] != 2)
+		return 0;
+	for (uint32_t i = 0; i < (uint32_t)(buf[12] | buf[13] << 8) && n < max; i++) {
+		const uint8_t *p = buf + 48 + 16 * i;
+		if (p + 16 > buf + got)
+			break;
+		ids[n++] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		           (uint32_t)p[3] << 24;
+	}
+	return n;
+}
+
 /*
  * Returns whether a copy was damaged and checked (false: nothing sealed yet).
- * A copy of the data of the kvd that was just checked, with one sealed
- * segment (one with a hint, else any but the newest) deleted, cut in half or
- * replaced by a directory, by turns: `kvd --check` must exit 1 and name it;
- * a kvd started on the copy must log the loss with the file's name, and its
- * next write must get a version above every one acknowledged so far.
+ * A copy of the data of the kvd that was just checked — taken while that kvd
+ * is stopped (SIGSTOP), so the copy is a state a crash could leave — with
+ * one sealed segment META lists deleted, cut in half or replaced by a
+ * directory, by turns: `kvd --check` must exit 1 and name it; a kvd started
+ * on the copy must log the loss with the file's name, and its next write
+ * must get a version above every one acknowledged so far.
  */
-static bool damage_probe(struct cl_model *m, const char *dir, uint64_t turn)
+static bool damage_probe(struct cl_model *m, const char *dir, pid_t running, uint64_t turn)
 {
 	static const char *const how[] = {"deleted", "cut in half", "replaced by a directory"};
 	struct timespec all = {0, 0};
 	char *data = tu_path(dir, "data"), *cdir = tu_path(dir, "damaged");
 	char *cdata = tu_path(cdir, "data"), *tdir = tu_path(cdir, "data/tenants/default");
-	char segs[256][64], hints[256][64], victim[64], why[256], out[8192], *path;
+	char victim[64], why[256], out[8192], *path = NULL;
+	uint32_t listed[256];
 	struct kvd_proc k2;
-	int nseg, nhint, st, h = (int)(turn % 3);
+	int nlisted, st, h = (int)(turn % 3);
 	bool probed = false;
 
 	tu_rmtree(cdir);
 	mkdir(cdir, 0755);
-	if (copy_changed(data, cdata, &all) != 0) {
+	kill(running, SIGSTOP);
+	st = copy_changed(data, cdata, &all);
+	kill(running, SIGCONT);
+	if (st != 0) {
 		cl_note(m, "could not copy the data to %s: no damage probe", cdir);
 		goto out;
 	}
-	nseg = tu_list_ext(tdir, ".seg", segs, 256);
-	nhint = tu_list_ext(tdir, ".hint", hints, 256);
-	if (nhint > 0)
-		snprintf(victim, sizeof(victim), "%.8s.seg", hints[turn % (uint64_t)nhint]);
-	else if (nseg > 1)
-		snprintf(victim, sizeof(victim), "%s", segs[turn % (uint64_t)(nseg - 1)]);
-	else
+	/* the copy as taken: a state a crash could leave, so nothing is missing */
+	run_check(cdata, out, sizeof(out));
+	if (strstr(out, "missing") != NULL)
+		cl_violation(m, NULL, 0, "a copy of the data taken with kvd stopped: %s", out);
+	/* a sealed segment META lists and the copy has */
+	nlisted = meta_segments(tdir, listed, 256);
+	for (int i = 0; i < nlisted; i++) {
+		uint32_t id = listed[(turn + (uint64_t)i) % (uint64_t)nlisted];
+		snprintf(victim, sizeof(victim), "%08x.seg", id);
+		path = tu_path(tdir, "%s", victim);
+		if (access(path, F_OK) == 0)
+			break;
+		free(path);
+		path = NULL;
+	}
+	if (path == NULL)
 		goto out; /* nothing sealed yet */
-	path = tu_path(tdir, "%s", victim);
 	if (h == 0) {
 		st = unlink(path);
 	} else if (h == 1) {
@@ -810,7 +850,7 @@ int main(int argc, char **argv)
 			         round == o.iterations ||
 			                 (o.full_every && round % o.full_every == 0));
 		if (up && m.violations == 0 && o.damage_every && round % o.damage_every == 0)
-			t.damaged += damage_probe(&m, dir, round / o.damage_every);
+			t.damaged += damage_probe(&m, dir, k.pid, round / o.damage_every);
 		t3 = cl_now_us(&m);
 		t.write_s += secs(t1 - t0);
 		t.restart_s += secs(t2 - t1);
