@@ -83,8 +83,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define STREAM_HELLO_LEN       8
-#define STREAM_FRAME_HDR       4
 #define STREAM_IN_MIN          (16u << 10)   /* a connection's input buffer, at least */
 #define STREAM_IN_KEEP         STREAM_IN_MIN /* larger buffers are given back when empty */
 #define STREAM_SMALL_MAX       (16u << 10)   /* larger frames are read under the input budget */
@@ -102,8 +100,8 @@
 #define STREAM_ACCEPT_PAUSE_MS 100          /* after EMFILE and the like */
 #define STREAM_DISCARD_MAX     (128u << 20) /* bytes read and dropped after a framing error */
 
-/* "kvd\0" and the framing version, 1, as a 32-bit big-endian number. */
-static const uint8_t stream_hello[STREAM_HELLO_LEN] = {'k', 'v', 'd', 0, 0, 0, 0, 1};
+/* "kvd\0" and the framing version (rpc/wire.h). */
+static const uint8_t stream_hello[WIRE_HELLO_LEN] = WIRE_HELLO_INIT;
 
 struct sconn {
 	struct watch watch; /* first: the worker's epoll events (stream_event) */
@@ -460,10 +458,10 @@ static size_t sconn_out_hard(const struct sconn *c)
  * queued before it, the rest queued. */
 static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t len)
 {
-	uint8_t hdr[STREAM_FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
-	                                 (uint8_t)(len >> 8), (uint8_t)len};
+	uint8_t hdr[WIRE_FRAME_HDR];
 	size_t done = 0;
 
+	wire_frame_hdr_put(hdr, (uint32_t)len);
 	if (c->dead || c->broken)
 		return;
 	if (c->out_len == c->out_off) {
@@ -647,9 +645,9 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 	char msg[128];
 
 	if (!c->hello_read) {
-		if (c->in_len < STREAM_HELLO_LEN)
+		if (c->in_len < WIRE_HELLO_LEN)
 			goto out;
-		if (memcmp(c->in, stream_hello, STREAM_HELLO_LEN) != 0) {
+		if (memcmp(c->in, stream_hello, WIRE_HELLO_LEN) != 0) {
 			/* not a kvd stream client (an nng/SP peer starts with "\0SP\0") */
 			sconn_fatal(c, RPC_INVALID_ARGUMENT,
 			            "not a kvd stream client: the connection must start with "
@@ -658,7 +656,7 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 			return;
 		}
 		c->hello_read = true;
-		pos = STREAM_HELLO_LEN;
+		pos = WIRE_HELLO_LEN;
 		progress = true;
 	}
 	for (;;) {
@@ -701,9 +699,9 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 			progress = true;
 		} else {
 			uint8_t *body;
-			if (c->in_len - pos < STREAM_FRAME_HDR)
+			if (c->in_len - pos < WIRE_FRAME_HDR)
 				break;
-			len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+			len = wire_frame_hdr_get(h);
 			if (len == 0 || len > d->cfg.max_message_size) {
 				snprintf(msg, sizeof(msg),
 				         "frame of %zu bytes: a request is 1 to %llu bytes", len,
@@ -716,25 +714,25 @@ static void sconn_parse(struct worker *w, struct sconn *c)
 			}
 			if (len > STREAM_SMALL_MAX) {
 				/* a large frame: its body waits for the input budget */
-				pos += STREAM_FRAME_HDR;
+				pos += WIRE_FRAME_HDR;
 				c->big_len = len;
 				c->big_got = 0;
 				progress = true;
 				budget_take(c);
 				continue;
 			}
-			if (c->in_len - pos - STREAM_FRAME_HDR < len)
+			if (c->in_len - pos - WIRE_FRAME_HDR < len)
 				break;
 			if ((body = malloc(len)) == NULL) {
 				sconn_nomem(c, len);
 				return;
 			}
-			memcpy(body, h + STREAM_FRAME_HDR, len);
+			memcpy(body, h + WIRE_FRAME_HDR, len);
 			if (!sconn_request(w, c, body, len, 0)) {
 				sconn_nomem(c, len);
 				return;
 			}
-			pos += STREAM_FRAME_HDR + len;
+			pos += WIRE_FRAME_HDR + len;
 			progress = true;
 		}
 		pthread_mutex_lock(&c->mu);
@@ -780,16 +778,16 @@ static bool sconn_in_reserve(struct sconn *c, size_t need)
  * (at least a read's worth; a large frame's body goes to c->big). */
 static size_t sconn_in_need(const struct sconn *c)
 {
-	size_t off = c->hello_read ? 0 : STREAM_HELLO_LEN;
+	size_t off = c->hello_read ? 0 : WIRE_HELLO_LEN;
 	const uint8_t *h = c->in + off;
 	size_t len, want;
 
-	if (c->in_len < off + STREAM_FRAME_HDR)
+	if (c->in_len < off + WIRE_FRAME_HDR)
 		return 4096;
-	len = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+	len = wire_frame_hdr_get(h);
 	if (len > STREAM_SMALL_MAX)
 		return 4096;
-	want = off + STREAM_FRAME_HDR + len;
+	want = off + WIRE_FRAME_HDR + len;
 	return want > c->in_len + 4096 ? want - c->in_len : 4096;
 }
 

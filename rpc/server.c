@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include "mp.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,21 +15,21 @@ static const struct {
 	const char *name;
 	enum rpc_kind kind;
 } methods[RPC_METHODS] = {
-	[RPC_PUT] = {"Put", RPC_KIND_WRITE},
-	[RPC_GET] = {"Get", RPC_KIND_READ},
-	[RPC_DELETE] = {"Delete", RPC_KIND_WRITE},
-	[RPC_SCAN] = {"Scan", RPC_KIND_READ},
-	[RPC_VERSIONS] = {"Versions", RPC_KIND_READ},
-	[RPC_BATCH] = {"Batch", RPC_KIND_WRITE},
-	[RPC_COMPACT] = {"Compact", RPC_KIND_MAINT},
-	[RPC_STATS] = {"Stats", RPC_KIND_LOCAL},
-	[RPC_TENANT_CREATE] = {"TenantCreate", RPC_KIND_LOCAL},
-	[RPC_TENANT_DROP] = {"TenantDrop", RPC_KIND_TENANT},
-	[RPC_TENANT_LIST] = {"TenantList", RPC_KIND_LOCAL},
-	[RPC_TENANT_INFO] = {"TenantInfo", RPC_KIND_LOCAL},
-	[RPC_TENANT_PASSIVATE] = {"TenantPassivate", RPC_KIND_TENANT},
-	[RPC_TENANT_ACTIVATE] = {"TenantActivate", RPC_KIND_TENANT},
-	[RPC_HEALTH] = {"Health", RPC_KIND_LOCAL},
+	[RPC_PUT] = {WIRE_M_PUT, RPC_KIND_WRITE},
+	[RPC_GET] = {WIRE_M_GET, RPC_KIND_READ},
+	[RPC_DELETE] = {WIRE_M_DELETE, RPC_KIND_WRITE},
+	[RPC_SCAN] = {WIRE_M_SCAN, RPC_KIND_READ},
+	[RPC_VERSIONS] = {WIRE_M_VERSIONS, RPC_KIND_READ},
+	[RPC_BATCH] = {WIRE_M_BATCH, RPC_KIND_WRITE},
+	[RPC_COMPACT] = {WIRE_M_COMPACT, RPC_KIND_MAINT},
+	[RPC_STATS] = {WIRE_M_STATS, RPC_KIND_LOCAL},
+	[RPC_TENANT_CREATE] = {WIRE_M_TENANT_CREATE, RPC_KIND_LOCAL},
+	[RPC_TENANT_DROP] = {WIRE_M_TENANT_DROP, RPC_KIND_TENANT},
+	[RPC_TENANT_LIST] = {WIRE_M_TENANT_LIST, RPC_KIND_LOCAL},
+	[RPC_TENANT_INFO] = {WIRE_M_TENANT_INFO, RPC_KIND_LOCAL},
+	[RPC_TENANT_PASSIVATE] = {WIRE_M_TENANT_PASSIVATE, RPC_KIND_TENANT},
+	[RPC_TENANT_ACTIVATE] = {WIRE_M_TENANT_ACTIVATE, RPC_KIND_TENANT},
+	[RPC_HEALTH] = {WIRE_M_HEALTH, RPC_KIND_LOCAL},
 };
 
 const char *rpc_method_name(enum rpc_method m)
@@ -106,23 +107,23 @@ static void reply_head(struct rpc_reply *rp, uint64_t id, int status, uint32_t e
 {
 	rp->status = status;
 	msgpack_pack_map(&rp->pk, 3 + extra);
-	mp_kv_uint(&rp->pk, "v", 1);
-	mp_kv_uint(&rp->pk, "id", id);
-	mp_kv_uint(&rp->pk, "status", (uint64_t)status);
+	mp_kv_uint(&rp->pk, WIRE_F_V, 1);
+	mp_kv_uint(&rp->pk, WIRE_F_ID, id);
+	mp_kv_uint(&rp->pk, WIRE_F_STATUS, (uint64_t)status);
 }
 
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message)
 {
 	reply_restart(rp);
 	reply_head(rp, id, status, 1);
-	mp_kv_str(&rp->pk, "message", message);
+	mp_kv_str(&rp->pk, WIRE_F_MESSAGE, message);
 }
 
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
 {
 	reply_restart(rp);
 	reply_head(rp, id, RPC_OK, 1);
-	mp_pack_cstr(&rp->pk, "result");
+	mp_pack_cstr(&rp->pk, WIRE_F_RESULT);
 	msgpack_pack_map(&rp->pk, fields);
 }
 
@@ -288,18 +289,18 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 		*ret_msg = "malformed request: not a msgpack map";
 		return -EINVAL;
 	}
-	if (mp_field_uint(&r->root, "id", false, &r->id) != 0) {
+	if (mp_field_uint(&r->root, WIRE_F_ID, false, &r->id) != 0) {
 		*ret_msg = "'id' must be an unsigned integer";
 		return -EINVAL;
 	}
-	if ((o = mp_map_get(&r->root, "client")) != NULL) {
+	if ((o = mp_map_get(&r->root, WIRE_F_CLIENT)) != NULL) {
 		if (mp_uint(o, &r->client) != 0) {
 			*ret_msg = "'client' must be an unsigned integer";
 			return -EINVAL;
 		}
 		r->has_client = true;
 	}
-	if ((o = mp_map_get(&r->root, "v")) == NULL || mp_uint(o, &v) != 0) {
+	if ((o = mp_map_get(&r->root, WIRE_F_V)) == NULL || mp_uint(o, &v) != 0) {
 		*ret_msg = "'v' (protocol version) missing or not an unsigned integer";
 		return -EINVAL;
 	}
@@ -310,7 +311,7 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 		*ret_msg = r->errbuf;
 		return -EINVAL;
 	}
-	if ((rv = mp_field_str(&r->root, "method", true, &s, &n)) != 0) {
+	if ((rv = mp_field_str(&r->root, WIRE_F_METHOD, true, &s, &n)) != 0) {
 		*ret_msg = "'method' missing or not a string";
 		return -EINVAL;
 	}
@@ -322,11 +323,11 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 		return -EINVAL;
 	}
 	r->kind = methods[r->method].kind;
-	if (mp_field_uint(&r->root, "timeout_ms", false, &r->timeout_ms) != 0) {
+	if (mp_field_uint(&r->root, WIRE_F_TIMEOUT_MS, false, &r->timeout_ms) != 0) {
 		*ret_msg = "'timeout_ms' must be an unsigned integer";
 		return -EINVAL;
 	}
-	r->args = mp_map_get(&r->root, "args");
+	r->args = mp_map_get(&r->root, WIRE_F_ARGS);
 	if (r->args != NULL && r->args->type != MSGPACK_OBJECT_MAP) {
 		*ret_msg = "'args' must be a map";
 		return -EINVAL;
@@ -334,14 +335,14 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	if (lim->token != NULL && lim->token[0] != '\0' && r->method != RPC_HEALTH) {
 		const char *tok = NULL;
 		size_t tl = 0;
-		if (mp_field_str(&r->root, "token", false, &tok, &tl) != 0 || tok == NULL ||
+		if (mp_field_str(&r->root, WIRE_F_TOKEN, false, &tok, &tl) != 0 || tok == NULL ||
 		    !token_equal(lim->token, tok, tl)) {
 			*ret_status = RPC_UNAUTHENTICATED;
 			*ret_msg = "missing or wrong token";
 			return -EACCES;
 		}
 	}
-	if ((o = mp_map_get(&r->root, "tenant")) != NULL) {
+	if ((o = mp_map_get(&r->root, WIRE_F_TENANT)) != NULL) {
 		if (name_from(o, r->tenant) != 0) {
 			*ret_msg = "'tenant' must be 1-64 characters of [A-Za-z0-9._-], not starting "
 			           "with '.'";
@@ -356,7 +357,7 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	case RPC_TENANT_INFO:
 	case RPC_TENANT_PASSIVATE:
 	case RPC_TENANT_ACTIVATE:
-		if (name_from(mp_map_get(r->args, "name"), r->tenant) != 0) {
+		if (name_from(mp_map_get(r->args, WIRE_F_NAME), r->tenant) != 0) {
 			*ret_msg = "'name' missing or not a valid tenant name";
 			return -EINVAL;
 		}
@@ -364,7 +365,7 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	case RPC_STATS: {
 		const char *scope = "tenant";
 		size_t sl = 6;
-		if (mp_field_str(r->args, "scope", false, &scope, &sl) != 0) {
+		if (mp_field_str(r->args, WIRE_F_SCOPE, false, &scope, &sl) != 0) {
 			*ret_msg = "'scope' must be a string";
 			return -EINVAL;
 		}
@@ -457,18 +458,18 @@ static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out
 	size_t klen;
 	int rv;
 
-	if (arg_key(r, out, "key", &key, &klen) || arg_uint(r, out, "version", &ro.version) ||
-	    arg_uint(r, out, "as_of", &ro.as_of))
+	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
 		return;
 	if ((rv = kv_get(kv_tenant_db(t), key, klen, &ro, &val)) != 0) {
 		reply_kv_error(out, r->id, rv);
 		return;
 	}
 	rpc_reply_ok(out, r->id, 4);
-	mp_kv_bin(&out->pk, "value", val.data, val.len);
-	mp_kv_uint(&out->pk, "version", val.version);
-	mp_kv_uint(&out->pk, "timestamp_ms", val.timestamp_ms);
-	mp_kv_uint(&out->pk, "expiry_ms", val.expiry_ms);
+	mp_kv_bin(&out->pk, WIRE_F_VALUE, val.data, val.len);
+	mp_kv_uint(&out->pk, WIRE_F_VERSION, val.version);
+	mp_kv_uint(&out->pk, WIRE_F_TIMESTAMP_MS, val.timestamp_ms);
+	mp_kv_uint(&out->pk, WIRE_F_EXPIRY_MS, val.expiry_ms);
 	kv_value_release(&val);
 }
 
@@ -488,12 +489,12 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	int rv;
 
 	memset(&so, 0, sizeof(so));
-	if (arg_bin(r, out, "start", &so.start, &so.start_len) ||
-	    arg_bin(r, out, "end", &so.end, &so.end_len) ||
-	    arg_bin(r, out, "prefix", &so.prefix, &so.prefix_len) ||
-	    arg_uint(r, out, "limit", &limit) || arg_bool(r, out, "reverse", &so.reverse) ||
-	    arg_bool(r, out, "keys_only", &so.keys_only) || arg_uint(r, out, "as_of", &so.as_of) ||
-	    arg_bin(r, out, "continuation", &cont, &cont_len))
+	if (arg_bin(r, out, WIRE_F_START, &so.start, &so.start_len) ||
+	    arg_bin(r, out, WIRE_F_END, &so.end, &so.end_len) ||
+	    arg_bin(r, out, WIRE_F_PREFIX, &so.prefix, &so.prefix_len) ||
+	    arg_uint(r, out, WIRE_F_LIMIT, &limit) || arg_bool(r, out, WIRE_F_REVERSE, &so.reverse) ||
+	    arg_bool(r, out, WIRE_F_KEYS_ONLY, &so.keys_only) || arg_uint(r, out, WIRE_F_AS_OF, &so.as_of) ||
+	    arg_bin(r, out, WIRE_F_CONTINUATION, &cont, &cont_len))
 		return;
 	if (limit == 0 || limit > RPC_SCAN_PAGE_MAX)
 		limit = limit == 0 ? 1000 : RPC_SCAN_PAGE_MAX;
@@ -569,13 +570,13 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 		return;
 	}
 	rpc_reply_ok(out, r->id, more ? 4 : 3);
-	mp_pack_cstr(&out->pk, "items");
+	mp_pack_cstr(&out->pk, WIRE_F_ITEMS);
 	msgpack_pack_array(&out->pk, (uint32_t)count);
 	reply_write(out, items.buf.data, items.buf.size);
-	mp_kv_uint(&out->pk, "revision", kv_iter_version(it));
-	mp_kv_bool(&out->pk, "more", more);
+	mp_kv_uint(&out->pk, WIRE_F_REVISION, kv_iter_version(it));
+	mp_kv_bool(&out->pk, WIRE_F_MORE, more);
 	if (more)
-		mp_kv_bin(&out->pk, "continuation", keep, last_len + 1);
+		mp_kv_bin(&out->pk, WIRE_F_CONTINUATION, keep, last_len + 1);
 	kv_iter_close(it);
 	rpc_reply_release(&items);
 	free(after);
@@ -591,8 +592,8 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 	bool values = true, truncated = false;
 	int rv;
 
-	if (arg_key(r, out, "key", &key, &klen) || arg_uint(r, out, "limit", &limit) ||
-	    arg_uint(r, out, "before", &before) || arg_bool(r, out, "values", &values))
+	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_LIMIT, &limit) ||
+	    arg_uint(r, out, WIRE_F_BEFORE, &before) || arg_bool(r, out, WIRE_F_VALUES, &values))
 		return;
 	if (limit == 0)
 		limit = 10;
@@ -605,7 +606,7 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 		return;
 	}
 	rpc_reply_ok(out, r->id, 2);
-	mp_pack_cstr(&out->pk, "versions");
+	mp_pack_cstr(&out->pk, WIRE_F_VERSIONS);
 	msgpack_pack_array(&out->pk, (uint32_t)n);
 	for (i = 0; i < n; i++) {
 		msgpack_pack_array(&out->pk, 4);
@@ -622,7 +623,7 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 		else
 			msgpack_pack_nil(&out->pk);
 	}
-	mp_kv_bool(&out->pk, "truncated", truncated);
+	mp_kv_bool(&out->pk, WIRE_F_TRUNCATED, truncated);
 	kv_versions_free(list, n);
 }
 
@@ -635,32 +636,32 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
                       bool with_stats)
 {
 	rpc_reply_ok(out, id, with_stats ? 25 : 14);
-	mp_kv_str(&out->pk, "name", in->name);
-	mp_kv_str(&out->pk, "state", in->active ? "active" : "passive");
-	mp_kv_uint(&out->pk, "idle_s", in->idle_ms / 1000);
-	mp_kv_uint(&out->pk, "keys", in->stats.keys);
-	mp_kv_uint(&out->pk, "live_bytes", in->stats.live_bytes);
-	mp_kv_uint(&out->pk, "disk_bytes", in->stats.disk_bytes);
-	mp_kv_uint(&out->pk, "keydir_bytes", in->active ? in->stats.keydir_bytes : 0);
-	mp_kv_uint(&out->pk, "activations", in->activations);
-	mp_kv_uint(&out->pk, "last_activation_ms", in->last_activation_ms);
-	mp_kv_uint(&out->pk, "last_version", in->stats.last_version);
-	mp_kv_str(&out->pk, "sync", sync_str(in->config.sync));
-	mp_kv_uint(&out->pk, "history", in->config.history_versions);
-	mp_kv_uint(&out->pk, "ttl_ms", in->config.default_ttl_ms);
-	mp_kv_uint(&out->pk, "max_keys", in->config.max_keys);
+	mp_kv_str(&out->pk, WIRE_F_NAME, in->name);
+	mp_kv_str(&out->pk, WIRE_F_STATE, in->active ? "active" : "passive");
+	mp_kv_uint(&out->pk, WIRE_F_IDLE_S, in->idle_ms / 1000);
+	mp_kv_uint(&out->pk, WIRE_F_KEYS, in->stats.keys);
+	mp_kv_uint(&out->pk, WIRE_F_LIVE_BYTES, in->stats.live_bytes);
+	mp_kv_uint(&out->pk, WIRE_F_DISK_BYTES, in->stats.disk_bytes);
+	mp_kv_uint(&out->pk, WIRE_F_KEYDIR_BYTES, in->active ? in->stats.keydir_bytes : 0);
+	mp_kv_uint(&out->pk, WIRE_F_ACTIVATIONS, in->activations);
+	mp_kv_uint(&out->pk, WIRE_F_LAST_ACTIVATION_MS, in->last_activation_ms);
+	mp_kv_uint(&out->pk, WIRE_F_LAST_VERSION, in->stats.last_version);
+	mp_kv_str(&out->pk, WIRE_F_SYNC, sync_str(in->config.sync));
+	mp_kv_uint(&out->pk, WIRE_F_HISTORY, in->config.history_versions);
+	mp_kv_uint(&out->pk, WIRE_F_TTL_MS, in->config.default_ttl_ms);
+	mp_kv_uint(&out->pk, WIRE_F_MAX_KEYS, in->config.max_keys);
 	if (with_stats) {
-		mp_kv_uint(&out->pk, "dead_bytes", in->stats.dead_bytes);
-		mp_kv_uint(&out->pk, "segments", in->stats.segments);
-		mp_kv_uint(&out->pk, "tombstones", in->stats.tombstones);
-		mp_kv_uint(&out->pk, "merges", in->stats.merges);
-		mp_kv_uint(&out->pk, "compact_revision", in->stats.compact_revision);
-		mp_kv_bool(&out->pk, "io_uring", in->stats.io_uring);
-		mp_kv_uint(&out->pk, "batches", in->stats.batches);
-		mp_kv_uint(&out->pk, "batched_writes", in->stats.batched_writes);
-		mp_kv_uint(&out->pk, "syncs", in->stats.syncs);
-		mp_kv_uint(&out->pk, "last_activation_us", in->last_activation_us);
-		mp_kv_bool(&out->pk, "read_only", in->active && in->stats.read_only);
+		mp_kv_uint(&out->pk, WIRE_F_DEAD_BYTES, in->stats.dead_bytes);
+		mp_kv_uint(&out->pk, WIRE_F_SEGMENTS, in->stats.segments);
+		mp_kv_uint(&out->pk, WIRE_F_TOMBSTONES, in->stats.tombstones);
+		mp_kv_uint(&out->pk, WIRE_F_MERGES, in->stats.merges);
+		mp_kv_uint(&out->pk, WIRE_F_COMPACT_REVISION, in->stats.compact_revision);
+		mp_kv_bool(&out->pk, WIRE_F_IO_URING, in->stats.io_uring);
+		mp_kv_uint(&out->pk, WIRE_F_BATCHES, in->stats.batches);
+		mp_kv_uint(&out->pk, WIRE_F_BATCHED_WRITES, in->stats.batched_writes);
+		mp_kv_uint(&out->pk, WIRE_F_SYNCS, in->stats.syncs);
+		mp_kv_uint(&out->pk, WIRE_F_LAST_ACTIVATION_US, in->last_activation_us);
+		mp_kv_bool(&out->pk, WIRE_F_READ_ONLY, in->active && in->stats.read_only);
 	}
 }
 
@@ -670,7 +671,7 @@ static void run_compact(kv_tenant *t, const struct rpc_req *r, struct rpc_reply 
 	uint64_t rev = 0;
 	int rv;
 
-	if (arg_uint(r, out, "revision", &rev))
+	if (arg_uint(r, out, WIRE_F_REVISION, &rev))
 		return;
 	kv_stats(kv_tenant_db(t), &before);
 	if (rev > before.last_version) {
@@ -686,9 +687,9 @@ static void run_compact(kv_tenant *t, const struct rpc_req *r, struct rpc_reply 
 	}
 	kv_stats(kv_tenant_db(t), &after);
 	rpc_reply_ok(out, r->id, 3);
-	mp_kv_uint(&out->pk, "compact_revision", after.compact_revision);
-	mp_kv_uint(&out->pk, "disk_bytes_before", before.disk_bytes);
-	mp_kv_uint(&out->pk, "disk_bytes_after", after.disk_bytes);
+	mp_kv_uint(&out->pk, WIRE_F_COMPACT_REVISION, after.compact_revision);
+	mp_kv_uint(&out->pk, WIRE_F_DISK_BYTES_BEFORE, before.disk_bytes);
+	mp_kv_uint(&out->pk, WIRE_F_DISK_BYTES_AFTER, after.disk_bytes);
 }
 
 void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
@@ -729,7 +730,7 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 	size_t sl = 0;
 	uint64_t v;
 
-	if (mp_field_str(r->args, "sync", false, &sync, &sl) != 0) {
+	if (mp_field_str(r->args, WIRE_F_SYNC, false, &sync, &sl) != 0) {
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT, "'sync' must be a string");
 		return -EINVAL;
 	}
@@ -747,7 +748,7 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 		}
 	}
 	v = c->sync_interval_ms;
-	if (arg_uint(r, out, "sync_interval_ms", &v))
+	if (arg_uint(r, out, WIRE_F_SYNC_INTERVAL_MS, &v))
 		return -EINVAL;
 	if (v == 0 || v > 3600000) {
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
@@ -756,15 +757,15 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 	}
 	c->sync_interval_ms = (uint32_t)v;
 	v = c->history_versions;
-	if (arg_uint(r, out, "history", &v))
+	if (arg_uint(r, out, WIRE_F_HISTORY, &v))
 		return -EINVAL;
 	if (v == 0 || v > 1000000) {
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT, "'history' must be 1..1000000");
 		return -EINVAL;
 	}
 	c->history_versions = (uint32_t)v;
-	if (arg_uint(r, out, "ttl_ms", &c->default_ttl_ms) ||
-	    arg_uint(r, out, "max_keys", &c->max_keys))
+	if (arg_uint(r, out, WIRE_F_TTL_MS, &c->default_ttl_ms) ||
+	    arg_uint(r, out, WIRE_F_MAX_KEYS, &c->max_keys))
 		return -EINVAL;
 	return 0;
 }
@@ -778,22 +779,22 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 	switch (r->method) {
 	case RPC_HEALTH:
 		rpc_reply_ok(out, r->id, 3);
-		mp_kv_str(&out->pk, "status", stopping ? "stopping" : "serving");
-		mp_kv_str(&out->pk, "version", lim->version);
-		mp_kv_uint(&out->pk, "uptime_s", uptime_s);
+		mp_kv_str(&out->pk, WIRE_F_STATUS, stopping ? "stopping" : "serving");
+		mp_kv_str(&out->pk, WIRE_F_VERSION, lim->version);
+		mp_kv_uint(&out->pk, WIRE_F_UPTIME_S, uptime_s);
 		break;
 	case RPC_STATS: {
 		struct kv_store_stats st;
 		kv_store_stats(s, &st);
 		rpc_reply_ok(out, r->id, 8);
-		mp_kv_str(&out->pk, "version", lim->version);
-		mp_kv_uint(&out->pk, "uptime_s", uptime_s);
-		mp_kv_uint(&out->pk, "tenants", st.tenants);
-		mp_kv_uint(&out->pk, "active_tenants", st.active);
-		mp_kv_uint(&out->pk, "requests", requests);
-		mp_kv_uint(&out->pk, "in_flight", in_flight);
-		mp_kv_uint(&out->pk, "keydir_bytes", st.keydir_bytes);
-		mp_kv_uint(&out->pk, "workers", workers);
+		mp_kv_str(&out->pk, WIRE_F_VERSION, lim->version);
+		mp_kv_uint(&out->pk, WIRE_F_UPTIME_S, uptime_s);
+		mp_kv_uint(&out->pk, WIRE_F_TENANTS, st.tenants);
+		mp_kv_uint(&out->pk, WIRE_F_ACTIVE_TENANTS, st.active);
+		mp_kv_uint(&out->pk, WIRE_F_REQUESTS, requests);
+		mp_kv_uint(&out->pk, WIRE_F_IN_FLIGHT, in_flight);
+		mp_kv_uint(&out->pk, WIRE_F_KEYDIR_BYTES, st.keydir_bytes);
+		mp_kv_uint(&out->pk, WIRE_F_WORKERS, workers);
 		break;
 	}
 	case RPC_TENANT_CREATE: {
@@ -812,7 +813,7 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			reply_kv_error(out, r->id, rv);
 		else {
 			rpc_reply_ok(out, r->id, 1);
-			mp_kv_str(&out->pk, "name", r->tenant);
+			mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
 		}
 		break;
 	}
@@ -824,12 +825,12 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			return;
 		}
 		rpc_reply_ok(out, r->id, 1);
-		mp_pack_cstr(&out->pk, "tenants");
+		mp_pack_cstr(&out->pk, WIRE_F_TENANTS);
 		msgpack_pack_array(&out->pk, (uint32_t)n);
 		for (i = 0; i < n; i++) {
 			msgpack_pack_map(&out->pk, 2);
-			mp_kv_str(&out->pk, "name", list[i].name);
-			mp_kv_str(&out->pk, "state",
+			mp_kv_str(&out->pk, WIRE_F_NAME, list[i].name);
+			mp_kv_str(&out->pk, WIRE_F_STATE,
 			          list[i].refused  ? "refused"
 			          : list[i].active ? "active"
 			                           : "passive");
@@ -892,16 +893,16 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 	}
 	if (r->method == RPC_TENANT_DROP) {
 		rpc_reply_ok(out, r->id, 1);
-		mp_kv_str(&out->pk, "name", r->tenant);
+		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
 	} else if (r->method == RPC_TENANT_PASSIVATE) {
 		rpc_reply_ok(out, r->id, 2);
-		mp_kv_str(&out->pk, "name", r->tenant);
-		mp_kv_str(&out->pk, "state", "passive");
+		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
+		mp_kv_str(&out->pk, WIRE_F_STATE, "passive");
 	} else {
 		rpc_reply_ok(out, r->id, 3);
-		mp_kv_str(&out->pk, "name", r->tenant);
-		mp_kv_str(&out->pk, "state", "active");
-		mp_kv_uint(&out->pk, "activation_us", us);
+		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
+		mp_kv_str(&out->pk, WIRE_F_STATE, "active");
+		mp_kv_uint(&out->pk, WIRE_F_ACTIVATION_US, us);
 	}
 }
 
@@ -916,7 +917,7 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type,
 	memset(op, 0, sizeof(*op));
 	op->type = type;
 	op->if_version = KV_ANY_VERSION;
-	if (mp_field_bin(m, "key", true, &op->key, &op->key_len) != 0) {
+	if (mp_field_bin(m, WIRE_F_KEY, true, &op->key, &op->key_len) != 0) {
 		snprintf(err, errlen, "'key' missing or not bin");
 		return -EINVAL;
 	}
@@ -924,7 +925,7 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type,
 		snprintf(err, errlen, "'key' must be 1..%u bytes", KV_KEY_SIZE_MAX);
 		return -EINVAL;
 	}
-	if ((o = mp_map_get(m, "if_version")) != NULL && mp_uint(o, &op->if_version) != 0) {
+	if ((o = mp_map_get(m, WIRE_F_IF_VERSION)) != NULL && mp_uint(o, &op->if_version) != 0) {
 		snprintf(err, errlen, "'if_version' must be an unsigned integer");
 		return -EINVAL;
 	}
@@ -937,7 +938,7 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type,
 	if (type == KV_OP_DELETE)
 		return 0;
 	/* required in a Batch's put as in Put */
-	if (mp_field_bin(m, "value", true, &op->value, &op->value_len) != 0) {
+	if (mp_field_bin(m, WIRE_F_VALUE, true, &op->value, &op->value_len) != 0) {
 		snprintf(err, errlen, "'value' missing or not bin");
 		return -EINVAL;
 	}
@@ -949,7 +950,7 @@ static int prepare_op(const msgpack_object *m, enum kv_op_type type,
 		return -EINVAL;
 	}
 	op->ttl_ms = cfg->default_ttl_ms;
-	if ((o = mp_map_get(m, "ttl_ms")) != NULL && mp_uint(o, &op->ttl_ms) != 0) {
+	if ((o = mp_map_get(m, WIRE_F_TTL_MS)) != NULL && mp_uint(o, &op->ttl_ms) != 0) {
 		snprintf(err, errlen, "'ttl_ms' must be an unsigned integer");
 		return -EINVAL;
 	}
@@ -970,7 +971,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 		return -EINVAL;
 	}
 	if (r->method == RPC_BATCH) {
-		const msgpack_object *arr = mp_map_get(r->args, "ops");
+		const msgpack_object *arr = mp_map_get(r->args, WIRE_F_OPS);
 		if (arr == NULL || arr->type != MSGPACK_OBJECT_ARRAY) {
 			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
 			                "'ops' missing or not an array");
@@ -992,7 +993,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 			size_t ol;
 			enum kv_op_type type;
 			if (m->type != MSGPACK_OBJECT_MAP ||
-			    mp_field_str(m, "op", true, &opn, &ol) != 0) {
+			    mp_field_str(m, WIRE_F_OP, true, &opn, &ol) != 0) {
 				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
 				             "op %zu: not a map with an 'op' string", i);
 				free(ops);
@@ -1047,10 +1048,10 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 				snprintf(msg, sizeof(msg), "op %zu: %s", i, rpc_message_of(ops[i].status));
 				reply_restart(out);
 				reply_head(out, r->id, rpc_status_of(ops[i].status), 2);
-				mp_kv_str(&out->pk, "message", msg);
-				mp_pack_cstr(&out->pk, "result");
+				mp_kv_str(&out->pk, WIRE_F_MESSAGE, msg);
+				mp_pack_cstr(&out->pk, WIRE_F_RESULT);
 				msgpack_pack_map(&out->pk, 1);
-				mp_kv_uint(&out->pk, "failed_op", i);
+				mp_kv_uint(&out->pk, WIRE_F_FAILED_OP, i);
 				return;
 			}
 		}
@@ -1059,7 +1060,7 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 	}
 	if (r->method == RPC_BATCH) {
 		rpc_reply_ok(out, r->id, 1);
-		mp_pack_cstr(&out->pk, "versions");
+		mp_pack_cstr(&out->pk, WIRE_F_VERSIONS);
 		msgpack_pack_array(&out->pk, (uint32_t)n);
 		for (i = 0; i < n; i++)
 			msgpack_pack_uint64(&out->pk, ops[i].version);
@@ -1070,5 +1071,5 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 		return;
 	}
 	rpc_reply_ok(out, r->id, 1);
-	mp_kv_uint(&out->pk, "version", ops[0].version);
+	mp_kv_uint(&out->pk, WIRE_F_VERSION, ops[0].version);
 }

@@ -26,40 +26,20 @@
 #include <stdint.h>
 
 #include "kvengine.h"
+#include "wire.h"
 
+/* The statuses and methods are wire.h's, under the server's names. */
 enum rpc_status {
-	RPC_OK = 0,
-	RPC_INVALID_ARGUMENT = 3,
-	RPC_DEADLINE_EXCEEDED = 4,
-	RPC_NOT_FOUND = 5,
-	RPC_ALREADY_EXISTS = 6,
-	RPC_RESOURCE_EXHAUSTED = 8,
-	RPC_FAILED_PRECONDITION = 9,
-	RPC_OUT_OF_RANGE = 11,
-	RPC_UNIMPLEMENTED = 12,
-	RPC_INTERNAL = 13,
-	RPC_UNAVAILABLE = 14,
-	RPC_DATA_LOSS = 15,
-	RPC_UNAUTHENTICATED = 16,
+#define RPC_STATUS_ENUM(name, code) RPC_##name = WIRE_##name,
+	WIRE_STATUSES(RPC_STATUS_ENUM)
+#undef RPC_STATUS_ENUM
 };
 
 enum rpc_method {
-	RPC_PUT,
-	RPC_GET,
-	RPC_DELETE,
-	RPC_SCAN,
-	RPC_VERSIONS,
-	RPC_BATCH,
-	RPC_COMPACT,
-	RPC_STATS,
-	RPC_TENANT_CREATE,
-	RPC_TENANT_DROP,
-	RPC_TENANT_LIST,
-	RPC_TENANT_INFO,
-	RPC_TENANT_PASSIVATE,
-	RPC_TENANT_ACTIVATE,
-	RPC_HEALTH,
-	RPC_METHODS
+#define RPC_METHOD_ENUM(id, name) RPC_##id = WIRE_METHOD_##id,
+	WIRE_METHODS(RPC_METHOD_ENUM)
+#undef RPC_METHOD_ENUM
+	        RPC_METHODS = WIRE_METHOD_COUNT
 };
 
 enum rpc_kind {

@@ -155,6 +155,29 @@ enum wire_method {
 #define WIRE_F_ACTIVATION_US     "activation_us"
 #define WIRE_F_UPTIME_S          "uptime_s"
 
+/* What Stats, TenantInfo, TenantList and Health answer, and other fields
+ * only the server reads or writes. */
+#define WIRE_F_ACTIVATIONS        "activations"
+#define WIRE_F_ACTIVE_TENANTS     "active_tenants"
+#define WIRE_F_BATCHED_WRITES     "batched_writes"
+#define WIRE_F_BATCHES            "batches"
+#define WIRE_F_DEAD_BYTES         "dead_bytes"
+#define WIRE_F_DISK_BYTES         "disk_bytes"
+#define WIRE_F_IDLE_S             "idle_s"
+#define WIRE_F_IN_FLIGHT          "in_flight"
+#define WIRE_F_KEYDIR_BYTES       "keydir_bytes"
+#define WIRE_F_KEYS               "keys"
+#define WIRE_F_LAST_ACTIVATION_MS "last_activation_ms"
+#define WIRE_F_LAST_ACTIVATION_US "last_activation_us"
+#define WIRE_F_LAST_VERSION       "last_version"
+#define WIRE_F_LIVE_BYTES         "live_bytes"
+#define WIRE_F_MERGES             "merges"
+#define WIRE_F_REQUESTS           "requests"
+#define WIRE_F_SEGMENTS           "segments"
+#define WIRE_F_SYNCS              "syncs"
+#define WIRE_F_TOMBSTONES         "tombstones"
+#define WIRE_F_WORKERS            "workers"
+
 /* ---- stream framing (PROTOCOL.md, "Stream framing") ---------------------- */
 
 /* Each side's first bytes: "kvd\0" and the framing version, big-endian. */
