@@ -95,6 +95,14 @@ static bool ref_header_ok(const uint8_t *f, uint64_t size, uint64_t off, uint32_
 	type = f[off + 4];
 	key_len = fz_le32(f + off + 8);
 	value_len = fz_le32(f + off + 12);
+	if (type == REC_SYNC) {
+		/* a sync mark: no key, 8 bytes of value, version 0, no flags */
+		if (key_len != 0 || value_len != 8 || fz_le64(f + off + 16) != 0 || f[off + 5] != 0 ||
+		    REC_SYNC_SIZE > size - off)
+			return false;
+		*ret_size = REC_SYNC_SIZE;
+		return true;
+	}
 	if (type != REC_PUT && type != REC_DELETE)
 		return false;
 	if (key_len == 0 || key_len > max_key || value_len > max_value)
@@ -135,6 +143,17 @@ static bool header_equal(const struct rec_header *x, const struct rec_header *y)
 	       x->prev_off == y->prev_off;
 }
 
+/* Past the valid sync marks that start at off (the scan passes none on). */
+static uint64_t past_marks(const struct scan_state *st, uint64_t off)
+{
+	uint64_t rs;
+
+	while (off + REC_HEADER_SIZE <= st->size && st->file[off + 4] == REC_SYNC &&
+	       ref_valid(st->file, st->size, off, st->max_key, st->max_value, 0, &rs))
+		off += rs;
+	return off;
+}
+
 static int add_event(struct scan_state *st, struct event e)
 {
 	if (st->n == st->cap) {
@@ -155,7 +174,7 @@ static int scan_cb(void *arg, const struct seg_scan_rec *r)
 	uint64_t rs = 0;
 
 	FZ_CHECK(r->off >= SEG_HEADER_SIZE);
-	FZ_CHECK(r->off >= st->prev_end);
+	FZ_CHECK(r->off >= st->prev_end); /* damage goes unreported with OPT_NO_DAMAGE */
 	FZ_CHECK(r->size == rec_size(r->h.key_len, r->h.value_len));
 	FZ_CHECK(r->off + r->size <= st->size);
 	FZ_CHECK(rec_check_header(&r->h, st->max_key, st->max_value, st->size - r->off) == 0);
@@ -177,8 +196,9 @@ static int damage_cb(void *arg, uint64_t off, uint64_t len, const struct seg_sca
 {
 	struct scan_state *st = arg;
 
-	/* right after the last record (or another damage), inside the file */
-	FZ_CHECK(off == st->prev_end);
+	/* right after the last record (or another damage, or sync marks),
+	 * inside the file */
+	FZ_CHECK(off == past_marks(st, st->prev_end));
 	FZ_CHECK(len >= 1 && off + len + REC_HEADER_SIZE <= st->size);
 	if (d != NULL) {
 		struct rec_header h;
@@ -405,9 +425,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (first_gap == 0)
 				first_gap = off;
 			if (!(opt & OPT_NO_DAMAGE)) {
+				/* a damaged sync mark is never offered as a record */
 				bool plausible =
 				        ref_header_ok(file, fsize, off, max_key, max_value, &drs) &&
-				        off + drs <= q;
+				        file[off + 4] != REC_SYNC && off + drs <= q;
 				FZ_CHECK(i_ev < st.n);
 				FZ_CHECK(st.ev[i_ev].damage && st.ev[i_ev].off == off &&
 				         st.ev[i_ev].len == q - off && st.ev[i_ev].plausible == plausible);
@@ -415,10 +436,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			off = q;
 		}
-		FZ_CHECK(i_ev < st.n);
-		FZ_CHECK(!st.ev[i_ev].damage && st.ev[i_ev].off == off && st.ev[i_ev].len == rs);
-		i_ev++;
-		records++;
+		if (file[off + 4] != REC_SYNC) {
+			/* a sync mark is valid data, but not a record for the callback */
+			FZ_CHECK(i_ev < st.n);
+			FZ_CHECK(!st.ev[i_ev].damage && st.ev[i_ev].off == off &&
+			         st.ev[i_ev].len == rs);
+			i_ev++;
+			records++;
+		}
 		off += rs;
 		prev = off;
 	}
