@@ -236,7 +236,7 @@ int cmd_get(struct kvctl *k, int argc, char **argv)
 	if ((rv = kvc_get(k->c, &call, key, strlen(key), version, as_of, &v)) != 0)
 		return kvctl_fail(k, rv, &st);
 	if (!k->json) {
-		kvctl_write(v.data, v.len); /* as stored: no newline added */
+		kvctl_write_value(v.data, v.len); /* as stored; a newline on a tty */
 		kvc_value_free(&v);
 		return kvctl_finish(k);
 	}

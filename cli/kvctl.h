@@ -96,6 +96,10 @@ void kvctl_json_bytes(json_t *obj, const char *name, const void *p, size_t n);
 void kvctl_format_time(uint64_t ms, char buf[32]);
 /* Writes bytes as they are. */
 void kvctl_write(const void *p, size_t n);
+/* Writes a value as it is and, when stdout is a terminal and the value does
+ * not end with one, a newline (so that the prompt starts on a line of its
+ * own); into a pipe or file, the bytes only. */
+void kvctl_write_value(const void *p, size_t n);
 
 /* ---- commands (commands.c) ------------------------------------------------ */
 

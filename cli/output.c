@@ -1,5 +1,6 @@
 /*
- * output.c — kvctl's output: JSON documents, base64, times, raw bytes.
+ * output.c — kvctl's output: JSON documents, base64, times, raw bytes (and
+ * a value's newline on a terminal).
  *
  * JSON is built with libjansson, not printed by hand: it is a small,
  * well-kept Debian library (libjansson-dev) that gets string escaping and
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int kvctl_emit_json(struct kvctl *k, json_t *doc)
 {
@@ -107,4 +109,11 @@ void kvctl_write(const void *p, size_t n)
 {
 	if (n != 0)
 		fwrite(p, 1, n, stdout);
+}
+
+void kvctl_write_value(const void *p, size_t n)
+{
+	kvctl_write(p, n);
+	if (isatty(STDOUT_FILENO) && (n == 0 || ((const char *)p)[n - 1] != '\n'))
+		putchar('\n');
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_kvctl.sh — kvctl against a real kvd: every command and flag, binary values byte-exact, JSON output, each exit code, SIGTERM.
+# test_kvctl.sh — kvctl against a real kvd: every command and flag, binary values byte-exact (a newline after a value on a terminal only), JSON output, each exit code, SIGTERM.
 #
 # usage: test_kvctl.sh KVD KVCTL   (meson passes the built binaries)
 #
@@ -205,6 +205,23 @@ v1=$(cat "$TMP/out")
 run 0 "get" kv get user:1
 printf 'Ada' >"$TMP/ada"
 same_bytes "get prints the value without a newline" "$TMP/ada"
+# On a terminal (script(1), util-linux, gives kvctl a pty, which shows a
+# newline as CR LF) the value is followed by a newline unless it ends with
+# one; into a pipe or a file (above) it stays byte for byte.
+tty_get() {
+	run 0 "$1" script -qec "'$KVCTL' -e '$SOCK' get '$2'" /dev/null </dev/null
+}
+tty_get "get on a terminal" user:1
+printf 'Ada\r\n' >"$TMP/want"
+same_bytes "get on a terminal ends the value with a newline" "$TMP/want"
+run 0 "put a value ending with a newline" kv put nl "$(printf 'x\ny')
+"
+tty_get "get it on a terminal" nl
+printf 'x\r\ny\r\n' >"$TMP/want"
+same_bytes "a value's own newline is not doubled on a terminal" "$TMP/want"
+run 0 "get it through a pipe" kv get nl
+printf 'x\ny\n' >"$TMP/want"
+same_bytes "a value's own newline through a pipe" "$TMP/want"
 run 0 "put again" kv put user:1 Grace
 v2=$(cat "$TMP/out")
 [ "$v2" -gt "$v1" ] 2>/dev/null || fail "versions grow: $v1 then $v2"
