@@ -2,9 +2,11 @@
  * commands.c — kvctl's commands. Each parses its options and arguments,
  * opens the handle, makes its calls through libkvclient and prints the
  * result as text or as one JSON document (shapes: kvctl --help, kvctl(1)).
+ * Their synopses and help are in the command table in kvctl.c.
  */
 #include "kvctl.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +40,19 @@ enum {
 		NULL, 0, NULL, 0                                                                   \
 	}
 
-/* The positional arguments after the options: between min and max. */
+/* The positional arguments after the options: between min and max. usage:
+ * the synopsis for the error line; NULL for the command table's. */
 static int want_args(struct kvctl *k, int argc, int min, int max, const char *usage)
 {
 	int n = argc - optind;
 
-	if (n < min || n > max)
+	if (n >= min && n <= max)
+		return 0;
+	if (usage != NULL)
 		return kvctl_usage(k, "usage: kvctl %s", usage);
-	return 0;
+	assert(k->cmd != NULL);
+	return kvctl_usage(k, "usage: kvctl %s%s%s", k->cmd->name,
+	                   k->cmd->args[0] != '\0' ? " " : "", k->cmd->args);
 }
 
 /* A key argument: sets what the error line names, checks the length. */
@@ -176,10 +183,7 @@ int cmd_put(struct kvctl *k, int argc, char **argv)
 		else
 			return KVCTL_EXIT_USAGE;
 	}
-	if (rv != 0 ||
-	    (rv = want_args(k, argc, 1, 2,
-	                    "put KEY [VALUE|-] [--ttl SECONDS] "
-	                    "[--if-version V]")) != 0 ||
+	if (rv != 0 || (rv = want_args(k, argc, 1, 2, NULL)) != 0 ||
 	    (rv = key_arg(k, "put", key = argv[optind])) != 0)
 		return rv;
 	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0) {
@@ -226,7 +230,7 @@ int cmd_get(struct kvctl *k, int argc, char **argv)
 		if (rv == 0 && (opt == OPT_VERSION ? version : as_of) == 0)
 			rv = kvctl_usage(k, "versions start at 1");
 	}
-	if (rv != 0 || (rv = want_args(k, argc, 1, 1, "get KEY [--version V | --as-of V]")) != 0 ||
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, NULL)) != 0 ||
 	    (rv = key_arg(k, "get", key = argv[optind])) != 0)
 		return rv;
 	if (version != 0 && as_of != 0)
@@ -270,7 +274,7 @@ int cmd_del(struct kvctl *k, int argc, char **argv)
 		else
 			return KVCTL_EXIT_USAGE;
 	}
-	if (rv != 0 || (rv = want_args(k, argc, 1, 1, "del KEY [--if-version V]")) != 0 ||
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, NULL)) != 0 ||
 	    (rv = key_arg(k, "del", key = argv[optind])) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_delete(k->c, &call, key, strlen(key), if_version, &version)) != 0)
@@ -329,11 +333,7 @@ int cmd_scan(struct kvctl *k, int argc, char **argv)
 			return KVCTL_EXIT_USAGE;
 		}
 	}
-	if (rv != 0 ||
-	    (rv = want_args(k, argc, 0, 0,
-	                    "scan [--prefix P] [--start K] [--end K] [--limit N] "
-	                    "[--keys-only] [--reverse]")) != 0 ||
-	    (rv = kvctl_connect(k)) != 0)
+	if (rv != 0 || (rv = want_args(k, argc, 0, 0, NULL)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_scan_open(k->c, &call, &so, &iter)) != 0)
 		return kvctl_fail(k, rv, &st);
@@ -403,8 +403,7 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 		else
 			return KVCTL_EXIT_USAGE;
 	}
-	if (rv != 0 ||
-	    (rv = want_args(k, argc, 1, 1, "versions KEY [--limit M] [--values]")) != 0 ||
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, NULL)) != 0 ||
 	    (rv = key_arg(k, "versions", key = argv[optind])) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	rv = kvc_versions(k->c, &call, key, strlen(key), (uint32_t)limit, 0, values, &list, &count,
@@ -499,7 +498,7 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 	return o;
 }
 
-static int tenant_create(struct kvctl *k, int argc, char **argv)
+int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 {
 	static const struct option own[] = {
 	        OPT("sync", required_argument, OPT_SYNC),
@@ -545,9 +544,7 @@ static int tenant_create(struct kvctl *k, int argc, char **argv)
 			return KVCTL_EXIT_USAGE;
 		}
 	}
-	if (rv != 0 || (rv = want_args(k, argc, 1, 1,
-	                               "tenant create NAME [--sync always|interval|none] "
-	                               "[--history N] [--ttl SECONDS] [--max-keys N]")) != 0)
+	if (rv != 0 || (rv = want_args(k, argc, 1, 1, NULL)) != 0)
 		return rv;
 	name = argv[optind];
 	kvctl_what(k, "tenant create", name, strlen(name));
@@ -566,7 +563,7 @@ static const char *entry_state(const struct kvc_tenant_entry *e)
 	return e->refused ? "refused" : e->active ? "active" : "passive";
 }
 
-static int tenant_list(struct kvctl *k, int argc, char **argv)
+int cmd_tenant_list(struct kvctl *k, int argc, char **argv)
 {
 	struct kvctl_opts oi;
 	struct kvc_status st;
@@ -579,7 +576,7 @@ static int tenant_list(struct kvctl *k, int argc, char **argv)
 	kvctl_opts_begin(k, &oi, "tenant list", NULL);
 	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
 		return KVCTL_EXIT_USAGE;
-	if ((rv = want_args(k, argc, 0, 0, "tenant list")) != 0 || (rv = kvctl_connect(k)) != 0)
+	if ((rv = want_args(k, argc, 0, 0, NULL)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_tenant_list(k->c, &call, &list, &n)) != 0)
 		return kvctl_fail(k, rv, &st);
@@ -605,16 +602,15 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 	struct kvc_call call = {.status = &st};
 	struct kvc_tenant_info ti;
 	uint64_t us = 0;
-	char what[32], usage[64];
+	char what[32];
 	const char *name;
 	int rv;
 
 	snprintf(what, sizeof(what), "tenant %s", action);
-	snprintf(usage, sizeof(usage), "tenant %s NAME", action);
 	kvctl_opts_begin(k, &oi, what, NULL);
 	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
 		return KVCTL_EXIT_USAGE;
-	if ((rv = want_args(k, argc, 1, 1, usage)) != 0)
+	if ((rv = want_args(k, argc, 1, 1, NULL)) != 0)
 		return rv;
 	name = argv[optind];
 	kvctl_what(k, what, name, strlen(name));
@@ -644,27 +640,24 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 	                                 "activation_us", kvctl_json_u64(us)));
 }
 
-int cmd_tenant(struct kvctl *k, int argc, char **argv)
+int cmd_tenant_info(struct kvctl *k, int argc, char **argv)
 {
-	static const char *const named[] = {"info", "drop", "passivate", "activate"};
-	size_t i;
+	return tenant_named(k, "info", argc, argv);
+}
 
-	if (argc < 2)
-		return kvctl_usage(k,
-		                   "usage: kvctl tenant create|list|info|drop|passivate|activate "
-		                   "...");
-	if (strcmp(argv[1], "create") == 0)
-		return tenant_create(k, argc - 1, argv + 1);
-	if (strcmp(argv[1], "list") == 0)
-		return tenant_list(k, argc - 1, argv + 1);
-	for (i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
-		if (strcmp(argv[1], named[i]) == 0)
-			return tenant_named(k, named[i], argc - 1, argv + 1);
-	}
-	return kvctl_usage(k,
-	                   "unknown tenant action '%s' (create, list, info, drop, passivate, "
-	                   "activate)",
-	                   argv[1]);
+int cmd_tenant_drop(struct kvctl *k, int argc, char **argv)
+{
+	return tenant_named(k, "drop", argc, argv);
+}
+
+int cmd_tenant_passivate(struct kvctl *k, int argc, char **argv)
+{
+	return tenant_named(k, "passivate", argc, argv);
+}
+
+int cmd_tenant_activate(struct kvctl *k, int argc, char **argv)
+{
+	return tenant_named(k, "activate", argc, argv);
 }
 
 /* ---- the daemon --------------------------------------------------------------------- */
@@ -727,8 +720,7 @@ int cmd_compact(struct kvctl *k, int argc, char **argv)
 			return KVCTL_EXIT_USAGE;
 		rv = parse_version(k, "--revision", &revision);
 	}
-	if (rv != 0 || (rv = want_args(k, argc, 0, 0, "compact [--revision V]")) != 0 ||
-	    (rv = kvctl_connect(k)) != 0)
+	if (rv != 0 || (rv = want_args(k, argc, 0, 0, NULL)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_compact(k->c, &call, revision, &r)) != 0)
 		return kvctl_fail(k, rv, &st);
@@ -750,7 +742,7 @@ int cmd_health(struct kvctl *k, int argc, char **argv)
 	kvctl_opts_begin(k, &oi, "health", NULL);
 	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
 		return KVCTL_EXIT_USAGE;
-	if ((rv = want_args(k, argc, 0, 0, "health")) != 0 || (rv = kvctl_connect(k)) != 0)
+	if ((rv = want_args(k, argc, 0, 0, NULL)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_health(k->c, &call, &h)) != 0)
 		return kvctl_fail(k, rv, &st);

@@ -7,6 +7,7 @@
 #include "kvctl.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,29 +18,148 @@
 #define KVCTL_VERSION "unknown"
 #endif
 
-static const char help_text[] =
-        "usage: kvctl [-e|--endpoint URL] [-t|--tenant NAME] [--token T]\n"
-        "             [-o|--output text|json] [--timeout MS] COMMAND [ARGS]\n"
-        "\n"
-        "Commands:\n"
-        "  put KEY [VALUE] [--ttl SECONDS] [--if-version V]\n"
-        "        VALUE from stdin when absent or '-'; prints the new version\n"
-        "  get KEY [--version V | --as-of V]   prints the value's bytes as stored\n"
-        "  del KEY [--if-version V]            prints the tombstone's version\n"
-        "  scan [--prefix P] [--start K] [--end K] [--limit N] [--keys-only]\n"
-        "       [--reverse]                    KEY<TAB>VALUE lines (or KEY lines)\n"
-        "  versions KEY [--limit M] [--values] newest first:\n"
-        "        VERSION<TAB>TIME[<TAB>deleted] (with --values: <TAB>MARK<TAB>VALUE)\n"
-        "  tenant create NAME [--sync always|interval|none] [--history N]\n"
-        "                     [--ttl SECONDS] [--max-keys N]\n"
-        "  tenant list | info NAME | drop NAME | passivate NAME | activate NAME\n"
-        "  stats [--daemon]    the tenant's statistics, or the daemon's\n"
-        "  compact [--revision V]\n"
-        "  health              exits 0 when the daemon is serving\n"
-        "\n"
-        "Options may come before or after a command's arguments; '--' ends them.\n"
-        "Environment: KVD_ENDPOINT (default " KVC_DEFAULT_ENDPOINT "),\n"
-        "KVD_TENANT (default 'default').\n"
+/* ---- the command table and the help printed from it ------------------------- */
+
+static int cmd_help(struct kvctl *k, int argc, char **argv);
+
+/* Every command, in the order of `kvctl --help`; a group's row comes before
+ * its subcommands'. */
+static const struct kvctl_command commands[] = {
+        {"put", "KEY [VALUE|-] [--ttl SECONDS] [--if-version V]",
+         "writes VALUE (stdin when absent or '-') under KEY; prints the new version",
+         "  --ttl SECONDS   the key expires after SECONDS; 0: never (default: the\n"
+         "                  tenant's TTL)\n"
+         "  --if-version V  writes only if the key's newest version is V; 0: only if\n"
+         "                  the key does not exist (else exit 3)\n",
+         cmd_put},
+        {"get", "KEY [--version V | --as-of V]",
+         "prints the value as stored (on a terminal, followed by a newline)",
+         "  --version V  exactly version V of the key\n"
+         "  --as-of V    the newest version of the key not newer than V\n",
+         cmd_get},
+        {"del", "KEY [--if-version V]", "deletes KEY; prints the tombstone's version",
+         "  --if-version V  deletes only if the key's newest version is V (else exit 3)\n",
+         cmd_del},
+        {"scan", "[--prefix P] [--start K] [--end K] [--limit N] [--keys-only] [--reverse]",
+         "KEY<TAB>VALUE lines (or KEY lines) in key order, one snapshot",
+         "  --prefix P   only keys that start with P\n"
+         "  --start K    from key K (inclusive)\n"
+         "  --end K      up to key K (exclusive)\n"
+         "  --limit N    at most N keys (0: all)\n"
+         "  --keys-only  KEY lines, no values\n"
+         "  --reverse    in reverse key order\n",
+         cmd_scan},
+        {"versions", "KEY [--limit M] [--values]",
+         "the key's versions, newest first: VERSION<TAB>TIME[<TAB>deleted]",
+         "  --limit M  at most M versions (the daemon's default is 10)\n"
+         "  --values   the values too: VERSION<TAB>TIME<TAB>MARK<TAB>VALUE, MARK\n"
+         "             being 'deleted' or empty\n",
+         cmd_versions},
+        {"tenant", "ACTION [ARGS]", "manages the daemon's tenants", NULL, NULL},
+        {"tenant create",
+         "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]",
+         "creates a tenant",
+         "  --sync always|interval|none  when writes reach the disk (default always:\n"
+         "                               before the reply)\n"
+         "  --history N                  versions kept per key (default 1)\n"
+         "  --ttl SECONDS                the keys' default expiry (default none)\n"
+         "  --max-keys N                 a limit on the tenant's keys (default none)\n",
+         cmd_tenant_create},
+        {"tenant list", "", "NAME<TAB>STATE lines (active, passive or refused), by name", NULL,
+         cmd_tenant_list},
+        {"tenant info", "NAME", "the tenant's state, sizes and settings", NULL, cmd_tenant_info},
+        {"tenant drop", "NAME", "removes the tenant and its files", NULL, cmd_tenant_drop},
+        {"tenant passivate", "NAME", "writes the tenant's hint files and frees its index", NULL,
+         cmd_tenant_passivate},
+        {"tenant activate", "NAME", "loads the tenant's index now; says how long it took", NULL,
+         cmd_tenant_activate},
+        {"stats", "[--daemon]", "the tenant's statistics, or the daemon's",
+         "  --daemon  the daemon's: version, uptime, tenants, requests, requests in\n"
+         "            flight, index memory, workers\n",
+         cmd_stats},
+        {"compact", "[--revision V]", "merges the tenant's log",
+         "  --revision V  first drops the history older than version V\n", cmd_compact},
+        {"health", "", "the daemon's status, version and uptime; exits 0 when it is serving", NULL,
+         cmd_health},
+        {"help", "[COMMAND [ACTION]]", "this help, or that of one command", NULL, cmd_help},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+#define HELP_WIDTH 79 /* columns of the help text */
+
+/* The row named word, or within group (a group's row) "group word". */
+static const struct kvctl_command *find_command(const struct kvctl_command *group, const char *word)
+{
+	size_t i, n = group != NULL ? strlen(group->name) : 0;
+
+	for (i = 0; i < N_COMMANDS; i++) {
+		const char *name = commands[i].name;
+
+		if (group == NULL && strcmp(name, word) == 0)
+			return &commands[i];
+		if (group != NULL && strncmp(name, group->name, n) == 0 && name[n] == ' ' &&
+		    strcmp(name + n + 1, word) == 0)
+			return &commands[i];
+	}
+	return NULL;
+}
+
+/* A row within group: "group word". */
+static bool in_group(const struct kvctl_command *cmd, const struct kvctl_command *group)
+{
+	size_t n = strlen(group->name);
+
+	return strncmp(cmd->name, group->name, n) == 0 && cmd->name[n] == ' ';
+}
+
+/* lead, then "kvctl NAME ARGS", wrapped at HELP_WIDTH between bracketed
+ * words, the lines after the first indented as far as NAME. */
+static void print_synopsis(const char *lead, int indent, const struct kvctl_command *cmd)
+{
+	const char *p = cmd->args;
+	int col = printf("%*s%skvctl %s", indent, "", lead, cmd->name);
+
+	while (*p != '\0') {
+		const char *e = p;
+		int depth = 0;
+
+		/* one word: up to a space outside brackets */
+		for (; *e != '\0' && (*e != ' ' || depth > 0); e++)
+			depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+		if (col + 1 + (int)(e - p) > HELP_WIDTH)
+			col = printf("\n%*s", indent + (int)strlen(lead) + 6, "") - 1;
+		else
+			col += printf(" ");
+		col += printf("%.*s", (int)(e - p), p);
+		p = *e == ' ' ? e + 1 : e;
+	}
+	putchar('\n');
+}
+
+/* "create|list|info|..." for a group's usage line. */
+static void group_actions(const struct kvctl_command *group, char *buf, size_t size)
+{
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < N_COMMANDS && n < size; i++) {
+		if (in_group(&commands[i], group))
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", n > 0 ? "|" : "",
+			                      commands[i].name + strlen(group->name) + 1);
+	}
+}
+
+static const char global_help[] =
+        "Global options, before or after a command's arguments ('--' ends them):\n"
+        "  -e, --endpoint URL      the daemon: kv+ipc:///path, kv+tcp://host:port,\n"
+        "                          ipc:///path, tcp://host:port, tls+tcp://host:port\n"
+        "                          (default $KVD_ENDPOINT, else " KVC_DEFAULT_ENDPOINT ")\n"
+        "  -t, --tenant NAME       the tenant (default $KVD_TENANT, else 'default')\n"
+        "  --token T               the daemon's token (other users see it in ps)\n"
+        "  -o, --output text|json  text (default), or one JSON document\n"
+        "  --timeout MS            a request's deadline in ms (default 10000)\n"
+        "  -h, --help              this help; after a command, the command's\n"
+        "  --version               kvctl's version and its protocol's\n"
         "\n"
         "-o json prints one JSON document. Keys and values appear as \"key\" (when\n"
         "UTF-8 without NUL) and always \"key_b64\" (base64); likewise \"value\",\n"
@@ -66,9 +186,49 @@ static const char help_text[] =
         "4 daemon unreachable or unavailable, 5 any other error.\n"
         "See kvctl(1).\n";
 
-void kvctl_help(void)
+/* kvctl --help: every command that runs (a group's through its rows). */
+static void print_help(void)
 {
-	fputs(help_text, stdout);
+	size_t i;
+
+	puts("usage: kvctl [-e|--endpoint URL] [-t|--tenant NAME] [--token T]\n"
+	     "             [-o|--output text|json] [--timeout MS] COMMAND [ARGS]\n"
+	     "       kvctl COMMAND --help | kvctl help COMMAND\n"
+	     "\n"
+	     "Commands:");
+	for (i = 0; i < N_COMMANDS; i++) {
+		if (commands[i].run == NULL)
+			continue;
+		print_synopsis("", 2, &commands[i]);
+		printf("        %s\n", commands[i].summary);
+	}
+	putchar('\n');
+	fputs(global_help, stdout);
+}
+
+void kvctl_command_help(const struct kvctl_command *cmd)
+{
+	size_t i;
+
+	if (cmd == NULL) {
+		print_help();
+		return;
+	}
+	print_synopsis("usage: ", 0, cmd);
+	printf("\n%c%s.\n", toupper((unsigned char)cmd->summary[0]), cmd->summary + 1);
+	if (cmd->run == NULL) {
+		printf("\nActions (kvctl %s ACTION --help for one):\n", cmd->name);
+		for (i = 0; i < N_COMMANDS; i++) {
+			if (!in_group(&commands[i], cmd))
+				continue;
+			print_synopsis("", 2, &commands[i]);
+			printf("        %s\n", commands[i].summary);
+		}
+	}
+	if (cmd->options != NULL)
+		printf("\nOptions:\n%s", cmd->options);
+	puts("\nGlobal options: -e URL, -t NAME, --token T, -o text|json, --timeout MS\n"
+	     "(kvctl --help). See kvctl(1).");
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -128,7 +288,9 @@ int kvctl_usage(struct kvctl *k, const char *fmt, ...)
 	va_start(ap, fmt);
 	rv = vreport(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, fmt, ap);
 	va_end(ap);
-	if (!k->json)
+	if (!k->json && k->cmd != NULL)
+		fprintf(stderr, "Try 'kvctl %s --help'.\n", k->cmd->name);
+	else if (!k->json)
 		fputs("Try 'kvctl --help'.\n", stderr);
 	return rv;
 }
@@ -281,7 +443,7 @@ int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **arg
 		case -1:
 			return -1;
 		case 'h':
-			kvctl_help();
+			kvctl_command_help(k->cmd);
 			exit(KVCTL_EXIT_OK);
 		case ':':
 			kvctl_usage(k, "option '%s' needs a value", argv[optind - 1]);
@@ -308,14 +470,32 @@ int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **arg
 
 /* ---- main ---------------------------------------------------------------------- */
 
-static const struct {
-	const char *name;
-	int (*fn)(struct kvctl *k, int argc, char **argv);
-} commands[] = {
-        {"put", cmd_put},     {"get", cmd_get},           {"del", cmd_del},
-        {"scan", cmd_scan},   {"versions", cmd_versions}, {"tenant", cmd_tenant},
-        {"stats", cmd_stats}, {"compact", cmd_compact},   {"health", cmd_health},
-};
+/* kvctl help [COMMAND [ACTION]] */
+static int cmd_help(struct kvctl *k, int argc, char **argv)
+{
+	const struct kvctl_command *cmd = NULL;
+	struct kvctl_opts oi;
+	int rv;
+
+	kvctl_opts_begin(k, &oi, "help", NULL);
+	if (kvctl_opts_next(k, &oi, argc, argv) != -1)
+		return KVCTL_EXIT_USAGE;
+	if ((rv = argc - optind > 2 ? kvctl_usage(k, "usage: kvctl help [COMMAND [ACTION]]") : 0) !=
+	    0)
+		return rv;
+	if (argc - optind >= 1 && (cmd = find_command(NULL, argv[optind])) == NULL)
+		return kvctl_usage(k, "unknown command '%s'", argv[optind]);
+	if (argc - optind == 2) {
+		const struct kvctl_command *sub =
+		        cmd->run == NULL ? find_command(cmd, argv[optind + 1]) : NULL;
+
+		if (sub == NULL)
+			return kvctl_usage(k, "no '%s %s' command", cmd->name, argv[optind + 1]);
+		cmd = sub;
+	}
+	kvctl_command_help(cmd);
+	return kvctl_finish(k);
+}
 
 int main(int argc, char **argv)
 {
@@ -329,9 +509,10 @@ int main(int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
+	const struct kvctl_command *cmd;
 	struct kvctl k;
 	const char *env;
-	size_t i;
+	char actions[128];
 	int opt, rv;
 
 	memset(&k, 0, sizeof(k));
@@ -346,11 +527,11 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+:e:t:o:h", global_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
-			kvctl_help();
-			return KVCTL_EXIT_OK;
+			print_help();
+			return kvctl_finish(&k);
 		case 'V':
 			printf("kvctl %s (protocol %d)\n", KVCTL_VERSION, KVC_PROTOCOL_VERSION);
-			return KVCTL_EXIT_OK;
+			return kvctl_finish(&k);
 		case ':':
 			return kvctl_usage(&k, "option '%s' needs a value", argv[optind - 1]);
 		case '?':
@@ -364,13 +545,27 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return kvctl_usage(&k, "no command");
-	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[optind], commands[i].name) == 0) {
-			snprintf(k.what, sizeof(k.what), "%s", commands[i].name);
-			rv = commands[i].fn(&k, argc - optind, argv + optind);
-			kvc_close(k.c);
-			return rv;
+	if ((cmd = find_command(NULL, argv[optind])) == NULL)
+		return kvctl_usage(&k, "unknown command '%s'", argv[optind]);
+	if (cmd->run == NULL) {
+		/* A group: the next word is the action, or --help. */
+		k.cmd = cmd;
+		snprintf(k.what, sizeof(k.what), "%s", cmd->name);
+		group_actions(cmd, actions, sizeof(actions));
+		if (optind + 1 >= argc)
+			return kvctl_usage(&k, "usage: kvctl %s %s ...", cmd->name, actions);
+		if (strcmp(argv[optind + 1], "--help") == 0 ||
+		    strcmp(argv[optind + 1], "-h") == 0) {
+			kvctl_command_help(cmd);
+			return kvctl_finish(&k);
 		}
+		if ((cmd = find_command(cmd, argv[++optind])) == NULL)
+			return kvctl_usage(&k, "unknown %s action '%s' (%s)", k.cmd->name,
+			                   argv[optind], actions);
 	}
-	return kvctl_usage(&k, "unknown command '%s'", argv[optind]);
+	k.cmd = cmd;
+	snprintf(k.what, sizeof(k.what), "%s", cmd->name);
+	rv = cmd->run(&k, argc - optind, argv + optind);
+	kvc_close(k.c);
+	return rv;
 }

@@ -32,17 +32,34 @@ enum kvctl_exit {
 
 #define KVCTL_VALUE_MAX ((size_t)64 << 20) /* a value read from stdin */
 
+struct kvctl;
+
+/* One row of the command table (kvctl.c), from which `kvctl --help`,
+ * `kvctl CMD --help` and `kvctl help CMD` are printed. A group ("tenant")
+ * has no handler; its subcommands are rows named "tenant create", ... */
+struct kvctl_command {
+	const char *name;    /* "get", "tenant", "tenant create" */
+	const char *args;    /* the synopsis after the name; "" for none */
+	const char *summary; /* one line, lower case, no full stop */
+	const char *options; /* the command's own options, one "  --opt ARG  text\n"
+	                        line each; NULL for none */
+	int (*run)(struct kvctl *k, int argc, char **argv); /* argv[0] is the last
+	                                                       word of name */
+};
+
 struct kvctl {
 	struct kvc_options opts;
 	kvc *c;
 	bool json;
-	char what[192]; /* "get user:1": what failed, for the error line */
+	const struct kvctl_command *cmd; /* the command running; NULL before */
+	char what[192];                  /* "get user:1": what failed, for the error line */
 };
 
 /* ---- option parsing --------------------------------------------------------
  *
  * Every command accepts the global options too (-e, -t, --token, -o,
- * --timeout, -h), before or after its arguments; `--` ends the options. */
+ * --timeout, -h), before or after its arguments; `--` ends
+ * the options. -h prints the help of k->cmd and exits 0. */
 
 #define KVCTL_OPTS_MAX   24
 #define KVCTL_OPTS_USAGE (-2) /* a bad option; the message is out */
@@ -108,12 +125,18 @@ int cmd_get(struct kvctl *k, int argc, char **argv);
 int cmd_del(struct kvctl *k, int argc, char **argv);
 int cmd_scan(struct kvctl *k, int argc, char **argv);
 int cmd_versions(struct kvctl *k, int argc, char **argv);
-int cmd_tenant(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_create(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_list(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_info(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_drop(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_passivate(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_activate(struct kvctl *k, int argc, char **argv);
 int cmd_stats(struct kvctl *k, int argc, char **argv);
 int cmd_compact(struct kvctl *k, int argc, char **argv);
 int cmd_health(struct kvctl *k, int argc, char **argv);
 
-/* kvctl.c */
-void kvctl_help(void);
+/* kvctl.c: the help of one command (a group's lists its subcommands) on
+ * stdout. */
+void kvctl_command_help(const struct kvctl_command *cmd);
 
 #endif

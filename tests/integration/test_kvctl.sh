@@ -169,7 +169,41 @@ run 0 "--help" "$KVCTL" --help
 for word in put get del scan versions tenant stats compact health json key_b64 value_b64; do
 	grep -q -- "$word" "$TMP/out" || fail "--help does not mention $word"
 done
-run 0 "get --help" "$KVCTL" get --help
+# Each command's own help: on stdout, exit 0, its synopsis first; the same
+# as `kvctl help COMMAND`.
+for c in put get del scan versions "tenant create" "tenant list" "tenant info" \
+	"tenant drop" "tenant passivate" "tenant activate" stats compact health help; do
+	# shellcheck disable=SC2086 # "tenant create" is two words
+	run 0 "$c --help" "$KVCTL" $c --help || continue
+	grep -q "^usage: kvctl $c" "$TMP/out" || fail "$c --help: '$(head -n 1 "$TMP/out")'"
+	[ -s "$TMP/err" ] && fail "$c --help wrote on stderr: $(head -c 200 "$TMP/err")"
+	mv "$TMP/out" "$TMP/help-cmd"
+	# shellcheck disable=SC2086
+	run 0 "help $c" "$KVCTL" help $c && same_bytes "help $c is $c --help" "$TMP/help-cmd"
+done
+run 0 "get KEY --help (after the arguments)" kv get k --help
+grep -q -- "--as-of V" "$TMP/out" || fail "get --help lacks --as-of: $(cat "$TMP/out")"
+run 0 "tenant --help" "$KVCTL" tenant --help
+for a in create list info drop passivate activate; do
+	grep -q "^  kvctl tenant $a" "$TMP/out" || fail "tenant --help lacks $a"
+done
+mv "$TMP/out" "$TMP/help-cmd"
+run 0 "help tenant" "$KVCTL" help tenant && same_bytes "help tenant" "$TMP/help-cmd"
+run 0 "tenant create -h" "$KVCTL" tenant create -h
+grep -q -- "--max-keys N" "$TMP/out" || fail "tenant create -h lacks --max-keys"
+run 0 "kvctl help" "$KVCTL" help
+"$KVCTL" --help >"$TMP/help-all"
+same_bytes "kvctl help is kvctl --help" "$TMP/help-all"
+run 2 "help of an unknown command" "$KVCTL" help frob
+[ -s "$TMP/out" ] && fail "help frob wrote on stdout"
+run 2 "help of an unknown action" "$KVCTL" help tenant frob
+run 2 "tenant without an action" kv tenant
+err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate ...
+Try 'kvctl tenant --help'."
+run 2 "a usage error points to the command's help" kv get
+err_is "get without a key's message" "kvctl: get: usage: kvctl get KEY [--version V | --as-of V]
+Try 'kvctl get --help'."
+[ -s "$TMP/out" ] && fail "a usage error wrote on stdout"
 run 2 "no command" "$KVCTL"
 run 2 "unknown command" kv frobnicate
 err_is "unknown command's message" "kvctl: unknown command 'frobnicate'
