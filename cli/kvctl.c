@@ -9,10 +9,13 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef KVCTL_VERSION
 #define KVCTL_VERSION "unknown"
@@ -155,7 +158,9 @@ static const char global_help[] =
         "                          ipc:///path, tcp://host:port, tls+tcp://host:port\n"
         "                          (default $KVD_ENDPOINT, else " KVC_DEFAULT_ENDPOINT ")\n"
         "  -t, --tenant NAME       the tenant (default $KVD_TENANT, else 'default')\n"
-        "  --token T               the daemon's token (other users see it in ps)\n"
+        "  --token-file FILE       the daemon's token: FILE's first line (refused\n"
+        "                          when others may read FILE); else $KVD_TOKEN\n"
+        "  --token T               the token (other users see it in ps)\n"
         "  -o, --output text|json  text (default), or one JSON document\n"
         "  --timeout MS            a request's deadline in ms (default 10000)\n"
         "  -h, --help              this help; after a command, the command's\n"
@@ -191,8 +196,9 @@ static void print_help(void)
 {
 	size_t i;
 
-	puts("usage: kvctl [-e|--endpoint URL] [-t|--tenant NAME] [--token T]\n"
-	     "             [-o|--output text|json] [--timeout MS] COMMAND [ARGS]\n"
+	puts("usage: kvctl [-e|--endpoint URL] [-t|--tenant NAME]\n"
+	     "             [--token-file FILE | --token T] [-o|--output text|json]\n"
+	     "             [--timeout MS] COMMAND [ARGS]\n"
 	     "       kvctl COMMAND --help | kvctl help COMMAND\n"
 	     "\n"
 	     "Commands:");
@@ -227,8 +233,8 @@ void kvctl_command_help(const struct kvctl_command *cmd)
 	}
 	if (cmd->options != NULL)
 		printf("\nOptions:\n%s", cmd->options);
-	puts("\nGlobal options: -e URL, -t NAME, --token T, -o text|json, --timeout MS\n"
-	     "(kvctl --help). See kvctl(1).");
+	puts("\nGlobal options: -e URL, -t NAME, --token-file FILE, --token T,\n"
+	     "-o text|json, --timeout MS (kvctl --help). See kvctl(1).");
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -336,9 +342,91 @@ int kvctl_check_key(struct kvctl *k, const char *key)
 	return 0;
 }
 
+/* A token file that cannot be used: exit 2, like any argument that cannot. */
+static int token_file_error(struct kvctl *k, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int n;
+
+	n = snprintf(msg, sizeof(msg), "--token-file %s: ", k->token_file);
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return report(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, msg);
+}
+
+/*
+ * The token is the first line of the file, without its line end ("\n" or
+ * "\r\n"). As ssh does with a private key, a file that others (neither its
+ * owner nor its group) may read or write is refused: the token would be
+ * known to every user of the machine. Group access is allowed, so that a
+ * group of operators can share one file (as the group kvd shares kvd.conf).
+ */
+static int read_token_file(struct kvctl *k)
+{
+	char buf[KVCTL_TOKEN_MAX + 2]; /* the token, a '\r' and one byte more */
+	size_t n = 0, len;
+	struct stat st;
+	ssize_t r;
+	char *nl;
+	int fd, rv = 0;
+
+	if ((fd = open(k->token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
+		return token_file_error(k, "%s", strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		rv = token_file_error(k, "%s", strerror(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rv = token_file_error(k, "is a directory");
+		goto out;
+	}
+	if ((st.st_mode & S_IRWXO) != 0) {
+		rv = token_file_error(k,
+		                      "others may read or write it (mode %04o); "
+		                      "chmod o= the file",
+		                      (unsigned)(st.st_mode & 07777));
+		goto out;
+	}
+	while (n < sizeof(buf) && (nl = memchr(buf, '\n', n)) == NULL) {
+		if ((r = read(fd, buf + n, sizeof(buf) - n)) < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rv = token_file_error(k, "%s", strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	nl = memchr(buf, '\n', n);
+	len = nl != NULL ? (size_t)(nl - buf) : n;
+	if (len > 0 && buf[len - 1] == '\r')
+		len--;
+	if (len > KVCTL_TOKEN_MAX)
+		rv = token_file_error(k, "the first line is longer than %d bytes", KVCTL_TOKEN_MAX);
+	else if (len == 0)
+		rv = token_file_error(k, "the first line is empty");
+	else if (memchr(buf, '\0', len) != NULL)
+		rv = token_file_error(k, "the first line holds a NUL byte");
+	if (rv == 0) {
+		memcpy(k->token, buf, len);
+		k->token[len] = '\0';
+		k->opts.token = k->token;
+	}
+out:
+	close(fd);
+	return rv;
+}
+
 int kvctl_connect(struct kvctl *k)
 {
-	int rv = kvc_open(&k->opts, &k->c);
+	int rv;
+
+	if (k->token_file != NULL && (rv = read_token_file(k)) != 0)
+		return rv;
+	rv = kvc_open(&k->opts, &k->c);
 
 	if (rv == -KVC_INVALID_ARGUMENT)
 		return kvctl_usage(k,
@@ -372,6 +460,7 @@ static const struct option common_opts[] = {
         {"endpoint", required_argument, NULL, 'e'},
         {"tenant", required_argument, NULL, 't'},
         {"token", required_argument, NULL, KVCTL_OPT_TOKEN},
+        {"token-file", required_argument, NULL, KVCTL_OPT_TOKEN_FILE},
         {"output", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, KVCTL_OPT_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
@@ -410,8 +499,14 @@ static int common_option(struct kvctl *k, int opt, const char *arg)
 			return kvctl_usage(k, "--tenant wants a name");
 		k->opts.tenant = arg;
 		return 0;
-	case KVCTL_OPT_TOKEN:
+	case KVCTL_OPT_TOKEN: /* the last of --token and --token-file wins */
 		k->opts.token = arg;
+		k->token_file = NULL;
+		return 0;
+	case KVCTL_OPT_TOKEN_FILE:
+		if (arg[0] == '\0')
+			return kvctl_usage(k, "--token-file wants a file");
+		k->token_file = arg;
 		return 0;
 	case 'o':
 		if (strcmp(arg, "json") == 0)
@@ -458,6 +553,7 @@ int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **arg
 		case 't':
 		case 'o':
 		case KVCTL_OPT_TOKEN:
+		case KVCTL_OPT_TOKEN_FILE:
 		case KVCTL_OPT_TIMEOUT:
 			if (common_option(k, opt, optarg) != 0)
 				return KVCTL_OPTS_USAGE;
@@ -504,6 +600,8 @@ int main(int argc, char **argv)
 	        {"endpoint", required_argument, NULL, 'e'},
 	        {"tenant", required_argument, NULL, 't'},
 	        {"token", required_argument, NULL, KVCTL_OPT_TOKEN},
+	        {"token-file", required_argument, NULL, KVCTL_OPT_TOKEN_FILE},
+	        {"token-file", required_argument, NULL, KVCTL_OPT_TOKEN_FILE},
 	        {"output", required_argument, NULL, 'o'},
 	        {"timeout", required_argument, NULL, KVCTL_OPT_TIMEOUT},
 	        {"help", no_argument, NULL, 'h'},
@@ -521,6 +619,9 @@ int main(int argc, char **argv)
 		k.opts.endpoint = env;
 	if ((env = getenv("KVD_TENANT")) != NULL && env[0] != '\0')
 		k.opts.tenant = env;
+	/* Unlike --token, not shown by ps to other users. */
+	if ((env = getenv("KVD_TOKEN")) != NULL && env[0] != '\0')
+		k.opts.token = env;
 
 	/* '+': the first word that is not an option is the command. */
 	opterr = 0;

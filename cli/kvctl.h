@@ -31,6 +31,7 @@ enum kvctl_exit {
 };
 
 #define KVCTL_VALUE_MAX ((size_t)64 << 20) /* a value read from stdin */
+#define KVCTL_TOKEN_MAX 1024               /* a token from --token-file, in bytes */
 
 struct kvctl;
 
@@ -52,13 +53,15 @@ struct kvctl {
 	kvc *c;
 	bool json;
 	const struct kvctl_command *cmd; /* the command running; NULL before */
+	const char *token_file;          /* --token-file, read by kvctl_connect */
+	char token[KVCTL_TOKEN_MAX + 1]; /* the token read from token_file */
 	char what[192];                  /* "get user:1": what failed, for the error line */
 };
 
 /* ---- option parsing --------------------------------------------------------
  *
- * Every command accepts the global options too (-e, -t, --token, -o,
- * --timeout, -h), before or after its arguments; `--` ends
+ * Every command accepts the global options too (-e, -t, --token,
+ * --token-file, -o, --timeout, -h), before or after its arguments; `--` ends
  * the options. -h prints the help of k->cmd and exits 0. */
 
 #define KVCTL_OPTS_MAX   24
@@ -78,6 +81,7 @@ int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **arg
 
 enum {
 	KVCTL_OPT_TOKEN = 256,
+	KVCTL_OPT_TOKEN_FILE,
 	KVCTL_OPT_TIMEOUT,
 	KVCTL_OPT_OWN = 300,
 };
@@ -89,6 +93,7 @@ int kvctl_parse_u64(struct kvctl *k, const char *opt, const char *s, uint64_t ma
 
 /* Sets k->what: the command and, escaped and cut, the key. */
 void kvctl_what(struct kvctl *k, const char *cmd, const void *key, size_t key_len);
+/* Reads --token-file when given, then opens the handle; an exit code. */
 int kvctl_connect(struct kvctl *k);
 /* A failed call: rv its return, st its status. */
 int kvctl_fail(struct kvctl *k, int rv, const struct kvc_status *st);

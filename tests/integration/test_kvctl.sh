@@ -34,16 +34,17 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtest-kvctl-XXXXXX") || exit 1
 SOCK="kv+ipc://$TMP/kv.sock"
 NSOCK="ipc://$TMP/kvd.sock"
 KVD_PID=
+TOKEN_PID=
 failures=0
 checks=0
 TAB=$(printf '\t')
 
 # shellcheck disable=SC2317 # run by the trap
 cleanup() {
-	if [ -n "$KVD_PID" ]; then
-		kill -KILL "$KVD_PID" 2>/dev/null
-		wait "$KVD_PID" 2>/dev/null
-	fi
+	for pid in $KVD_PID $TOKEN_PID; do
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -497,6 +498,69 @@ run 0 "versions over nng" nkv -o json versions nk --values
 json "versions over nng document" 'len(d["versions"]) == 1 and d["versions"][0]["value"] == "over nng"'
 run 0 "scan over nng" nkv -t scans -o json scan --prefix scan/ --limit 2
 json "scan over nng document" '[i["key"] for i in d["items"]] == ["scan/a", "scan/b"]'
+
+# ---- a daemon that wants a token: --token, KVD_TOKEN, --token-file -----------------------
+
+printf '[kvd]\ntoken = s3cret\n' >"$TMP/token.conf"
+TSOCK="kv+ipc://$TMP/token.sock"
+"$KVD" --config "$TMP/token.conf" --data-dir "$TMP/tokendata" --listen "$TSOCK" --workers 1 \
+	>/dev/null 2>"$TMP/token-kvd.log" &
+TOKEN_PID=$!
+tries=0
+until "$KVCTL" -e "$TSOCK" health >/dev/null 2>&1; do # Health needs no token
+	tries=$((tries + 1))
+	if [ "$tries" -ge 150 ]; then
+		fail "the kvd with a token did not answer 'kvctl health': $(tail -n 5 "$TMP/token-kvd.log")"
+		break
+	fi
+	sleep 0.1
+done
+tkv() {
+	"$KVCTL" -e "$TSOCK" "$@"
+}
+# token_file NAME MODE CONTENT: a token file under $TMP
+token_file() {
+	# shellcheck disable=SC2059 # the content is a printf format
+	printf "$3" >"$TMP/$1"
+	chmod "$2" "$TMP/$1"
+}
+run 5 "no token (UNAUTHENTICATED)" tkv put k v
+run 5 "a wrong --token" tkv --token wrong put k v
+run 0 "--token" tkv --token s3cret put k v
+run 0 "KVD_TOKEN" env KVD_TOKEN=s3cret "$KVCTL" -e "$TSOCK" get k
+run 5 "a wrong KVD_TOKEN" env KVD_TOKEN=wrong "$KVCTL" -e "$TSOCK" get k
+token_file tok 600 's3cret\n'
+run 0 "--token-file (0600)" tkv --token-file "$TMP/tok" get k
+run 0 "--token-file after the arguments" tkv get k --token-file "$TMP/tok"
+run 0 "--token-file wins over KVD_TOKEN" env KVD_TOKEN=wrong "$KVCTL" -e "$TSOCK" --token-file "$TMP/tok" get k
+run 5 "the last of --token-file and --token wins" tkv --token-file "$TMP/tok" --token wrong get k
+run 0 "the last of --token and --token-file wins" tkv --token wrong --token-file "$TMP/tok" get k
+token_file tok-group 640 's3cret\n'
+run 0 "--token-file readable by its group (0640)" tkv --token-file "$TMP/tok-group" get k
+token_file tok-bare 400 's3cret'
+run 0 "--token-file without a newline" tkv --token-file "$TMP/tok-bare" get k
+token_file tok-crlf 600 's3cret\r\n'
+run 0 "--token-file with CR LF" tkv --token-file "$TMP/tok-crlf" get k
+token_file tok-lines 600 's3cret\nnot the token\n'
+run 0 "--token-file: the first line only" tkv --token-file "$TMP/tok-lines" get k
+token_file tok-wrong 600 'wrong\n'
+run 5 "--token-file with a wrong token" tkv --token-file "$TMP/tok-wrong" get k
+token_file tok-world 644 's3cret\n'
+run 2 "--token-file readable by others (0644) is refused" tkv --token-file "$TMP/tok-world" get k
+err_is "the refusal's message" "kvctl: get k: --token-file $TMP/tok-world: others may read or write it (mode 0644); chmod o= the file"
+token_file tok-empty 600 '\ns3cret\n'
+run 2 "--token-file with an empty first line" tkv --token-file "$TMP/tok-empty" get k
+head -c 1025 /dev/zero | tr '\0' t >"$TMP/tok-long"
+chmod 600 "$TMP/tok-long"
+run 2 "--token-file with a line of 1025 bytes" tkv --token-file "$TMP/tok-long" get k
+run 2 "a missing --token-file" tkv --token-file "$TMP/nothing" get k
+run 2 "a directory as --token-file" tkv --token-file "$TMP" get k
+run 2 "--token-file without a value" tkv get k --token-file
+run 2 "--token-file refused -o json" tkv -o json --token-file "$TMP/tok-world" get k
+json "token file refusal document" 'd["error"]["name"] == "INVALID_ARGUMENT" and d["error"]["exit"] == 2'
+kill -TERM "$TOKEN_PID"
+wait "$TOKEN_PID" 2>/dev/null
+TOKEN_PID=
 
 # ---- the daemon goes away ---------------------------------------------------------------------
 
