@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_kvctl.sh — kvctl against a real kvd: every command and flag, binary values byte-exact (a newline after a value on a terminal only), JSON output, each exit code, SIGTERM.
+# test_kvctl.sh — kvctl against a real kvd: every command and flag, binary values byte-exact (a newline after a value on a terminal only), JSON output, each exit code, per-command help, the token from KVD_TOKEN and --token-file, the bash completion, SIGTERM.
 #
 # usage: test_kvctl.sh KVD KVCTL   (meson passes the built binaries)
 #
@@ -485,6 +485,41 @@ json "compact document" 'd["compact_revision"] == '"$h2"' and isinstance(d["disk
 run 5 "get --version of compacted history (OUT_OF_RANGE)" kv -t hist -o json get k --version "$h1"
 json "out of range document" 'd["error"]["name"] == "OUT_OF_RANGE" and d["error"]["exit"] == 5'
 run 5 "compact --revision in the future" kv -t hist compact --revision 999999999
+
+# ---- bash completion (cli/kvctl.bash-completion, sourced without bash-completion) ----------
+
+COMPLETION=$(dirname "$0")/../../cli/kvctl.bash-completion
+checks=$((checks + 1))
+bash -n "$COMPLETION" || fail "bash -n $COMPLETION"
+# completes WANT WORD...: _kvctl, on a line of the WORDs with the cursor at the
+# end of the last, offers exactly WANT (space-separated)
+completes() {
+	want=$1
+	shift
+	checks=$((checks + 1))
+	# shellcheck disable=SC2016 # expanded by bash -c
+	got=$(bash -c '. "$1" && shift && COMP_WORDS=("$@") && COMP_CWORD=$(($# - 1)) &&
+		COMP_LINE="$*" && COMP_POINT=${#COMP_LINE} && _kvctl && echo "${COMPREPLY[*]}"' \
+		_ "$COMPLETION" "$@" 2>&1)
+	[ "$got" = "$want" ] || fail "completion of '$*': '$got', want '$want'"
+}
+completes "tenant" kvctl te
+completes "put" kvctl -o json p
+completes "create" kvctl tenant cr
+completes "info" kvctl -t x tenant i
+completes "stats" kvctl st
+completes "create list info drop passivate activate" kvctl tenant ''
+completes "text json" kvctl -o ''
+completes "always interval none" kvctl tenant create t --sync ''
+completes "--as-of" kvctl get k --as
+completes "--max-keys" kvctl tenant create t --max
+completes "--token --token-file" kvctl --tok
+completes "" kvctl get --version ''
+completes "create list info drop passivate activate" kvctl help tenant ''
+# tenant names, from the daemon the line's -e names
+completes "hist" "$KVCTL" -e "$SOCK" tenant info h
+completes "scans" "$KVCTL" -e "$SOCK" -t sc
+completes "" "$KVCTL" -e "kv+ipc://$TMP/nobody.sock" tenant drop ''
 
 # ---- the same commands over nng ----------------------------------------------------------------
 
