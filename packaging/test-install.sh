@@ -3,7 +3,8 @@
 # in OUTDIR, installed and used as an operator would, on Debian 12 as root.
 #
 #  1. apt-get install ./OUTDIR/*.deb: the user kvd exists, /var/lib/kvd is
-#     0750 kvd:kvd, /etc/kvd/kvd.conf is 0640 root:kvd;
+#     0750 kvd:kvd, /etc/kvd/kvd.conf is 0640 root:kvd; the man pages,
+#     kvd's documentation and kvctl's bash completion (which completes);
 #     systemd-analyze verify of the installed unit (when it exists).
 #  2. kvd started as its unit would start it (systemd is not PID 1 here):
 #     ExecStart= of the installed kvd.service, as the user kvd, with the
@@ -81,6 +82,18 @@ id kvd >/dev/null 2>&1 || die "no user kvd after install"
 	die "/var/lib/kvd is $(stat -c '%a %U:%G' /var/lib/kvd), not 750 kvd:kvd"
 [ "$(stat -c '%a %U:%G' /etc/kvd/kvd.conf)" = "640 root:kvd" ] ||
 	die "/etc/kvd/kvd.conf is $(stat -c '%a %U:%G' /etc/kvd/kvd.conf), not 640 root:kvd"
+# Files beside the programs, by package (docs may be compressed).
+for pf in kvd:/usr/share/doc/kvd/README.md kvd:/usr/share/doc/kvd/PROTOCOL.md \
+	kvd:/usr/share/doc/kvd/FORMAT.md kvd:/usr/share/man/man8/kvd.8 \
+	kvd:/usr/share/man/man5/kvd.conf.5 kvctl:/usr/share/man/man1/kvctl.1 \
+	kvctl:/usr/share/bash-completion/completions/kvctl \
+	libkvclient-dev:/usr/share/man/man3/libkvclient.3; do
+	dpkg -L "${pf%%:*}" | grep -Eqx "${pf#*:}(\.gz)?" || die "${pf%%:*} does not install ${pf#*:}"
+done
+# shellcheck disable=SC2016 # expanded by bash
+bash -c '. /usr/share/bash-completion/completions/kvctl && COMP_WORDS=(kvctl te) &&
+	COMP_CWORD=1 && _kvctl && [ "${COMPREPLY[*]}" = tenant ]' ||
+	die "the installed bash completion does not complete 'kvctl te' to 'tenant'"
 
 unit=""
 for d in /lib/systemd/system /usr/lib/systemd/system; do
