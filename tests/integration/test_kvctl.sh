@@ -279,6 +279,9 @@ run 0 "get 1 MiB" kv get big && same_bytes "1 MiB value round trip" "$TMP/big"
 : >"$TMP/empty"
 run 0 "put an empty value" kv put empty <"$TMP/empty"
 run 0 "get an empty value" kv get empty && same_bytes "empty value round trip" "$TMP/empty"
+tty_get "get an empty value on a terminal" empty
+printf '\r\n' >"$TMP/want"
+same_bytes "an empty value on a terminal is a newline" "$TMP/want"
 printf 'h\303\251llo w\303\266rld' >"$TMP/utf8"
 run 0 "put UTF-8" kv put utf8 <"$TMP/utf8"
 run 0 "get UTF-8 -o json" kv -o json get utf8
