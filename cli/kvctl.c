@@ -98,7 +98,7 @@ static const struct kvctl_command *find_command(const struct kvctl_command *grou
 	for (i = 0; i < N_COMMANDS; i++) {
 		const char *name = commands[i].name;
 
-		if (group == NULL && strcmp(name, word) == 0)
+		if (group == NULL && strchr(name, ' ') == NULL && strcmp(name, word) == 0)
 			return &commands[i];
 		if (group != NULL && strncmp(name, group->name, n) == 0 && name[n] == ' ' &&
 		    strcmp(name + n + 1, word) == 0)

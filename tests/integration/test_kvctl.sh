@@ -198,6 +198,7 @@ same_bytes "kvctl help is kvctl --help" "$TMP/help-all"
 run 2 "help of an unknown command" "$KVCTL" help frob
 [ -s "$TMP/out" ] && fail "help frob wrote on stdout"
 run 2 "help of an unknown action" "$KVCTL" help tenant frob
+run 2 "an action is not a command of its own" kv "tenant list"
 run 2 "tenant without an action" kv tenant
 err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate ...
 Try 'kvctl tenant --help'."
