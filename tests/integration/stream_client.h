@@ -95,7 +95,8 @@ static __attribute__((unused)) void st_send_frame(int fd, const void *body, size
 }
 
 /* Appends a frame to a buffer (to send many in one write). */
-static __attribute__((unused)) void st_frame_into(msgpack_sbuffer *out, const void *body, size_t len)
+static __attribute__((unused)) void st_frame_into(msgpack_sbuffer *out, const void *body,
+                                                  size_t len)
 {
 	uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
 	                  (uint8_t)len};
@@ -162,8 +163,9 @@ static __attribute__((unused)) int st_status(int fd, const void *body, size_t le
 }
 
 /* A request {v:1, id, method[, tenant], args:{key[, value]}} in q. */
-static __attribute__((unused)) void st_req(struct h_req *q, const char *method, uint64_t id, const char *tenant,
-                   const char *key, const void *value, size_t vlen)
+static __attribute__((unused)) void st_req(struct h_req *q, const char *method, uint64_t id,
+                                           const char *tenant, const char *key, const void *value,
+                                           size_t vlen)
 {
 	h_req_begin(q, method, tenant, id, key == NULL ? 0 : value == NULL ? 1 : 2, 0);
 	if (key != NULL)
@@ -172,8 +174,9 @@ static __attribute__((unused)) void st_req(struct h_req *q, const char *method, 
 		mp_kv_bin(&q->pk, "value", value, vlen);
 }
 
-static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t id, const char *tenant, const char *key,
-                   const void *value, size_t vlen)
+static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t id,
+                                           const char *tenant, const char *key, const void *value,
+                                           size_t vlen)
 {
 	struct h_req q;
 	int st;
@@ -218,10 +221,12 @@ static __attribute__((unused)) int count_fds(pid_t pid)
 	return n - 2;
 }
 
-/* VmHWM (peak resident memory) of pid, in KiB. */
-static __attribute__((unused)) long peak_kib(pid_t pid)
+/* A field of /proc/PID/status given in kB ("VmHWM", "VmRSS"), in KiB; -1
+ * when it cannot be read. */
+static __attribute__((unused)) long proc_status_kib(pid_t pid, const char *field)
 {
 	char path[64], line[256];
+	size_t flen = strlen(field);
 	long kib = -1;
 	FILE *f;
 
@@ -229,27 +234,23 @@ static __attribute__((unused)) long peak_kib(pid_t pid)
 	if ((f = fopen(path, "r")) == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+		if (strncmp(line, field, flen) == 0 && line[flen] == ':' &&
+		    sscanf(line + flen + 1, " %ld kB", &kib) == 1)
 			break;
 	fclose(f);
 	return kib;
 }
 
+/* VmHWM (peak resident memory) of pid, in KiB. */
+static __attribute__((unused)) long peak_kib(pid_t pid)
+{
+	return proc_status_kib(pid, "VmHWM");
+}
+
 /* VmRSS (resident memory now) of pid, in KiB. */
 static __attribute__((unused)) long rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
+	return proc_status_kib(pid, "VmRSS");
 }
 
 /* Whether the server closed fd (EOF or a reset) within ms, dropping what it
