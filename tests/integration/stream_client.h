@@ -187,6 +187,50 @@ static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t 
 	return st;
 }
 
+/* A connection whose hello the server answers, tried again (a new
+ * connection every time, each given 1 s for the hello) for up to ms while
+ * the listener refuses or drops it; fails the test after that. */
+static __attribute__((unused)) int st_open_retry(const char *url, int ms)
+{
+	uint64_t t0 = h_now_ms();
+	uint8_t got[8];
+	int fd = -1, ok = -1;
+
+	while (ok != 0 && h_now_ms() - t0 < (uint64_t)ms) {
+		if (fd >= 0)
+			close(fd);
+		fd = st_connect(url);
+		assert_true(fd >= 0);
+		st_write(fd, hello, sizeof(hello));
+		ok = st_read(fd, got, 8, 1000);
+	}
+	assert_int_equal(ok, 0);
+	return fd;
+}
+
+/* The load of a peer that reads its replies slowly or not at all: Puts a
+ * vlen-byte value under "big" and Gets it once through fd (both must
+ * succeed), then frames n Gets of it, ids 1..n, into *out (initialised here,
+ * destroyed by the caller) to be sent in one write. */
+static __attribute__((unused)) void st_big_gets(int fd, size_t vlen, uint64_t n,
+                                                msgpack_sbuffer *out)
+{
+	uint8_t *val = malloc(vlen);
+
+	assert_non_null(val);
+	memset(val, 'v', vlen);
+	assert_int_equal(st_call(fd, "Put", 1, NULL, "big", val, vlen), 0);
+	assert_int_equal(st_call(fd, "Get", 2, NULL, "big", NULL, 0), 0);
+	free(val);
+	msgpack_sbuffer_init(out);
+	for (uint64_t id = 1; id <= n; id++) {
+		struct h_req q;
+		st_req(&q, "Get", id, NULL, "big", NULL, 0);
+		st_frame_into(out, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
+}
+
 /* After a framing error: one reply of id 0 with this status, then EOF
  * (not a reset). */
 static __attribute__((unused)) void st_expect_refusal(int fd, int status, const char *substr)
