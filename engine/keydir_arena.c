@@ -22,6 +22,8 @@
  */
 #include "keydir_arena.h"
 
+#include "keydir.h" /* KD_ARENA_MAX */
+
 #include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -33,6 +35,10 @@
 #define CHUNK_SHARE_SHIFT 5  /* a new chunk is about 1/32 of the arena */
 #define CHUNK_SLACK       64 /* chunks are 2^k - 64 bytes so malloc+mmap fill whole pages */
 #define FIT_SCAN          16 /* blocks looked at in a mixed-size class before moving up */
+
+/* keydir.h promises callers this bound; it is the arena's. */
+_Static_assert(((uint64_t)KD_MAX_CHUNKS << CHUNK_MAX_SHIFT) == KD_ARENA_MAX,
+               "KD_ARENA_MAX is KD_MAX_CHUNKS chunks of the largest size");
 
 static unsigned size_class(uint32_t units)
 {
