@@ -1,6 +1,33 @@
 /*
  * bench.h — kvbench subcommands. Each takes the arguments after its name and
  * returns the process exit code.
+ *
+ * Errors:
+ *   - Exit codes: 0 the run finished and every cell is sound (also after
+ *     --help); 1 the run failed: a cell failed or had errors, a kvd or
+ *     redis-server it started exited badly, out of memory, a file could not
+ *     be written (ycsb, versions, durable, coldstart and activate then keep
+ *     the run's directory and say where it is); 2 a
+ *     usage error: an unknown option, a bad value, options that exclude each
+ *     other. kvbench itself answers 2 to a missing or unknown subcommand.
+ *     Nothing exits 77: a peer or transport that cannot run here is left out
+ *     of the report with the reason, not skipped as a whole.
+ *   - Options: a subcommand's parse returns 0 to run, 1 after printing
+ *     --help, or -EINVAL after saying what is wrong on stderr as "kvbench
+ *     CMD: NAME takes ..." (opt.h's bench_parse_*, runenv.h's runenv_opt);
+ *     the subcommand turns that into 0 or 2 (`rv > 0 ? 0 : 2`). maint.c's
+ *     parse_common (open, merge) returns the exit code itself (1 for --help,
+ *     2 for an error; its callers map 1 to 0), and its own range check says
+ *     "kvbench:" without the subcommand.
+ *   - Below the subcommands nothing exits kvbench. proc.h and sys.h return 0 or
+ *     -errno, with a one-line reason in err where they take one, and never
+ *     print; nor do the backend interfaces (peers.h, ycsb_backend.h), which
+ *     return -1 with a one-line message in an err buffer. The subcommand
+ *     prints it, once, on stderr, prefixed "kvbench CMD: ". runenv.h (the
+ *     run shared by ycsb, versions, durable and coldstart) speaks for its
+ *     subcommand: it prints "kvbench CMD: ..." itself and returns -EINVAL
+ *     (options), -1 (runenv_init, runenv_fini) or the exit code
+ *     (runenv_finish).
  */
 #ifndef KV_BENCH_H
 #define KV_BENCH_H

@@ -26,6 +26,41 @@
  * reads), one maintenance thread (interval syncs, hints, idle and memory
  * passivation, merges, Compact, sd_notify STATUS), and the main thread
  * (signals, the watchdog, the nng ipc:// listener watch).
+ *
+ * Errors (the engine's convention, 0/-errno/KV_E*, is STYLE.md's; the daemon
+ * adds what it owes clients and operators):
+ *   - A request is answered, never returned: whoever handles a JOB_REQUEST
+ *     calls job_reply (a reply rpc/server.c built) or job_reply_error(j, id,
+ *     status, message) exactly once. status is a wire status (RPC_*, the
+ *     gRPC codes); message is one line for the client. An engine or store
+ *     error becomes both through rpc_status_of and rpc_tenant_message (or
+ *     kv_strerror). Handlers are void; request_dispatch's int is the owning
+ *     worker (or -1), not an error.
+ *   - What no client can be told (epoll_ctl, an eventfd, a merge or tick in
+ *     the maintenance thread) is logged once with klog(LOG_ERR), naming the
+ *     tenant or the worker, and the loop goes on.
+ *   - Start-up functions return 0 or a negative errno; those that take
+ *     (char *err, size_t errlen) also write one line there, without "kvd: "
+ *     and without a newline (config_load, config_check, listeners_start,
+ *     stream_start), and main prints "kvd: <err>" on stderr once. Their errno
+ *     says what kind of failure it was, not always its cause: the listeners
+ *     answer -EADDRINUSE, -EINVAL, -EIO or -ENOMEM and keep the cause
+ *     (strerror, nng_strerror, gai_strerror) in err.
+ *   - Exceptions, each handled where main calls it: workers_start and
+ *     maint_start take no err (main says "cannot start threads"); open_store
+ *     prints its own message and returns the store's KV_E* code or -errno;
+ *     signals_open returns -1 with errno set, as signalfd does; parse_args
+ *     prints its own message and returns an exit status (and exits by itself
+ *     for --help, --version and --check). Two results are dropped: parse_args
+ *     does not check config_set_listen for the default addresses (only
+ *     -ENOMEM; config_check then finds fewer listeners or none), and maint.c's
+ *     merge_tenant ignores kv_stats (on a failure the sizes it logs are
+ *     junk).
+ *   - kvd's exit status: 0 after a clean stop; 1 when the settings are wrong,
+ *     start-up fails or closing the store fails; 2 for a usage error (unknown
+ *     flag, stray argument, a bad --workers or --log-level, too many
+ *     --listen). kvd --check: 0 nothing damaged, 1 damage found, 2 could not
+ *     check.
  */
 #ifndef KVD_KVD_H
 #define KVD_KVD_H

@@ -1,11 +1,10 @@
 /*
  * keydir.c — the key directory: an adaptive radix tree (ART) with path
  * compression and lazy expansion, kept in a per-directory arena of chunks and
- * addressed by 32-bit handles.
+ * addressed by 32-bit handles (the arena: keydir_arena.c).
  *
- * What it owns: the arena chunks of one directory, every node and leaf in
- * them, and the free lists of the arena. Nothing here is shared between
- * directories and nothing is global.
+ * What it owns: the tree of one directory, every node and leaf in its arena.
+ * Nothing here is shared between directories and nothing is global.
  *
  * Threads: none taken. keydir_get, keydir_walk, keydir_count and
  * keydir_memory only read (they may run at once under a shared lock);
@@ -13,8 +12,7 @@
  *
  * Layout (multi-byte fields in host order, read and written with memcpy):
  *
- *   handle  bit 31: leaf tag; bits 30..18: chunk index; bits 17..0: offset
- *           in 4-byte units. 0 is null (unit 0 of chunk 0 is never handed out).
+ *   handle  bit 31: leaf tag; bits 30..0: the arena's (keydir_arena.h).
  *   node    u8 class (bits 0..4) | slack << 5 | 0x80 when it has an end leaf;
  *           u8 child count (a full node stores 256 as 0); u16 prefix length;
  *           [u32 end leaf]; body (by class); prefix bytes; padding to 4.
@@ -24,7 +22,6 @@
  *   leaf    u64 version; u32 seg; u32 off; u32 size | tombstone << 28 |
  *           ttl << 29 | slack << 30; [u64 expiry_ms, only with ttl];
  *           varint suffix length; suffix bytes; padding to 4.
- *   free    u32 next free block of its class (0 ends); u32 size in units.
  *
  *   "slack" (0..3) counts units the block has beyond the object's own size:
  *   the allocator may hand out a block up to 3 units too big rather than
@@ -46,22 +43,20 @@
  *     (node: class, end flag, prefix length; leaf: ttl flag, suffix length),
  *     plus its slack: that is what was allocated and what is freed.
  *  6. Every arena unit but unit 0 of chunk 0 is inside exactly one of: a live
- *     object's block, a free block (at least MIN_BLOCK units, so some object
+ *     object's block, a free block (at least KD_MIN_BLOCK units, so some object
  *     fits it), or the wilderness (the untouched tail of the newest chunk).
  *  7. Writers allocate everything an operation needs before they change
  *     anything: a failed allocation (-ENOMEM) leaves the directory unchanged.
  *  8. Nothing recurses: descents are loops and walks keep an explicit stack on
  *     the heap, so a chain of 65536 nested keys cannot exhaust the C stack.
  *
- * Memory: free blocks sit on segregated lists (one class per unit count
- * below 64 units, four per power of two above). An allocation takes an exact
- * fit, else splits the smallest larger free block, else bumps the wilderness,
- * else opens a chunk of about 1/32 of the arena (1 KiB to 1 MiB), so a small
- * directory stays small and the unused tail stays a small share. Blocks are
- * not coalesced: a freed block is reused whole or split. When the last key
- * goes, the whole arena is released.
+ * Memory: keydir_arena.c hands out blocks (exact fit, else a split free
+ * block, else the wilderness, else a new chunk of about 1/32 of the arena) and
+ * takes them back whole; it does not coalesce. When the last key goes, the
+ * whole arena is released.
  */
 #include "keydir.h"
+#include "keydir_arena.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -73,21 +68,7 @@
 
 /* ---- limits and constants ---------------------------------------------- */
 
-#define UNIT_SHIFT        2
-#define OFF_BITS          18
-#define OFF_MASK          ((1u << OFF_BITS) - 1)
-#define CHUNK_BITS        13
-#define MAX_CHUNKS        (1u << CHUNK_BITS) /* 8192 chunks of at most 1 MiB: 8 GiB */
-#define LEAF_TAG          0x80000000u
-#define CHUNK_MIN_SHIFT   10 /* the first chunk is 1 KiB */
-#define CHUNK_MAX_SHIFT   20 /* chunks grow with the arena up to 1 MiB */
-#define CHUNK_SHARE_SHIFT 5  /* a new chunk is about 1/32 of the arena */
-#define CHUNK_SLACK       64 /* chunks are 2^k - 64 bytes so malloc+mmap fill whole pages */
-
-#define NEXACT    64  /* free classes 0..63 hold blocks of exactly that many units */
-#define NCLASS    128 /* above: four classes per power of two */
-#define MIN_BLOCK 4   /* units in the smallest object (Node2, empty prefix) */
-#define FIT_SCAN  16  /* blocks looked at in a mixed-size class before moving up */
+#define LEAF_TAG KD_HANDLE_TAG /* handle bit 31: the handle is a leaf's */
 
 #define SF_SIZE_MASK   ((1u << 28) - 1)
 #define SF_TOMB        (1u << 28)
@@ -101,54 +82,11 @@
 
 struct keydir {
 	uint32_t root;
-	uint32_t nchunks;
-	uint32_t chunk_cap; /* entries in chunks[] */
 	size_t count;
-	size_t bytes;        /* sum of chunk sizes */
-	uint32_t wild;       /* the untouched tail of the newest chunk ... */
-	uint32_t wild_units; /* ... and its length: 0 or >= MIN_BLOCK */
-	uint8_t **chunks;
-	uint64_t free_map[NCLASS / 64];
-	uint32_t free_head[NCLASS];
+	struct kd_arena arena;
 };
 
-/* ---- byte access ---------------------------------------------------------- */
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-	uint16_t v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void wr16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, sizeof v);
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, sizeof v);
-}
-
-static inline uint64_t rd64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void wr64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, sizeof v);
-}
+/* ---- key bytes ---------------------------------------------------------- */
 
 /* Bytewise order, shorter first on a tie. */
 static int bytes_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
@@ -186,194 +124,7 @@ static size_t common_len(const uint8_t *a, const uint8_t *b, size_t m)
 
 static inline uint8_t *at(const struct keydir *kd, uint32_t h)
 {
-	return kd->chunks[(h >> OFF_BITS) & (MAX_CHUNKS - 1)] +
-	       ((size_t)(h & OFF_MASK) << UNIT_SHIFT);
-}
-
-static unsigned size_class(uint32_t units)
-{
-	if (units < NEXACT)
-		return units;
-	unsigned lg = 31 - (unsigned)__builtin_clz(units); /* >= 6 */
-	unsigned sub = (units >> (lg - 2)) & 3;
-	unsigned c = NEXACT + (lg - 6) * 4 + sub;
-	assert(c < NCLASS);
-	return c;
-}
-
-static void fl_push(struct keydir *kd, uint32_t h, uint32_t units)
-{
-	assert(units >= MIN_BLOCK);
-	unsigned c = size_class(units);
-	uint8_t *p = at(kd, h);
-
-	wr32(p, kd->free_head[c]);
-	wr32(p + 4, units);
-	kd->free_head[c] = h;
-	kd->free_map[c / 64] |= 1ull << (c % 64);
-}
-
-static void fl_unlink(struct keydir *kd, unsigned c, uint8_t *prev, uint32_t h)
-{
-	uint32_t next = rd32(at(kd, h));
-
-	if (prev == NULL)
-		kd->free_head[c] = next;
-	else
-		wr32(prev, next);
-	if (kd->free_head[c] == 0)
-		kd->free_map[c / 64] &= ~(1ull << (c % 64));
-}
-
-/* Hands out u units from the front of free block h of s >= u units (already
- * unlinked): a rest of MIN_BLOCK or more goes back on a free list, a smaller
- * one is handed out too, as slack. Returns the units handed out. */
-static uint32_t take(struct keydir *kd, uint32_t h, uint32_t s, uint32_t u)
-{
-	assert(s >= u);
-	if (s - u < MIN_BLOCK)
-		return s;
-	fl_push(kd, h + u, s - u);
-	return u;
-}
-
-/* First of the first FIT_SCAN blocks of class c with at least u units. */
-static bool fl_fit(struct keydir *kd, unsigned c, uint32_t u, uint32_t *ret_h, uint32_t *ret_units)
-{
-	uint8_t *prev = NULL;
-	uint32_t h = kd->free_head[c];
-
-	for (int i = 0; h != 0 && i < FIT_SCAN; i++) {
-		uint8_t *p = at(kd, h);
-		uint32_t s = rd32(p + 4);
-		if (s >= u) {
-			fl_unlink(kd, c, prev, h);
-			*ret_units = take(kd, h, s, u);
-			*ret_h = h;
-			return true;
-		}
-		prev = p;
-		h = rd32(p);
-	}
-	return false;
-}
-
-/* Lowest non-empty class >= c, or NCLASS. */
-static unsigned fl_next_class(const struct keydir *kd, unsigned c)
-{
-	for (unsigned w = c / 64; w < NCLASS / 64; w++) {
-		uint64_t m = kd->free_map[w];
-		if (w == c / 64)
-			m &= ~0ull << (c % 64);
-		if (m)
-			return w * 64 + (unsigned)__builtin_ctzll(m);
-	}
-	return NCLASS;
-}
-
-static int arena_grow(struct keydir *kd, uint32_t u)
-{
-	if (kd->nchunks == MAX_CHUNKS)
-		return -ENOMEM;
-	if (kd->nchunks == kd->chunk_cap) {
-		uint32_t cap = kd->chunk_cap ? kd->chunk_cap * 2 : 8;
-		uint8_t **t = realloc(kd->chunks, cap * sizeof *t);
-		if (t == NULL)
-			return -ENOMEM;
-		kd->chunks = t;
-		kd->chunk_cap = cap;
-	}
-	/* About 1/32 of what the arena holds: the unused tail of the newest
-	 * chunk stays a small share of the memory at every size. */
-	unsigned shift = CHUNK_MIN_SHIFT;
-	while (shift < CHUNK_MAX_SHIFT &&
-	       ((size_t)1 << (shift + 1 + CHUNK_SHARE_SHIFT)) <= kd->bytes)
-		shift++;
-	uint32_t first = kd->nchunks == 0 ? 1 : 0; /* unit 0 of chunk 0 is null */
-	while ((((size_t)1 << shift) - CHUNK_SLACK) >> UNIT_SHIFT < (size_t)u + first)
-		shift++;
-	assert(shift <= CHUNK_MAX_SHIFT);
-	size_t bytes = ((size_t)1 << shift) - CHUNK_SLACK;
-	uint8_t *c = malloc(bytes);
-	if (c == NULL)
-		return -ENOMEM;
-	uint32_t idx = kd->nchunks++;
-	kd->chunks[idx] = c;
-	kd->bytes += bytes;
-	if (kd->wild_units)
-		fl_push(kd, kd->wild, kd->wild_units);
-	kd->wild = (idx << OFF_BITS) | first;
-	kd->wild_units = (uint32_t)(bytes >> UNIT_SHIFT) - first;
-	return 0;
-}
-
-/* Allocates u units: *ret_h (untagged) gets u to u + MIN_BLOCK - 1 units,
- * *ret_units says how many. In order: a free block of exactly u units, the
- * smallest larger one (split, or handed out whole when less than MIN_BLOCK
- * would be left), the wilderness, a new chunk. Free blocks go before the
- * wilderness: as nodes outgrow a class, blocks of that size stop being asked
- * for, and only splitting puts them back to use. */
-static int arena_alloc(struct keydir *kd, uint32_t u, uint32_t *ret_h, uint32_t *ret_units)
-{
-	int rv;
-
-	assert(u >= MIN_BLOCK);
-	for (;;) {
-		unsigned c = size_class(u);
-		if (c < NEXACT) {
-			uint32_t h = kd->free_head[c];
-			if (h != 0) {
-				fl_unlink(kd, c, NULL, h);
-				*ret_h = h;
-				*ret_units = u;
-				return 0;
-			}
-		} else if (fl_fit(kd, c, u, ret_h, ret_units)) {
-			return 0;
-		}
-		/* Every block in a class above c has more than u units; the
-		 * smallest goes first (a rest under MIN_BLOCK becomes slack). */
-		unsigned c2 = fl_next_class(kd, c + 1);
-		if (c2 < NCLASS) {
-			uint32_t h = kd->free_head[c2];
-			uint32_t s = rd32(at(kd, h) + 4);
-			fl_unlink(kd, c2, NULL, h);
-			*ret_h = h;
-			*ret_units = take(kd, h, s, u);
-			return 0;
-		}
-		if (kd->wild_units >= u) {
-			uint32_t got = kd->wild_units - u < MIN_BLOCK ? kd->wild_units : u;
-			*ret_h = kd->wild;
-			*ret_units = got;
-			kd->wild += got;
-			kd->wild_units -= got;
-			return 0;
-		}
-		if ((rv = arena_grow(kd, u)) != 0)
-			return rv;
-	}
-}
-
-static void arena_free(struct keydir *kd, uint32_t h, uint32_t units)
-{
-	fl_push(kd, h & ~LEAF_TAG, units);
-}
-
-static void arena_reset(struct keydir *kd)
-{
-	for (uint32_t i = 0; i < kd->nchunks; i++)
-		free(kd->chunks[i]);
-	free(kd->chunks);
-	kd->chunks = NULL;
-	kd->nchunks = 0;
-	kd->chunk_cap = 0;
-	kd->bytes = 0;
-	kd->root = 0;
-	kd->wild = 0;
-	kd->wild_units = 0;
-	memset(kd->free_map, 0, sizeof kd->free_map);
-	memset(kd->free_head, 0, sizeof kd->free_head);
+	return kd_arena_at(&kd->arena, h);
 }
 
 /* ---- leaves ------------------------------------------------------------- */
@@ -412,8 +163,8 @@ static inline uint32_t varint_get(const uint8_t *p, size_t *ret_n)
 static inline uint32_t leaf_units(bool ttl, size_t slen)
 {
 	size_t b = LEAF_HEAD + (ttl ? 8 : 0) + varint_len((uint32_t)slen) + slen;
-	uint32_t u = (uint32_t)((b + 3) >> UNIT_SHIFT);
-	return u < MIN_BLOCK ? MIN_BLOCK : u;
+	uint32_t u = (uint32_t)((b + 3) >> KD_UNIT_SHIFT);
+	return u < KD_MIN_BLOCK ? KD_MIN_BLOCK : u;
 }
 
 /* The leaf's suffix and its length. */
@@ -463,7 +214,7 @@ static int leaf_new(struct keydir *kd, const struct kd_entry *e, size_t slen, ui
 	uint32_t h, got;
 	int rv;
 
-	if ((rv = arena_alloc(kd, u, &h, &got)) != 0)
+	if ((rv = kd_arena_alloc(&kd->arena, u, &h, &got)) != 0)
 		return rv;
 	sf |= (got - u) << SF_SLACK_SHIFT;
 	uint8_t *l = at(kd, h);
@@ -561,7 +312,7 @@ static inline uint8_t *n_prefix(uint8_t *n)
 static uint32_t node_units(unsigned nc, bool end, uint32_t plen)
 {
 	const struct nclass *c = &nclasses[nc];
-	return (4 + (end ? 4 : 0) + c->keys + 4u * c->cap + plen + 3) >> UNIT_SHIFT;
+	return (4 + (end ? 4 : 0) + c->keys + 4u * c->cap + plen + 3) >> KD_UNIT_SHIFT;
 }
 
 /* The units of the node's block, slack included. */
@@ -805,7 +556,7 @@ static int node_make(struct keydir *kd, unsigned nc, uint32_t end, uint32_t plen
 	int rv;
 
 	assert(plen <= UINT16_MAX);
-	if ((rv = arena_alloc(kd, u, &h, &got)) != 0)
+	if ((rv = kd_arena_alloc(&kd->arena, u, &h, &got)) != 0)
 		return rv;
 	uint8_t *n = at(kd, h);
 	n[0] = (uint8_t)(nc | ((got - u) << NODE_SLACK_SHIFT) | (end ? NODE_END : 0));
@@ -900,7 +651,7 @@ void keydir_free(struct keydir *kd)
 {
 	if (kd == NULL)
 		return;
-	arena_reset(kd);
+	kd_arena_release(&kd->arena);
 	free(kd);
 }
 
@@ -911,7 +662,7 @@ size_t keydir_count(const struct keydir *kd)
 
 size_t keydir_memory(const struct keydir *kd)
 {
-	return sizeof *kd + kd->chunk_cap * sizeof *kd->chunks + kd->bytes;
+	return sizeof *kd + kd_arena_memory(&kd->arena);
 }
 
 int keydir_get(const struct keydir *kd, const void *key_, size_t len, struct kd_entry *ret)
@@ -975,7 +726,7 @@ static int leaf_replace(struct keydir *kd, uint8_t *slot, uint32_t h, const stru
 		uint32_t nh;
 		if ((rv = leaf_make(kd, e, s, slen, -1, NULL, 0, &nh)) != 0)
 			return rv;
-		arena_free(kd, h, leaf_size_units(l));
+		kd_arena_free(&kd->arena, h, leaf_size_units(l));
 		wr32(slot, nh);
 	}
 	if (ret_old)
@@ -1028,14 +779,14 @@ static int put_split_leaf(struct keydir *kd, uint8_t *slot, uint32_t h, size_t p
 		goto fail;
 	if (p)
 		memcpy(n_prefix(at(kd, m)), key + depth, p);
-	arena_free(kd, h, leaf_size_units(l));
+	kd_arena_free(&kd->arena, h, leaf_size_units(l));
 	wr32(slot, m);
 	return 0;
 fail:
 	if (ol)
-		arena_free(kd, ol, leaf_size_units(at(kd, ol)));
+		kd_arena_free(&kd->arena, ol, leaf_size_units(at(kd, ol)));
 	if (nl)
-		arena_free(kd, nl, leaf_size_units(at(kd, nl)));
+		kd_arena_free(&kd->arena, nl, leaf_size_units(at(kd, nl)));
 	return rv;
 }
 
@@ -1083,14 +834,14 @@ static int put_split_node(struct keydir *kd, uint8_t *slot, uint32_t h, size_t p
 		goto fail;
 	if (p)
 		memcpy(n_prefix(at(kd, m)), pre, p);
-	arena_free(kd, h, node_size_units(n));
+	kd_arena_free(&kd->arena, h, node_size_units(n));
 	wr32(slot, m);
 	return 0;
 fail:
 	if (n2)
-		arena_free(kd, n2, node_size_units(at(kd, n2)));
+		kd_arena_free(&kd->arena, n2, node_size_units(at(kd, n2)));
 	if (nl)
-		arena_free(kd, nl, leaf_size_units(at(kd, nl)));
+		kd_arena_free(&kd->arena, nl, leaf_size_units(at(kd, nl)));
 	return rv;
 }
 
@@ -1184,10 +935,10 @@ int keydir_put(struct keydir *kd, const void *key_, size_t len, const struct kd_
 			if ((rv = leaf_make(kd, e, NULL, 0, -1, NULL, 0, &nl)) != 0)
 				return rv;
 			if ((rv = node_rebuild(kd, h, p[0] & NODE_CLASS, nl, -1, 0, &nn)) != 0) {
-				arena_free(kd, nl, leaf_size_units(at(kd, nl)));
+				kd_arena_free(&kd->arena, nl, leaf_size_units(at(kd, nl)));
 				return rv;
 			}
-			arena_free(kd, h, node_size_units(p));
+			kd_arena_free(&kd->arena, h, node_size_units(p));
 			wr32(slot, nn);
 			goto added;
 		}
@@ -1205,10 +956,10 @@ int keydir_put(struct keydir *kd, const void *key_, size_t len, const struct kd_
 			}
 			if ((rv = node_rebuild(kd, h, nc_for(cnt + 1),
 			                       n_has_end(p) ? rd32(p + 4) : 0, b, nl, &nn)) != 0) {
-				arena_free(kd, nl, leaf_size_units(at(kd, nl)));
+				kd_arena_free(&kd->arena, nl, leaf_size_units(at(kd, nl)));
 				return rv;
 			}
-			arena_free(kd, h, node_size_units(p));
+			kd_arena_free(&kd->arena, h, node_size_units(p));
 			wr32(slot, nn);
 			goto added;
 		}
@@ -1240,7 +991,7 @@ static int node_collapse(struct keydir *kd, uint8_t *slot, uint32_t h, int b, ui
 		leaf_entry(c, &e);
 		if ((rv = leaf_make(kd, &e, pre, plen, b, s, slen, &nh)) != 0)
 			return rv;
-		arena_free(kd, ch, leaf_size_units(c));
+		kd_arena_free(&kd->arena, ch, leaf_size_units(c));
 	} else {
 		uint8_t bytes[256];
 		uint32_t hs[256];
@@ -1257,9 +1008,9 @@ static int node_collapse(struct keydir *kd, uint8_t *slot, uint32_t h, int b, ui
 		np[plen] = (uint8_t)b;
 		if (cplen)
 			memcpy(np + plen + 1, n_prefix(c), cplen);
-		arena_free(kd, ch, node_size_units(c));
+		kd_arena_free(&kd->arena, ch, node_size_units(c));
 	}
-	arena_free(kd, h, node_size_units(n));
+	kd_arena_free(&kd->arena, h, node_size_units(n));
 	wr32(slot, nh);
 	return 0;
 }
@@ -1342,7 +1093,7 @@ int keydir_remove(struct keydir *kd, const void *key_, size_t len, struct kd_ent
 			uint32_t nn;
 			if ((rv = node_rebuild(kd, nh, nc_for(cnt), 0, -1, 0, &nn)) != 0)
 				return rv;
-			arena_free(kd, nh, node_size_units(n));
+			kd_arena_free(&kd->arena, nh, node_size_units(n));
 			wr32(nslot, nn);
 		} else {
 			n_del(n, (uint8_t)lb);
@@ -1352,17 +1103,19 @@ int keydir_remove(struct keydir *kd, const void *key_, size_t len, struct kd_ent
 				/* Shrinking is optional: on failure keep the bigger node. */
 				if (node_rebuild(kd, nh, nc_for(cnt - 1), end ? rd32(n + 4) : 0, -1,
 				                 0, &nn) == 0) {
-					arena_free(kd, nh, node_size_units(n));
+					kd_arena_free(&kd->arena, nh, node_size_units(n));
 					wr32(nslot, nn);
 				}
 			}
 		}
 	}
-	arena_free(kd, h, lunits);
+	kd_arena_free(&kd->arena, h, lunits);
 	if (ret_old)
 		*ret_old = old;
-	if (--kd->count == 0)
-		arena_reset(kd);
+	if (--kd->count == 0) {
+		kd_arena_release(&kd->arena);
+		kd->root = 0;
+	}
 	return 0;
 }
 

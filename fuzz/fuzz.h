@@ -1,8 +1,9 @@
 /*
  * fuzz.h — what the libFuzzer targets in fuzz/ share: an invariant check
  * that holds with or without NDEBUG, little-endian helpers, a CRC32C of our
- * own (so a record or hint is judged by code other than the engine's), and
- * per-input accounting of heap allocations through the sanitizer hooks.
+ * own (so a record or hint is judged by code other than the engine's), the
+ * options-byte input of the file-parser targets, and per-input accounting of
+ * heap allocations through the sanitizer hooks.
  *
  * Each target is one file, fuzz_<name>.c, that includes this header once.
  * Targets are single-threaded; the state below is per process.
@@ -16,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A broken invariant is a bug: say which, then abort so libFuzzer keeps the
  * input as a crash artifact. */
@@ -69,6 +71,42 @@ static inline uint32_t fz_crc32c(const uint8_t *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
 	return c ^ 0xffffffffu;
+}
+
+/*
+ * The input of a file-parser target (fuzz_manifest, fuzz_commit): one byte of
+ * options, then the file. fz_file_input returns a malloc'd copy of the file
+ * (*ret_len bytes), with what the options ask written over it:
+ *   FZ_OPT_MAGIC    the 8-byte magic and the u32 version at offset 8 (when
+ *                   the file has 12 bytes or more), so mutations get past them
+ *   FZ_OPT_FIX_CRC  the trailing CRC32C recomputed (when it has 4 bytes or
+ *                   more), so mutations reach the counts
+ * NULL, and *ret_len untouched, for an empty input (no options byte). The
+ * copy is made before fz_alloc_begin: it is not the parser's memory.
+ */
+#define FZ_OPT_MAGIC   (1u << 0)
+#define FZ_OPT_FIX_CRC (1u << 1)
+
+static inline uint8_t *fz_file_input(const uint8_t *data, size_t size, const char magic[8],
+                                     uint32_t version, size_t *ret_len)
+{
+	uint8_t *buf;
+	size_t len;
+
+	if (size < 1)
+		return NULL;
+	len = size - 1;
+	buf = malloc(len ? len : 1);
+	FZ_CHECK(buf != NULL);
+	memcpy(buf, data + 1, len);
+	if ((data[0] & FZ_OPT_MAGIC) && len >= 12) {
+		memcpy(buf, magic, 8);
+		fz_put_le32(buf + 8, version);
+	}
+	if ((data[0] & FZ_OPT_FIX_CRC) && len >= 4)
+		fz_put_le32(buf + len - 4, fz_crc32c(buf, len - 4));
+	*ret_len = len;
+	return buf;
 }
 
 /*

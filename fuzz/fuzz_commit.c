@@ -19,14 +19,12 @@
 
 #include <string.h>
 
-#define OPT_MAGIC (1u << 0)
-#define OPT_FIX_CRC (1u << 1)
-
 static int ref_parse(const uint8_t *b, size_t len)
 {
 	uint64_t r, n;
 
-	if (len < 44 || memcmp(b, "KVDMERG\1", 8) != 0 || fz_crc32c(b, len - 4) != fz_le32(b + len - 4))
+	if (len < 44 || memcmp(b, "KVDMERG\1", 8) != 0 ||
+	    fz_crc32c(b, len - 4) != fz_le32(b + len - 4))
 		return KV_ECORRUPT;
 	if (fz_le32(b + 8) != 1)
 		return KV_EFORMAT;
@@ -46,18 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len, i, bytes;
 	int rv, ref;
 
-	if (size < 1)
+	if ((buf = fz_file_input(data, size, "KVDMERG\1", 1, &len)) == NULL)
 		return 0;
-	len = size - 1;
-	buf = malloc(len ? len : 1);
-	FZ_CHECK(buf != NULL);
-	memcpy(buf, data + 1, len);
-	if ((data[0] & OPT_MAGIC) && len >= 12) {
-		memcpy(buf, "KVDMERG\1", 8);
-		fz_put_le32(buf + 8, 1);
-	}
-	if ((data[0] & OPT_FIX_CRC) && len >= 4)
-		fz_put_le32(buf + len - 4, fz_crc32c(buf, len - 4));
 
 	memset(&c, 0xa5, sizeof(c));
 	canary = c;

@@ -18,9 +18,6 @@
 
 #include <string.h>
 
-#define OPT_MAGIC (1u << 0)
-#define OPT_FIX_CRC (1u << 1)
-
 static int ref_parse(const uint8_t *b, size_t len)
 {
 	uint64_t n;
@@ -50,18 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len, bytes;
 	int rv, ref;
 
-	if (size < 1)
+	if ((buf = fz_file_input(data, size, "KVDMETA\1", 2, &len)) == NULL)
 		return 0;
-	len = size - 1;
-	buf = malloc(len ? len : 1);
-	FZ_CHECK(buf != NULL);
-	memcpy(buf, data + 1, len);
-	if ((data[0] & OPT_MAGIC) && len >= 12) {
-		memcpy(buf, "KVDMETA\1", 8);
-		fz_put_le32(buf + 8, 2);
-	}
-	if ((data[0] & OPT_FIX_CRC) && len >= 4)
-		fz_put_le32(buf + len - 4, fz_crc32c(buf, len - 4));
 
 	memset(&m, 0xa5, sizeof(m));
 	canary = m;

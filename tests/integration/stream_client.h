@@ -95,7 +95,8 @@ static __attribute__((unused)) void st_send_frame(int fd, const void *body, size
 }
 
 /* Appends a frame to a buffer (to send many in one write). */
-static __attribute__((unused)) void st_frame_into(msgpack_sbuffer *out, const void *body, size_t len)
+static __attribute__((unused)) void st_frame_into(msgpack_sbuffer *out, const void *body,
+                                                  size_t len)
 {
 	uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
 	                  (uint8_t)len};
@@ -162,8 +163,9 @@ static __attribute__((unused)) int st_status(int fd, const void *body, size_t le
 }
 
 /* A request {v:1, id, method[, tenant], args:{key[, value]}} in q. */
-static __attribute__((unused)) void st_req(struct h_req *q, const char *method, uint64_t id, const char *tenant,
-                   const char *key, const void *value, size_t vlen)
+static __attribute__((unused)) void st_req(struct h_req *q, const char *method, uint64_t id,
+                                           const char *tenant, const char *key, const void *value,
+                                           size_t vlen)
 {
 	h_req_begin(q, method, tenant, id, key == NULL ? 0 : value == NULL ? 1 : 2, 0);
 	if (key != NULL)
@@ -172,8 +174,9 @@ static __attribute__((unused)) void st_req(struct h_req *q, const char *method, 
 		mp_kv_bin(&q->pk, "value", value, vlen);
 }
 
-static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t id, const char *tenant, const char *key,
-                   const void *value, size_t vlen)
+static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t id,
+                                           const char *tenant, const char *key, const void *value,
+                                           size_t vlen)
 {
 	struct h_req q;
 	int st;
@@ -182,6 +185,50 @@ static __attribute__((unused)) int st_call(int fd, const char *method, uint64_t 
 	st = st_status(fd, q.sb.data, q.sb.size, id);
 	msgpack_sbuffer_destroy(&q.sb);
 	return st;
+}
+
+/* A connection whose hello the server answers, tried again (a new
+ * connection every time, each given 1 s for the hello) for up to ms while
+ * the listener refuses or drops it; fails the test after that. */
+static __attribute__((unused)) int st_open_retry(const char *url, int ms)
+{
+	uint64_t t0 = h_now_ms();
+	uint8_t got[8];
+	int fd = -1, ok = -1;
+
+	while (ok != 0 && h_now_ms() - t0 < (uint64_t)ms) {
+		if (fd >= 0)
+			close(fd);
+		fd = st_connect(url);
+		assert_true(fd >= 0);
+		st_write(fd, hello, sizeof(hello));
+		ok = st_read(fd, got, 8, 1000);
+	}
+	assert_int_equal(ok, 0);
+	return fd;
+}
+
+/* The load of a peer that reads its replies slowly or not at all: Puts a
+ * vlen-byte value under "big" and Gets it once through fd (both must
+ * succeed), then frames n Gets of it, ids 1..n, into *out (initialised here,
+ * destroyed by the caller) to be sent in one write. */
+static __attribute__((unused)) void st_big_gets(int fd, size_t vlen, uint64_t n,
+                                                msgpack_sbuffer *out)
+{
+	uint8_t *val = malloc(vlen);
+
+	assert_non_null(val);
+	memset(val, 'v', vlen);
+	assert_int_equal(st_call(fd, "Put", 1, NULL, "big", val, vlen), 0);
+	assert_int_equal(st_call(fd, "Get", 2, NULL, "big", NULL, 0), 0);
+	free(val);
+	msgpack_sbuffer_init(out);
+	for (uint64_t id = 1; id <= n; id++) {
+		struct h_req q;
+		st_req(&q, "Get", id, NULL, "big", NULL, 0);
+		st_frame_into(out, q.sb.data, q.sb.size);
+		msgpack_sbuffer_destroy(&q.sb);
+	}
 }
 
 /* After a framing error: one reply of id 0 with this status, then EOF
@@ -218,10 +265,12 @@ static __attribute__((unused)) int count_fds(pid_t pid)
 	return n - 2;
 }
 
-/* VmHWM (peak resident memory) of pid, in KiB. */
-static __attribute__((unused)) long peak_kib(pid_t pid)
+/* A field of /proc/PID/status given in kB ("VmHWM", "VmRSS"), in KiB; -1
+ * when it cannot be read. */
+static __attribute__((unused)) long proc_status_kib(pid_t pid, const char *field)
 {
 	char path[64], line[256];
+	size_t flen = strlen(field);
 	long kib = -1;
 	FILE *f;
 
@@ -229,27 +278,23 @@ static __attribute__((unused)) long peak_kib(pid_t pid)
 	if ((f = fopen(path, "r")) == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+		if (strncmp(line, field, flen) == 0 && line[flen] == ':' &&
+		    sscanf(line + flen + 1, " %ld kB", &kib) == 1)
 			break;
 	fclose(f);
 	return kib;
 }
 
+/* VmHWM (peak resident memory) of pid, in KiB. */
+static __attribute__((unused)) long peak_kib(pid_t pid)
+{
+	return proc_status_kib(pid, "VmHWM");
+}
+
 /* VmRSS (resident memory now) of pid, in KiB. */
 static __attribute__((unused)) long rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
+	return proc_status_kib(pid, "VmRSS");
 }
 
 /* Whether the server closed fd (EOF or a reset) within ms, dropping what it

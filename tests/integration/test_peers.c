@@ -125,18 +125,8 @@ static void test_slowloris(void **state)
 	              (unsigned long long)(closed_at[N - 1] - t0));
 	/* kv+tcp:// serves again; the log says why they went */
 	{
-		int fd = -1, ok = -1;
-		t0 = h_now_ms();
 		/* kvd may still count the last ones for a moment */
-		while (ok != 0 && h_now_ms() - t0 < 5000) {
-			if (fd >= 0)
-				close(fd);
-			fd = st_connect(tcp);
-			assert_true(fd >= 0);
-			st_write(fd, hello, sizeof(hello));
-			ok = st_read(fd, got, 8, 1000);
-		}
-		assert_int_equal(ok, 0);
+		int fd = st_open_retry(tcp, 5000);
 		assert_int_equal(st_call(fd, "Health", 1, NULL, NULL, NULL, 0), 0);
 		close(fd);
 	}
@@ -304,7 +294,6 @@ static void test_unread_replies_bounded(void **state)
 	                     .env = {"ASAN_OPTIONS=quarantine_size_mb=16:halt_on_error=1:"
 	                             "abort_on_error=1:print_summary=1"}};
 	int fds[N], good;
-	uint8_t *val = malloc(VLEN);
 	msgpack_sbuffer all;
 	long rss0, peak = 0, prev = -1;
 	uint64_t t0;
@@ -313,17 +302,8 @@ static void test_unread_replies_bounded(void **state)
 	(void)state;
 	assert_int_equal(kvd_start(&k, &o), 0);
 	good = st_open(k.surl);
-	memset(val, 'v', VLEN);
-	assert_int_equal(st_call(good, "Put", 1, NULL, "big", val, VLEN), 0);
-	assert_int_equal(st_call(good, "Get", 2, NULL, "big", NULL, 0), 0);
+	st_big_gets(good, VLEN, GETS, &all);
 	rss0 = rss_kib(k.pid);
-	msgpack_sbuffer_init(&all);
-	for (uint64_t id = 1; id <= GETS; id++) {
-		struct h_req q;
-		st_req(&q, "Get", id, NULL, "big", NULL, 0);
-		st_frame_into(&all, q.sb.data, q.sb.size);
-		msgpack_sbuffer_destroy(&q.sb);
-	}
 	for (int i = 0; i < N; i++) {
 		fds[i] = st_open(k.surl);
 		st_write(fds[i], all.data, all.size);
@@ -347,7 +327,6 @@ static void test_unread_replies_bounded(void **state)
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
 	close(good);
-	free(val);
 	assert_int_equal(kvd_stop(&k), 0);
 	kvd_cleanup(&k, false);
 }
@@ -410,18 +389,7 @@ static void test_low_fd_limit(void **state)
 	assert_int_equal(st_call(fd, "Health", 1000, NULL, NULL, NULL, 0), 0);
 	close(fd);
 	{
-		int ok = -1, c = -1;
-		uint8_t got[8];
-		t0 = h_now_ms();
-		while (ok != 0 && h_now_ms() - t0 < 10000) {
-			if (c >= 0)
-				close(c);
-			c = st_connect(k.surl);
-			assert_true(c >= 0);
-			st_write(c, hello, sizeof(hello));
-			ok = st_read(c, got, 8, 1000);
-		}
-		assert_int_equal(ok, 0);
+		int c = st_open_retry(k.surl, 10000);
 		assert_int_equal(st_call(c, "Health", 1, NULL, NULL, NULL, 0), 0);
 		close(c);
 	}
