@@ -443,11 +443,15 @@ static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 	argv[argc++] = k->url;
 	argv[argc++] = "--listen";
 	argv[argc++] = k->surl;
-	if (o && o->config_text) {
+	/* always a file of the test's own (empty when it gives no settings):
+	 * without --config kvd reads /etc/kvd/kvd.conf when there is one */
+	{
 		FILE *f;
 		snprintf(k->config, sizeof(k->config), "%s/kvd.conf", k->dir);
-		f = fopen(k->config, "w");
-		fputs(o->config_text, f);
+		if ((f = fopen(k->config, "w")) == NULL)
+			return -1;
+		if (o && o->config_text)
+			fputs(o->config_text, f);
 		fclose(f);
 		argv[argc++] = "--config";
 		argv[argc++] = k->config;

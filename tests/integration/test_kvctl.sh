@@ -149,7 +149,9 @@ sys.exit(rc if rc >= 0 else 128 - rc)
 
 # ---- start kvd and wait until it answers -------------------------------------------
 
-"$KVD" --data-dir "$TMP/data" --listen "$SOCK" --listen "$NSOCK" --workers 2 >"$TMP/kvd.out" 2>"$TMP/kvd.log" &
+: >"$TMP/kvd.conf" # its own (empty) settings, not /etc/kvd/kvd.conf
+"$KVD" --config "$TMP/kvd.conf" --data-dir "$TMP/data" --listen "$SOCK" --listen "$NSOCK" --workers 2 \
+	>"$TMP/kvd.out" 2>"$TMP/kvd.log" &
 KVD_PID=$!
 
 tries=0
