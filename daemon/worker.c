@@ -24,6 +24,10 @@
  *      after it gets a copy of that reply.
  *   3. After job_reply() a job is not touched again: its transport may
  *      already have reused or freed it.
+ *   4. A busy entry that leaves the list is freed only between two turns
+ *      of the loop (busy_reap): the events of the turn's epoll_wait may
+ *      still name it, and a turn drives the busy list (and runs stream
+ *      requests, tenant operations among them) between those events.
  */
 #include "kvd.h"
 
@@ -69,6 +73,7 @@ struct worker {
 	int qfd;
 	int epfd;
 	struct busy *busy;
+	struct busy *retired; /* out of the list and epoll; freed next turn (4) */
 	struct dedup dd;     /* writes with a client id (invariant 2) */
 	struct job *waiting; /* tenant operations waiting for a merge to end */
 };
@@ -208,7 +213,8 @@ static void drive_busy_now(struct worker *w, struct busy *now_for)
 			*pp = b->next;
 			epoll_ctl(w->epfd, EPOLL_CTL_DEL, b->fd, NULL);
 			kv_store_put_unused(w->d->store, b->t);
-			free(b);
+			b->next = w->retired;
+			w->retired = b;
 			continue;
 		}
 		pp = &b->next;
@@ -218,6 +224,16 @@ static void drive_busy_now(struct worker *w, struct busy *now_for)
 static void drive_busy(struct worker *w)
 {
 	drive_busy_now(w, NULL);
+}
+
+/* Frees the entries that left the busy list (invariant 4): between turns. */
+static void busy_reap(struct worker *w)
+{
+	while (w->retired != NULL) {
+		struct busy *b = w->retired;
+		w->retired = b->next;
+		free(b);
+	}
 }
 
 /* Runs the loop for one tenant until its writes are answered. */
@@ -453,6 +469,7 @@ static void *worker_main(void *arg)
 		int n;
 		atomic_store(&w->beat, now);
 		bool queued = false;
+		busy_reap(w);
 		n = epoll_wait(w->epfd, evs, 64, 500);
 		for (int i = 0; i < n; i++) {
 			struct watch *wt = evs[i].data.ptr;
@@ -511,6 +528,7 @@ static void *worker_main(void *arg)
 		epoll_wait(w->epfd, &ev, 1, 100);
 		drive_busy(w);
 	}
+	busy_reap(w);
 	return NULL;
 }
 
