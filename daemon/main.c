@@ -2,11 +2,12 @@
  * main.c — kvd: command line, start-up, signals, shutdown.
  *
  * Start-up: settings (file, then flags), the store (refuses a locked data
- * directory), workers, the maintenance thread, listeners; then READY=1.
+ * directory), workers, the maintenance thread, listeners, the metrics
+ * endpoint (metrics_listen); then READY=1.
  * SIGHUP reloads log_level, idle_timeout and memory_budget from the file.
- * SIGTERM/SIGINT: STOPPING=1, stop accepting work (new requests get
- * UNAVAILABLE), answer requests in flight, close the listeners, finish
- * maintenance, close every tenant (sync, hints), exit 0.
+ * SIGTERM/SIGINT: STOPPING=1, the metrics endpoint stops, stop accepting
+ * work (new requests get UNAVAILABLE), answer requests in flight, close the
+ * listeners, finish maintenance, close every tenant (sync, hints), exit 0.
  */
 #include "kvd.h"
 
@@ -38,7 +39,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: kvd [--data-dir DIR] [--listen URL]... [--config FILE] [--workers N]\n"
-	        "           [--log-level LEVEL] [--auto-create] [--help] [--version]\n"
+	        "           [--log-level LEVEL] [--auto-create] [--metrics-listen HOST:PORT]\n"
+	        "           [--help] [--version]\n"
 	        "       kvd --check DIR\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
@@ -50,6 +52,9 @@ static void usage(FILE *f)
 	        "  -w, --workers N       worker threads (default: one per CPU)\n"
 	        "      --log-level L     err, warning, notice, info, debug (default info)\n"
 	        "      --auto-create     create unknown tenants on first use\n"
+	        "      --metrics-listen HOST:PORT\n"
+	        "                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
+	        "                        (default: off)\n"
 	        "      --check DIR       read every file of a stopped kvd's data directory (or of\n"
 	        "                        one database), list what is damaged; exit 0 when\n"
 	        "                        nothing is, 1 when something is, 2 when it cannot\n"
@@ -58,7 +63,8 @@ static void usage(FILE *f)
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
 	        "idle_timeout and memory_budget from the settings file.\n",
-	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG);
+	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN,
+	        KVD_DEFAULT_CONFIG);
 }
 
 /* ---- kvd --check ---------------------------------------------------------- */
@@ -189,24 +195,26 @@ static void reload(struct kvd *d)
 			const char *name;
 			bool changed;
 		} fixed[] = {
-			{"workers", n->workers != o->workers},
-			{"max_message_size", n->max_message_size != o->max_message_size},
-			{"max_value_size", n->max_value_size != o->max_value_size},
-			{"contexts", n->contexts != o->contexts},
-			{"auto_create", n->auto_create != o->auto_create},
-			{"token", strcmp(n->token, o->token) != 0},
-			{"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
-			{"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
-			{"ipc_mode", n->ipc_mode != o->ipc_mode},
-			{"segment_size", n->segment_size != o->segment_size},
-			{"open_files", n->open_files != o->open_files},
-			{"max_queue", n->max_queue != o->max_queue},
-			{"max_connections", n->max_connections != o->max_connections},
-			{"client_timeout", n->client_timeout_s != o->client_timeout_s},
-			{"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
-			{"input_budget", n->input_budget != o->input_budget},
-			{"output_budget", n->output_budget != o->output_budget},
-			{"tenant-defaults", memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
+		        {"workers", n->workers != o->workers},
+		        {"max_message_size", n->max_message_size != o->max_message_size},
+		        {"max_value_size", n->max_value_size != o->max_value_size},
+		        {"contexts", n->contexts != o->contexts},
+		        {"auto_create", n->auto_create != o->auto_create},
+		        {"token", strcmp(n->token, o->token) != 0},
+		        {"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
+		        {"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
+		        {"ipc_mode", n->ipc_mode != o->ipc_mode},
+		        {"segment_size", n->segment_size != o->segment_size},
+		        {"open_files", n->open_files != o->open_files},
+		        {"max_queue", n->max_queue != o->max_queue},
+		        {"max_connections", n->max_connections != o->max_connections},
+		        {"client_timeout", n->client_timeout_s != o->client_timeout_s},
+		        {"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
+		        {"input_budget", n->input_budget != o->input_budget},
+		        {"output_budget", n->output_budget != o->output_budget},
+		        {"metrics_listen", strcmp(n->metrics_listen, o->metrics_listen) != 0},
+		        {"tenant-defaults",
+		         memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 			if (fixed[i].changed)
@@ -239,18 +247,20 @@ static void reload(struct kvd *d)
 static int parse_args(struct kvd *d, int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"data-dir", required_argument, NULL, 'd'},
-		{"listen", required_argument, NULL, 'l'},
-		{"config", required_argument, NULL, 'c'},
-		{"workers", required_argument, NULL, 'w'},
-		{"log-level", required_argument, NULL, 'L'},
-		{"auto-create", no_argument, NULL, 'A'},
-		{"check", required_argument, NULL, 'K'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	        {"data-dir", required_argument, NULL, 'd'},
+	        {"listen", required_argument, NULL, 'l'},
+	        {"config", required_argument, NULL, 'c'},
+	        {"workers", required_argument, NULL, 'w'},
+	        {"log-level", required_argument, NULL, 'L'},
+	        {"auto-create", no_argument, NULL, 'A'},
+	        {"check", required_argument, NULL, 'K'},
+	        {"metrics-listen", required_argument, NULL, 'M'},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
 	};
 	char *listen[KVD_LISTEN_MAX], *data = NULL, *workers = NULL, *level = NULL;
+	char *metrics = NULL;
 	const char *config = NULL;
 	char err[512];
 	int nlisten = 0, ch, rv;
@@ -279,6 +289,9 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			break;
 		case 'A':
 			auto_create = true;
+			break;
+		case 'M':
+			metrics = optarg;
 			break;
 		case 'K':
 			exit(run_check(optarg));
@@ -333,6 +346,12 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	}
 	if (auto_create)
 		d->cfg.auto_create = true;
+	if (metrics != NULL && snprintf(d->cfg.metrics_listen, sizeof(d->cfg.metrics_listen), "%s",
+	                                metrics) >= (int)sizeof(d->cfg.metrics_listen)) {
+		fprintf(stderr, "kvd: --metrics-listen takes at most %zu bytes\n",
+		        sizeof(d->cfg.metrics_listen) - 1);
+		return 2;
+	}
 	if (config_check(&d->cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "kvd: %s\n", err);
 		return 1;
@@ -731,6 +750,11 @@ int main(int argc, char **argv)
 			goto out_transports;
 		}
 	}
+	/* after the transports (it reads their connections), stopped before them */
+	if (metrics_start(&d, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvd: %s\n", err);
+		goto out_transports;
+	}
 	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,
 	     d.cfg.data_dir, d.nworkers, d.nconns);
 	if (d.notify)
@@ -741,6 +765,7 @@ int main(int argc, char **argv)
 
 	if (d.notify)
 		sd_notify(0, "STOPPING=1\nSTATUS=draining");
+	metrics_stop(&d);
 	/* Requests that arrive from here on are refused with UNAVAILABLE; the
 	 * connections there stay until the drain is over. */
 	atomic_store(&d.stopping, true);
@@ -753,6 +778,7 @@ int main(int argc, char **argv)
 	poll(NULL, 0, 200);
 	rv = 0;
 out_transports:
+	metrics_stop(&d);
 	for (i = 0; i < NTRANSPORTS; i++)
 		if (transports[i].stop_accepting != NULL)
 			transports[i].stop_accepting(&d);
