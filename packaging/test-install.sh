@@ -8,7 +8,8 @@
 #     (systemd-analyze security --offline=true, printed) at most
 #     1.1 (security_max below; when systemd-analyze exists).
 #  2. kvd started as its unit would start it (systemd is not PID 1 here):
-#     ExecStartPre= (kvd --check-config) and ExecStart= of the installed
+#     ExecStartPre= (kvd --check-config; ExecReload='s check too, and on a
+#     file with a typo, which it refuses) and ExecStart= of the installed
 #     kvd.service, as the user kvd, with the
 #     unit's UMask= and /run/kvd (RuntimeDirectory=); then kvctl put, get,
 #     versions, tenant create, scan; /metrics scraped (metrics_listen set
@@ -133,6 +134,28 @@ while read -r pre; do
 	setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $pre ||
 		die "ExecStartPre=$pre failed"
 done <"$work/execstartpre"
+# ExecReload='s check before the SIGHUP: it passes on the installed file and
+# fails, naming the line, on a file with a typo (so would `systemctl reload`)
+reload_check=$(sed -n 's/^ExecReload=\(.*--check-config.*\)/\1/p' "$unit")
+[ -n "$reload_check" ] || die "no ExecReload= with --check-config in $unit"
+# shellcheck disable=SC2086 # split into words, as systemd does
+setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $reload_check >/dev/null ||
+	die "ExecReload=$reload_check failed on the installed file"
+{
+	echo "wrokers = 2"
+	cat /etc/kvd/kvd.conf
+} >"$work/typo.conf"
+chown root:kvd "$work/typo.conf"
+chmod 0640 "$work/typo.conf"
+chmod 0755 "$work"
+bad_check=$(echo "$reload_check" | sed "s|/etc/kvd/kvd.conf|$work/typo.conf|")
+rc=0
+# shellcheck disable=SC2086 # split into words, as systemd does
+setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $bad_check \
+	>/dev/null 2>"$work/typo.err" || rc=$?
+if [ $rc -ne 1 ] || ! grep -q "typo.conf line 1: unknown setting 'kvd.wrokers'" "$work/typo.err"; then
+	die "ExecReload=$bad_check on a file with a typo: exit $rc, $(cat "$work/typo.err")"
+fi
 execstart=$(sed -n 's/^ExecStart=//p' "$unit")
 umask_unit=$(sed -n 's/^UMask=//p' "$unit")
 [ -n "$execstart" ] || die "no ExecStart= in $unit"
