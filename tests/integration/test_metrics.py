@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauge and tenant figures move with puts and gets and agree with `kvctl stats`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
+"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauges (kv+ipc and nng) and tenant figures move with puts and gets and agree with `kvctl stats`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
 
 usage: test_metrics.py KVD KVCTL   (meson passes them)
 
@@ -161,8 +161,9 @@ def main():
     with open(f"{tmp}/kvd.conf", "w") as f:
         f.write(f"[kvd]\nmetrics_listen = 127.0.0.1:{port}\nmax_connections = {HELD + 100}\n")
     log = open(f"{tmp}/kvd.log", "w+")
+    nng_sock = f"{tmp}/nng.sock"
     proc = subprocess.Popen([kvd, "--config", f"{tmp}/kvd.conf", "--data-dir", f"{tmp}/data",
-                             "--listen", endpoint], stderr=log)
+                             "--listen", endpoint, "--listen", f"ipc://{nng_sock}"], stderr=log)
 
     def kvctl_run(*args):
         return subprocess.run([kvctl, "-e", endpoint, *args], capture_output=True, text=True,
@@ -195,9 +196,16 @@ def main():
         held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         held.connect(sock)
         held.recv(8)  # the server's hello: the connection is adopted
+        # and one on the nng ipc:// listener: the SP connection header of a REQ peer
+        # ("\0SP\0", protocol 0x30), answered by REP's; nng then counts a pipe
+        held_nng = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        held_nng.connect(nng_sock)
+        held_nng.sendall(bytes([0, ord("S"), ord("P"), 0, 0, 0x30, 0, 0]))
+        held_nng.recv(8)
         time.sleep(0.2)
         after = scrape(port)
         held.close()
+        held_nng.close()
 
         for method in ("Put", "Get"):
             d = (value(after, "kvd_requests_total", method=method, status="OK") -
@@ -220,6 +228,8 @@ def main():
             check(value(after, fam) > value(before, fam), f"{fam} did not grow")
         check(value(after, "kvd_connections", transport="stream", listen=endpoint) >= 1,
               "kvd_connections of the kv+ipc listener did not count the open connection")
+        check(value(after, "kvd_connections", transport="nng", listen="") >= 1,
+              "kvd_connections of the nng socket did not count the open connection")
         check(value(after, "kvd_tenant_keys", tenant="default") == n,
               f"kvd_tenant_keys{{tenant=default}} is "
               f"{value(after, 'kvd_tenant_keys', tenant='default')}, want {n}")
