@@ -43,14 +43,17 @@ def free_port():
 
 def http(port, method, path):
     """(status, headers, body) of one HTTP/1.0 request."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+    data = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as e:
+        check(False, f"{method} {path}: {e}")
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     if not data or len(lines[0].split()) < 2:
