@@ -1,6 +1,7 @@
 /* config.c — defaults, the INI settings file and checks of kvd's settings. */
 #include "config.h"
 
+#include "hostport.h"
 #include "log.h"
 
 #include <errno.h>
@@ -216,6 +217,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u32(v, &c->open_files);
 		if (!strcmp(k, "max_queue"))
 			return parse_u32(v, &c->max_queue);
+		if (!strcmp(k, "metrics_listen"))
+			return copy_str(c->metrics_listen, sizeof(c->metrics_listen), v);
 	} else if (strcmp(section, "tenant-defaults") == 0) {
 		if (!strcmp(k, "sync")) {
 			if (!strcmp(v, "always"))
@@ -296,7 +299,10 @@ static void key_error(struct load *l, int rv, unsigned line, const char *section
 	else if (rv == -ENAMETOOLONG)
 		snprintf(err, errlen, "line %u: '%s' is %zu bytes, at most %zu allowed", line, qk,
 		         strlen(v),
-		         (!strcmp(k, "token") ? sizeof(l->c->token) : sizeof(l->c->data_dir)) - 1);
+		         (!strcmp(k, "token")            ? sizeof(l->c->token)
+		          : !strcmp(k, "metrics_listen") ? sizeof(l->c->metrics_listen)
+		                                         : sizeof(l->c->data_dir)) -
+		                 1);
 	else if (rv == -ENOMEM)
 		snprintf(err, errlen, "line %u: out of memory", line);
 	else
@@ -461,6 +467,8 @@ out:
 
 int config_check(const struct kvd_config *c, char *err, size_t errlen)
 {
+	char host[256], port[16];
+
 	if (c->nlisten == 0) {
 		snprintf(err, errlen, "no listen address (--listen URL)");
 		return -EINVAL;
@@ -520,6 +528,12 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->segment_size < 4096 || c->segment_size > KV_SEGMENT_SIZE_MAX) {
 		snprintf(err, errlen, "segment_size must be 4K..2G");
+		return -EINVAL;
+	}
+	if (c->metrics_listen[0] != '\0' &&
+	    rpc_hostport_split(c->metrics_listen, host, sizeof(host), port, sizeof(port)) != 0) {
+		snprintf(err, errlen, "metrics_listen '%s': expected HOST:PORT or [ADDRESS]:PORT",
+		         c->metrics_listen);
 		return -EINVAL;
 	}
 	if (c->defaults.history_versions == 0 ||

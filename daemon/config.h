@@ -47,6 +47,7 @@ struct kvd_config {
 	uint64_t segment_size;
 	uint32_t open_files;      /* segment files open at most; 0: half of RLIMIT_NOFILE */
 	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */
+	char metrics_listen[256]; /* HOST:PORT of the Prometheus endpoint (metrics.c); "": off */
 	struct kv_tenant_config defaults;
 };
 

@@ -39,6 +39,7 @@ void job_reply(struct job *j, struct rpc_reply *rp)
 	if (rpc_reply_finish(rp, j->req.id) != 0)
 		klog(LOG_ERR, "out of memory: request %llu gets an empty reply",
 		     (unsigned long long)j->req.id);
+	metrics_reply(j, rp);
 	j->reply(j, rp);
 }
 

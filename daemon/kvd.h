@@ -24,8 +24,9 @@
  * Threads: the stream acceptor (stream.c), nng's (receive, decode, local
  * answers), one per worker (tenants hashed to it; the stream connections it
  * reads), one maintenance thread (interval syncs, hints, idle and memory
- * passivation, merges, Compact, sd_notify STATUS), and the main thread
- * (signals, the watchdog, the nng ipc:// listener watch).
+ * passivation, merges, Compact, sd_notify STATUS), libmicrohttpd's for the
+ * metrics endpoint (metrics.c), and the main thread (signals, the watchdog,
+ * the nng ipc:// listener watch).
  *
  * Errors (the engine's convention, 0/-errno/KV_E*, is STYLE.md's; the daemon
  * adds what it owes clients and operators):
@@ -42,7 +43,8 @@
  *   - Start-up functions return 0 or a negative errno; those that take
  *     (char *err, size_t errlen) also write one line there, without "kvd: "
  *     and without a newline (config_load, config_check, listeners_start,
- *     stream_start), and main prints "kvd: <err>" on stderr once. Their errno
+ *     stream_start), and main says "kvd: <err>" once (kvd_say: on stderr, with
+ *     its syslog priority when stderr is the journal). Their errno
  *     says what kind of failure it was, not always its cause: the listeners
  *     answer -EADDRINUSE, -EINVAL, -EIO or -ENOMEM and keep the cause
  *     (strerror, nng_strerror, gai_strerror) in err.
@@ -106,6 +108,10 @@ struct job {
 	size_t nops;
 	struct job *dup_next;   /* repeats of this write waiting for its reply */
 	bool live;              /* req and msg are held */
+	/* metrics.c: when request_dispatch took it (CLOCK_MONOTONIC ns; 0: metrics are
+	 * off) and its method (RPC_METHODS until the request decoded) */
+	uint64_t start_ns;
+	enum rpc_method mmethod;
 	/* JOB_ATTACH / JOB_DETACH */
 	char tenant[KV_TENANT_NAME_MAX + 1];
 	sem_t *done;
@@ -205,6 +211,10 @@ void stream_stop_accepting(struct kvd *d);
 /* Flushes what is still queued (bounded) and closes every connection; after
  * workers_stop. */
 void stream_stop(struct kvd *d);
+/* The kv+ listeners' addresses and the connections open on each now, at
+ * most max of them; returns how many (0 before stream_start). Any thread
+ * while the transport runs. */
+int stream_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max);
 
 /* worker.c */
 int workers_start(struct kvd *d);
@@ -218,6 +228,20 @@ void worker_run(struct worker *w, struct job *j);
 /* epoll_ctl on worker wi's loop: tag (a struct watch first) comes back to
  * its on_event. Any thread. */
 int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag);
+
+/* metrics.c: the Prometheus text-format endpoint (metrics_listen). The
+ * counting calls are cheap and any thread's; they count nothing unless the
+ * endpoint runs. */
+/* Serves http://metrics_listen/metrics from its own thread; 0 at once when
+ * metrics_listen is empty. On failure a one-line reason in err. */
+int metrics_start(struct kvd *d, char *err, size_t errlen);
+void metrics_stop(struct kvd *d);
+/* A request arrived (len bytes); stamps j->start_ns. */
+void metrics_request(struct job *j, size_t len);
+/* Its reply (whole, about to be sent): method, status, latency, bytes. */
+void metrics_reply(const struct job *j, const struct rpc_reply *rp);
+/* A merge maintenance ran (ok: it finished), taking ms milliseconds. */
+void metrics_merge(uint64_t ms, bool ok);
 
 /* maint.c */
 int maint_start(struct kvd *d);

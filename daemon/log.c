@@ -1,11 +1,25 @@
 /* log.c — stderr with syslog priority prefixes. */
 #include "log.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
+#include <unistd.h>
+
+/* sd-daemon's prefixes, by priority: journald reads them off a line. */
+static const char *const prefixes[] = {SD_EMERG,   SD_ALERT,  SD_CRIT, SD_ERR,
+                                       SD_WARNING, SD_NOTICE, SD_INFO, SD_DEBUG};
+
+static const char *prefix(int prio)
+{
+	return prio >= LOG_EMERG && prio <= LOG_DEBUG ? prefixes[prio] : SD_ERR;
+}
 
 static atomic_int level = LOG_INFO;
 
@@ -45,7 +59,7 @@ static void vklog(int prio, unsigned long long dropped, unsigned interval_ms, co
 	char line[1024];
 	int n;
 
-	n = snprintf(line, sizeof(line), "<%d>", prio);
+	n = snprintf(line, sizeof(line), "%s", prefix(prio));
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	if (dropped > 0 && (size_t)n < sizeof(line))
 		snprintf(line + n, sizeof(line) - (size_t)n,
@@ -86,4 +100,29 @@ void klog_limited(struct klog_limit *l, unsigned interval_ms, int prio, const ch
 	va_start(ap, fmt);
 	vklog(prio, dropped, interval_ms, fmt, ap);
 	va_end(ap);
+}
+
+bool log_is_journal(FILE *f)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	uintmax_t dev, ino;
+	struct stat st;
+	int end = 0;
+
+	if (js == NULL || sscanf(js, "%ju:%ju%n", &dev, &ino, &end) != 2 || js[end] != '\0')
+		return false;
+	return fstat(fileno(f), &st) == 0 && (uintmax_t)st.st_dev == dev &&
+	       (uintmax_t)st.st_ino == ino;
+}
+
+void kvd_say(FILE *to, int prio, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(to, "%skvd: %s\n", log_is_journal(to) ? prefix(prio) : "", line);
+	fflush(to);
 }

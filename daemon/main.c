@@ -1,12 +1,15 @@
 /*
- * main.c — kvd: command line, start-up, signals, shutdown.
+ * main.c — kvd: command line, start-up, signals, shutdown; the offline
+ * checks kvd --check DIR (a data directory) and kvd --check-config (the
+ * settings, as a start would read them).
  *
  * Start-up: settings (file, then flags), the store (refuses a locked data
- * directory), workers, the maintenance thread, listeners; then READY=1.
+ * directory), workers, the maintenance thread, listeners, the metrics
+ * endpoint (metrics_listen); then READY=1.
  * SIGHUP reloads log_level, idle_timeout and memory_budget from the file.
- * SIGTERM/SIGINT: STOPPING=1, stop accepting work (new requests get
- * UNAVAILABLE), answer requests in flight, close the listeners, finish
- * maintenance, close every tenant (sync, hints), exit 0.
+ * SIGTERM/SIGINT: STOPPING=1, the metrics endpoint stops, stop accepting
+ * work (new requests get UNAVAILABLE), answer requests in flight, close the
+ * listeners, finish maintenance, close every tenant (sync, hints), exit 0.
  */
 #include "kvd.h"
 
@@ -38,8 +41,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: kvd [--data-dir DIR] [--listen URL]... [--config FILE] [--workers N]\n"
-	        "           [--log-level LEVEL] [--auto-create] [--help] [--version]\n"
+	        "           [--log-level LEVEL] [--auto-create] [--metrics-listen HOST:PORT]\n"
+	        "           [--help] [--version]\n"
 	        "       kvd --check DIR\n"
+	        "       kvd --check-config [FILE] [flags]\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
 	        "  -l, --listen URL      kv+ipc:///path or kv+tcp://host:port (kvd's own\n"
@@ -50,6 +55,14 @@ static void usage(FILE *f)
 	        "  -w, --workers N       worker threads (default: one per CPU)\n"
 	        "      --log-level L     err, warning, notice, info, debug (default info)\n"
 	        "      --auto-create     create unknown tenants on first use\n"
+	        "      --metrics-listen HOST:PORT\n"
+	        "                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
+	        "                        (default: off)\n"
+	        "      --check-config [FILE]\n"
+	        "                        read and check the settings (FILE, else --config's,\n"
+	        "                        else %s) with the flags as kvd would start\n"
+	        "                        with them; print ok and exit 0, or the error (with its\n"
+	        "                        line) and exit 1\n"
 	        "      --check DIR       read every file of a stopped kvd's data directory (or of\n"
 	        "                        one database), list what is damaged; exit 0 when\n"
 	        "                        nothing is, 1 when something is, 2 when it cannot\n"
@@ -58,7 +71,8 @@ static void usage(FILE *f)
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
 	        "idle_timeout and memory_budget from the settings file.\n",
-	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG);
+	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG,
+	        KVD_DEFAULT_CONFIG);
 }
 
 /* ---- kvd --check ---------------------------------------------------------- */
@@ -90,12 +104,12 @@ static int check_db(const char *path, const char *label, uint64_t *records)
 	int rv = kv_check(path, check_item, &o, &sum);
 
 	if (rv == KV_ELOCKED) {
-		fprintf(stderr, "kvd: %s is open in a running kvd; stop it (or check a copy)\n",
+		kvd_say(stderr, LOG_ERR, "%s is open in a running kvd; stop it (or check a copy)",
 		        path);
 		return 2;
 	}
 	if (rv != 0) {
-		fprintf(stderr, "kvd: cannot check %s: %s\n", path, kv_strerror(rv));
+		kvd_say(stderr, LOG_ERR, "cannot check %s: %s", path, kv_strerror(rv));
 		return 2;
 	}
 	*records += sum.records;
@@ -116,7 +130,7 @@ static int check_tenant_file(const char *path, const char *label)
 		printf("%s: TENANT: %s (kvd refuses this tenant)\n", label, why);
 		return 1;
 	}
-	fprintf(stderr, "kvd: cannot check %s: %s\n", path, kv_strerror(rv));
+	kvd_say(stderr, LOG_ERR, "cannot check %s: %s", path, kv_strerror(rv));
 	return 2;
 }
 
@@ -132,8 +146,8 @@ static int run_check(const char *dir)
 	snprintf(lock, sizeof(lock), "%s/LOCK", dir);
 	if ((fd = open(lock, O_RDONLY | O_CLOEXEC)) >= 0) {
 		if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
-			fprintf(stderr, "kvd: %s is in use by a running kvd; stop it (or check a "
-			                "copy)\n", dir);
+			kvd_say(stderr, LOG_ERR,
+			        "%s is in use by a running kvd; stop it (or check a copy)", dir);
 			close(fd);
 			return 2;
 		}
@@ -189,24 +203,26 @@ static void reload(struct kvd *d)
 			const char *name;
 			bool changed;
 		} fixed[] = {
-			{"workers", n->workers != o->workers},
-			{"max_message_size", n->max_message_size != o->max_message_size},
-			{"max_value_size", n->max_value_size != o->max_value_size},
-			{"contexts", n->contexts != o->contexts},
-			{"auto_create", n->auto_create != o->auto_create},
-			{"token", strcmp(n->token, o->token) != 0},
-			{"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
-			{"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
-			{"ipc_mode", n->ipc_mode != o->ipc_mode},
-			{"segment_size", n->segment_size != o->segment_size},
-			{"open_files", n->open_files != o->open_files},
-			{"max_queue", n->max_queue != o->max_queue},
-			{"max_connections", n->max_connections != o->max_connections},
-			{"client_timeout", n->client_timeout_s != o->client_timeout_s},
-			{"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
-			{"input_budget", n->input_budget != o->input_budget},
-			{"output_budget", n->output_budget != o->output_budget},
-			{"tenant-defaults", memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
+		        {"workers", n->workers != o->workers},
+		        {"max_message_size", n->max_message_size != o->max_message_size},
+		        {"max_value_size", n->max_value_size != o->max_value_size},
+		        {"contexts", n->contexts != o->contexts},
+		        {"auto_create", n->auto_create != o->auto_create},
+		        {"token", strcmp(n->token, o->token) != 0},
+		        {"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
+		        {"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
+		        {"ipc_mode", n->ipc_mode != o->ipc_mode},
+		        {"segment_size", n->segment_size != o->segment_size},
+		        {"open_files", n->open_files != o->open_files},
+		        {"max_queue", n->max_queue != o->max_queue},
+		        {"max_connections", n->max_connections != o->max_connections},
+		        {"client_timeout", n->client_timeout_s != o->client_timeout_s},
+		        {"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
+		        {"input_budget", n->input_budget != o->input_budget},
+		        {"output_budget", n->output_budget != o->output_budget},
+		        {"metrics_listen", strcmp(n->metrics_listen, o->metrics_listen) != 0},
+		        {"tenant-defaults",
+		         memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 			if (fixed[i].changed)
@@ -236,34 +252,42 @@ static void reload(struct kvd *d)
 	config_release(&fresh);
 }
 
+/* Settings from the file and the flags into d->cfg. 0: serve; -1:
+ * --check-config found them sound (said so); 1: bad settings; 2: a bad
+ * command line (said why, in one line). */
 static int parse_args(struct kvd *d, int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"data-dir", required_argument, NULL, 'd'},
-		{"listen", required_argument, NULL, 'l'},
-		{"config", required_argument, NULL, 'c'},
-		{"workers", required_argument, NULL, 'w'},
-		{"log-level", required_argument, NULL, 'L'},
-		{"auto-create", no_argument, NULL, 'A'},
-		{"check", required_argument, NULL, 'K'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	        {"data-dir", required_argument, NULL, 'd'},
+	        {"listen", required_argument, NULL, 'l'},
+	        {"config", required_argument, NULL, 'c'},
+	        {"workers", required_argument, NULL, 'w'},
+	        {"log-level", required_argument, NULL, 'L'},
+	        {"auto-create", no_argument, NULL, 'A'},
+	        {"check", required_argument, NULL, 'K'},
+	        {"metrics-listen", required_argument, NULL, 'M'},
+	        {"check-config", optional_argument, NULL, 'T'},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
 	};
 	char *listen[KVD_LISTEN_MAX], *data = NULL, *workers = NULL, *level = NULL;
-	const char *config = NULL;
+	char *metrics = NULL;
+	const char *config = NULL, *check = NULL;
 	char err[512];
 	int nlisten = 0, ch, rv;
-	bool auto_create = false;
+	bool auto_create = false, check_config = false;
 
-	while ((ch = getopt_long(argc, argv, "d:l:c:w:h", lo, NULL)) != -1) {
+	opterr = 0; /* kvd says what is wrong itself, in one line (kvd_say) */
+	while ((ch = getopt_long(argc, argv, ":d:l:c:w:h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd':
 			data = optarg;
 			break;
 		case 'l':
 			if (nlisten == KVD_LISTEN_MAX) {
-				fprintf(stderr, "kvd: at most %d --listen addresses\n", KVD_LISTEN_MAX);
+				kvd_say(stderr, LOG_ERR, "at most %d --listen addresses",
+				        KVD_LISTEN_MAX);
 				return 2;
 			}
 			listen[nlisten++] = optarg;
@@ -280,21 +304,41 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		case 'A':
 			auto_create = true;
 			break;
+		case 'M':
+			metrics = optarg;
+			break;
 		case 'K':
 			exit(run_check(optarg));
+		case 'T':
+			/* --check-config[=FILE] or --check-config FILE */
+			check_config = true;
+			check = optarg;
+			if (check == NULL && optind < argc && argv[optind][0] != '-')
+				check = argv[optind++];
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
 		case 'V':
 			printf("kvd %s\n", KVD_VERSION);
 			exit(0);
+		case ':':
+			kvd_say(stderr, LOG_ERR, "option '%s' needs an argument (kvd --help)",
+			        argv[optind - 1]);
+			return 2;
 		default:
-			usage(stderr);
+			if (optopt != 0)
+				kvd_say(stderr, LOG_ERR,
+				        "unknown option '-%c' (kvd --help lists them)", optopt);
+			else
+				kvd_say(stderr, LOG_ERR,
+				        "unknown option '%s' (kvd --help lists them)",
+				        argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "kvd: unexpected argument '%s'\n", argv[optind]);
+		kvd_say(stderr, LOG_ERR, "unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
 	config_defaults(&d->cfg);
@@ -302,10 +346,14 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		char *def[2] = {(char *)KVD_DEFAULT_LISTEN_STREAM, (char *)KVD_DEFAULT_LISTEN};
 		config_set_listen(&d->cfg, def, 2);
 	}
+	if (check_config && check == NULL && config == NULL)
+		check = KVD_DEFAULT_CONFIG; /* the file must be there to be checked */
+	if (check != NULL)
+		config = check;
 	if (config != NULL || access(KVD_DEFAULT_CONFIG, R_OK) == 0) {
 		const char *path = config ? config : KVD_DEFAULT_CONFIG;
 		if ((rv = config_load(&d->cfg, path, err, sizeof(err))) != 0) {
-			fprintf(stderr, "kvd: %s\n", err);
+			kvd_say(stderr, LOG_ERR, "%s", err);
 			return 1;
 		}
 		snprintf(d->config_path, sizeof(d->config_path), "%s", path);
@@ -314,28 +362,41 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	if (data != NULL)
 		snprintf(d->cfg.data_dir, sizeof(d->cfg.data_dir), "%s", data);
 	if (nlisten > 0 && config_set_listen(&d->cfg, listen, nlisten) != 0) {
-		fprintf(stderr, "kvd: out of memory\n");
+		kvd_say(stderr, LOG_ERR, "out of memory");
 		return 1;
 	}
 	if (workers != NULL) {
 		char *end;
 		unsigned long w = strtoul(workers, &end, 10);
 		if (*end != '\0' || w > 1024) {
-			fprintf(stderr, "kvd: --workers takes a number 0..1024\n");
+			kvd_say(stderr, LOG_ERR, "--workers takes a number 0..1024");
 			return 2;
 		}
 		d->cfg.workers = (uint32_t)w;
 	}
 	d->log_level_from_flag = level != NULL;
 	if (level != NULL && (d->cfg.log_level = log_level_parse(level)) < 0) {
-		fprintf(stderr, "kvd: unknown log level '%s'\n", level);
+		kvd_say(stderr, LOG_ERR, "unknown log level '%s'", level);
 		return 2;
 	}
 	if (auto_create)
 		d->cfg.auto_create = true;
+	if (metrics != NULL && snprintf(d->cfg.metrics_listen, sizeof(d->cfg.metrics_listen), "%s",
+	                                metrics) >= (int)sizeof(d->cfg.metrics_listen)) {
+		kvd_say(stderr, LOG_ERR, "--metrics-listen takes at most %zu bytes",
+		        sizeof(d->cfg.metrics_listen) - 1);
+		return 2;
+	}
 	if (config_check(&d->cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "kvd: %s\n", err);
+		if (check_config)
+			kvd_say(stderr, LOG_ERR, "%s: %s", d->config_path, err);
+		else
+			kvd_say(stderr, LOG_ERR, "%s", err);
 		return 1;
+	}
+	if (check_config) {
+		kvd_say(stdout, LOG_INFO, "%s: ok", d->config_path);
+		return -1;
 	}
 	return 0;
 }
@@ -586,10 +647,10 @@ static int open_store(struct kvd *d)
 	if (rv == 0)
 		log_refused(d);
 	if (rv == KV_ELOCKED)
-		fprintf(stderr, "kvd: %s is in use by another kvd (its LOCK is held)\n",
+		kvd_say(stderr, LOG_ERR, "%s is in use by another kvd (its LOCK is held)",
 		        d->cfg.data_dir);
 	else if (rv != 0)
-		fprintf(stderr, "kvd: cannot open data directory %s: %s\n", d->cfg.data_dir,
+		kvd_say(stderr, LOG_ERR, "cannot open data directory %s: %s", d->cfg.data_dir,
 		        kv_strerror(rv));
 	return rv;
 }
@@ -693,9 +754,10 @@ int main(int argc, char **argv)
 	int sfd, rv, e;
 
 	memset(&d, 0, sizeof(d));
+	/* -1: --check-config found the settings sound */
 	if ((rv = parse_args(&d, argc, argv)) != 0) {
 		config_release(&d.cfg);
-		return rv;
+		return rv < 0 ? 0 : rv;
 	}
 	log_set_level(d.cfg.log_level);
 	d.start_ms = now_ms();
@@ -713,7 +775,7 @@ int main(int argc, char **argv)
 
 	rv = 1;
 	if ((sfd = signals_open()) < 0) {
-		fprintf(stderr, "kvd: signalfd: %s\n", strerror(errno));
+		kvd_say(stderr, LOG_ERR, "signalfd: %s", strerror(errno));
 		goto out_config;
 	}
 	if ((e = kv_io_uring_probe()) != 0)
@@ -722,14 +784,19 @@ int main(int argc, char **argv)
 	if (open_store(&d) != 0)
 		goto out_signals;
 	if ((e = workers_start(&d)) != 0 || (e = maint_start(&d)) != 0) {
-		fprintf(stderr, "kvd: cannot start threads: %s\n", strerror(-e));
+		kvd_say(stderr, LOG_ERR, "cannot start threads: %s", strerror(-e));
 		goto out_threads;
 	}
 	for (i = 0; i < NTRANSPORTS; i++) {
 		if (transports[i].start(&d, err, sizeof(err)) != 0) {
-			fprintf(stderr, "kvd: %s\n", err);
+			kvd_say(stderr, LOG_ERR, "%s", err);
 			goto out_transports;
 		}
+	}
+	/* after the transports (it reads their connections), stopped before them */
+	if (metrics_start(&d, err, sizeof(err)) != 0) {
+		kvd_say(stderr, LOG_ERR, "%s", err);
+		goto out_transports;
 	}
 	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,
 	     d.cfg.data_dir, d.nworkers, d.nconns);
@@ -741,6 +808,7 @@ int main(int argc, char **argv)
 
 	if (d.notify)
 		sd_notify(0, "STOPPING=1\nSTATUS=draining");
+	metrics_stop(&d);
 	/* Requests that arrive from here on are refused with UNAVAILABLE; the
 	 * connections there stay until the drain is over. */
 	atomic_store(&d.stopping, true);
@@ -753,6 +821,7 @@ int main(int argc, char **argv)
 	poll(NULL, 0, 200);
 	rv = 0;
 out_transports:
+	metrics_stop(&d);
 	for (i = 0; i < NTRANSPORTS; i++)
 		if (transports[i].stop_accepting != NULL)
 			transports[i].stop_accepting(&d);

@@ -50,6 +50,7 @@ static int merge_tenant(struct kvd *d, kv_tenant *t)
 	rv = kv_merge(kv_tenant_db(t));
 	owner_watch(d, kv_tenant_name(t), JOB_DETACH);
 	kv_stats(kv_tenant_db(t), &after);
+	metrics_merge(now_ms() - t0, rv == 0);
 	if (rv != 0)
 		klog(LOG_ERR, "tenant %s: merge failed: %s", kv_tenant_name(t), kv_strerror(rv));
 	else

@@ -30,11 +30,14 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 	atomic_fetch_add(&d->in_flight, 1);
 	j->kind = JOB_REQUEST;
 	j->live = true;
+	j->mmethod = RPC_METHODS;
+	metrics_request(j, len);
 	if (rpc_req_decode(&j->req, &d->lim, body, len, &status, &emsg) != 0) {
 		klog(LOG_DEBUG, "rejected request: %s", emsg);
 		job_reply_error(j, j->req.id, status, emsg);
 		return -1;
 	}
+	j->mmethod = j->req.method;
 	if (atomic_load(&d->stopping) && j->req.method != RPC_HEALTH) {
 		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
 		return -1;

@@ -1342,3 +1342,19 @@ void stream_stop(struct kvd *d)
 	free(s);
 	d->stream = NULL;
 }
+
+int stream_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max)
+{
+	struct stream *s = d->stream;
+	int n;
+
+	if (s == NULL)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	for (n = 0; n < s->nl && n < max; n++) {
+		ret_url[n] = s->url[n];
+		ret_open[n] = s->nconns_l[n];
+	}
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}

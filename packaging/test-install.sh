@@ -5,11 +5,16 @@
 #  1. apt-get install ./OUTDIR/*.deb: the user kvd exists, /var/lib/kvd is
 #     0750 kvd:kvd, /etc/kvd/kvd.conf is 0640 root:kvd; the man pages,
 #     kvd's documentation and kvctl's bash completion (which completes);
-#     systemd-analyze verify of the installed unit (when it exists).
+#     systemd-analyze verify of the installed unit, and its exposure score
+#     (systemd-analyze security --offline=true, printed) at most
+#     1.1 (security_max below; when systemd-analyze exists).
 #  2. kvd started as its unit would start it (systemd is not PID 1 here):
-#     ExecStart= of the installed kvd.service, as the user kvd, with the
+#     ExecStartPre= (kvd --check-config; ExecReload='s check too, and on a
+#     file with a typo, which it refuses) and ExecStart= of the installed
+#     kvd.service, as the user kvd, with the
 #     unit's UMask= and /run/kvd (RuntimeDirectory=); then kvctl put, get,
-#     versions, tenant create, scan; a C program built with
+#     versions, tenant create, scan; /metrics scraped (metrics_listen set
+#     in the installed kvd.conf), its counters moved; a C program built with
 #     `pkg-config --cflags --libs kvclient` against the installed files
 #     (packaging/test-client.c); SIGTERM, kvd exits 0.
 #  3. apt-get remove: /var/lib/kvd and the conffile stay; apt-get purge:
@@ -100,9 +105,30 @@ for d in /lib/systemd/system /usr/lib/systemd/system; do
 	[ -f "$d/kvd.service" ] && unit="$d/kvd.service" && break
 done
 [ -n "$unit" ] || die "no kvd.service installed"
+# The exposure score systemd-analyze security gives the unit (0 best, 10
+# worst) may not get worse than this (1.2 without PrivateUsers=).
+security_max=1.1
 if command -v systemd-analyze >/dev/null 2>&1; then
 	say "systemd-analyze verify $unit"
 	systemd-analyze verify "$unit" || die "systemd-analyze verify $unit"
+	# --offline: the unit file alone, without a running systemd (PID 1 here
+	# is not systemd); --threshold is the score times 10.
+	say "systemd-analyze security --offline=true $unit"
+	threshold=$(echo "$security_max" | awk '{ printf "%d", $1 * 10 + 0.5 }')
+	rc=0
+	systemd-analyze security --offline=true --no-pager --threshold="$threshold" "$unit" \
+		>"$work/security.txt" 2>&1 || rc=$?
+	score=$(sed -n 's/.*Overall exposure level for kvd.service: \([0-9.]*\).*/\1/p' \
+		"$work/security.txt")
+	[ -n "$score" ] || {
+		cat "$work/security.txt" >&2
+		die "systemd-analyze security printed no score"
+	}
+	say "systemd-analyze security: exposure $score (at most $security_max)"
+	[ $rc -eq 0 ] || {
+		grep '✗' "$work/security.txt" >&2
+		die "kvd.service's exposure $score is above $security_max"
+	}
 else
 	say "no systemd-analyze: the unit is not verified"
 fi
@@ -112,10 +138,46 @@ if [ -d /run/systemd/system ]; then
 fi
 
 # ---- 2. run ----------------------------------------------------------------
+# ExecStartPre= (kvd --check-config) as the unit runs it, before ExecStart=
+sed -n 's/^ExecStartPre=//p' "$unit" >"$work/execstartpre"
+[ -s "$work/execstartpre" ] || die "no ExecStartPre= in $unit"
+while read -r pre; do
+	say "ExecStartPre as kvd: $pre"
+	# shellcheck disable=SC2086 # split into words, as systemd does
+	setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $pre ||
+		die "ExecStartPre=$pre failed"
+done <"$work/execstartpre"
+# ExecReload='s check before the SIGHUP: it passes on the installed file and
+# fails, naming the line, on a file with a typo (so would `systemctl reload`)
+reload_check=$(sed -n 's/^ExecReload=\(.*--check-config.*\)/\1/p' "$unit")
+[ -n "$reload_check" ] || die "no ExecReload= with --check-config in $unit"
+# shellcheck disable=SC2086 # split into words, as systemd does
+setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $reload_check >/dev/null ||
+	die "ExecReload=$reload_check failed on the installed file"
+{
+	echo "wrokers = 2"
+	cat /etc/kvd/kvd.conf
+} >"$work/typo.conf"
+chown root:kvd "$work/typo.conf"
+chmod 0640 "$work/typo.conf"
+chmod 0755 "$work"
+bad_check=$(echo "$reload_check" | sed "s|/etc/kvd/kvd.conf|$work/typo.conf|")
+rc=0
+# shellcheck disable=SC2086 # split into words, as systemd does
+setpriv --reuid=kvd --regid=kvd --init-groups --no-new-privs -- $bad_check \
+	>/dev/null 2>"$work/typo.err" || rc=$?
+if [ $rc -ne 1 ] || ! grep -q "typo.conf line 1: unknown setting 'kvd.wrokers'" "$work/typo.err"; then
+	die "ExecReload=$bad_check on a file with a typo: exit $rc, $(cat "$work/typo.err")"
+fi
 execstart=$(sed -n 's/^ExecStart=//p' "$unit")
 umask_unit=$(sed -n 's/^UMask=//p' "$unit")
 [ -n "$execstart" ] || die "no ExecStart= in $unit"
 install -d -o kvd -g kvd -m 0755 /run/kvd
+# metrics on (the installed file has them off): a free port on 127.0.0.1
+metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -i "s/^#metrics_listen =.*/metrics_listen = 127.0.0.1:$metrics_port/" /etc/kvd/kvd.conf
+grep -q "^metrics_listen = 127.0.0.1:$metrics_port" /etc/kvd/kvd.conf ||
+	die "no '#metrics_listen =' line in /etc/kvd/kvd.conf to enable"
 say "starting as kvd (umask ${umask_unit:-0022}): $execstart"
 # setpriv execs kvd itself (no session, no fork), as systemd does with User=.
 # shellcheck disable=SC2086 # ExecStart= is split into words, as systemd does
@@ -156,6 +218,36 @@ expect "kvctl scan --prefix" "$(printf '2026-01\tjanuary\n2026-02\tfebruary')" \
 kvctl -t orders scan --prefix 2026- -o json | grep -q '"count": *2' ||
 	die "kvctl scan -o json: $(kvctl -t orders scan --prefix 2026- -o json)"
 kvctl tenant list | grep -q "^orders" || die "kvctl tenant list lacks orders"
+
+# metric NAME{LABELS}: its value on the page (empty when absent)
+metric() {
+	awk -v name="$1" '$1 == name { print $2; exit }' "$work/metrics"
+}
+say "GET http://127.0.0.1:$metrics_port/metrics"
+scrape() {
+	python3 - "$metrics_port" >"$work/metrics" <<'PY' || die "GET /metrics"
+import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10) as r:
+    assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    sys.stdout.write(r.read().decode())
+PY
+}
+scrape
+puts0=$(metric 'kvd_requests_total{method="Put",status="OK"}')
+gets0=$(metric 'kvd_request_duration_seconds_count{method="Get"}')
+kvctl put metric-probe 1 >/dev/null
+kvctl get metric-probe >/dev/null
+kvctl get metric-probe >/dev/null
+scrape
+expect "kvd_requests_total Put OK after a put" "$((puts0 + 1))" \
+	"$(metric 'kvd_requests_total{method="Put",status="OK"}')"
+expect "kvd_request_duration_seconds_count Get after two gets" "$((${gets0:-0} + 2))" \
+	"$(metric 'kvd_request_duration_seconds_count{method="Get"}')"
+expect "kvd_tenant_state of orders" 1 "$(metric 'kvd_tenant_state{tenant="orders",state="active"}')"
+expect "kvd_tenant_keys of orders" 3 "$(metric 'kvd_tenant_keys{tenant="orders"}')"
+[ "$(metric kvd_sent_bytes_total)" -gt 0 ] || die "kvd_sent_bytes_total is not above 0"
+[ "$(metric 'kvd_tenant_syncs_total{tenant="default"}')" -gt 0 ] ||
+	die "no fdatasync counted for the tenant default"
 
 say "a C program built with pkg-config --cflags --libs kvclient"
 flags=$(pkg-config --cflags --libs kvclient) || die "pkg-config kvclient"

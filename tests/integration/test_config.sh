@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_config.sh — the shipped systemd/kvd.conf is accepted by kvd as it is and with every default uncommented, lists (as kvd.conf(5) does) every setting kvd knows, lines of any length work (a 255-byte token, a 3000-byte data_dir), and a typo, a bad value, an unknown section, a ninth listen line or a directory in place of the file is refused with exit 1 and one line naming what.
+# test_config.sh — the shipped systemd/kvd.conf is accepted by kvd as it is and with every default uncommented, lists (as kvd.conf(5) does) every setting kvd knows, lines of any length work (a 255-byte token, a 3000-byte data_dir), and a typo, a bad value, an unknown section, a ninth listen line or a directory in place of the file is refused with exit 1 and one line naming what; kvd --check-config says ok or the error with its line (exit 0/1); refusals carry the "<3>" priority prefix when stderr is the journal.
 #
 # usage: test_config.sh KVD KVCTL SOURCE_ROOT   (meson passes them)
 #
@@ -272,6 +272,83 @@ printf 'max_message_size = 16000T
 refuse message-size "$TMP/msgsize.conf" "max_message_size must be at most 4G"
 printf 'workers = \001\002\n' >"$TMP/control.conf"
 refuse control-bytes "$TMP/control.conf" "bad value '\x01\x02' for 'workers'"
+
+# 15. kvd --check-config [FILE] says "ok" (exit 0) for a sound file, the
+# error with its line (exit 1) for a bad one, and takes the flags into
+# account as kvd would at start.
+# check_config NAME WANT-STATUS PATTERN ARGS...: kvd --check-config ARGS
+# exits WANT-STATUS with one line containing PATTERN (stdout for 0, stderr
+# otherwise) and nothing on the other stream.
+check_config() {
+	name=$1
+	want=$2
+	pattern=$3
+	shift 3
+	dir=$TMP/check-$name
+	mkdir -p "$dir"
+	"$KVD" --check-config "$@" >"$dir/out" 2>"$dir/err"
+	status=$?
+	checks=$((checks + 1))
+	[ $status -eq "$want" ] || fail "check-config $name: exit $status, want $want"
+	said=$dir/out
+	quiet=$dir/err
+	if [ "$want" -ne 0 ]; then
+		said=$dir/err
+		quiet=$dir/out
+	fi
+	checks=$((checks + 1))
+	if [ "$(wc -l <"$said")" -ne 1 ] || ! grep -qF -- "$pattern" "$said"; then
+		fail "check-config $name: want one line with '$pattern', got: $(cat "$said")"
+	fi
+	checks=$((checks + 1))
+	[ ! -s "$quiet" ] || fail "check-config $name: unexpected output: $(cat "$quiet")"
+}
+check_config shipped 0 "$CONF: ok" "$CONF"
+check_config shipped-eq 0 "$CONF: ok" "--config=$CONF"
+check_config uncommented 0 "uncommented.conf: ok" "$TMP/uncommented.conf"
+line=$(grep -nE '^#workers = ' "$CONF" | cut -d: -f1)
+check_config typo 1 "typo.conf line $line: unknown setting 'kvd.wrokers'" "$TMP/typo.conf"
+check_config typo-eq 1 "line $line: unknown setting 'kvd.wrokers'" "--check-config=$TMP/typo.conf"
+check_config combination 1 "combo.conf: max_message_size must leave room" "$TMP/combo.conf"
+check_config flags 1 "listen address 'bogus://x'" "$CONF" --listen bogus://x
+check_config missing 1 "$TMP/none.conf: No such file or directory" "$TMP/none.conf"
+printf '[kvd]\nmetrics_listen = 127.0.0.1\n' >"$TMP/metrics.conf"
+check_config metrics-listen 1 "metrics_listen '127.0.0.1': expected HOST:PORT" \
+	"$TMP/metrics.conf"
+
+# 16. When stderr is the journal (JOURNAL_STREAM names its device and inode,
+# as systemd sets it), a refusal carries the priority prefix journald reads
+# (sd-daemon's SD_ERR, "<3>"); on any other stderr it does not.
+# journal NAME PATTERN ARGS...: kvd ARGS, stderr a file JOURNAL_STREAM
+# names, exits non-zero with "<3>kvd: " and PATTERN on its one line.
+journal() {
+	name=$1
+	pattern=$2
+	shift 2
+	err=$TMP/journal-$name.err
+	: >"$err"
+	JOURNAL_STREAM=$(stat -c '%d:%i' "$err") "$KVD" "$@" 2>>"$err" >/dev/null
+	status=$?
+	checks=$((checks + 1))
+	[ $status -ne 0 ] || fail "journal $name: exit 0"
+	checks=$((checks + 1))
+	if [ "$(wc -l <"$err")" -ne 1 ] || ! grep -q '^<3>kvd: ' "$err" ||
+		! grep -qF -- "$pattern" "$err"; then
+		fail "journal $name: want one '<3>kvd: ' line with '$pattern', got: $(cat "$err")"
+	fi
+}
+journal bad-option "unknown option '--bogus'" --bogus
+journal no-argument "option '--listen' needs an argument" --listen
+journal bad-file "unknown setting 'kvd.wrokers'" --config "$TMP/typo.conf" \
+	--data-dir "$TMP/journal-data" --listen "ipc://$TMP/journal.sock"
+journal check-config "unknown setting 'kvd.wrokers'" --check-config "$TMP/typo.conf"
+mkdir -p "$TMP/journal-locked"
+journal data-dir "cannot open data directory" --data-dir "$TMP/journal-locked/x/y" \
+	--listen "ipc://$TMP/journal.sock"
+JOURNAL_STREAM=1:1 "$KVD" --bogus 2>"$TMP/journal-other.err"
+checks=$((checks + 1))
+grep -q '^kvd: unknown option' "$TMP/journal-other.err" ||
+	fail "with JOURNAL_STREAM naming another file: $(cat "$TMP/journal-other.err")"
 
 if [ $failures -gt 0 ]; then
 	echo "$failures of $checks checks failed"
