@@ -34,6 +34,7 @@
 #include "bench.h"
 #include "opt.h"
 #include "peers.h"
+#include "report.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -455,26 +456,13 @@ static const char *const eb_fairness[] = {
         "(above 1: engine faster)",
 };
 
-/* Header lines as "label", "value" pairs. */
-struct eb_line {
-	char label[32];
-	char value[1024];
-};
-
-static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
+/* The report's header lines. */
+static void eb_header(const struct eb_bench *b, struct report *rep)
 {
 	const struct eb_opts *o = &b->o;
 	char date[32], machine[512];
-	size_t n = 0;
 
-#define EB_LINE(lab, ...)                                                                          \
-	do {                                                                                       \
-		if (n < max) {                                                                     \
-			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
-			peer_errf(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
-			n++;                                                                       \
-		}                                                                                  \
-	} while (0)
+#define EB_LINE(lab, ...) report_line(rep, lab, __VA_ARGS__)
 
 	bench_date(date, sizeof date);
 	bench_machine(machine, sizeof machine);
@@ -507,7 +495,6 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 	for (size_t i = 0; i < sizeof eb_fairness / sizeof eb_fairness[0]; i++)
 		EB_LINE("fairness", "%s", eb_fairness[i]);
 #undef EB_LINE
-	return n;
 }
 
 static double eb_ops_per_sec(const struct eb_result *r)
@@ -595,23 +582,10 @@ static void eb_text_row(const struct eb_bench *b, FILE *f, const eb_table *t, in
 	fflush(f);
 }
 
-static void eb_markdown(const struct eb_bench *b)
+static void eb_markdown(const struct eb_bench *b, const struct report *rep)
 {
-	struct eb_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? eb_header(b, l, 64) : 0;
-
 	printf("```\n%s\n```\n\n", b->command);
-	for (size_t i = 0; i < n; i++) {
-		/* a run of lines with one label becomes a nested list */
-		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
-		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
-			printf("  - %s\n", l[i].value);
-		else if (run)
-			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
-		else
-			printf("- **%s**: %s\n", l[i].label, l[i].value);
-	}
-	free(l);
+	report_lines_markdown(rep, stdout);
 	printf("\n| sync | workload | backend | ops/s | micros/op | engine/this | misses |\n");
 	printf("|---|---|---|--:|--:|--:|--:|\n");
 	for (int s = 0; s < SYNC_COUNT; s++) {
@@ -639,76 +613,73 @@ static void eb_markdown(const struct eb_bench *b)
 	}
 }
 
-static void eb_json(const struct eb_bench *b, bool ok)
+/* The figures of cell (s, w, bi), which ran, into its JSON row. */
+static void eb_json_ok(const struct eb_bench *b, json_t *row, int s, enum eb_workload w, size_t bi,
+                       const struct eb_result *ref)
+{
+	const struct eb_result *r = &b->res[s][w][bi];
+
+	report_set(row, "ops", report_u64(r->ops));
+	report_set(row, "seconds", report_real(r->seconds, 6));
+	report_set(row, "ops_per_sec", report_real(eb_ops_per_sec(r), 1));
+	report_set(row, "micros_per_op", report_real(eb_micros(r), 4));
+	report_set(row, "misses", report_u64(r->misses));
+	report_set(row, "wrong", report_u64(r->wrong));
+	if (ref != NULL && r->ops > 0)
+		report_set(row, "engine_over_this",
+		           report_real(eb_ops_per_sec(ref) / eb_ops_per_sec(r), 4));
+	if (b->o.repeat > 1) {
+		json_t *runs = json_array();
+		for (uint64_t k = 0; k < b->o.repeat; k++)
+			json_array_append_new(
+			        runs, report_real(eb_ops_per_sec(&b->runs[k][s][w][bi]), 1));
+		report_set(row, "runs_ops_per_sec", runs);
+	}
+	if (r->have_counters) {
+		report_set(row, "batches", report_u64(r->counters.batches));
+		report_set(row, "batched_writes", report_u64(r->counters.writes));
+		report_set(row, "syncs", report_u64(r->counters.syncs));
+		report_set(row, "merges", report_u64(r->counters.merges));
+	}
+}
+
+static void eb_json(const struct eb_bench *b, struct report *rep, bool ok)
 {
 	const struct eb_opts *o = &b->o;
-	struct eb_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? eb_header(b, l, 64) : 0;
-	bool first = true;
+	json_t *results = json_array();
 
-	printf("{\"bench\":\"engine\",\"command\":");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"num\":%" PRIu64 ",\"num_sync\":%" PRIu64 ",\"key_size\":%" PRIu64
-	       ",\"value_size\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"seed\":%" PRIu64
-	       ",\"repeat\":%" PRIu64 ",\"dir\":",
-	       o->num, o->num_sync, o->key_size, o->value_size, o->threads, o->seed, o->repeat);
-	bench_json_string(stdout, b->base);
-	printf(",\"header\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"label\":", i ? "," : "");
-		bench_json_string(stdout, l[i].label);
-		printf(",\"value\":");
-		bench_json_string(stdout, l[i].value);
-		putchar('}');
-	}
-	free(l);
-	printf("]},\"results\":[");
 	for (int s = 0; s < SYNC_COUNT; s++) {
 		for (int w = 0; w < W_COUNT; w++) {
 			for (size_t bi = 0; bi < o->nbackends; bi++) {
 				const struct eb_result *r = &b->res[s][w][bi];
 				const struct eb_result *ref = eb_reference(b, &b->res, s, w, bi);
+				json_t *row;
 				if (r->state == RES_NONE)
 					continue;
-				printf("%s\n{\"sync\":\"%s\",\"workload\":\"%s\",\"backend\":\"%"
-				       "s\","
-				       "\"status\":\"%s\"",
-				       first ? "" : ",", eb_sync_names[s], eb_workload_names[w],
-				       o->backends[bi]->name, eb_state_name(r->state));
-				first = false;
-				if (r->state == RES_OK) {
-					printf(",\"ops\":%" PRIu64
-					       ",\"seconds\":%.6f,\"ops_per_sec\":%.1f"
-					       ",\"micros_per_op\":%.4f,\"misses\":%" PRIu64
-					       ",\"wrong\":%" PRIu64,
-					       r->ops, r->seconds, eb_ops_per_sec(r), eb_micros(r),
-					       r->misses, r->wrong);
-					if (ref != NULL && r->ops > 0)
-						printf(",\"engine_over_this\":%.4f",
-						       eb_ops_per_sec(ref) / eb_ops_per_sec(r));
-					if (o->repeat > 1) {
-						printf(",\"runs_ops_per_sec\":[");
-						for (uint64_t k = 0; k < o->repeat; k++)
-							printf("%s%.1f", k ? "," : "",
-							       eb_ops_per_sec(
-							               &b->runs[k][s][w][bi]));
-						putchar(']');
-					}
-					if (r->have_counters)
-						printf(",\"batches\":%" PRIu64
-						       ",\"batched_writes\":%" PRIu64
-						       ",\"syncs\":%" PRIu64 ",\"merges\":%" PRIu64,
-						       r->counters.batches, r->counters.writes,
-						       r->counters.syncs, r->counters.merges);
-				} else if (r->err[0] != '\0') {
-					printf(",\"error\":");
-					bench_json_string(stdout, r->err);
-				}
-				putchar('}');
+				row = json_pack("{s:s,s:s,s:s,s:s}", "sync", eb_sync_names[s],
+				                "workload", eb_workload_names[w], "backend",
+				                o->backends[bi]->name, "status",
+				                eb_state_name(r->state));
+				if (r->state == RES_OK)
+					eb_json_ok(b, row, s, w, bi, ref);
+				else if (r->err[0] != '\0')
+					report_set(row, "error", report_str(r->err));
+				json_array_append_new(results, row);
 			}
 		}
 	}
-	printf("\n],\"ok\":%s}\n", ok ? "true" : "false");
+	report_set(rep->doc, "bench", json_string("engine"));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:O}", "num", report_u64(o->num),
+	                     "num_sync", report_u64(o->num_sync), "key_size",
+	                     report_u64(o->key_size), "value_size", report_u64(o->value_size),
+	                     "threads", report_u64(o->threads), "seed", report_u64(o->seed),
+	                     "repeat", report_u64(o->repeat), "dir", report_str(b->base), "header",
+	                     rep->lines));
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "ok", json_boolean(ok));
+	(void)report_json(rep, stdout);
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -1135,12 +1106,15 @@ static int eb_make_base(struct eb_bench *b)
 int bench_engine(int argc, char **argv)
 {
 	struct eb_bench *b = calloc(1, sizeof(*b));
+	struct report rep = {0};
 	struct eb_opts *o;
 	int rv, code = 1;
 	bool ok;
 
-	if (b == NULL) {
+	if (b == NULL || report_init(&rep) != 0) {
 		fprintf(stderr, "kvbench engine: out of memory\n");
+		free(b);
+		report_fini(&rep);
 		return 1;
 	}
 	o = &b->o;
@@ -1158,6 +1132,7 @@ int bench_engine(int argc, char **argv)
 		o->backends[o->nbackends++] = peer_backends[i];
 	if ((rv = eb_parse(argc, argv, o)) != 0) {
 		free(b);
+		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
 	bench_command_line(b->command, sizeof b->command, argc, argv);
@@ -1176,14 +1151,9 @@ int bench_engine(int argc, char **argv)
 
 	b->progress = o->json || o->markdown ? stderr : stdout;
 	if (!o->json && !o->markdown) {
-		struct eb_line *l = calloc(64, sizeof(*l));
-		size_t n = l ? eb_header(b, l, 64) : 0;
 		printf("kvbench engine: %s\n", b->command);
-		for (size_t i = 0; i < n; i++)
-			printf("%-11s %s\n",
-			       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0 ? "" : l[i].label,
-			       l[i].value);
-		free(l);
+		eb_header(b, &rep);
+		report_lines_text(&rep, stdout, 11);
 		putchar('\n');
 	}
 	eb_text_row_head(b->progress);
@@ -1200,10 +1170,12 @@ int bench_engine(int argc, char **argv)
 						eb_text_row(b, stdout, &b->res, s, w, bi, 0);
 	}
 	ok = eb_all_ok(b);
+	if (o->json || o->markdown)
+		eb_header(b, &rep);
 	if (o->json)
-		eb_json(b, ok);
+		eb_json(b, &rep, ok);
 	else if (o->markdown)
-		eb_markdown(b);
+		eb_markdown(b, &rep);
 	if (!ok)
 		fprintf(stderr, "kvbench engine: FAILED: a workload failed or reads missed keys\n");
 	code = ok ? 0 : 1;
@@ -1214,5 +1186,6 @@ out:
 	free(b->pool);
 	free(b->runs);
 	free(b);
+	report_fini(&rep);
 	return code;
 }

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,81 +184,58 @@ size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *
 	return can;
 }
 
-void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (h->n == RUNENV_LINES_MAX)
-		return;
-	snprintf(h->l[h->n].label, sizeof h->l[h->n].label, "%s", label);
-	va_start(ap, fmt);
-	vsnprintf(h->l[h->n].value, sizeof h->l[h->n].value, fmt, ap);
-	va_end(ap);
-	h->n++;
-}
-
-void runenv_lines_common(struct runenv_lines *h, const struct runenv *r)
+void runenv_lines_common(struct report *h, const struct runenv *r)
 {
 	char tmp[512];
 
 	bench_date(tmp, sizeof tmp);
-	runenv_line(h, "date", "%s", tmp);
+	report_line(h, "date", "%s", tmp);
 	bench_machine(tmp, sizeof tmp);
-	runenv_line(h, "machine", "%s; clients and servers share these CPUs", tmp);
-	runenv_line(h, "build", "%s", bench_build());
-	runenv_line(h, "command", "%s", r->command);
-	runenv_line(h, "directory", "%s (%s), removed afterwards unless the run failed", r->base,
+	report_line(h, "machine", "%s; clients and servers share these CPUs", tmp);
+	report_line(h, "build", "%s", bench_build());
+	report_line(h, "command", "%s", r->command);
+	report_line(h, "directory", "%s (%s), removed afterwards unless the run failed", r->base,
 	            r->fs);
 }
 
-void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r)
+void runenv_lines_kvd(struct report *h, const struct runenv *r)
 {
 	if (r->env.endpoint != NULL) {
-		runenv_line(h, "kvd", "the running kvd at %s (--endpoint)%s%s", r->env.endpoint,
+		report_line(h, "kvd", "the running kvd at %s (--endpoint)%s%s", r->env.endpoint,
 		            r->env.kvd_version[0] ? ", version " : "", r->env.kvd_version);
 		return;
 	}
 	if (r->env.kvd.pid == 0)
 		return;
-	runenv_line(h, "kvd", "%s", r->env.kvd.command);
-	runenv_line(h, "kvd",
+	report_line(h, "kvd", "%s", r->env.kvd.command);
+	report_line(h, "kvd",
 	            "binary %s (run from a copy), version %s, %" PRIu64 " workers; config file: "
 	            "[kvd] (nothing set; tenants get their settings from TenantCreate)",
 	            r->kvd_path, r->env.kvd_version, r->env.kvd_workers);
 }
 
-void runenv_print_text(FILE *f, const struct runenv_lines *h)
+json_t *runenv_json_backends(const struct yb_backend *const *backends, size_t n)
 {
-	for (size_t i = 0; i < h->n; i++)
-		fprintf(f, "%-10s %s\n",
-		        i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0 ? "" : h->l[i].label,
-		        h->l[i].value);
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		(void)json_array_append_new(a, json_string(backends[i]->name));
+	return a;
 }
 
-void runenv_print_markdown(FILE *f, const struct runenv_lines *h)
+json_t *runenv_json_skipped(const struct yb_backend *const *backends, size_t n, const char *skip,
+                            size_t skip_len)
 {
-	for (size_t i = 0; i < h->n; i++) {
-		bool run = i + 1 < h->n && strcmp(h->l[i].label, h->l[i + 1].label) == 0;
-		if (i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0)
-			fprintf(f, "  - %s\n", h->l[i].value);
-		else if (run)
-			fprintf(f, "- **%s**:\n  - %s\n", h->l[i].label, h->l[i].value);
-		else
-			fprintf(f, "- **%s**: %s\n", h->l[i].label, h->l[i].value);
-	}
-}
+	json_t *a = json_array();
 
-void runenv_print_json(FILE *f, const struct runenv_lines *h)
-{
-	fputc('[', f);
-	for (size_t i = 0; i < h->n; i++) {
-		fprintf(f, "%s{\"label\":", i ? "," : "");
-		bench_json_string(f, h->l[i].label);
-		fprintf(f, ",\"value\":");
-		bench_json_string(f, h->l[i].value);
-		fputc('}', f);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = skip + i * skip_len;
+		if (why[0] != '\0')
+			(void)json_array_append_new(a, json_pack("{s:s,s:o}", "backend",
+			                                         backends[i]->name, "reason",
+			                                         report_str(why)));
 	}
-	fputc(']', f);
+	return a;
 }
 
 double runenv_loadavg(void)

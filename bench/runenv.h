@@ -12,6 +12,7 @@
 #define KV_BENCH_RUNENV_H
 
 #include "opt.h"
+#include "report.h"
 #include "ycsb_backend.h"
 
 #include <stdbool.h>
@@ -19,18 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define RUNENV_LINES_MAX 48   /* header lines of a report */
-#define RUNENV_LINE_MAX  2048 /* bytes of one header line */
-#define RUNENV_LIST_MAX  16   /* entries of a list option */
-
-/* A report header: label and value pairs, printed as text, markdown or JSON. */
-struct runenv_lines {
-	size_t n;
-	struct {
-		char label[16];
-		char value[RUNENV_LINE_MAX];
-	} l[RUNENV_LINES_MAX];
-};
+#define RUNENV_LIST_MAX 16 /* entries of a list option */
 
 /* One run of a benchmark: its directory and the processes it may start. */
 struct runenv {
@@ -128,17 +118,17 @@ void runenv_fill_pool(char *pool, size_t n, uint64_t seed);
 size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *const *backends,
                                size_t n, char *skip, size_t skip_len, FILE *progress);
 
-/* A line of the header. */
-void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-/* date, machine, build, command, directory. */
-void runenv_lines_common(struct runenv_lines *h, const struct runenv *r);
+/* Header lines (bench/report.h): date, machine, build, command, directory. */
+void runenv_lines_common(struct report *rep, const struct runenv *r);
 /* kvd's command line and version, when the run started one. */
-void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r);
-void runenv_print_text(FILE *f, const struct runenv_lines *h);
-void runenv_print_markdown(FILE *f, const struct runenv_lines *h);
-/* The header as a JSON array of {"label", "value"} objects. */
-void runenv_print_json(FILE *f, const struct runenv_lines *h);
+void runenv_lines_kvd(struct report *rep, const struct runenv *r);
+
+/* The backends' names as a JSON array. */
+json_t *runenv_json_backends(const struct yb_backend *const *backends, size_t n);
+/* The backends runenv_skip_unavailable skipped, as a JSON array of
+ * {"backend", "reason"} objects. */
+json_t *runenv_json_skipped(const struct yb_backend *const *backends, size_t n, const char *skip,
+                            size_t skip_len);
 
 /* /proc/loadavg's 1-minute figure, -1 when unknown. */
 double runenv_loadavg(void);
