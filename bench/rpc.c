@@ -43,8 +43,9 @@
  * report records in bench/sys.c.
  */
 #include "bench.h"
-#include "opt.h"
 #include "hist.h"
+#include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include "kvclient.h"
@@ -1283,7 +1284,6 @@ static int read_full(int fd, char *buf, size_t n)
 	return 0;
 }
 
-
 static void *raw_conn_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -1706,25 +1706,12 @@ done:
 
 /* ---- report -------------------------------------------------------------------- */
 
-struct rb_line {
-	char label[16];
-	char value[1024];
-};
-
-static size_t header(const struct rb_bench *b, struct rb_line *l, size_t max)
+static void header(const struct rb_bench *b, struct report *rep)
 {
 	const struct rb_opts *o = &b->o;
 	char tmp[512], threads[128] = "";
-	size_t n = 0;
 
-#define LINE(lab, ...)                                                                             \
-	do {                                                                                       \
-		if (n < max) {                                                                     \
-			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
-			bench_fmt(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
-			n++;                                                                       \
-		}                                                                                  \
-	} while (0)
+#define LINE(lab, ...) report_line(rep, lab, __VA_ARGS__)
 
 	for (size_t i = 0; i < o->nthreads; i++)
 		snprintf(threads + strlen(threads), sizeof threads - strlen(threads), "%s%u",
@@ -1794,7 +1781,6 @@ static size_t header(const struct rb_bench *b, struct rb_line *l, size_t max)
 	if (b->sockperf_cmd[0])
 		LINE("baselines", "sockperf: %s", b->sockperf_cmd);
 #undef LINE
-	return n;
 }
 
 static const struct rb_cell *find_cell(const struct rb_bench *b, const char *section,
@@ -1891,7 +1877,7 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 	return n;
 }
 
-static void report_text(const struct rb_bench *b)
+static void rb_report_text(const struct rb_bench *b)
 {
 	char lines[8][512];
 	size_t n = overhead(b, lines, 8);
@@ -1918,24 +1904,13 @@ static void report_text(const struct rb_bench *b)
 		       b->kvd_stop_rv == 0 ? "exit 0" : b->kvd_stop_err, b->kvd_stop_s_max);
 }
 
-static void report_markdown(const struct rb_bench *b)
+static void rb_report_markdown(const struct rb_bench *b, const struct report *h)
 {
-	struct rb_line *l = calloc(32, sizeof(*l));
-	size_t n = l ? header(b, l, 32) : 0;
 	char lines[8][512];
 	size_t no = overhead(b, lines, 8);
 
 	printf("```\n%s\n```\n\n", b->command);
-	for (size_t i = 0; i < n; i++) {
-		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
-		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
-			printf("  - %s\n", l[i].value);
-		else if (run)
-			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
-		else
-			printf("- **%s**: %s\n", l[i].label, l[i].value);
-	}
-	free(l);
+	report_lines_markdown(h, stdout);
 	bool rep = b->o.repeat > 1;
 
 	if (rep)
@@ -1985,78 +1960,80 @@ static void report_markdown(const struct rb_bench *b)
 		       b->kvd_stop_rv == 0 ? "exit 0" : b->kvd_stop_err, b->kvd_stop_s_max);
 }
 
-static void report_json(const struct rb_bench *b, bool ok)
+/* Cell c's runs (the cells of each repetition that are c) as a JSON array. */
+static json_t *rb_json_runs(const struct rb_bench *b, const struct rb_cell *c)
+{
+	json_t *runs = json_array();
+
+	for (size_t j = 0; j < b->ncells; j++) {
+		const struct rb_cell *d = &b->cells[j];
+		if (!same_cell(c, d))
+			continue;
+		json_array_append_new(runs, json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o}", "run",
+		                                      (int)d->rep + 1, "state",
+		                                      d->state == CELL_OK ? "ok" : "failed",
+		                                      "ops_per_s", report_real(cell_rate(d), 1),
+		                                      "p50_us", report_real(d->p50 / 1e3, 2),
+		                                      "p99_us", report_real(d->p99 / 1e3, 2),
+		                                      "p999_us", report_real(d->p999 / 1e3, 2),
+		                                      "errors", report_u64(d->errors + d->wrong)));
+	}
+	return runs;
+}
+
+static void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 {
 	const struct rb_opts *o = &b->o;
-	struct rb_line *l = calloc(32, sizeof(*l));
-	size_t n = l ? header(b, l, 32) : 0;
+	json_t *threads = json_array(), *cells = json_array();
 
-	printf("{\"bench\":\"rpc\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"seconds\":%.3f,\"warmup\":%.3f,\"keys\":%" PRIu64
-	       ",\"key_size\":%d,\"value_size\":%d,\"window\":%u,\"repeat\":%u,\"handles\":\"%s\","
-	       "\"threads\":[",
-	       o->seconds, o->warmup, o->keys, RB_KEY_SIZE, RB_VALUE_SIZE, o->window, o->repeat,
-	       o->per_thread_handles ? "thread" : "shared");
 	for (size_t i = 0; i < o->nthreads; i++)
-		printf("%s%u", i ? "," : "", o->threads[i]);
-	printf("],\"kvd_config\":");
-	bench_json_string(stdout, b->config_text);
-	printf("},\"kvd\":{\"command\":");
-	bench_json_string(stdout, b->kvd.command);
-	printf(",\"version\":");
-	bench_json_string(stdout, b->kvd_version);
-	printf(",\"workers\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"processes\":%u,"
-	       "\"exit_ok\":%s,\"stop_s_max\":%.3f}",
-	       b->kvd_workers, b->kvd_requests, b->kvd_stops,
-	       b->kvd_stop_rv == 0 ? "true" : "false", b->kvd_stop_s_max);
-	printf(",\"header\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"label\":", i ? "," : "");
-		bench_json_string(stdout, l[i].label);
-		printf(",\"value\":");
-		bench_json_string(stdout, l[i].value);
-		putchar('}');
-	}
-	free(l);
-	printf("],\"cells\":[");
+		json_array_append_new(threads, json_integer(o->threads[i]));
 	for (size_t i = 0; i < b->nsum; i++) {
 		const struct rb_cell *c = &b->sum[i];
-		printf("%s{\"section\":\"%s\",\"transport\":\"%s\",\"op\":\"%s\",\"sync\":\"%s\","
-		       "\"mode\":\"%s\",\"threads\":%u,\"window\":%u,\"state\":\"%s\"",
-		       i ? "," : "", c->section, c->transport, c->op, c->sync, c->mode, c->threads,
-		       c->window,
-		       c->state == CELL_OK        ? "ok"
-		       : c->state == CELL_SKIPPED ? "skipped"
-		                                  : "failed");
-		if (c->state == CELL_OK)
-			printf(",\"ops\":%" PRIu64
-			       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"p50_us\":%.2f,"
-			       "\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f",
-			       c->ops, c->seconds, cell_rate(c), c->p50 / 1e3, c->p99 / 1e3,
-			       c->p999 / 1e3, c->max / 1e3, c->mean / 1e3);
-		printf(",\"runs\":[");
-		for (size_t j = 0, k = 0; j < b->ncells; j++) {
-			const struct rb_cell *d = &b->cells[j];
-			if (!same_cell(c, d))
-				continue;
-			printf("%s{\"run\":%u,\"state\":\"%s\",\"ops_per_s\":%.1f,\"p50_us\":%.2f,"
-			       "\"p99_us\":%.2f,\"p999_us\":%.2f,\"errors\":%" PRIu64 "}",
-			       k++ ? "," : "", d->rep + 1, d->state == CELL_OK ? "ok" : "failed",
-			       cell_rate(d), d->p50 / 1e3, d->p99 / 1e3, d->p999 / 1e3,
-			       d->errors + d->wrong);
+		json_t *cell = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s}", "section", c->section,
+		                         "transport", c->transport, "op", c->op, "sync", c->sync,
+		                         "mode", c->mode, "threads", (int)c->threads, "window",
+		                         (int)c->window, "state",
+		                         c->state == CELL_OK        ? "ok"
+		                         : c->state == CELL_SKIPPED ? "skipped"
+		                                                    : "failed");
+		if (c->state == CELL_OK) {
+			report_set(cell, "ops", report_u64(c->ops));
+			report_set(cell, "seconds", report_real(c->seconds, 4));
+			report_set(cell, "ops_per_s", report_real(cell_rate(c), 1));
+			report_set(cell, "p50_us", report_real(c->p50 / 1e3, 2));
+			report_set(cell, "p99_us", report_real(c->p99 / 1e3, 2));
+			report_set(cell, "p999_us", report_real(c->p999 / 1e3, 2));
+			report_set(cell, "max_us", report_real(c->max / 1e3, 2));
+			report_set(cell, "mean_us", report_real(c->mean / 1e3, 2));
 		}
-		printf("]");
-		printf(",\"errors\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"error\":", c->errors,
-		       c->wrong);
-		bench_json_string(stdout, c->err);
-		printf(",\"note\":");
-		bench_json_string(stdout, c->note);
-		putchar('}');
+		report_set(cell, "runs", rb_json_runs(b, c));
+		report_set(cell, "errors", report_u64(c->errors));
+		report_set(cell, "wrong", report_u64(c->wrong));
+		report_set(cell, "error", report_str(c->err));
+		report_set(cell, "note", report_str(c->note));
+		json_array_append_new(cells, cell);
 	}
-	printf("],\"sockperf_command\":");
-	bench_json_string(stdout, b->sockperf_cmd);
-	printf("}\n");
+	report_set(rep->doc, "bench", json_string("rpc"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:i,s:i,s:i,s:i,s:s,s:o,s:o}", "seconds",
+	                     report_real(o->seconds, 3), "warmup", report_real(o->warmup, 3),
+	                     "keys", report_u64(o->keys), "key_size", RB_KEY_SIZE, "value_size",
+	                     RB_VALUE_SIZE, "window", (int)o->window, "repeat", (int)o->repeat,
+	                     "handles", o->per_thread_handles ? "thread" : "shared", "threads",
+	                     threads, "kvd_config", report_str(b->config_text)));
+	report_set(rep->doc, "kvd",
+	           json_pack("{s:o,s:o,s:o,s:o,s:i,s:b,s:o}", "command", report_str(b->kvd.command),
+	                     "version", report_str(b->kvd_version), "workers",
+	                     report_u64(b->kvd_workers), "requests", report_u64(b->kvd_requests),
+	                     "processes", (int)b->kvd_stops, "exit_ok", b->kvd_stop_rv == 0,
+	                     "stop_s_max", report_real(b->kvd_stop_s_max, 3)));
+	report_set(rep->doc, "header", json_incref(rep->lines));
+	report_set(rep->doc, "cells", cells);
+	report_set(rep->doc, "sockperf_command", report_str(b->sockperf_cmd));
+	(void)report_json(rep, stdout);
 }
 
 /* ---- options -------------------------------------------------------------------- */
@@ -2109,7 +2086,6 @@ static int parse_seconds(const char *name, const char *s, double lo, double *ret
 	*ret = v;
 	return 0;
 }
-
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct rb_opts *o)
@@ -2186,7 +2162,8 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 					        RB_TLIST_MAX);
 					return -EINVAL;
 				}
-				if (bench_parse_u64("rpc", "--threads", t, 1, RB_THREADS_MAX, &v) != 0)
+				if (bench_parse_u64("rpc", "--threads", t, 1, RB_THREADS_MAX, &v) !=
+				    0)
 					return -EINVAL;
 				o->threads[o->nthreads++] = (unsigned)v;
 			}
@@ -2431,6 +2408,7 @@ static bool all_ok(const struct rb_bench *b)
 int bench_rpc(int argc, char **argv)
 {
 	struct rb_bench *b = calloc(1, sizeof(*b));
+	struct report rep = {0};
 	struct rb_opts *o;
 	int rv, code = 1;
 	bool ok;
@@ -2471,7 +2449,8 @@ int bench_rpc(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if ((b->pool = malloc(RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE)) == NULL) {
+	if (report_init(&rep) != 0 ||
+	    (b->pool = malloc(RB_POOL_BYTES + RB_VALUE_SIZE + RB_MSG_SIZE)) == NULL) {
 		fprintf(stderr, "kvbench rpc: out of memory\n");
 		goto out;
 	}
@@ -2503,15 +2482,8 @@ int bench_rpc(int argc, char **argv)
 			break;
 		}
 		if (b->rep == 0 && !o->json && !o->markdown) {
-			struct rb_line *l = calloc(32, sizeof(*l));
-			size_t n = l ? header(b, l, 32) : 0;
-			for (size_t i = 0; i < n; i++)
-				printf("%-10s %s\n",
-				       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0
-				               ? ""
-				               : l[i].label,
-				       l[i].value);
-			free(l);
+			header(b, &rep);
+			report_lines_text(&rep, stdout, 10);
 			putchar('\n');
 		}
 		row_head(b->progress);
@@ -2532,12 +2504,14 @@ int bench_rpc(int argc, char **argv)
 	}
 	summarize(b);
 	ok = all_ok(b);
+	if (o->json || o->markdown)
+		header(b, &rep);
 	if (o->json)
-		report_json(b, ok);
+		rb_report_json(b, &rep, ok);
 	else if (o->markdown)
-		report_markdown(b);
+		rb_report_markdown(b, &rep);
 	else
-		report_text(b);
+		rb_report_text(b);
 	if (!ok)
 		fprintf(stderr,
 		        "kvbench rpc: FAILED: a cell failed or had errors, or kvd did not "
@@ -2549,5 +2523,6 @@ int bench_rpc(int argc, char **argv)
 out:
 	free(b->pool);
 	free(b);
+	report_fini(&rep);
 	return code;
 }

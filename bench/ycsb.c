@@ -881,25 +881,12 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 /* ---- report -----------------------------------------------------------------------------------
  */
 
-struct yc_line {
-	char label[16];
-	char value[2048];
-};
-
-static size_t yc_header(const struct yc_bench *b, struct yc_line *l, size_t max)
+static void yc_header(const struct yc_bench *b, struct report *rep)
 {
 	const struct yc_opts *o = &b->o;
 	char tmp[512], tmp2[64], threads[128] = "", syncs[64] = "", wl[32] = "", be[256] = "";
-	size_t n = 0;
 
-#define LINE(lab, ...)                                                                             \
-	do {                                                                                       \
-		if (n < max) {                                                                     \
-			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
-			bench_fmt(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
-			n++;                                                                       \
-		}                                                                                  \
-	} while (0)
+#define LINE(lab, ...) report_line(rep, lab, __VA_ARGS__)
 
 	for (size_t i = 0; i < o->nthreads; i++)
 		snprintf(threads + strlen(threads), sizeof threads - strlen(threads), "%s%u",
@@ -972,7 +959,6 @@ static size_t yc_header(const struct yc_bench *b, struct yc_line *l, size_t max)
 	for (size_t i = 0; i < b->nskip; i++)
 		LINE("skipped", "%s: %s", b->skip[i].be->name, b->skip[i].reason);
 #undef LINE
-	return n;
 }
 
 /* The reference row of r's table: the first backend of --backend that ran
@@ -1020,23 +1006,12 @@ static void yc_report_text(const struct yc_bench *b)
 	}
 }
 
-static void yc_report_markdown(const struct yc_bench *b)
+static void yc_report_markdown(const struct yc_bench *b, const struct report *h)
 {
-	struct yc_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? yc_header(b, l, 64) : 0;
 	const char *refname = b->o.nbackends ? b->o.backends[0]->name : "ref";
 
 	printf("```\n%s\n```\n\n", b->command);
-	for (size_t i = 0; i < n; i++) {
-		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
-		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
-			printf("  - %s\n", l[i].value);
-		else if (run)
-			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
-		else
-			printf("- **%s**: %s\n", l[i].label, l[i].value);
-	}
-	free(l);
+	report_lines_markdown(h, stdout);
 	printf("\n| sync | threads | phase | backend | ops/s | %s/this | p50 / p99 µs per op "
 	       "(count) | errors | load |\n",
 	       refname);
@@ -1066,97 +1041,96 @@ static void yc_report_markdown(const struct yc_bench *b)
 	}
 }
 
-static void yc_report_json(const struct yc_bench *b, bool ok)
+/* Row r's figures per op type, as a JSON array. */
+static json_t *yc_json_ops(const struct yc_result *r)
+{
+	json_t *ops = json_array();
+
+	for (int op = 0; op < OP_COUNT; op++) {
+		const struct yc_opstat *s = &r->op[op];
+		json_t *o;
+		if (s->count == 0 && s->errors == 0)
+			continue;
+		o = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "op",
+		              yc_op_names[op], "count", report_u64(s->count), "ops_per_s",
+		              report_real(r->seconds > 0 ? (double)s->count / r->seconds : 0, 1),
+		              "p50_us", report_real(s->p50 / 1e3, 2), "p95_us",
+		              report_real(s->p95 / 1e3, 2), "p99_us", report_real(s->p99 / 1e3, 2),
+		              "p999_us", report_real(s->p999 / 1e3, 2), "max_us",
+		              report_real(s->max / 1e3, 2), "mean_us",
+		              report_real(s->mean / 1e3, 2), "errors", report_u64(s->errors),
+		              "not_found", report_u64(s->not_found), "wrong", report_u64(s->wrong));
+		if (op == OP_SCAN)
+			report_set(o, "records", report_u64(s->scanned));
+		json_array_append_new(ops, o);
+	}
+	return ops;
+}
+
+static void yc_report_json(const struct yc_bench *b, struct report *rep, bool ok)
 {
 	const struct yc_opts *o = &b->o;
-	struct yc_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? yc_header(b, l, 64) : 0;
+	json_t *threads = json_array(), *syncs = json_array(), *wl = json_array();
+	json_t *skipped = json_array(), *results = json_array();
+	char id[2] = "";
 
-	printf("{\"bench\":\"ycsb\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"recordcount\":%" PRIu64 ",\"operationcount\":%" PRIu64
-	       ",\"threads\":[",
-	       o->records, o->operations);
 	for (size_t i = 0; i < o->nthreads; i++)
-		printf("%s%u", i ? "," : "", o->threads[i]);
-	printf("],\"load_threads\":%u,\"target\":%.1f,\"sync\":[", o->load_threads, o->target);
+		json_array_append_new(threads, json_integer(o->threads[i]));
 	for (size_t i = 0; i < o->nsyncs; i++)
-		printf("%s\"%s\"", i ? "," : "", yb_sync_name(o->syncs[i]));
-	printf("],\"sync_interval_ms\":%u,\"warmup_s\":%.3f,\"max_seconds\":%.3f,\"seed\":%" PRIu64
-	       ",\"fieldcount\":%d,\"fieldlength\":%d,\"record_bytes\":%zu,\"zipfian_constant\":0."
-	       "99,"
-	       "\"workloads\":[",
-	       o->sync_interval_ms, o->warmup, o->max_seconds, o->seed, YC_FIELDS, YC_FIELD_LEN,
-	       b->record_size);
-	{
-		bool first = true;
-		for (const char *c = "abcfde"; *c; c++)
-			if (o->workload[*c - 'a']) {
-				printf("%s\"%c\"", first ? "" : ",", *c);
-				first = false;
-			}
-	}
-	printf("],\"backends\":[");
-	for (size_t i = 0; i < o->nbackends; i++)
-		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
-	printf("]},\"header\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"label\":", i ? "," : "");
-		bench_json_string(stdout, l[i].label);
-		printf(",\"value\":");
-		bench_json_string(stdout, l[i].value);
-		putchar('}');
-	}
-	free(l);
-	printf("],\"skipped\":[");
-	for (size_t i = 0; i < b->nskip; i++) {
-		printf("%s{\"backend\":\"%s\",\"reason\":", i ? "," : "", b->skip[i].be->name);
-		bench_json_string(stdout, b->skip[i].reason);
-		putchar('}');
-	}
-	printf("],\"results\":[");
+		json_array_append_new(syncs, json_string(yb_sync_name(o->syncs[i])));
+	for (const char *c = "abcfde"; *c; c++)
+		if (o->workload[*c - 'a']) {
+			id[0] = *c;
+			json_array_append_new(wl, json_string(id));
+		}
+	for (size_t i = 0; i < b->nskip; i++)
+		json_array_append_new(skipped,
+		                      json_pack("{s:s,s:o}", "backend", b->skip[i].be->name,
+		                                "reason", report_str(b->skip[i].reason)));
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		printf("%s{\"backend\":\"%s\",\"sync\":\"%s\",\"threads\":%u,\"phase\":\"%s\","
-		       "\"workload\":\"%c\",\"state\":\"%s\",\"planned\":%" PRIu64
-		       ",\"operations\":%" PRIu64 ",\"warmup_operations\":%" PRIu64
-		       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"stopped_early\":%s,\"errors\":"
-		       "%" PRIu64 ",\"loadavg_1min\":%.2f",
-		       i ? "," : "", r->be->name, yb_sync_name(r->sync), r->threads,
-		       r->load ? "load" : "run", r->workload,
-		       !r->ran     ? "skipped"
-		       : r->failed ? "failed"
-		                   : "ok",
-		       r->planned, r->ops, r->warmup_ops, r->seconds, yc_rate(r),
-		       r->early ? "true" : "false", r->errors, r->loadavg);
-		if (ref != NULL && ref != r && yc_rate(r) > 0)
-			printf(",\"ref\":\"%s\",\"ref_over_this\":%.4f", ref->be->name,
-			       yc_rate(ref) / yc_rate(r));
-		printf(",\"ops\":[");
-		for (int op = 0, k = 0; op < OP_COUNT; op++) {
-			const struct yc_opstat *s = &r->op[op];
-			if (s->count == 0 && s->errors == 0)
-				continue;
-			printf("%s{\"op\":\"%s\",\"count\":%" PRIu64
-			       ",\"ops_per_s\":%.1f,\"p50_us\":%.2f,\"p95_us\":%.2f,\"p99_us\":%."
-			       "2f,"
-			       "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"errors\":"
-			       "%" PRIu64 ",\"not_found\":%" PRIu64 ",\"wrong\":%" PRIu64,
-			       k++ ? "," : "", yc_op_names[op], s->count,
-			       r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
-			       s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->max / 1e3,
-			       s->mean / 1e3, s->errors, s->not_found, s->wrong);
-			if (op == OP_SCAN)
-				printf(",\"records\":%" PRIu64, s->scanned);
-			putchar('}');
+		json_t *row;
+		id[0] = r->workload;
+		row = json_pack("{s:s,s:s,s:i,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o}",
+		                "backend", r->be->name, "sync", yb_sync_name(r->sync), "threads",
+		                (int)r->threads, "phase", r->load ? "load" : "run", "workload", id,
+		                "state",
+		                !r->ran     ? "skipped"
+		                : r->failed ? "failed"
+		                            : "ok",
+		                "planned", report_u64(r->planned), "operations", report_u64(r->ops),
+		                "warmup_operations", report_u64(r->warmup_ops), "seconds",
+		                report_real(r->seconds, 4), "ops_per_s", report_real(yc_rate(r), 1),
+		                "stopped_early", r->early, "errors", report_u64(r->errors),
+		                "loadavg_1min", report_real(r->loadavg, 2));
+		if (ref != NULL && ref != r && yc_rate(r) > 0) {
+			report_set(row, "ref", json_string(ref->be->name));
+			report_set(row, "ref_over_this", report_real(yc_rate(ref) / yc_rate(r), 4));
 		}
-		printf("],\"error\":");
-		bench_json_string(stdout, r->err);
-		putchar('}');
+		report_set(row, "ops", yc_json_ops(r));
+		report_set(row, "error", report_str(r->err));
+		json_array_append_new(results, row);
 	}
-	printf("],\"kvd_exit\":");
-	bench_json_string(stdout, b->env_failed ? b->env_err : "ok");
-	printf("}\n");
+	report_set(rep->doc, "bench", json_string("ycsb"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:i,s:o,s:o,s:i,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}",
+	                     "recordcount", report_u64(o->records), "operationcount",
+	                     report_u64(o->operations), "threads", threads, "load_threads",
+	                     (int)o->load_threads, "target", report_real(o->target, 1), "sync",
+	                     syncs, "sync_interval_ms", (int)o->sync_interval_ms, "warmup_s",
+	                     report_real(o->warmup, 3), "max_seconds",
+	                     report_real(o->max_seconds, 3), "seed", report_u64(o->seed),
+	                     "fieldcount", YC_FIELDS, "fieldlength", YC_FIELD_LEN, "record_bytes",
+	                     report_u64(b->record_size), "zipfian_constant", report_real(0.99, 2),
+	                     "workloads", wl, "backends",
+	                     runenv_json_backends(o->backends, o->nbackends)));
+	report_set(rep->doc, "header", json_incref(rep->lines));
+	report_set(rep->doc, "skipped", skipped);
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "kvd_exit", report_str(b->env_failed ? b->env_err : "ok"));
+	(void)report_json(rep, stdout);
 }
 
 /* ---- options ------------------------------------------------------------------------------------
@@ -1536,12 +1510,15 @@ static bool yc_all_ok(const struct yc_bench *b)
 int bench_ycsb(int argc, char **argv)
 {
 	struct yc_bench *b = calloc(1, sizeof(*b));
+	struct report rep = {0};
 	struct yc_opts *o;
 	bool need_kvd = false, ok;
 	int rv, code = 1;
 
-	if (b == NULL) {
+	if (b == NULL || report_init(&rep) != 0) {
 		fprintf(stderr, "kvbench ycsb: out of memory\n");
+		free(b);
+		report_fini(&rep);
 		return 1;
 	}
 	o = &b->o;
@@ -1562,6 +1539,7 @@ int bench_ycsb(int argc, char **argv)
 	o->nbackends = 2;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
+		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
 	bench_command_line(b->command, sizeof b->command, argc, argv);
@@ -1638,19 +1616,14 @@ int bench_ycsb(int argc, char **argv)
 		fprintf(stderr, "kvbench ycsb: kvd: %s\n", b->env_err);
 	}
 	ok = yc_all_ok(b);
+	yc_header(b, &rep);
 	if (o->json) {
-		yc_report_json(b, ok);
+		yc_report_json(b, &rep, ok);
 	} else if (o->markdown) {
-		yc_report_markdown(b);
+		yc_report_markdown(b, &rep);
 	} else {
-		struct yc_line *l = calloc(64, sizeof(*l));
-		size_t n = l ? yc_header(b, l, 64) : 0;
 		putchar('\n');
-		for (size_t i = 0; i < n; i++)
-			printf("%-10s %s\n",
-			       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0 ? "" : l[i].label,
-			       l[i].value);
-		free(l);
+		report_lines_text(&rep, stdout, 10);
 		yc_report_text(b);
 	}
 	if (!ok)
@@ -1669,5 +1642,6 @@ out:
 	free(b->res);
 	free(b->pool);
 	free(b);
+	report_fini(&rep);
 	return code;
 }
