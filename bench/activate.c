@@ -30,6 +30,7 @@
  */
 #include "bench.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include "kvclient.h"
@@ -820,71 +821,83 @@ static void report_rows(const struct ab_bench *b, FILE *f, bool md)
 		}
 }
 
-static void json_series(const char *name, const struct ab_series *s, double scale)
+/* Series s as {"median", "min", "max", "samples"}, each value times scale. */
+static json_t *json_series(const struct ab_series *s, double scale)
 {
 	double lo, hi, m = series_median(s, &lo, &hi);
+	json_t *samples = json_array();
 
-	printf(",\"%s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"samples\":[", name, m * scale,
-	       lo * scale, hi * scale);
 	for (size_t i = 0; i < s->n; i++)
-		printf("%s%.4f", i ? "," : "", s->v[i] * scale);
-	printf("]}");
+		json_array_append_new(samples, report_real(s->v[i] * scale, 4));
+	return json_pack("{s:o,s:o,s:o,s:o}", "median", report_real(m * scale, 4), "min",
+	                 report_real(lo * scale, 4), "max", report_real(hi * scale, 4), "samples",
+	                 samples);
 }
 
-static void report_json(const struct ab_bench *b, bool ok)
+/* The cases of size z that ran, as a JSON array. */
+static json_t *json_cases(const struct ab_size *z)
 {
-	printf("{\"bench\":\"activate\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"repeat\":%" PRIu64 ",\"key_size\":%d,\"value_size\":%d,\"kvd\":",
-	       b->o.repeat, AB_KEY_SIZE, AB_VALUE_SIZE);
-	bench_json_string(stdout, b->o.use_kvd ? b->kvd_path : "");
-	printf(",\"dir\":");
-	bench_json_string(stdout, b->base);
-	printf(",\"fs\":");
-	bench_json_string(stdout, b->fs);
-	printf("},\"sizes\":[");
+	json_t *cases = json_array();
+
+	for (int k = 0; k < C_COUNT; k++) {
+		const struct ab_row *r = &z->row[k];
+		if (!r->ran)
+			continue;
+		json_array_append_new(
+		        cases, json_pack("{s:s,s:s,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		                         "from", k < C_SCAN_WARM ? "hints" : "replay", "cache",
+		                         ab_case_cache[k], "hints_loaded", (int)r->hints_loaded,
+		                         "segments_replayed", (int)r->segments_scanned, "segments",
+		                         (int)r->segments, "records", report_u64(r->records),
+		                         "activate_ms", json_series(&r->activate_s, 1e3),
+		                         "engine_ms", json_series(&r->engine_us, 1e-3),
+		                         "page_faults", json_series(&r->faults, 1),
+		                         "kvd_activate_ms", json_series(&r->kvd_activate_us, 1e-3),
+		                         "kvd_first_get_ms", json_series(&r->first_s, 1e3),
+		                         "kvd_second_get_us", json_series(&r->second_s, 1e6),
+		                         "kvd_steady_get_us", json_series(&r->steady_s, 1e6)));
+	}
+	return cases;
+}
+
+static void activate_json(const struct ab_bench *b, struct report *rep, bool ok)
+{
+	json_t *sizes = json_array();
+
 	for (size_t i = 0; i < b->o.nkeys; i++) {
 		const struct ab_size *z = &b->sizes[i];
-		printf("%s{\"keys\":%" PRIu64 ",\"ok\":%s,\"error\":", i ? "," : "", z->keys,
-		       z->ok ? "true" : "false");
-		bench_json_string(stdout, z->err);
-		printf(",\"load_s\":%.3f,\"disk_bytes\":%" PRIu64
-		       ",\"segments\":%u,\"hint_files\":%u,"
-		       "\"hint_bytes\":%" PRIu64 ",\"segments_after\":%u,\"keydir_bytes\":%" PRIu64
-		       ",\"keydir_bytes_per_key\":%.2f,"
-		       "\"malloc_bytes_per_key\":%.2f,\"passivate_busy_retries\":%" PRIu64
-		       ",\"passivate_wait_max_s\":%.3f,\"kvd_exit_ok\":%s,\"kvd_command\":",
-		       z->load_s, z->disk_bytes, z->segments_on_disk, z->hint_files, z->hint_bytes,
-		       z->segments_after, z->keydir_bytes,
-		       z->keys ? (double)z->keydir_bytes / (double)z->keys : 0,
-		       z->keys ? (double)z->malloc_bytes / (double)z->keys : 0,
-		       z->passivate_retries, z->passivate_wait_max_s,
-		       z->kvd_ran && z->kvd_exit_ok ? "true" : "false");
-		bench_json_string(stdout, z->kvd_command);
-		printf(",\"cases\":[");
-		bool first = true;
-		for (int k = 0; k < C_COUNT; k++) {
-			const struct ab_row *r = &z->row[k];
-			if (!r->ran)
-				continue;
-			printf("%s{\"from\":\"%s\",\"cache\":\"%s\",\"hints_loaded\":%u,"
-			       "\"segments_replayed\":%u,\"segments\":%u,\"records\":%" PRIu64,
-			       first ? "" : ",", k < C_SCAN_WARM ? "hints" : "replay",
-			       ab_case_cache[k], r->hints_loaded, r->segments_scanned, r->segments,
-			       r->records);
-			json_series("activate_ms", &r->activate_s, 1e3);
-			json_series("engine_ms", &r->engine_us, 1e-3);
-			json_series("page_faults", &r->faults, 1);
-			json_series("kvd_activate_ms", &r->kvd_activate_us, 1e-3);
-			json_series("kvd_first_get_ms", &r->first_s, 1e3);
-			json_series("kvd_second_get_us", &r->second_s, 1e6);
-			json_series("kvd_steady_get_us", &r->steady_s, 1e6);
-			putchar('}');
-			first = false;
-		}
-		printf("]}");
+		json_array_append_new(
+		        sizes,
+		        json_pack(
+		                "{s:o,s:b,s:o,s:o,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:b,s:o,"
+		                "s:o}",
+		                "keys", report_u64(z->keys), "ok", z->ok, "error",
+		                report_str(z->err), "load_s", report_real(z->load_s, 3),
+		                "disk_bytes", report_u64(z->disk_bytes), "segments",
+		                (int)z->segments_on_disk, "hint_files", (int)z->hint_files,
+		                "hint_bytes", report_u64(z->hint_bytes), "segments_after",
+		                (int)z->segments_after, "keydir_bytes", report_u64(z->keydir_bytes),
+		                "keydir_bytes_per_key",
+		                report_real(z->keys ? (double)z->keydir_bytes / (double)z->keys : 0,
+		                            2),
+		                "malloc_bytes_per_key",
+		                report_real(z->keys ? (double)z->malloc_bytes / (double)z->keys : 0,
+		                            2),
+		                "passivate_busy_retries", report_u64(z->passivate_retries),
+		                "passivate_wait_max_s", report_real(z->passivate_wait_max_s, 3),
+		                "kvd_exit_ok", z->kvd_ran && z->kvd_exit_ok, "kvd_command",
+		                report_str(z->kvd_command), "cases", json_cases(z)));
 	}
-	printf("]}\n");
+	report_set(rep->doc, "bench", json_string("activate"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:i,s:i,s:o,s:o,s:o}", "repeat", report_u64(b->o.repeat),
+	                     "key_size", AB_KEY_SIZE, "value_size", AB_VALUE_SIZE, "kvd",
+	                     report_str(b->o.use_kvd ? b->kvd_path : ""), "dir",
+	                     report_str(b->base), "fs", report_str(b->fs)));
+	report_set(rep->doc, "sizes", sizes);
+	(void)report_json(rep, stdout);
 }
 
 /* ---- options and entry point ----------------------------------------------------- */
@@ -1082,7 +1095,14 @@ int bench_activate(int argc, char **argv)
 		ok &= b->sizes[i].ok;
 	}
 	if (o->json) {
-		report_json(b, ok);
+		struct report rep = {0};
+		if (report_init(&rep) != 0) {
+			fprintf(stderr, "kvbench activate: out of memory\n");
+			ok = false;
+		} else {
+			activate_json(b, &rep, ok);
+		}
+		report_fini(&rep);
 	} else if (o->markdown) {
 		printf("```\n%s\n```\n\n", b->command);
 		header(b, stdout, true);

@@ -12,6 +12,7 @@
 #include "keydir.h"
 #include "bench.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -194,12 +195,13 @@ int bench_keydir(int argc, char **argv)
 	double ins = t_insert / (double)o.keys, look = t_lookup / (double)o.keys;
 	double walk = t_walk / (double)count;
 	if (o.json) {
-		printf("{\"bench\":\"keydir\",\"keys\":%zu,\"key_size\":%" PRIu64
-		       ",\"seed\":%" PRIu64
-		       ",\"memory_bytes\":%zu,\"bytes_per_key\":%.2f,\"overhead_per_key\":%.2f"
-		       ",\"insert_ns_per_op\":%.1f,\"lookup_ns_per_op\":%.1f"
-		       ",\"walk_ns_per_key\":%.1f}\n",
-		       count, o.key_size, o.seed, mem, per_key, overhead, ins, look, walk);
+		(void)report_print_packed(
+		        stdout, "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "bench", "keydir",
+		        "keys", report_u64(count), "key_size", report_u64(o.key_size), "seed",
+		        report_u64(o.seed), "memory_bytes", report_u64(mem), "bytes_per_key",
+		        report_real(per_key, 2), "overhead_per_key", report_real(overhead, 2),
+		        "insert_ns_per_op", report_real(ins, 1), "lookup_ns_per_op",
+		        report_real(look, 1), "walk_ns_per_key", report_real(walk, 1));
 	} else {
 		printf("keydir: %zu keys of %" PRIu64 " random bytes (seed %" PRIu64 ")\n", count,
 		       o.key_size, o.seed);

@@ -5,6 +5,7 @@
  */
 #include "bench.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include "kvengine.h"
@@ -239,11 +240,13 @@ int bench_open(int argc, char **argv)
 	bench_rmtree(dir);
 
 	if (c.json) {
-		printf("{\"bench\":\"open\",\"keys\":%" PRIu64 ",\"key_size\":%u,\"value_size\":%u,"
-		       "\"disk_bytes\":%" PRIu64 ",\"segments\":%u,\"open_hints_s\":%.4f,"
-		       "\"open_scan_s\":%.4f,\"records\":%" PRIu64 "}\n",
-		       st.keys, c.key_size, c.value_size, st.disk_bytes, ri_hint.segments, t_hint,
-		       t_scan, ri_scan.records);
+		(void)report_print_packed(
+		        stdout, "{s:s,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o}", "bench", "open", "keys",
+		        report_u64(st.keys), "key_size", (int)c.key_size, "value_size",
+		        (int)c.value_size, "disk_bytes", report_u64(st.disk_bytes), "segments",
+		        (int)ri_hint.segments, "open_hints_s", report_real(t_hint, 4),
+		        "open_scan_s", report_real(t_scan, 4), "records",
+		        report_u64(ri_scan.records));
 	} else {
 		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u%s\n", c.keys,
 		       c.key_size, c.value_size, c.cold ? " --cold" : "");
@@ -376,14 +379,17 @@ int bench_merge(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		qsort(w.lat[i].us, w.lat[i].n, sizeof(uint64_t), cmp_u64);
 	if (c.json) {
-		printf("{\"bench\":\"merge\",\"keys\":%" PRIu64 ",\"merge_s\":%.3f,"
-		       "\"disk_before\":%" PRIu64 ",\"disk_after\":%" PRIu64 ","
-		       "\"put_p99_us_idle\":%" PRIu64 ",\"put_p99_us_merge\":%" PRIu64 ","
-		       "\"put_max_us_idle\":%" PRIu64 ",\"put_max_us_merge\":%" PRIu64 ","
-		       "\"puts_per_s_idle\":%.0f,\"puts_per_s_merge\":%.0f}\n",
-		       c.keys, t_merge, before.disk_bytes, after.disk_bytes, pct(&w.lat[0], 0.99),
-		       pct(&w.lat[1], 0.99), pct(&w.lat[0], 1.0), pct(&w.lat[1], 1.0),
-		       w.lat[0].n / t_base, w.lat[1].n / t_merge);
+		(void)report_print_packed(stdout, "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		                          "bench", "merge", "keys", report_u64(c.keys), "merge_s",
+		                          report_real(t_merge, 3), "disk_before",
+		                          report_u64(before.disk_bytes), "disk_after",
+		                          report_u64(after.disk_bytes), "put_p99_us_idle",
+		                          report_u64(pct(&w.lat[0], 0.99)), "put_p99_us_merge",
+		                          report_u64(pct(&w.lat[1], 0.99)), "put_max_us_idle",
+		                          report_u64(pct(&w.lat[0], 1.0)), "put_max_us_merge",
+		                          report_u64(pct(&w.lat[1], 1.0)), "puts_per_s_idle",
+		                          report_real(w.lat[0].n / t_base, 0), "puts_per_s_merge",
+		                          report_real(w.lat[1].n / t_merge, 0));
 	} else {
 		printf("kvbench merge --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
 		       c.key_size, c.value_size);

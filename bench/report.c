@@ -128,3 +128,17 @@ int report_json(const struct report *r, FILE *f)
 	fputc('\n', f);
 	return 0;
 }
+
+int report_print_packed(FILE *f, const char *fmt, ...)
+{
+	struct report r = {0};
+	va_list ap;
+	int rv;
+
+	va_start(ap, fmt);
+	r.doc = json_vpack_ex(NULL, 0, fmt, ap);
+	va_end(ap);
+	rv = report_json(&r, f);
+	json_decref(r.doc);
+	return rv;
+}

@@ -49,4 +49,8 @@ void report_set(json_t *obj, const char *key, json_t *v);
 /* The document on one line, and a newline. 0, or -1 (said on stderr). */
 int report_json(const struct report *r, FILE *f);
 
+/* A document packed by json_pack's fmt, printed as report_json prints one:
+ * for a report that is one flat object. 0, or -1 (said on stderr). */
+int report_print_packed(FILE *f, const char *fmt, ...);
+
 #endif
