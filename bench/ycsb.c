@@ -44,6 +44,8 @@
  * zero errors and every server it started exited 0; a backend not built or
  * not installed is reported as skipped and counts neither way.
  */
+#include "ycsb_bench.h"
+
 #include "bench.h"
 #include "hist.h"
 #include "runenv.h"
@@ -66,35 +68,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define YC_RECORDS_DEFAULT    100000ull
-#define YC_OPERATIONS_DEFAULT 1000000ull
-#define YC_WARMUP_DEFAULT     2.0
-#define YC_SYNC_INTERVAL_MS   1000u /* = Redis's appendfsync everysec */
-#define YC_QUICK_RECORDS      300ull
-#define YC_QUICK_OPERATIONS   600ull
-#define YC_QUICK_THREADS      2u
-#define YC_QUICK_WARMUP       0.05
-#define YC_RECORDS_MAX        2000000000ull /* YCSB's key numbers are Java ints */
-#define YC_OPERATIONS_MAX     (1ull << 40)
-#define YC_THREADS_MAX        256u
-#define YC_TLIST_MAX          16  /* entries of --threads */
-#define YC_BACKENDS_MAX       8   /* entries of --backend */
-#define YC_FIELDS             10  /* YCSB's fieldcount */
-#define YC_FIELD_LEN          100 /* YCSB's fieldlength */
-#define YC_FIELD_NAME_MAX     16  /* bytes of "field<n>" */
-#define YC_RECORD_MAX         (YC_FIELDS * (8 + YC_FIELD_NAME_MAX + YC_FIELD_LEN))
-#define YC_POOL_BYTES         (1u << 20) /* random printable bytes fields are cut from */
-#define YC_ERRORS_MAX         1000       /* a thread stops after this many errors */
-#define YC_ERR_MAX            512
-#define YC_INFO_MAX           1024
-#define YC_RESULTS_MAX        4096 /* phases of one run */
-#define YC_INFOS_MAX          64   /* backend descriptions kept for the header */
-
 /* ---- workloads --------------------------------------------------------------- */
 
-enum yc_op { OP_READ, OP_UPDATE, OP_INSERT, OP_SCAN, OP_RMW, OP_COUNT };
-static const char *const yc_op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN",
-                                                  "READ-MODIFY-WRITE"};
+const char *const yc_op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE"};
 
 /* A YCSB core workload file (workloads/workloada…f). */
 struct yc_workload {
@@ -159,86 +135,6 @@ static const struct yc_workload *yc_workload(char id)
 			return &yc_workloads[i];
 	return NULL;
 }
-
-/* ---- options and results -------------------------------------------------------- */
-
-struct yc_opts {
-	uint64_t records, operations, seed;
-	unsigned threads[YC_TLIST_MAX];
-	size_t nthreads;
-	unsigned load_threads; /* 0: the run's thread count */
-	double target;         /* ops/s of all threads together; 0: as fast as possible */
-	enum yb_sync syncs[3];
-	size_t nsyncs;
-	uint32_t sync_interval_ms;
-	double warmup, max_seconds;
-	bool workload[26]; /* by letter */
-	const struct yb_backend *backends[YC_BACKENDS_MAX];
-	size_t nbackends;
-	const char *kvd, *endpoint, *redis_server, *dir;
-	bool stream; /* --transport stream: kvd over kv+ipc:// and kv+tcp:// */
-	bool quick, json, markdown;
-	bool records_set, operations_set, threads_set, warmup_set, sync_set, backends_set;
-};
-
-struct yc_opstat {
-	uint64_t count; /* recorded */
-	uint64_t errors, not_found, wrong;
-	uint64_t p50, p95, p99, p999, max, mean; /* ns */
-	uint64_t scanned;                        /* SCAN: records returned */
-};
-
-struct yc_result {
-	const struct yb_backend *be;
-	enum yb_sync sync;
-	unsigned threads; /* client threads of the phase */
-	char workload;    /* 'a'…'f' */
-	bool load;        /* the load phase (with `workload`'s file) */
-	bool ran;         /* false: skipped after the load failed */
-	bool failed;      /* the phase, its database or its server failed */
-	bool early;       /* stopped by --max-seconds */
-	uint64_t planned; /* operations asked for */
-	uint64_t ops;     /* operations recorded */
-	uint64_t warmup_ops;
-	double seconds; /* the measured window */
-	struct yc_opstat op[OP_COUNT];
-	uint64_t errors; /* every kind, every op type, warm-up included */
-	double loadavg;  /* /proc/loadavg's 1-minute figure at the end: other work */
-	char err[YC_ERR_MAX];
-};
-
-struct yc_info {
-	const struct yb_backend *be;
-	enum yb_sync sync;
-	char text[YC_INFO_MAX];
-};
-
-struct yc_skip {
-	const struct yb_backend *be;
-	char reason[YC_ERR_MAX];
-};
-
-struct yc_bench {
-	struct yc_opts o;
-	char command[4096];
-	char base[YB_PATH_MAX];
-	char fs[64];
-	char kvd_path[YB_PATH_MAX];
-	char kvd_bin[YB_PATH_MAX + 16];
-	char redis_path[YB_PATH_MAX];
-	struct yb_env env;
-	char *pool; /* YC_POOL_BYTES + YC_FIELD_LEN printable random bytes */
-	size_t record_size;
-	struct yc_result *res;
-	size_t nres;
-	struct yc_info info[YC_INFOS_MAX];
-	size_t ninfo;
-	struct yc_skip skip[YC_BACKENDS_MAX];
-	size_t nskip;
-	char env_err[YC_ERR_MAX]; /* the kvd we started did not exit 0 */
-	bool env_failed;
-	FILE *progress;
-};
 
 /* ---- records -------------------------------------------------------------------------
  *
@@ -681,11 +577,6 @@ out:
 
 /* ---- the sequence of one backend ---------------------------------------------------------- */
 
-static double yc_rate(const struct yc_result *r)
-{
-	return r->seconds > 0 ? (double)r->ops / r->seconds : 0;
-}
-
 static struct yc_result *yc_result_new(struct yc_bench *b, const struct yb_backend *be,
                                        enum yb_sync sync, unsigned threads, char workload,
                                        bool load)
@@ -702,44 +593,6 @@ static struct yc_result *yc_result_new(struct yc_bench *b, const struct yb_backe
 	r->workload = workload;
 	r->load = load;
 	return r;
-}
-
-static void yc_progress_head(FILE *f)
-{
-	fprintf(f, "%-9s %-8s %3s %-7s %-17s %10s %10s %9s %9s %9s %9s %6s %5s\n", "backend",
-	        "sync", "thr", "phase", "op", "operations", "ops/s", "p50 us", "p95 us", "p99 us",
-	        "p999 us", "errors", "load");
-}
-
-static void yc_progress(FILE *f, const struct yc_result *r)
-{
-	char phase[16];
-
-	snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
-	if (!r->ran) {
-		fprintf(f, "%-9s %-8s %3u %-7s %-17s skipped: %s\n", r->be->name,
-		        yb_sync_name(r->sync), r->threads, phase, "-", r->err);
-		return;
-	}
-	fprintf(f,
-	        "%-9s %-8s %3u %-7s %-17s %10" PRIu64 " %10.0f %9s %9s %9s %9s %6" PRIu64
-	        " %5.1f%s%s%s\n",
-	        r->be->name, yb_sync_name(r->sync), r->threads, phase, "TOTAL", r->ops, yc_rate(r),
-	        "", "", "", "", r->errors, r->loadavg,
-	        r->failed ? "  FAILED: " : (r->err[0] ? "  " : ""), r->err,
-	        r->early ? "  (--max-seconds)" : "");
-	for (int op = 0; op < OP_COUNT; op++) {
-		const struct yc_opstat *s = &r->op[op];
-		if (s->count == 0 && s->errors == 0)
-			continue;
-		fprintf(f,
-		        "%-9s %-8s %3s %-7s %-17s %10" PRIu64
-		        " %10.0f %9.1f %9.1f %9.1f %9.1f %6" PRIu64 "\n",
-		        "", "", "", "", yc_op_names[op], s->count,
-		        r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
-		        s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->errors);
-	}
-	fflush(f);
 }
 
 static void yc_keep_info(struct yc_bench *b, const struct yb_backend *be, enum yb_sync sync,
@@ -876,261 +729,6 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 		}
 		fprintf(b->progress, "%s: close: %s\n", be->name, err);
 	}
-}
-
-/* ---- report -----------------------------------------------------------------------------------
- */
-
-static void yc_header(const struct yc_bench *b, struct report *rep)
-{
-	const struct yc_opts *o = &b->o;
-	char tmp[512], tmp2[64], threads[128] = "", syncs[64] = "", wl[32] = "", be[256] = "";
-
-#define LINE(lab, ...) report_line(rep, lab, __VA_ARGS__)
-
-	for (size_t i = 0; i < o->nthreads; i++)
-		snprintf(threads + strlen(threads), sizeof threads - strlen(threads), "%s%u",
-		         i ? "," : "", o->threads[i]);
-	for (size_t i = 0; i < o->nsyncs; i++)
-		snprintf(syncs + strlen(syncs), sizeof syncs - strlen(syncs), "%s%s", i ? "," : "",
-		         yb_sync_name(o->syncs[i]));
-	for (const char *c = "abcfde"; *c; c++)
-		if (o->workload[*c - 'a'])
-			snprintf(wl + strlen(wl), sizeof wl - strlen(wl), "%s%c", wl[0] ? "," : "",
-			         *c);
-	for (size_t i = 0; i < o->nbackends; i++)
-		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
-		         o->backends[i]->name);
-	bench_date(tmp, sizeof tmp);
-	LINE("date", "%s", tmp);
-	bench_machine(tmp, sizeof tmp);
-	LINE("machine", "%s; clients and servers share these CPUs", tmp);
-	LINE("build", "%s", bench_build());
-	LINE("command", "%s", b->command);
-	LINE("ycsb",
-	     "recordcount=%" PRIu64 " operationcount=%" PRIu64
-	     " threadcount=%s (load: %s) target=%s fieldcount=%d fieldlength=%d "
-	     "readallfields=true insertorder=hashed zeropadding=1 zipfian constant 0.99",
-	     o->records, o->operations, threads,
-	     o->load_threads ? (snprintf(tmp, sizeof tmp, "%u", o->load_threads), tmp) : "the same",
-	     o->target > 0 ? (snprintf(tmp2, sizeof tmp2, "%.0f ops/s", o->target), tmp2) : "none",
-	     YC_FIELDS, YC_FIELD_LEN);
-	LINE("sequence",
-	     "workloads %s on backends %s, sync %s (interval: every %u ms); per sync, thread "
-	     "count and backend: fresh database, load (workload a's file), a, b, c, f, d; fresh "
-	     "database, load (e's file), e",
-	     wl, be, syncs, o->sync_interval_ms);
-	LINE("record",
-	     "one value of %zu bytes: %d fields, each a 4-byte big-endian name length, "
-	     "\"fieldN\", a 4-byte big-endian value length and %d random printable bytes (as "
-	     "YCSB's RocksDB binding serializes); keys \"user\" + fnvhash64(keynum), %s",
-	     b->record_size, YC_FIELDS, YC_FIELD_LEN, "e.g. user6284781860667377211");
-	LINE("ops",
-	     "read: the whole record; update: the whole record rewritten, not read first; "
-	     "read-modify-write: read, one field changed, the whole record written (also counted "
-	     "as READ and UPDATE, as YCSB does); scan: start key (the request distribution), "
-	     "length uniform %d-%d, values fetched",
-	     1, 100);
-	LINE("timing",
-	     "load: every insert measured; runs: %.2f s warm-up (not recorded, not counted), then "
-	     "operationcount operations%s; latency per call (CLOCK_MONOTONIC) in a log-linear "
-	     "histogram per op type, percentiles are bucket upper bounds (<= 0.8%% high); "
-	     "ops/s = operations / (last thread's end - warm-up end); seed %" PRIu64,
-	     o->warmup,
-	     o->max_seconds > 0 ? (snprintf(tmp, sizeof tmp, " or %.1f s, whichever ends first",
-	                                    o->max_seconds),
-	                           tmp)
-	                        : "",
-	     o->seed);
-	LINE("directory", "%s (%s), removed afterwards unless the run failed", b->base, b->fs);
-	LINE("load", "the `load` column is /proc/loadavg's 1-minute figure at a phase's end: "
-	             "beyond the run's own threads and server, other work was running");
-	if (b->env.kvd_started || b->env.kvd.pid != 0) {
-		LINE("kvd", "%s", b->env.kvd.command);
-		LINE("kvd",
-		     "binary %s (run from a copy), version %s, %" PRIu64
-		     " workers; config file: %s",
-		     b->kvd_path, b->env.kvd_version, b->env.kvd_workers,
-		     "[kvd] (nothing set; tenants get their sync by TenantCreate)");
-	}
-	for (size_t i = 0; i < b->ninfo; i++)
-		LINE("backend", "%s, sync=%s: %s", b->info[i].be->name,
-		     yb_sync_name(b->info[i].sync), b->info[i].text);
-	for (size_t i = 0; i < b->nskip; i++)
-		LINE("skipped", "%s: %s", b->skip[i].be->name, b->skip[i].reason);
-#undef LINE
-}
-
-/* The reference row of r's table: the first backend of --backend that ran
- * the same phase with the same sync and threads. */
-static const struct yc_result *yc_ref(const struct yc_bench *b, const struct yc_result *r)
-{
-	for (size_t k = 0; k < b->o.nbackends; k++)
-		for (size_t i = 0; i < b->nres; i++) {
-			const struct yc_result *q = &b->res[i];
-			if (q->be == b->o.backends[k] && q->sync == r->sync &&
-			    q->threads == r->threads && q->workload == r->workload &&
-			    q->load == r->load && q->ran && !q->failed)
-				return q;
-		}
-	return NULL;
-}
-
-static void yc_report_text(const struct yc_bench *b)
-{
-	printf("\nsummary (ops/s; %s/this: the first backend's ops/s over this row's):\n",
-	       b->o.nbackends ? b->o.backends[0]->name : "ref");
-	printf("%-9s %-8s %3s %-7s %10s %9s  %s\n", "backend", "sync", "thr", "phase", "ops/s",
-	       "ref/this", "p50 / p99 us per op");
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		char phase[16], lat[512] = "";
-		snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
-		if (!r->ran || r->failed) {
-			printf("%-9s %-8s %3u %-7s %10s  %s\n", r->be->name, yb_sync_name(r->sync),
-			       r->threads, phase, r->ran ? "FAILED" : "skipped", r->err);
-			continue;
-		}
-		for (int op = 0; op < OP_COUNT; op++)
-			if (r->op[op].count > 0)
-				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
-				         "%s%s %.0f/%.0f", lat[0] ? ", " : "", yc_op_names[op],
-				         r->op[op].p50 / 1e3, r->op[op].p99 / 1e3);
-		printf("%-9s %-8s %3u %-7s %10.0f ", r->be->name, yb_sync_name(r->sync), r->threads,
-		       phase, yc_rate(r));
-		if (ref == NULL || ref == r)
-			printf("%9s", "-");
-		else
-			printf("%8.2fx", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
-		printf("  %s%s\n", lat, r->errors ? "  (errors)" : "");
-	}
-}
-
-static void yc_report_markdown(const struct yc_bench *b, const struct report *h)
-{
-	const char *refname = b->o.nbackends ? b->o.backends[0]->name : "ref";
-
-	printf("```\n%s\n```\n\n", b->command);
-	report_lines_markdown(h, stdout);
-	printf("\n| sync | threads | phase | backend | ops/s | %s/this | p50 / p99 µs per op "
-	       "(count) | errors | load |\n",
-	       refname);
-	printf("|---|--:|---|---|--:|--:|---|--:|--:|\n");
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		char ops[32], lat[768] = "";
-		printf("| %s | %u | %s %c | %s | ", yb_sync_name(r->sync), r->threads,
-		       r->load ? "load" : "run", r->workload, r->be->name);
-		if (!r->ran || r->failed) {
-			printf("%s: %s | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
-			continue;
-		}
-		for (int op = 0; op < OP_COUNT; op++)
-			if (r->op[op].count > 0)
-				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
-				         "%s%s %.0f / %.0f (%" PRIu64 ")", lat[0] ? "; " : "",
-				         yc_op_names[op], r->op[op].p50 / 1e3, r->op[op].p99 / 1e3,
-				         r->op[op].count);
-		bench_grouped(ops, sizeof ops, yc_rate(r));
-		printf("%s | ", ops);
-		if (ref == NULL || ref == r)
-			printf("- | ");
-		else
-			printf("%.2fx | ", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
-		printf("%s | %" PRIu64 " | %.1f |\n", lat, r->errors, r->loadavg);
-	}
-}
-
-/* Row r's figures per op type, as a JSON array. */
-static json_t *yc_json_ops(const struct yc_result *r)
-{
-	json_t *ops = json_array();
-
-	for (int op = 0; op < OP_COUNT; op++) {
-		const struct yc_opstat *s = &r->op[op];
-		json_t *o;
-		if (s->count == 0 && s->errors == 0)
-			continue;
-		o = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "op",
-		              yc_op_names[op], "count", report_u64(s->count), "ops_per_s",
-		              report_real(r->seconds > 0 ? (double)s->count / r->seconds : 0, 1),
-		              "p50_us", report_real(s->p50 / 1e3, 2), "p95_us",
-		              report_real(s->p95 / 1e3, 2), "p99_us", report_real(s->p99 / 1e3, 2),
-		              "p999_us", report_real(s->p999 / 1e3, 2), "max_us",
-		              report_real(s->max / 1e3, 2), "mean_us",
-		              report_real(s->mean / 1e3, 2), "errors", report_u64(s->errors),
-		              "not_found", report_u64(s->not_found), "wrong", report_u64(s->wrong));
-		if (op == OP_SCAN)
-			report_set(o, "records", report_u64(s->scanned));
-		json_array_append_new(ops, o);
-	}
-	return ops;
-}
-
-static void yc_report_json(const struct yc_bench *b, struct report *rep, bool ok)
-{
-	const struct yc_opts *o = &b->o;
-	json_t *threads = json_array(), *syncs = json_array(), *wl = json_array();
-	json_t *skipped = json_array(), *results = json_array();
-	char id[2] = "";
-
-	for (size_t i = 0; i < o->nthreads; i++)
-		json_array_append_new(threads, json_integer(o->threads[i]));
-	for (size_t i = 0; i < o->nsyncs; i++)
-		json_array_append_new(syncs, json_string(yb_sync_name(o->syncs[i])));
-	for (const char *c = "abcfde"; *c; c++)
-		if (o->workload[*c - 'a']) {
-			id[0] = *c;
-			json_array_append_new(wl, json_string(id));
-		}
-	for (size_t i = 0; i < b->nskip; i++)
-		json_array_append_new(skipped,
-		                      json_pack("{s:s,s:o}", "backend", b->skip[i].be->name,
-		                                "reason", report_str(b->skip[i].reason)));
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		json_t *row;
-		id[0] = r->workload;
-		row = json_pack("{s:s,s:s,s:i,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o}",
-		                "backend", r->be->name, "sync", yb_sync_name(r->sync), "threads",
-		                (int)r->threads, "phase", r->load ? "load" : "run", "workload", id,
-		                "state",
-		                !r->ran     ? "skipped"
-		                : r->failed ? "failed"
-		                            : "ok",
-		                "planned", report_u64(r->planned), "operations", report_u64(r->ops),
-		                "warmup_operations", report_u64(r->warmup_ops), "seconds",
-		                report_real(r->seconds, 4), "ops_per_s", report_real(yc_rate(r), 1),
-		                "stopped_early", r->early, "errors", report_u64(r->errors),
-		                "loadavg_1min", report_real(r->loadavg, 2));
-		if (ref != NULL && ref != r && yc_rate(r) > 0) {
-			report_set(row, "ref", json_string(ref->be->name));
-			report_set(row, "ref_over_this", report_real(yc_rate(ref) / yc_rate(r), 4));
-		}
-		report_set(row, "ops", yc_json_ops(r));
-		report_set(row, "error", report_str(r->err));
-		json_array_append_new(results, row);
-	}
-	report_set(rep->doc, "bench", json_string("ycsb"));
-	report_set(rep->doc, "ok", json_boolean(ok));
-	report_set(rep->doc, "command", report_str(b->command));
-	report_set(rep->doc, "config",
-	           json_pack("{s:o,s:o,s:o,s:i,s:o,s:o,s:i,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}",
-	                     "recordcount", report_u64(o->records), "operationcount",
-	                     report_u64(o->operations), "threads", threads, "load_threads",
-	                     (int)o->load_threads, "target", report_real(o->target, 1), "sync",
-	                     syncs, "sync_interval_ms", (int)o->sync_interval_ms, "warmup_s",
-	                     report_real(o->warmup, 3), "max_seconds",
-	                     report_real(o->max_seconds, 3), "seed", report_u64(o->seed),
-	                     "fieldcount", YC_FIELDS, "fieldlength", YC_FIELD_LEN, "record_bytes",
-	                     report_u64(b->record_size), "zipfian_constant", report_real(0.99, 2),
-	                     "workloads", wl, "backends",
-	                     runenv_json_backends(o->backends, o->nbackends)));
-	report_set(rep->doc, "header", json_incref(rep->lines));
-	report_set(rep->doc, "skipped", skipped);
-	report_set(rep->doc, "results", results);
-	report_set(rep->doc, "kvd_exit", report_str(b->env_failed ? b->env_err : "ok"));
-	(void)report_json(rep, stdout);
 }
 
 /* ---- options ------------------------------------------------------------------------------------
