@@ -57,7 +57,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -702,264 +701,127 @@ static void kvd_down(struct rb_bench *b)
 
 /* ---- options -------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_threads(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench rpc [options]\n"
-	        "Get/Put throughput and latency through a kvd this command starts, over nng's\n"
-	        "ipc:// and tcp://127.0.0.1 and its own kv+ipc:// and kv+tcp://, with nng,\n"
-	        "plain-socket, disk and sockperf baselines.\n"
-	        "  --kvd PATH          kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --seconds S         measured seconds per cell (default %.0f)\n"
-	        "  --warmup S          warm-up seconds per cell, not recorded (default %.0f)\n"
-	        "  --threads LIST      client threads per cell, comma-separated (default 1,4,16)\n"
-	        "  --transports LIST   ipc,tcp,kv+ipc,kv+tcp (default all)\n"
-	        "  --keys N            keys preloaded per tenant (default %llu)\n"
-	        "  --window W          pipelined cells: async calls in flight (default %d)\n"
-	        "  --handles MODE      shared: one kvc handle for a cell's threads (default);\n"
-	        "                      thread: a handle (socket, connection) per thread\n"
-	        "  --kvd-workers N     pass --workers N to kvd (default: kvd's, one per CPU)\n"
-	        "  --dir DIR           make the run's directory in DIR (default /tmp)\n"
-	        "  --repeat R          run everything R times (kvd restarted each time); every\n"
-	        "                      row reports its median run and the spread (default 1)\n"
-	        "  --only LIST         sections to run, comma-separated: kvd,nng,nng-proc,\n"
-	        "                      socket,disk,sockperf (default all)\n"
-	        "  --kvd-rows LIST     kvd rows, comma-separated: health (answered without the\n"
-	        "                      worker hop), get, put (blocking, sync=none), pipelined,\n"
-	        "                      always (put, sync=always) (default all)\n"
-	        "  --quick             smoke run: %.1f s per cell, %.1f s warm-up, %llu keys, no\n"
-	        "                      sockperf (explicit options win)\n"
-	        "  --markdown          print the header and a markdown table at the end\n"
-	        "  --json              print one JSON object at the end\n"
-	        "Exits 0 only when every cell completed with zero errors and kvd exited 0.\n",
-	        RB_SECONDS_DEFAULT, RB_WARMUP_DEFAULT, RB_KEYS_DEFAULT, RB_WINDOW_DEFAULT,
-	        RB_QUICK_SECONDS, RB_QUICK_WARMUP, RB_QUICK_KEYS);
+	struct rb_opts *o = val;
+	uint64_t v[RB_TLIST_MAX];
+
+	if (bench_parse_u64_list(cmd, name, arg, 1, RB_THREADS_MAX, v, RB_TLIST_MAX,
+	                         &o->nthreads) != 0)
+		return -EINVAL;
+	for (size_t i = 0; i < o->nthreads; i++)
+		o->threads[i] = (unsigned)v[i];
+	return 0;
 }
 
-static int parse_seconds(const char *name, const char *s, double lo, double *ret)
+static int parse_transports(const char *cmd, const char *name, const char *arg, void *val)
 {
-	char *end;
-	double v;
+	static const char *const names[] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
+	struct rb_opts *o = val;
+	bool on[4];
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > 86400) {
-		fprintf(stderr, "kvbench rpc: %s takes seconds >= %g, not '%s'\n", name, lo, s);
+	if (bench_parse_names(cmd, name, arg, names, 4, on) != 0)
+		return -EINVAL;
+	o->ipc = on[0];
+	o->tcp = on[1];
+	o->kvipc = on[2];
+	o->kvtcp = on[3];
+	return 0;
+}
+
+static int parse_handles(const char *cmd, const char *name, const char *arg, void *val)
+{
+	if (strcmp(arg, "shared") != 0 && strcmp(arg, "thread") != 0) {
+		fprintf(stderr, "kvbench %s: %s is shared or thread\n", cmd, name);
 		return -EINVAL;
 	}
-	*ret = v;
+	*(bool *)val = strcmp(arg, "thread") == 0;
 	return 0;
+}
+
+static int parse_sections(const char *cmd, const char *name, const char *arg, void *val)
+{
+	return bench_parse_names(cmd, name, arg, section_names, S_COUNT, val);
+}
+
+static int parse_rows(const char *cmd, const char *name, const char *arg, void *val)
+{
+	return bench_parse_names(cmd, name, arg, row_names, R_COUNT, val);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct rb_opts *o)
 {
-	enum {
-		O_KVD = 256,
-		O_SECONDS,
-		O_WARMUP,
-		O_THREADS,
-		O_TRANSPORTS,
-		O_KEYS,
-		O_WINDOW,
-		O_HANDLES,
-		O_WORKERS,
-		O_DIR,
-		O_ONLY,
-		O_ROWS,
-		O_REPEAT,
-		O_SERVE,
-		O_QUICK,
-		O_JSON,
-		O_MD,
-		O_HELP,
+	char quick[256];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                   "kvd binary (default ../daemon/kvd next to kvbench)")},
+	        {BENCH_OPT("seconds", BENCH_OPT_DOUBLE, &o->seconds, "S",
+	                   "measured seconds per cell (default %D)"),
+	         .lo = 0.01, .hi = 86400, .set = &o->seconds_set},
+	        {BENCH_OPT("warmup", BENCH_OPT_DOUBLE, &o->warmup, "S",
+	                   "warm-up seconds per cell, not recorded (default %D)"),
+	         .lo = 0, .hi = 86400, .set = &o->warmup_set},
+	        {BENCH_OPT("threads", BENCH_OPT_FUNC, o, "LIST",
+	                   "client threads per cell, comma-separated (default 1,4,16)"),
+	         .parse = parse_threads},
+	        {BENCH_OPT("transports", BENCH_OPT_FUNC, o, "LIST",
+	                   "ipc,tcp,kv+ipc,kv+tcp (default all)"),
+	         .parse = parse_transports},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N",
+	                   "keys preloaded per tenant (default %D)"),
+	         .lo = 1, .hi = RB_KEYS_MAX, .set = &o->keys_set},
+	        {BENCH_OPT("window", BENCH_OPT_UINT, &o->window, "W",
+	                   "pipelined cells: async calls in flight (default %D)"),
+	         .lo = 1, .hi = RB_WINDOW_MAX},
+	        {BENCH_OPT("handles", BENCH_OPT_FUNC, &o->per_thread_handles, "MODE",
+	                   "shared: one kvc handle for a cell's threads (default);\n"
+	                   "thread: a handle (socket, connection) per thread"),
+	         .parse = parse_handles},
+	        {BENCH_OPT("kvd-workers", BENCH_OPT_UINT, &o->kvd_workers, "N",
+	                   "pass --workers N to kvd (default: kvd's, one per CPU)"),
+	         .lo = 1, .hi = 1024},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("repeat", BENCH_OPT_UINT, &o->repeat, "R",
+	                   "run everything R times (kvd restarted each time); every\n"
+	                   "row reports its median run and the spread (default %D)"),
+	         .lo = 1, .hi = RB_REPEAT_MAX},
+	        {BENCH_OPT("only", BENCH_OPT_FUNC, o->run, "LIST",
+	                   "sections to run, comma-separated: kvd,nng,nng-proc,\n"
+	                   "socket,disk,sockperf (default all)"),
+	         .set = &o->only_set, .parse = parse_sections},
+	        {BENCH_OPT("kvd-rows", BENCH_OPT_FUNC, o->rows, "LIST",
+	                   "kvd rows, comma-separated: health (answered without the\n"
+	                   "worker hop), get, put (blocking, sync=none), pipelined,\n"
+	                   "always (put, sync=always) (default all)"),
+	         .parse = parse_rows},
+	        {BENCH_OPT("serve-echo", BENCH_OPT_STRING, &o->serve_echo, "DIR",
+	                   "be the echo server process of the nng-proc baseline\n"
+	                   "(kvbench rpc starts it itself)")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and a markdown table at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
-	static const struct option lo[] = {
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"seconds", required_argument, NULL, O_SECONDS},
-	        {"warmup", required_argument, NULL, O_WARMUP},
-	        {"threads", required_argument, NULL, O_THREADS},
-	        {"transports", required_argument, NULL, O_TRANSPORTS},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"window", required_argument, NULL, O_WINDOW},
-	        {"handles", required_argument, NULL, O_HANDLES},
-	        {"kvd-workers", required_argument, NULL, O_WORKERS},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"only", required_argument, NULL, O_ONLY},
-	        {"kvd-rows", required_argument, NULL, O_ROWS},
-	        {"repeat", required_argument, NULL, O_REPEAT},
-	        {"serve-echo", required_argument, NULL, O_SERVE}, /* internal */
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	const struct bench_cmd cmd = {
+	        "rpc",
+	        "Get/Put throughput and latency through a kvd this command starts, over nng's\n"
+	        "ipc:// and tcp://127.0.0.1 and its own kv+ipc:// and kv+tcp://, with nng,\n"
+	        "plain-socket, disk and sockperf baselines.\n",
+	        "Exits 0 only when every cell completed with zero errors and kvd exited 0.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
 	};
-	char buf[256], *save = NULL;
-	uint64_t v;
-	int ch;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_SECONDS:
-			if (parse_seconds("--seconds", optarg, 0.01, &o->seconds) != 0)
-				return -EINVAL;
-			o->seconds_set = true;
-			break;
-		case O_WARMUP:
-			if (parse_seconds("--warmup", optarg, 0, &o->warmup) != 0)
-				return -EINVAL;
-			o->warmup_set = true;
-			break;
-		case O_THREADS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nthreads = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nthreads == RB_TLIST_MAX) {
-					fprintf(stderr, "kvbench rpc: at most %d thread counts\n",
-					        RB_TLIST_MAX);
-					return -EINVAL;
-				}
-				if (bench_parse_u64("rpc", "--threads", t, 1, RB_THREADS_MAX, &v) !=
-				    0)
-					return -EINVAL;
-				o->threads[o->nthreads++] = (unsigned)v;
-			}
-			if (o->nthreads == 0) {
-				fprintf(stderr, "kvbench rpc: --threads is empty\n");
-				return -EINVAL;
-			}
-			break;
-		case O_TRANSPORTS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->ipc = o->tcp = o->kvipc = o->kvtcp = false;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "ipc") == 0) {
-					o->ipc = true;
-				} else if (strcmp(t, "tcp") == 0) {
-					o->tcp = true;
-				} else if (strcmp(t, "kv+ipc") == 0) {
-					o->kvipc = true;
-				} else if (strcmp(t, "kv+tcp") == 0) {
-					o->kvtcp = true;
-				} else {
-					fprintf(stderr,
-					        "kvbench rpc: unknown transport '%s' (ipc, tcp, "
-					        "kv+ipc, "
-					        "kv+tcp)\n",
-					        t);
-					return -EINVAL;
-				}
-			}
-			if (!o->ipc && !o->tcp && !o->kvipc && !o->kvtcp) {
-				fprintf(stderr, "kvbench rpc: --transports is empty\n");
-				return -EINVAL;
-			}
-			break;
-		case O_KEYS:
-			if (bench_parse_u64("rpc", "--keys", optarg, 1, RB_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			o->keys_set = true;
-			break;
-		case O_WINDOW:
-			if (bench_parse_u64("rpc", "--window", optarg, 1, RB_WINDOW_MAX, &v) != 0)
-				return -EINVAL;
-			o->window = (unsigned)v;
-			break;
-		case O_HANDLES:
-			if (strcmp(optarg, "shared") == 0) {
-				o->per_thread_handles = false;
-			} else if (strcmp(optarg, "thread") == 0) {
-				o->per_thread_handles = true;
-			} else {
-				fprintf(stderr, "kvbench rpc: --handles is shared or thread\n");
-				return -EINVAL;
-			}
-			break;
-		case O_WORKERS:
-			if (bench_parse_u64("rpc", "--kvd-workers", optarg, 1, 1024, &v) != 0)
-				return -EINVAL;
-			o->kvd_workers = (unsigned)v;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_ONLY:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			memset(o->run, 0, sizeof o->run);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				int i;
-				for (i = 0; i < S_COUNT && strcmp(t, section_names[i]) != 0; i++)
-					;
-				if (i == S_COUNT) {
-					fprintf(stderr,
-					        "kvbench rpc: unknown section '%s' (kvd, nng, "
-					        "nng-proc, "
-					        "socket, disk, sockperf)\n",
-					        t);
-					return -EINVAL;
-				}
-				o->run[i] = true;
-			}
-			o->only_set = true;
-			break;
-		case O_SERVE:
-			o->serve_echo = optarg;
-			break;
-		case O_REPEAT:
-			if (bench_parse_u64("rpc", "--repeat", optarg, 1, RB_REPEAT_MAX, &v) != 0)
-				return -EINVAL;
-			o->repeat = (unsigned)v;
-			break;
-		case O_ROWS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			memset(o->rows, 0, sizeof o->rows);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				int i;
-				for (i = 0; i < R_COUNT && strcmp(t, row_names[i]) != 0; i++)
-					;
-				if (i == R_COUNT) {
-					fprintf(stderr,
-					        "kvbench rpc: unknown kvd row '%s' (health, get, "
-					        "put, "
-					        "pipelined, always)\n",
-					        t);
-					return -EINVAL;
-				}
-				o->rows[i] = true;
-			}
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench rpc: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: %.1f s per cell, %.1f s warm-up, %llu keys, no\n"
+	          "sockperf (explicit options win)",
+	          RB_QUICK_SECONDS, RB_QUICK_WARMUP, RB_QUICK_KEYS);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench rpc: --json and --markdown exclude each other\n");
 		return -EINVAL;

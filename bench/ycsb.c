@@ -53,7 +53,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -734,296 +733,210 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 /* ---- options ------------------------------------------------------------------------------------
  */
 
-static void usage(FILE *f)
+/* --workload: a,b,c,d,e,f or all. */
+static int parse_workloads(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench ycsb [options]\n"
-	        "YCSB core workloads A-F (YCSB's generators, key names and sequence) against\n"
-	        "kvd, Redis and the embedded engines.\n"
-	        "  --workload LIST       a,b,c,d,e,f or all (default all); run in YCSB's order:\n"
-	        "                        load, a, b, c, f, d; fresh load, e\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
-	        "                        leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
-	        "                        reference of the ratios\n"
-	        "  --records N           recordcount (default %llu)\n"
-	        "  --operations N        operationcount per run (default %llu)\n"
-	        "  --threads LIST        client threads, comma-separated (default 1)\n"
-	        "  --load-threads N      threads of the load phase (default: as the run)\n"
-	        "  --target OPS          throttle every phase to OPS ops/s in all (default none)\n"
-	        "  --sync LIST           always,interval,none (default interval): kvd tenant\n"
-	        "                        sync; redis appendfsync always|everysec|no; embedded\n"
-	        "                        sync writes | a sync every interval | none\n"
-	        "  --sync-interval-ms MS sync=interval's period (default %u, Redis's everysec)\n"
-	        "  --warmup S            seconds of each run not recorded (default %.0f)\n"
-	        "  --max-seconds S       end a run after S measured seconds (default: none)\n"
-	        "  --seed S              random streams (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and kv+tcp://\n"
-	        "                        (stream, the default) or on nng's ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: every workload on every backend found,\n"
-	        "                        sync always,interval,none, %llu records, %llu\n"
-	        "                        operations, %u threads (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run completed every phase with\n"
-	        "zero errors and every server it started exited 0.\n",
-	        YC_RECORDS_DEFAULT, YC_OPERATIONS_DEFAULT, YC_SYNC_INTERVAL_MS, YC_WARMUP_DEFAULT,
-	        YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
+	bool *workload = val; /* by letter */
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	memset(workload, 0, 26 * sizeof(bool));
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "all") == 0) {
+			for (int i = 0; i < YC_WORKLOADS; i++)
+				workload[yc_workloads[i].id - 'a'] = true;
+			continue;
+		}
+		if (strlen(t) != 1 || yc_workload((char)(t[0] | 0x20)) == NULL) {
+			fprintf(stderr, "kvbench %s: unknown workload '%s' (a-f, all)\n", cmd, t);
+			return -EINVAL;
+		}
+		workload[(t[0] | 0x20) - 'a'] = true;
+	}
+	return 0;
+}
+
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nbackends = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		const struct yb_backend *be = yb_find(t);
+		if (be == NULL) {
+			fprintf(stderr,
+			        "kvbench %s: unknown backend '%s' (kvd-ipc, kvd-tcp, redis, "
+			        "redis-tcp, engine, rocksdb, leveldb, lmdb)\n",
+			        cmd, t);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < o->nbackends; i++)
+			if (o->backends[i] == be) {
+				fprintf(stderr, "kvbench %s: backend '%s' twice\n", cmd, t);
+				return -EINVAL;
+			}
+		if (o->nbackends == YC_BACKENDS_MAX)
+			return -EINVAL;
+		o->backends[o->nbackends++] = be;
+	}
+	if (o->nbackends == 0) {
+		fprintf(stderr, "kvbench %s: --backend is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_threads(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+	uint64_t v;
+
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nthreads = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (o->nthreads == YC_TLIST_MAX) {
+			fprintf(stderr, "kvbench %s: at most %d thread counts\n", cmd,
+			        YC_TLIST_MAX);
+			return -EINVAL;
+		}
+		if (bench_parse_u64(cmd, name, t, 1, YC_THREADS_MAX, &v) != 0)
+			return -EINVAL;
+		o->threads[o->nthreads++] = (unsigned)v;
+	}
+	if (o->nthreads == 0) {
+		fprintf(stderr, "kvbench %s: --threads is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_syncs(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nsyncs = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		enum yb_sync s;
+		if (strcmp(t, "always") == 0) {
+			s = YB_SYNC_ALWAYS;
+		} else if (strcmp(t, "interval") == 0) {
+			s = YB_SYNC_INTERVAL;
+		} else if (strcmp(t, "none") == 0) {
+			s = YB_SYNC_NONE;
+		} else {
+			fprintf(stderr, "kvbench %s: unknown sync '%s' (always, interval, none)\n",
+			        cmd, t);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < o->nsyncs; i++)
+			if (o->syncs[i] == s) {
+				fprintf(stderr, "kvbench %s: sync '%s' twice\n", cmd, t);
+				return -EINVAL;
+			}
+		o->syncs[o->nsyncs++] = s;
+	}
+	if (o->nsyncs == 0) {
+		fprintf(stderr, "kvbench %s: --sync is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_transport(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)name;
+	return runenv_parse_transport(cmd, arg, val);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct yc_opts *o)
 {
-	enum {
-		O_WORKLOAD = 256,
-		O_BACKEND,
-		O_RECORDS,
-		O_OPERATIONS,
-		O_THREADS,
-		O_LOAD_THREADS,
-		O_TARGET,
-		O_SYNC,
-		O_SYNC_INTERVAL,
-		O_WARMUP,
-		O_MAX_SECONDS,
-		O_SEED,
-		O_KVD,
-		O_ENDPOINT,
-		O_TRANSPORT,
-		O_REDIS,
-		O_DIR,
-		O_QUICK,
-		O_JSON,
-		O_MD,
-		O_HELP,
+	char quick[256];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("workload", BENCH_OPT_FUNC, o->workload, "LIST",
+	                   "a,b,c,d,e,f or all (default all); run in YCSB's order:\n"
+	                   "load, a, b, c, f, d; fresh load, e"),
+	         .parse = parse_workloads},
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
+	                   "leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
+	                   "reference of the ratios"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("records", BENCH_OPT_U64, &o->records, "N", "recordcount (default %D)"),
+	         .lo = 10, .hi = YC_RECORDS_MAX, .set = &o->records_set},
+	        {BENCH_OPT("operations", BENCH_OPT_U64, &o->operations, "N",
+	                   "operationcount per run (default %D)"),
+	         .lo = 1, .hi = YC_OPERATIONS_MAX, .set = &o->operations_set},
+	        {BENCH_OPT("threads", BENCH_OPT_FUNC, o, "LIST",
+	                   "client threads, comma-separated (default 1)"),
+	         .set = &o->threads_set, .parse = parse_threads},
+	        {BENCH_OPT("load-threads", BENCH_OPT_UINT, &o->load_threads, "N",
+	                   "threads of the load phase (default: as the run)"),
+	         .lo = 1, .hi = YC_THREADS_MAX},
+	        {BENCH_OPT("target", BENCH_OPT_DOUBLE, &o->target, "OPS",
+	                   "throttle every phase to OPS ops/s in all (default none)"),
+	         .lo = 0, .hi = 1e9},
+	        {BENCH_OPT("sync", BENCH_OPT_FUNC, o, "LIST",
+	                   "always,interval,none (default interval): kvd tenant\n"
+	                   "sync; redis appendfsync always|everysec|no; embedded\n"
+	                   "sync writes | a sync every interval | none"),
+	         .set = &o->sync_set, .parse = parse_syncs},
+	        {BENCH_OPT("sync-interval-ms", BENCH_OPT_UINT, &o->sync_interval_ms, "MS",
+	                   "sync=interval's period (default %D, Redis's everysec)"),
+	         .lo = 1, .hi = 3600000},
+	        {BENCH_OPT("warmup", BENCH_OPT_DOUBLE, &o->warmup, "S",
+	                   "seconds of each run not recorded (default %D)"),
+	         .lo = 0, .hi = 3600, .set = &o->warmup_set},
+	        {BENCH_OPT("max-seconds", BENCH_OPT_DOUBLE, &o->max_seconds, "S",
+	                   "end a run after S measured seconds (default: none)"),
+	         .lo = 0, .hi = 86400},
+	        {BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", "random streams (default %D)"),
+	         .lo = 0, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                   "kvd binary (default ../daemon/kvd next to kvbench)")},
+	        {BENCH_OPT("endpoint", BENCH_OPT_STRING, &o->endpoint, "URL",
+	                   "use this running kvd instead of starting one")},
+	        {BENCH_OPT("transport", BENCH_OPT_FUNC, &o->stream, "T",
+	                   "the kvd started here listens on kv+ipc:// and kv+tcp://\n"
+	                   "(stream, the default) or on nng's ipc:// and tcp://\n"
+	                   "(nng)"),
+	         .parse = parse_transport},
+	        {BENCH_OPT("redis-server", BENCH_OPT_STRING, &o->redis_server, "PATH",
+	                   "redis-server binary (default: from PATH)")},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and a markdown table at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
-	static const struct option lo[] = {
-	        {"workload", required_argument, NULL, O_WORKLOAD},
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"records", required_argument, NULL, O_RECORDS},
-	        {"operations", required_argument, NULL, O_OPERATIONS},
-	        {"threads", required_argument, NULL, O_THREADS},
-	        {"load-threads", required_argument, NULL, O_LOAD_THREADS},
-	        {"target", required_argument, NULL, O_TARGET},
-	        {"sync", required_argument, NULL, O_SYNC},
-	        {"sync-interval-ms", required_argument, NULL, O_SYNC_INTERVAL},
-	        {"warmup", required_argument, NULL, O_WARMUP},
-	        {"max-seconds", required_argument, NULL, O_MAX_SECONDS},
-	        {"seed", required_argument, NULL, O_SEED},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"endpoint", required_argument, NULL, O_ENDPOINT},
-	        {"transport", required_argument, NULL, O_TRANSPORT},
-	        {"redis-server", required_argument, NULL, O_REDIS},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	const struct bench_cmd cmd = {
+	        "ycsb",
+	        "YCSB core workloads A-F (YCSB's generators, key names and sequence) against\n"
+	        "kvd, Redis and the embedded engines.\n",
+	        "Exits 0 only when every backend that could run completed every phase with\n"
+	        "zero errors and every server it started exited 0.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
 	};
-	char buf[512], *save = NULL;
-	uint64_t v;
-	int ch;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_WORKLOAD:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			memset(o->workload, 0, sizeof o->workload);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "all") == 0) {
-					for (int i = 0; i < YC_WORKLOADS; i++)
-						o->workload[yc_workloads[i].id - 'a'] = true;
-					continue;
-				}
-				if (strlen(t) != 1 || yc_workload((char)(t[0] | 0x20)) == NULL) {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown workload '%s' (a-f, all)\n",
-					        t);
-					return -EINVAL;
-				}
-				o->workload[(t[0] | 0x20) - 'a'] = true;
-			}
-			break;
-		case O_BACKEND:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nbackends = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				const struct yb_backend *be = yb_find(t);
-				if (be == NULL) {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown backend '%s' (kvd-ipc, "
-					        "kvd-tcp, "
-					        "redis, redis-tcp, engine, rocksdb, leveldb, "
-					        "lmdb)\n",
-					        t);
-					return -EINVAL;
-				}
-				for (size_t i = 0; i < o->nbackends; i++)
-					if (o->backends[i] == be) {
-						fprintf(stderr,
-						        "kvbench ycsb: backend '%s' twice\n", t);
-						return -EINVAL;
-					}
-				if (o->nbackends == YC_BACKENDS_MAX)
-					return -EINVAL;
-				o->backends[o->nbackends++] = be;
-			}
-			if (o->nbackends == 0) {
-				fprintf(stderr, "kvbench ycsb: --backend is empty\n");
-				return -EINVAL;
-			}
-			o->backends_set = true;
-			break;
-		case O_RECORDS:
-			if (bench_parse_u64("ycsb", "--records", optarg, 10, YC_RECORDS_MAX,
-			                    &o->records) != 0)
-				return -EINVAL;
-			o->records_set = true;
-			break;
-		case O_OPERATIONS:
-			if (bench_parse_u64("ycsb", "--operations", optarg, 1, YC_OPERATIONS_MAX,
-			                    &o->operations) != 0)
-				return -EINVAL;
-			o->operations_set = true;
-			break;
-		case O_THREADS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nthreads = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nthreads == YC_TLIST_MAX) {
-					fprintf(stderr, "kvbench ycsb: at most %d thread counts\n",
-					        YC_TLIST_MAX);
-					return -EINVAL;
-				}
-				if (bench_parse_u64("ycsb", "--threads", t, 1, YC_THREADS_MAX,
-				                    &v) != 0)
-					return -EINVAL;
-				o->threads[o->nthreads++] = (unsigned)v;
-			}
-			if (o->nthreads == 0) {
-				fprintf(stderr, "kvbench ycsb: --threads is empty\n");
-				return -EINVAL;
-			}
-			o->threads_set = true;
-			break;
-		case O_LOAD_THREADS:
-			if (bench_parse_u64("ycsb", "--load-threads", optarg, 1, YC_THREADS_MAX,
-			                    &v) != 0)
-				return -EINVAL;
-			o->load_threads = (unsigned)v;
-			break;
-		case O_TARGET:
-			if (bench_parse_double("ycsb", "--target", optarg, 0, 1e9, &o->target) != 0)
-				return -EINVAL;
-			break;
-		case O_SYNC:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nsyncs = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				enum yb_sync s;
-				if (strcmp(t, "always") == 0)
-					s = YB_SYNC_ALWAYS;
-				else if (strcmp(t, "interval") == 0)
-					s = YB_SYNC_INTERVAL;
-				else if (strcmp(t, "none") == 0)
-					s = YB_SYNC_NONE;
-				else {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown sync '%s' (always, "
-					        "interval, "
-					        "none)\n",
-					        t);
-					return -EINVAL;
-				}
-				for (size_t i = 0; i < o->nsyncs; i++)
-					if (o->syncs[i] == s) {
-						fprintf(stderr, "kvbench ycsb: sync '%s' twice\n",
-						        t);
-						return -EINVAL;
-					}
-				o->syncs[o->nsyncs++] = s;
-			}
-			if (o->nsyncs == 0) {
-				fprintf(stderr, "kvbench ycsb: --sync is empty\n");
-				return -EINVAL;
-			}
-			o->sync_set = true;
-			break;
-		case O_SYNC_INTERVAL:
-			if (bench_parse_u64("ycsb", "--sync-interval-ms", optarg, 1, 3600000, &v) !=
-			    0)
-				return -EINVAL;
-			o->sync_interval_ms = (uint32_t)v;
-			break;
-		case O_WARMUP:
-			if (bench_parse_double("ycsb", "--warmup", optarg, 0, 3600, &o->warmup) !=
-			    0)
-				return -EINVAL;
-			o->warmup_set = true;
-			break;
-		case O_MAX_SECONDS:
-			if (bench_parse_double("ycsb", "--max-seconds", optarg, 0, 86400,
-			                       &o->max_seconds) != 0)
-				return -EINVAL;
-			break;
-		case O_SEED:
-			if (bench_parse_u64("ycsb", "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
-				return -EINVAL;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_ENDPOINT:
-			o->endpoint = optarg;
-			break;
-		case O_TRANSPORT:
-			if (strcmp(optarg, "nng") != 0 && strcmp(optarg, "stream") != 0) {
-				fprintf(stderr,
-				        "kvbench ycsb: --transport is nng or stream, not '%s'\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->stream = strcmp(optarg, "stream") == 0;
-			break;
-		case O_REDIS:
-			o->redis_server = optarg;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench ycsb: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: every workload on every backend found,\n"
+	          "sync always,interval,none, %llu records, %llu\n"
+	          "operations, %u threads (explicit options win)",
+	          YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench ycsb: --json and --markdown exclude each other\n");
 		return -EINVAL;
