@@ -954,147 +954,93 @@ static void cs_report_json(const struct cs_bench *b, struct report *rep, bool ok
 
 /* ==== options ========================================================================== */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench coldstart [options]\n"
-	        "A new process opening a database (or connecting to kvd) and doing k operations,\n"
-	        "timed from its exec to the k-th result.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,engine,rocksdb,leveldb,lmdb (default "
-	        "all)\n"
-	        "  --state LIST          passive,active: kvd's tenant before a sample (default "
-	        "both)\n"
-	        "  --k LIST              operations per process (default 1,10,100,1000)\n"
-	        "  --keys N              keys in every database (default %llu)\n"
-	        "  --value-size B        bytes per value (default %llu)\n"
-	        "  --op get|put          gets of existing keys (default) or puts (unsynced)\n"
-	        "  --repeat R            samples per row and k, median reported (default %llu)\n"
-	        "  --cold                empty the page cache of the database files before each\n"
-	        "                        sample (default: warm)\n"
-	        "  --seed S              key choice (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
-	        "                        options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every sample succeeded and the kvd started exited 0.\n",
-	        CS_KEYS_DEFAULT, CS_VALUE_DEFAULT, CS_REPEAT_DEFAULT, CS_QUICK_KEYS,
-	        CS_QUICK_REPEAT);
+	struct cs_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, cs_allowed, o->backends, CS_ROWS_MAX, &o->nbackends);
+}
+
+static int parse_states(const char *cmd, const char *name, const char *arg, void *val)
+{
+	static const char *const names[] = {"passive", "active"};
+	struct cs_opts *o = val;
+	bool on[2];
+
+	if (bench_parse_names(cmd, name, arg, names, 2, on) != 0)
+		return -EINVAL;
+	o->passive = on[0];
+	o->active = on[1];
+	return 0;
+}
+
+static int parse_k(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct cs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, CS_K_MAX, o->k, RUNENV_LIST_MAX, &o->nk);
+}
+
+static int parse_op(const char *cmd, const char *name, const char *arg, void *val)
+{
+	if (strcmp(arg, "get") != 0 && strcmp(arg, "put") != 0) {
+		fprintf(stderr, "kvbench %s: %s is get or put, not '%s'\n", cmd, name, arg);
+		return -EINVAL;
+	}
+	*(bool *)val = strcmp(arg, "put") == 0;
+	return 0;
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct cs_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_STATE,
-		O_K,
-		O_KEYS,
-		O_SIZE,
-		O_OP,
-		O_REPEAT,
-		O_COLD,
-		O_HELP,
+	char quick[256];
+	struct bench_opt opts[8 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,engine,rocksdb,leveldb,lmdb (default all)"),
+	         .parse = parse_backends},
+	        {BENCH_OPT("state", BENCH_OPT_FUNC, o, "LIST",
+	                   "passive,active: kvd's tenant before a sample (default both)"),
+	         .parse = parse_states},
+	        {BENCH_OPT("k", BENCH_OPT_FUNC, o, "LIST",
+	                   "operations per process (default 1,10,100,1000)"),
+	         .set = &o->k_set, .parse = parse_k},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N",
+	                   "keys in every database (default %D)"),
+	         .lo = 1, .hi = CS_KEYS_MAX, .set = &o->keys_set},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 1, .hi = CS_VALUE_MAX},
+	        {BENCH_OPT("op", BENCH_OPT_FUNC, &o->put, "get|put",
+	                   "gets of existing keys (default) or puts (unsynced)"),
+	         .parse = parse_op},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "samples per row and k, median reported (default %D)"),
+	         .lo = 1, .hi = CS_REPEAT_MAX, .set = &o->repeat_set},
+	        {BENCH_OPT("cold", BENCH_OPT_FLAG, &o->cold, NULL,
+	                   "empty the page cache of the database files before each\n"
+	                   "sample (default: warm)")},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"state", required_argument, NULL, O_STATE},
-	        {"k", required_argument, NULL, O_K},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"op", required_argument, NULL, O_OP},
-	        {"repeat", required_argument, NULL, O_REPEAT},
-	        {"cold", no_argument, NULL, O_COLD},
-	        RUNENV_OPTIONS,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "coldstart",
+	        "A new process opening a database (or connecting to kvd) and doing k operations,\n"
+	        "timed from its exec to the k-th result.\n",
+	        "Exits 0 only when every sample succeeded and the kvd started exited 0.\n",
+	        opts,
+	        8,
 	};
-	const char *cmd = "coldstart";
-	char buf[128], *save = NULL;
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, cs_allowed, o->backends, CS_ROWS_MAX,
-			                          &o->nbackends) != 0)
-				return -EINVAL;
-			break;
-		case O_STATE:
-			o->passive = o->active = false;
-			snprintf(buf, sizeof buf, "%s", optarg);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "passive") == 0)
-					o->passive = true;
-				else if (strcmp(t, "active") == 0)
-					o->active = true;
-				else {
-					fprintf(stderr,
-					        "kvbench coldstart: unknown state '%s' (passive, "
-					        "active)\n",
-					        t);
-					return -EINVAL;
-				}
-			}
-			if (!o->passive && !o->active) {
-				fprintf(stderr, "kvbench coldstart: --state is empty\n");
-				return -EINVAL;
-			}
-			break;
-		case O_K:
-			if (bench_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
-			                         RUNENV_LIST_MAX, &o->nk) != 0)
-				return -EINVAL;
-			o->k_set = true;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			o->keys_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                    &o->value_size) != 0)
-				return -EINVAL;
-			break;
-		case O_OP:
-			if (strcmp(optarg, "get") != 0 && strcmp(optarg, "put") != 0) {
-				fprintf(stderr, "kvbench coldstart: --op is get or put, not '%s'\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->put = strcmp(optarg, "put") == 0;
-			break;
-		case O_REPEAT:
-			if (bench_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
-			                    &o->repeat) != 0)
-				return -EINVAL;
-			o->repeat_set = true;
-			break;
-		case O_COLD:
-			o->cold = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
+	          "options win)",
+	          CS_QUICK_KEYS, CS_QUICK_REPEAT);
+	cmd.nopts +=
+	        runenv_opts_table(&o->c, false, "key choice (default %D)", quick, opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->keys_set)

@@ -45,7 +45,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -583,98 +582,61 @@ static void du_report_text(const struct du_bench *b, struct report *h)
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench durable [options]\n"
-	        "Puts acknowledged only once durable (sync=always) at several client counts:\n"
-	        "kvd's group commit against Redis with appendfsync always.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,leveldb,\n"
-	        "                        lmdb (default kvd-ipc,redis)\n"
-	        "  --clients LIST        concurrent clients (default 1,4,16,64)\n"
-	        "  --value-size B        bytes per value (default %llu)\n"
-	        "  --keys N              key space (default %llu)\n"
-	        "  --seconds S           recorded seconds per cell (default %.0f)\n"
-	        "  --warmup S            unrecorded seconds before them (default %.1f)\n"
-	        "  --seed S              random value bytes (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
-	        "                        clients, %.1f s per cell (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run completed every cell with no\n"
-	        "failed put and every server it started exited 0.\n",
-	        DU_VALUE_DEFAULT, DU_KEYS_DEFAULT, DU_SECONDS_DEFAULT, DU_WARMUP_DEFAULT,
-	        DU_QUICK_SECONDS);
+	struct du_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, du_allowed, o->backends, DU_BACKENDS_MAX,
+	                             &o->nbackends);
+}
+
+static int parse_clients(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct du_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, DU_CLIENTS_MAX, o->clients, RUNENV_LIST_MAX,
+	                            &o->nclients);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct du_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_CLIENTS,
-		O_SIZE,
-		O_KEYS,
-		O_HELP,
+	char quick[256];
+	struct bench_opt opts[4 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,leveldb,\n"
+	                   "lmdb (default kvd-ipc,redis)"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("clients", BENCH_OPT_FUNC, o, "LIST",
+	                   "concurrent clients (default 1,4,16,64)"),
+	         .set = &o->clients_set, .parse = parse_clients},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 1, .hi = DU_VALUE_MAX},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N", "key space (default %D)"), .lo = 1,
+	         .hi = DU_KEYS_MAX},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"clients", required_argument, NULL, O_CLIENTS},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        RUNENV_OPTIONS,
-	        RUNENV_OPTIONS_TIMED,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "durable",
+	        "Puts acknowledged only once durable (sync=always) at several client counts:\n"
+	        "kvd's group commit against Redis with appendfsync always.\n",
+	        "Exits 0 only when every backend that could run completed every cell with no\n"
+	        "failed put and every server it started exited 0.\n",
+	        opts,
+	        4,
 	};
-	const char *cmd = "durable";
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, du_allowed, o->backends,
-			                          DU_BACKENDS_MAX, &o->nbackends) != 0)
-				return -EINVAL;
-			o->backends_set = true;
-			break;
-		case O_CLIENTS:
-			if (bench_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
-			                         o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
-				return -EINVAL;
-			o->clients_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
-			                    &o->value_size) != 0)
-				return -EINVAL;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
+	          "clients, %.1f s per cell (explicit options win)",
+	          DU_QUICK_SECONDS);
+	cmd.nopts += runenv_opts_table(&o->c, true, "random value bytes (default %D)", quick,
+	                               opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->c.seconds_set)

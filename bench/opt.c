@@ -154,7 +154,7 @@ static int opt_label(char *buf, size_t len, const struct bench_opt *o)
 void bench_opts_usage(FILE *f, const struct bench_cmd *c)
 {
 	char label[128];
-	int width = 0;
+	int width = 19; /* the labels' column, at least this wide */
 
 	for (size_t i = 0; i < c->nopts; i++) {
 		int n = opt_label(label, sizeof label, &c->opts[i]);

@@ -6,8 +6,7 @@
 
 #include "ycsb_gen.h"
 
-#include <getopt.h>
-
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -273,57 +272,57 @@ void runenv_opts_init(struct runenv_opts *o)
 	o->stream = true; /* libkvclient's default transport */
 }
 
-/* runenv_opt's answer for an option whose value was parsed: taken, or bad. */
-static int taken(int parsed)
+static int parse_transport(const char *cmd, const char *name, const char *arg, void *val)
 {
-	return parsed == 0 ? 1 : -EINVAL;
+	(void)name;
+	return runenv_parse_transport(cmd, arg, val);
 }
 
-int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
+size_t runenv_opts_table(struct runenv_opts *o, bool timed, const char *seed_help,
+                         const char *quick_help, struct bench_opt *t)
 {
-	switch (ch) {
-	case RUNENV_O_SEED:
-		return taken(bench_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed));
-	case RUNENV_O_SECONDS:
-		o->seconds_set = true;
-		return taken(bench_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds));
-	case RUNENV_O_WARMUP:
-		o->warmup_set = true;
-		return taken(bench_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup));
-	case RUNENV_O_KVD:
-		o->kvd = arg;
-		return 1;
-	case RUNENV_O_ENDPOINT:
-		o->endpoint = arg;
-		return 1;
-	case RUNENV_O_TRANSPORT:
-		return taken(runenv_parse_transport(cmd, arg, &o->stream));
-	case RUNENV_O_REDIS:
-		o->redis_server = arg;
-		return 1;
-	case RUNENV_O_DIR:
-		o->dir = arg;
-		return 1;
-	case RUNENV_O_QUICK:
-		o->quick = true;
-		return 1;
-	case RUNENV_O_JSON:
-		o->json = true;
-		return 1;
-	case RUNENV_O_MD:
-		o->markdown = true;
-		return 1;
-	default:
-		return 0;
+	size_t n = 0;
+
+	if (timed) {
+		t[n++] = (struct bench_opt){BENCH_OPT("seconds", BENCH_OPT_DOUBLE, &o->seconds, "S",
+		                                      "recorded seconds per cell (default %D)"),
+		                            .lo = 0.01, .hi = 3600, .set = &o->seconds_set};
+		t[n++] =
+		        (struct bench_opt){BENCH_OPT("warmup", BENCH_OPT_DOUBLE, &o->warmup, "S",
+		                                     "unrecorded seconds before them (default %D)"),
+		                           .lo = 0, .hi = 3600, .set = &o->warmup_set};
 	}
+	t[n++] = (struct bench_opt){BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", seed_help),
+	                            .lo = 0, .hi = (double)UINT64_MAX};
+	t[n++] =
+	        (struct bench_opt){BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                                     "kvd binary (default ../daemon/kvd next to kvbench)")};
+	t[n++] = (struct bench_opt){BENCH_OPT("endpoint", BENCH_OPT_STRING, &o->endpoint, "URL",
+	                                      "use this running kvd instead of starting one")};
+	t[n++] = (struct bench_opt){
+	        BENCH_OPT("transport", BENCH_OPT_FUNC, &o->stream, "T",
+	                  "the kvd started here listens on kv+ipc:// and\n"
+	                  "kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
+	                  "(nng)"),
+	        .parse = parse_transport};
+	if (timed)
+		t[n++] = (struct bench_opt){BENCH_OPT("redis-server", BENCH_OPT_STRING,
+		                                      &o->redis_server, "PATH",
+		                                      "redis-server binary (default: from PATH)")};
+	t[n++] = (struct bench_opt){BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                                      "make the run's directory in DIR (default /tmp)")};
+	t[n++] =
+	        (struct bench_opt){BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick_help)};
+	t[n++] = (struct bench_opt){BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                                      "print the header and a markdown table at the end")};
+	t[n++] = (struct bench_opt){BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                                      "print one JSON object at the end")};
+	assert(n <= RUNENV_OPTS_N);
+	return n;
 }
 
-int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o)
+int runenv_opts_done(const char *cmd, const struct runenv_opts *o)
 {
-	if (optind < argc) {
-		fprintf(stderr, "kvbench %s: unexpected argument '%s'\n", cmd, argv[optind]);
-		return -EINVAL;
-	}
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench %s: --json and --markdown exclude each other\n", cmd);
 		return -EINVAL;

@@ -46,47 +46,18 @@ struct runenv_opts {
 	bool quick, json, markdown;
 };
 
-enum {
-	RUNENV_O_SEED = 0x1000,
-	RUNENV_O_SECONDS,
-	RUNENV_O_WARMUP,
-	RUNENV_O_KVD,
-	RUNENV_O_ENDPOINT,
-	RUNENV_O_TRANSPORT,
-	RUNENV_O_REDIS,
-	RUNENV_O_DIR,
-	RUNENV_O_QUICK,
-	RUNENV_O_JSON,
-	RUNENV_O_MD,
-};
-
-/* getopt_long entries of the shared options; RUNENV_OPTIONS_TIMED adds
- * --seconds, --warmup and --redis-server. */
-#define RUNENV_OPTIONS                                                                             \
-	{"seed", required_argument, NULL, RUNENV_O_SEED},                                          \
-	        {"kvd", required_argument, NULL, RUNENV_O_KVD},                                    \
-	        {"endpoint", required_argument, NULL, RUNENV_O_ENDPOINT},                          \
-	        {"transport", required_argument, NULL, RUNENV_O_TRANSPORT},                        \
-	        {"dir", required_argument, NULL, RUNENV_O_DIR},                                    \
-	        {"quick", no_argument, NULL, RUNENV_O_QUICK},                                      \
-	        {"json", no_argument, NULL, RUNENV_O_JSON},                                        \
-	{                                                                                          \
-		"markdown", no_argument, NULL, RUNENV_O_MD                                         \
-	}
-#define RUNENV_OPTIONS_TIMED                                                                       \
-	{"seconds", required_argument, NULL, RUNENV_O_SECONDS},                                    \
-	        {"warmup", required_argument, NULL, RUNENV_O_WARMUP},                              \
-	{                                                                                          \
-		"redis-server", required_argument, NULL, RUNENV_O_REDIS                            \
-	}
+#define RUNENV_OPTS_N 12 /* entries runenv_opts_table writes at most */
 
 /* Defaults: seed 1, the stream transport. */
 void runenv_opts_init(struct runenv_opts *o);
-/* One getopt result: 1 when it was a shared option (taken), 0 when not,
- * -EINVAL for a bad value (said). */
-int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o);
-/* After getopt: no argument left over, not --json and --markdown both. */
-int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o);
+/* Writes the shared options' entries of an option table (bench/opt.h) to
+ * t: --seed (its help seed_help), with timed --seconds, --warmup and
+ * --redis-server, --kvd, --endpoint, --transport, --dir, --quick (its help
+ * quick_help), --markdown and --json. The number of entries written. */
+size_t runenv_opts_table(struct runenv_opts *o, bool timed, const char *seed_help,
+                         const char *quick_help, struct bench_opt *t);
+/* After the options: not --json and --markdown both. 0 or -EINVAL (said). */
+int runenv_opts_done(const char *cmd, const struct runenv_opts *o);
 
 /* --transport: "nng" (kvd's ipc:// and tcp://) or "stream" (kv+ipc://,
  * kv+tcp://). */

@@ -51,7 +51,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -747,118 +746,76 @@ static void vs_report_text(const struct vs_bench *b, struct report *h)
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench versions [options]\n"
-	        "Reading the newest m versions of a key: kvd's Versions call against Redis\n"
-	        "holding the same history as a chain of keys read with m GETs.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp (default kvd-ipc,redis)\n"
-	        "  --m LIST              versions per read (default 1,2,4,8,16,32)\n"
-	        "  --value-size LIST     bytes per value, %llu..%llu (default 100,1024)\n"
-	        "  --keys N              keys (default %llu)\n"
-	        "  --versions N          versions written per key (default: the largest m)\n"
-	        "  --threads N           client threads (default 1)\n"
-	        "  --seconds S           recorded seconds per cell (default %.0f)\n"
-	        "  --warmup S            unrecorded seconds before them (default %.1f)\n"
-	        "  --seed S              random streams (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: every backend, %llu keys, m 1,4, 100 B,\n"
-	        "                        %.2f s per cell (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run read back every history\n"
-	        "without an error and every server it started exited 0.\n",
-	        VS_VALUE_MIN, VS_VALUE_MAX, VS_KEYS_DEFAULT, VS_SECONDS_DEFAULT, VS_WARMUP_DEFAULT,
-	        VS_QUICK_KEYS, VS_QUICK_SECONDS);
+	struct vs_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, vs_allowed, o->backends, VS_BACKENDS_MAX,
+	                             &o->nbackends);
+}
+
+static int parse_m(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct vs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, VS_VERSIONS_MAX, o->m, RUNENV_LIST_MAX,
+	                            &o->nm);
+}
+
+static int parse_sizes(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct vs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, VS_VALUE_MIN, VS_VALUE_MAX, o->sizes,
+	                            RUNENV_LIST_MAX, &o->nsizes);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct vs_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_M,
-		O_SIZE,
-		O_KEYS,
-		O_VERSIONS,
-		O_THREADS,
-		O_HELP,
+	char sizes[128], quick[256];
+	struct bench_opt opts[6 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp (default kvd-ipc,redis)"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("m", BENCH_OPT_FUNC, o, "LIST",
+	                   "versions per read (default 1,2,4,8,16,32)"),
+	         .set = &o->m_set, .parse = parse_m},
+	        {BENCH_OPT("value-size", BENCH_OPT_FUNC, o, "LIST", sizes), .set = &o->sizes_set,
+	         .parse = parse_sizes},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N", "keys (default %D)"), .lo = 1,
+	         .hi = VS_KEYS_MAX, .set = &o->keys_set},
+	        {BENCH_OPT("versions", BENCH_OPT_U64, &o->versions, "N",
+	                   "versions written per key (default: the largest m)"),
+	         .lo = 1, .hi = VS_VERSIONS_MAX, .set = &o->versions_set},
+	        {BENCH_OPT("threads", BENCH_OPT_U64, &o->threads, "N",
+	                   "client threads (default %D)"),
+	         .lo = 1, .hi = VS_THREADS_MAX},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"m", required_argument, NULL, O_M},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"versions", required_argument, NULL, O_VERSIONS},
-	        {"threads", required_argument, NULL, O_THREADS},
-	        RUNENV_OPTIONS,
-	        RUNENV_OPTIONS_TIMED,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "versions",
+	        "Reading the newest m versions of a key: kvd's Versions call against Redis\n"
+	        "holding the same history as a chain of keys read with m GETs.\n",
+	        "Exits 0 only when every backend that could run read back every history\n"
+	        "without an error and every server it started exited 0.\n",
+	        opts,
+	        6,
 	};
-	const char *cmd = "versions";
 	uint64_t maxm = 0;
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, vs_allowed, o->backends,
-			                          VS_BACKENDS_MAX, &o->nbackends) != 0)
-				return -EINVAL;
-			o->backends_set = true;
-			break;
-		case O_M:
-			if (bench_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
-			                         RUNENV_LIST_MAX, &o->nm) != 0)
-				return -EINVAL;
-			o->m_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
-			                         VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
-			                         &o->nsizes) != 0)
-				return -EINVAL;
-			o->sizes_set = true;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			o->keys_set = true;
-			break;
-		case O_VERSIONS:
-			if (bench_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
-			                    &o->versions) != 0)
-				return -EINVAL;
-			o->versions_set = true;
-			break;
-		case O_THREADS:
-			if (bench_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
-			                    &o->threads) != 0)
-				return -EINVAL;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(sizes, sizeof sizes, "bytes per value, %llu..%llu (default 100,1024)",
+	          VS_VALUE_MIN, VS_VALUE_MAX);
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: every backend, %llu keys, m 1,4, 100 B,\n"
+	          "%.2f s per cell (explicit options win)",
+	          VS_QUICK_KEYS, VS_QUICK_SECONDS);
+	cmd.nopts += runenv_opts_table(&o->c, true, "random streams (default %D)", quick,
+	                               opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->keys_set)
