@@ -39,7 +39,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdbool.h>
@@ -902,105 +901,54 @@ static void activate_json(const struct ab_bench *b, struct report *rep, bool ok)
 
 /* ---- options and entry point ----------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_keys(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench activate [options]\n"
-	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
-	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
-	        "through kvd (which activates the tenant) against the second.\n"
-	        "  --keys LIST    tenant sizes, comma-separated (default %llu)\n"
-	        "  --repeat R     activations per case; rows report the median (default %llu)\n"
-	        "  --kvd PATH     kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --no-kvd       in-process figures only\n"
-	        "  --dir DIR      make the run's directory in DIR (default /tmp)\n"
-	        "  --quick        smoke run: --keys %llu --repeat 1 unless given\n"
-	        "  --markdown     print the header and markdown tables at the end\n"
-	        "  --json         print one JSON object at the end\n"
-	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
-	        "0.\n",
-	        AB_KEYS_DEFAULT, AB_REPEAT_DEFAULT, AB_QUICK_KEYS);
+	struct ab_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, AB_KEYS_MAX, o->keys, AB_KLIST_MAX,
+	                            &o->nkeys);
 }
 
+/* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct ab_opts *o)
 {
-	enum { O_KEYS = 256, O_REPEAT, O_KVD, O_NOKVD, O_DIR, O_QUICK, O_JSON, O_MD, O_HELP };
-	static const struct option lo[] = {
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"repeat", required_argument, NULL, O_REPEAT},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"no-kvd", no_argument, NULL, O_NOKVD},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	char keys[96], quick[96];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("keys", BENCH_OPT_FUNC, o, "LIST", keys), .set = &o->keys_set,
+	         .parse = parse_keys},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "activations per case; rows report the median (default %D)"),
+	         .lo = 1, .hi = AB_REPEAT_MAX, .set = &o->repeat_set},
+	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                   "kvd binary (default ../daemon/kvd next to kvbench)")},
+	        {BENCH_OPT("no-kvd", BENCH_OPT_UNSET, &o->use_kvd, NULL,
+	                   "in-process figures only")},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and markdown tables at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
-	char buf[256], *save = NULL;
-	int ch;
+	const struct bench_cmd cmd = {
+	        "activate",
+	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
+	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
+	        "through kvd (which activates the tenant) against the second.\n",
+	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
+	        "0.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
+	};
+	int rv;
 
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_KEYS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nkeys = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nkeys == AB_KLIST_MAX) {
-					fprintf(stderr, "kvbench activate: at most %d sizes\n",
-					        AB_KLIST_MAX);
-					return -EINVAL;
-				}
-				if (bench_parse_u64("activate", "--keys", t, 1, AB_KEYS_MAX,
-				                    &o->keys[o->nkeys]) != 0)
-					return -EINVAL;
-				o->nkeys++;
-			}
-			if (o->nkeys == 0) {
-				fprintf(stderr, "kvbench activate: --keys is empty\n");
-				return -EINVAL;
-			}
-			o->keys_set = true;
-			break;
-		case O_REPEAT:
-			if (bench_parse_u64("activate", "--repeat", optarg, 1, AB_REPEAT_MAX,
-			                    &o->repeat) != 0)
-				return -EINVAL;
-			o->repeat_set = true;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_NOKVD:
-			o->use_kvd = false;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench activate: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
+	bench_fmt(keys, sizeof keys, "tenant sizes, comma-separated (default %llu)",
+	          AB_KEYS_DEFAULT);
+	bench_fmt(quick, sizeof quick, "smoke run: --keys %llu --repeat 1 unless given",
+	          AB_QUICK_KEYS);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench activate: --json and --markdown exclude each other\n");
 		return -EINVAL;

@@ -874,33 +874,6 @@ static bool eb_all_ok(const struct eb_bench *b)
 
 /* ---- options ------------------------------------------------------------- */
 
-static void eb_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: kvbench engine [options]\n"
-	        "db_bench-style workloads on kvd's engine and its peers, in one run.\n"
-	        "  --num N            operations per workload under sync=none (default %llu)\n"
-	        "  --num-sync N       operations per workload under sync=always (default %llu)\n"
-	        "  --key-size B       bytes per key, at least the digits of N (default 16)\n"
-	        "  --value-size B     bytes per value, 0..%llu (default 100)\n"
-	        "  --threads T        workers sharing one database, 1..%llu (default 1)\n"
-	        "  --sync MODE        none, always or both (default both)\n"
-	        "  --seed S           random seed (default 1)\n"
-	        "  --repeat R         run everything R times, rotating the backend order; each\n"
-	        "                     cell reports its median run (default 1; odd R is best)\n"
-	        "  --backends LIST    comma-separated: engine,rocksdb,leveldb,lmdb (default all)\n"
-	        "  --benchmarks LIST  comma-separated: fillseq,fillrandom,overwrite,readrandom,\n"
-	        "                     readseq (default all; reads run under sync=none only)\n"
-	        "  --dir DIR          make the run's directory in DIR (default /tmp); removed\n"
-	        "                     afterwards\n"
-	        "  --quick            smoke run: --num %llu --num-sync %llu unless given\n"
-	        "  --markdown         print the header and a markdown table at the end\n"
-	        "  --json             print one JSON object at the end\n"
-	        "Exits 0 only when every built backend completed every workload with no miss.\n",
-	        EB_NUM_DEFAULT, EB_NUM_SYNC_DEFAULT, EB_VALUE_MAX, EB_THREADS_MAX, EB_QUICK_NUM,
-	        EB_QUICK_NUM_SYNC);
-}
-
 static int eb_backend_list(struct eb_opts *o, const char *list)
 {
 	char buf[256];
@@ -970,88 +943,94 @@ static int eb_workload_list(struct eb_opts *o, const char *list)
 	return 0;
 }
 
+static int eb_parse_sync(const char *cmd, const char *name, const char *arg, void *val)
+{
+	bool *sync = val; /* by enum eb_sync */
+
+	if (strcmp(arg, "none") != 0 && strcmp(arg, "always") != 0 && strcmp(arg, "both") != 0) {
+		fprintf(stderr, "kvbench %s: %s is none, always or both, not '%s'\n", cmd, name,
+		        arg);
+		return -EINVAL;
+	}
+	sync[SYNC_NONE] = strcmp(arg, "always") != 0;
+	sync[SYNC_ALWAYS] = strcmp(arg, "none") != 0;
+	return 0;
+}
+
+static int eb_parse_backends(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)cmd;
+	(void)name;
+	return eb_backend_list(val, arg);
+}
+
+static int eb_parse_workloads(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)cmd;
+	(void)name;
+	return eb_workload_list(val, arg);
+}
+
 /* 0, 1 for --help, or -EINVAL. */
 static int eb_parse(int argc, char **argv, struct eb_opts *o)
 {
-	static const char *const with_value[] = {
-	        "--num",  "--num-sync", "--key-size",   "--value-size", "--threads", "--sync",
-	        "--seed", "--backends", "--benchmarks", "--dir",        "--repeat",
+	char value_help[64], threads_help[64], quick[128];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("num", BENCH_OPT_U64, &o->num, "N",
+	                   "operations per workload under sync=none (default %D)"),
+	         .lo = 1, .hi = EB_NUM_MAX, .set = &o->num_set},
+	        {BENCH_OPT("num-sync", BENCH_OPT_U64, &o->num_sync, "N",
+	                   "operations per workload under sync=always (default %D)"),
+	         .lo = 1, .hi = EB_NUM_MAX, .set = &o->num_sync_set},
+	        {BENCH_OPT("key-size", BENCH_OPT_U64, &o->key_size, "B",
+	                   "bytes per key, at least the digits of N (default %D)"),
+	         .lo = 1, .hi = EB_KEY_MAX},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B", value_help), .lo = 0,
+	         .hi = EB_VALUE_MAX},
+	        {BENCH_OPT("threads", BENCH_OPT_U64, &o->threads, "T", threads_help), .lo = 1,
+	         .hi = EB_THREADS_MAX},
+	        {BENCH_OPT("sync", BENCH_OPT_FUNC, o->sync, "MODE",
+	                   "none, always or both (default both)"),
+	         .parse = eb_parse_sync},
+	        {BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", "random seed (default %D)"),
+	         .lo = 0, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "run everything R times, rotating the backend order; each\n"
+	                   "cell reports its median run (default %D; odd R is best)"),
+	         .lo = 1, .hi = EB_REPEAT_MAX},
+	        {BENCH_OPT("backends", BENCH_OPT_FUNC, o, "LIST",
+	                   "comma-separated: engine,rocksdb,leveldb,lmdb (default all)"),
+	         .parse = eb_parse_backends},
+	        {BENCH_OPT("benchmarks", BENCH_OPT_FUNC, o, "LIST",
+	                   "comma-separated: fillseq,fillrandom,overwrite,readrandom,\n"
+	                   "readseq (default all; reads run under sync=none only)"),
+	         .parse = eb_parse_workloads},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp); removed\n"
+	                   "afterwards")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and a markdown table at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
+	const struct bench_cmd cmd = {
+	        "engine",
+	        "db_bench-style workloads on kvd's engine and its peers, in one run.\n",
+	        "Exits 0 only when every built backend completed every workload with no miss.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
+	};
+	int rv;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL, *name = NULL;
-		size_t nlen = strcspn(a, "=");
-		int rv = 0;
-
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			eb_usage(stdout);
-			return 1;
-		}
-		if (strcmp(a, "--json") == 0) {
-			o->json = true;
-			continue;
-		}
-		if (strcmp(a, "--markdown") == 0) {
-			o->markdown = true;
-			continue;
-		}
-		if (strcmp(a, "--quick") == 0) {
-			o->quick = true;
-			continue;
-		}
-		for (size_t j = 0; j < sizeof with_value / sizeof with_value[0]; j++)
-			if (strlen(with_value[j]) == nlen && strncmp(a, with_value[j], nlen) == 0)
-				name = with_value[j];
-		if (name == NULL) {
-			fprintf(stderr, "kvbench engine: unknown option '%s'\n", a);
-			eb_usage(stderr);
-			return -EINVAL;
-		}
-		if (a[nlen] == '=') {
-			val = a + nlen + 1;
-		} else if (i + 1 < argc) {
-			val = argv[++i];
-		} else {
-			fprintf(stderr, "kvbench engine: %s needs a value\n", a);
-			return -EINVAL;
-		}
-		if (strcmp(name, "--num") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num);
-			o->num_set = true;
-		} else if (strcmp(name, "--num-sync") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num_sync);
-			o->num_sync_set = true;
-		} else if (strcmp(name, "--key-size") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_KEY_MAX, &o->key_size);
-		} else if (strcmp(name, "--value-size") == 0) {
-			rv = bench_parse_u64("engine", name, val, 0, EB_VALUE_MAX, &o->value_size);
-		} else if (strcmp(name, "--threads") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_THREADS_MAX, &o->threads);
-		} else if (strcmp(name, "--repeat") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_REPEAT_MAX, &o->repeat);
-		} else if (strcmp(name, "--seed") == 0) {
-			rv = bench_parse_u64("engine", name, val, 0, UINT64_MAX, &o->seed);
-		} else if (strcmp(name, "--sync") == 0) {
-			o->sync[SYNC_NONE] = strcmp(val, "none") == 0 || strcmp(val, "both") == 0;
-			o->sync[SYNC_ALWAYS] =
-			        strcmp(val, "always") == 0 || strcmp(val, "both") == 0;
-			if (!o->sync[SYNC_NONE] && !o->sync[SYNC_ALWAYS]) {
-				fprintf(stderr,
-				        "kvbench engine: --sync is none, always or both, not "
-				        "'%s'\n",
-				        val);
-				rv = -EINVAL;
-			}
-		} else if (strcmp(name, "--backends") == 0) {
-			rv = eb_backend_list(o, val);
-		} else if (strcmp(name, "--benchmarks") == 0) {
-			rv = eb_workload_list(o, val);
-		} else {
-			o->dir = val;
-		}
-		if (rv != 0)
-			return rv;
-	}
+	bench_fmt(value_help, sizeof value_help, "bytes per value, 0..%llu (default %%D)",
+	          EB_VALUE_MAX);
+	bench_fmt(threads_help, sizeof threads_help,
+	          "workers sharing one database, 1..%llu (default %%D)", EB_THREADS_MAX);
+	bench_fmt(quick, sizeof quick, "smoke run: --num %llu --num-sync %llu unless given",
+	          EB_QUICK_NUM, EB_QUICK_NUM_SYNC);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (!o->sync[SYNC_NONE] && (o->workload[W_READRANDOM] || o->workload[W_READSEQ]))
 		fprintf(stderr, "kvbench engine: note: reads run under sync=none only; "
 		                "--sync always skips them\n");

@@ -12,7 +12,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -98,20 +97,28 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	return 0;
 }
 
-static int parse_common(const char *cmd, int argc, char **argv, struct common *c, const char *usage)
+/* The options open and merge share. 0, 1 after --help, 2 for a bad option. */
+static int parse_common(const char *cmd, const char *intro, int argc, char **argv, struct common *c)
 {
-	static const struct option lo[] = {
-		{"keys", required_argument, NULL, 'n'},
-		{"key-size", required_argument, NULL, 'k'},
-		{"value-size", required_argument, NULL, 'v'},
-		{"dir", required_argument, NULL, 'd'},
-		{"json", no_argument, NULL, 'j'},
-		{"cold", no_argument, NULL, 'C'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &c->keys, "N", "keys written (default %D)"),
+	         .lo = 1, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("key-size", BENCH_OPT_UINT, &c->key_size, "B",
+	                   "bytes per key, 8..200 (default %D)"),
+	         .lo = 8, .hi = 200},
+	        {BENCH_OPT("value-size", BENCH_OPT_UINT, &c->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 0, .hi = UINT32_MAX},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &c->dir, "DIR",
+	                   "make the database in DIR/open or DIR/merge (default: a\n"
+	                   "new directory in /tmp)")},
+	        {BENCH_OPT("cold", BENCH_OPT_FLAG, &c->cold, NULL,
+	                   "empty the page cache before each open (root)")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &c->json, NULL,
+	                   "print one JSON object instead of text")},
 	};
-	uint64_t v;
-	int ch;
+	const struct bench_cmd bc = {cmd, intro, NULL, opts, sizeof opts / sizeof opts[0]};
+	int rv;
 
 	c->keys = 1000000;
 	c->key_size = 16;
@@ -119,45 +126,9 @@ static int parse_common(const char *cmd, int argc, char **argv, struct common *c
 	c->dir = NULL;
 	c->json = false;
 	c->cold = false;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, UINT64_MAX, &c->keys) != 0)
-				return 2;
-			break;
-		case 'k':
-			if (bench_parse_u64(cmd, "--key-size", optarg, 8, 200, &v) != 0)
-				return 2;
-			c->key_size = (uint32_t)v;
-			break;
-		case 'v':
-			if (bench_parse_u64(cmd, "--value-size", optarg, 0, UINT32_MAX, &v) != 0)
-				return 2;
-			c->value_size = (uint32_t)v;
-			break;
-		case 'd':
-			c->dir = optarg;
-			break;
-		case 'j':
-			c->json = true;
-			break;
-		case 'C':
-			c->cold = true;
-			break;
-		case 'h':
-			printf("%s", usage);
-			return 1;
-		default:
-			fprintf(stderr, "%s", usage);
-			return 2;
-		}
-	}
-	if (c->keys == 0 || c->key_size < 8 || c->key_size > 200) {
-		fprintf(stderr, "kvbench: --keys must be > 0 and --key-size 8..200\n");
+	if ((rv = bench_opts_parse(&bc, argc, argv)) < 0)
 		return 2;
-	}
-	return 0;
+	return rv;
 }
 
 static char *make_dir(const char *given, const char *tag)
@@ -183,8 +154,7 @@ static char *make_dir(const char *given, const char *tag)
 
 int bench_open(int argc, char **argv)
 {
-	static const char usage[] =
-		"usage: kvbench open [--keys N] [--key-size B] [--value-size B] [--dir D] [--cold] [--json]\n"
+	static const char intro[] =
 		"Fills N keys, closes, then times kv_open from hint files and from a full log scan.\n"
 		"--cold empties the page cache before each open (root), so both read the disk.\n";
 	struct common c;
@@ -196,7 +166,7 @@ int bench_open(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common("open", argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("open", intro, argc, argv, &c)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "open")) == NULL)
 		return 1;
@@ -325,8 +295,7 @@ static void *writer_main(void *arg)
 
 int bench_merge(int argc, char **argv)
 {
-	static const char usage[] =
-		"usage: kvbench merge [--keys N] [--key-size B] [--value-size B] [--dir D] [--json]\n"
+	static const char intro[] =
 		"Writes every key twice (half the log dead), then merges while a writer thread\n"
 		"keeps writing (sync=none); reports merge time, space reclaimed and the writer's\n"
 		"put latency before and during the merge.\n";
@@ -340,7 +309,7 @@ int bench_merge(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common("merge", argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("merge", intro, argc, argv, &c)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "merge")) == NULL)
 		return 1;

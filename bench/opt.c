@@ -138,6 +138,7 @@ static void print_default(FILE *f, const struct bench_opt *o)
 		        *(const char *const *)o->val ? *(const char *const *)o->val : "none");
 		break;
 	case BENCH_OPT_FLAG:
+	case BENCH_OPT_UNSET:
 	case BENCH_OPT_FUNC:
 		break;
 	}
@@ -197,6 +198,9 @@ static int opt_take(const struct bench_cmd *c, const struct bench_opt *o, const 
 	case BENCH_OPT_FLAG:
 		*(bool *)o->val = true;
 		break;
+	case BENCH_OPT_UNSET:
+		*(bool *)o->val = false;
+		break;
 	case BENCH_OPT_U64:
 		return bench_parse_u64(c->name, name, arg, lo, hi, (uint64_t *)o->val);
 	case BENCH_OPT_UINT:
@@ -233,8 +237,10 @@ int bench_opts_parse(const struct bench_cmd *c, int argc, char **argv)
 	fclose(u);
 	for (size_t i = 0; i < c->nopts; i++)
 		lo[i] = (struct option){c->opts[i].name,
-		                        c->opts[i].type == BENCH_OPT_FLAG ? no_argument
-		                                                          : required_argument,
+		                        c->opts[i].type == BENCH_OPT_FLAG ||
+		                                        c->opts[i].type == BENCH_OPT_UNSET
+		                                ? no_argument
+		                                : required_argument,
 		                        NULL, (int)(256 + i)};
 	lo[c->nopts] = (struct option){"help", no_argument, NULL, 'h'};
 	lo[c->nopts + 1] = (struct option){NULL, 0, NULL, 0};

@@ -32,6 +32,7 @@ int bench_parse_names(const char *cmd, const char *name, const char *s, const ch
 
 enum bench_opt_type {
 	BENCH_OPT_FLAG,   /* no argument; val is a bool, set to true */
+	BENCH_OPT_UNSET,  /* no argument; val is a bool, set to false */
 	BENCH_OPT_U64,    /* val is a uint64_t in lo..hi */
 	BENCH_OPT_UINT,   /* val is an unsigned in lo..hi */
 	BENCH_OPT_DOUBLE, /* val is a double in lo..hi */
