@@ -4,6 +4,7 @@
  * the writers that keep going while it runs.
  */
 #include "bench.h"
+#include "hist.h"
 #include "opt.h"
 #include "report.h"
 #include "rng.h"
@@ -234,40 +235,19 @@ int bench_open(int argc, char **argv)
 
 /* ---- merge ------------------------------------------------------------- */
 
-struct lat {
-	uint64_t *us;
-	size_t n, cap;
-};
-
 struct writer {
 	kv_db *db;
 	const struct common *c;
 	atomic_int stop;
-	atomic_int phase; /* 0 before the merge, 1 while it runs */
-	struct lat lat[2];
+	atomic_int phase;    /* 0 before the merge, 1 while it runs */
+	struct hist *lat[2]; /* put latency by phase, ns */
 	int err;
 };
 
-static void lat_add(struct lat *l, uint64_t us)
+/* Percentile p of h in microseconds. */
+static uint64_t pct(const struct hist *h, double p)
 {
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 65536;
-		l->us = realloc(l->us, l->cap * sizeof(*l->us));
-	}
-	l->us[l->n++] = us;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t pct(struct lat *l, double p)
-{
-	if (l->n == 0)
-		return 0;
-	return l->us[(size_t)((double)(l->n - 1) * p)];
+	return hist_pct(h, p) / 1000;
 }
 
 static void *writer_main(void *arg)
@@ -278,16 +258,15 @@ static void *writer_main(void *arg)
 
 	memset(val, 'w', w->c->value_size);
 	while (!atomic_load(&w->stop)) {
-		uint64_t k = bench_rng(&s) % w->c->keys;
-		double t0;
+		uint64_t k = bench_rng(&s) % w->c->keys, t0;
 		int phase = atomic_load(&w->phase);
 		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);
-		t0 = bench_now();
+		t0 = bench_now_ns();
 		if (kv_put(w->db, key, w->c->key_size, val, w->c->value_size, NULL, NULL) != 0) {
 			w->err = 1;
 			break;
 		}
-		lat_add(&w->lat[phase], (uint64_t)((bench_now() - t0) * 1e6));
+		hist_add(w->lat[phase], bench_now_ns() - t0);
 	}
 	free(val);
 	return NULL;
@@ -325,6 +304,13 @@ int bench_merge(int argc, char **argv)
 	memset(&w, 0, sizeof(w));
 	w.db = db;
 	w.c = &c;
+	if ((w.lat[0] = calloc(1, sizeof(struct hist))) == NULL ||
+	    (w.lat[1] = calloc(1, sizeof(struct hist))) == NULL) {
+		fprintf(stderr, "kvbench merge: out of memory\n");
+		free(w.lat[0]);
+		kv_close(db);
+		return 1;
+	}
 	pthread_create(&th, NULL, writer_main, &w);
 	/* a baseline as long as... one second of writes without a merge */
 	t0 = bench_now();
@@ -345,20 +331,18 @@ int bench_merge(int argc, char **argv)
 		fprintf(stderr, "kvbench merge: %s\n", rv ? kv_strerror(rv) : "writer failed");
 		return 1;
 	}
-	for (int i = 0; i < 2; i++)
-		qsort(w.lat[i].us, w.lat[i].n, sizeof(uint64_t), cmp_u64);
 	if (c.json) {
 		(void)report_print_packed(stdout, "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 		                          "bench", "merge", "keys", report_u64(c.keys), "merge_s",
 		                          report_real(t_merge, 3), "disk_before",
 		                          report_u64(before.disk_bytes), "disk_after",
 		                          report_u64(after.disk_bytes), "put_p99_us_idle",
-		                          report_u64(pct(&w.lat[0], 0.99)), "put_p99_us_merge",
-		                          report_u64(pct(&w.lat[1], 0.99)), "put_max_us_idle",
-		                          report_u64(pct(&w.lat[0], 1.0)), "put_max_us_merge",
-		                          report_u64(pct(&w.lat[1], 1.0)), "puts_per_s_idle",
-		                          report_real(w.lat[0].n / t_base, 0), "puts_per_s_merge",
-		                          report_real(w.lat[1].n / t_merge, 0));
+		                          report_u64(pct(w.lat[0], 0.99)), "put_p99_us_merge",
+		                          report_u64(pct(w.lat[1], 0.99)), "put_max_us_idle",
+		                          report_u64(pct(w.lat[0], 1.0)), "put_max_us_merge",
+		                          report_u64(pct(w.lat[1], 1.0)), "puts_per_s_idle",
+		                          report_real(w.lat[0]->n / t_base, 0), "puts_per_s_merge",
+		                          report_real(w.lat[1]->n / t_merge, 0));
 	} else {
 		printf("kvbench merge --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
 		       c.key_size, c.value_size);
@@ -367,14 +351,14 @@ int bench_merge(int argc, char **argv)
 		       100.0 * (1.0 - (double)after.disk_bytes / (double)before.disk_bytes));
 		printf("writer (sync=none)   puts/s    p50 us   p99 us   max us\n");
 		printf("  without merge   %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-		       w.lat[0].n / t_base, pct(&w.lat[0], 0.5), pct(&w.lat[0], 0.99),
-		       pct(&w.lat[0], 1.0));
+		       w.lat[0]->n / t_base, pct(w.lat[0], 0.5), pct(w.lat[0], 0.99),
+		       pct(w.lat[0], 1.0));
 		printf("  during merge    %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-		       w.lat[1].n / t_merge, pct(&w.lat[1], 0.5), pct(&w.lat[1], 0.99),
-		       pct(&w.lat[1], 1.0));
+		       w.lat[1]->n / t_merge, pct(w.lat[1], 0.5), pct(w.lat[1], 0.99),
+		       pct(w.lat[1], 1.0));
 	}
-	free(w.lat[0].us);
-	free(w.lat[1].us);
+	free(w.lat[0]);
+	free(w.lat[1]);
 	free(dir);
 	return 0;
 }
