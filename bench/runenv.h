@@ -1,8 +1,10 @@
 /*
  * bench/runenv.h — what `kvbench versions`, `durable` and `coldstart`
- * share: parsing of numbers and lists, the run's directory, the kvd and
- * redis-server binaries behind a struct yb_env (bench/ycsb_backend.h, the
- * one place that starts kvd and names its URLs), and the report header.
+ * share (ycsb some of it): their common options as entries of an option
+ * table (bench/opt.h), the parsing of backend lists, the run's directory,
+ * the kvd and redis-server binaries behind a struct yb_env
+ * (bench/ycsb_backend.h, the one place that starts kvd and names its URLs),
+ * and the report header's common lines and JSON arrays (bench/report.h).
  *
  * Every parse function prints its own one-line error ("kvbench CMD: …") to
  * stderr and returns -EINVAL; everything else here returns 0 or -1 with a

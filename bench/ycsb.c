@@ -652,7 +652,7 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 	load = yc_result_new(b, be, sync, load_threads, file, true);
 	if (load == NULL)
 		return;
-	if (be->open(be, &b->env, &cfg, &db, err, sizeof err) != 0) {
+	if (be->open(be, &b->run.env, &cfg, &db, err, sizeof err) != 0) {
 		load->ran = true;
 		load->failed = true;
 		snprintf(load->err, sizeof load->err, "open: %s", err);
@@ -980,34 +980,11 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 /* ---- entry point
  * --------------------------------------------------------------------------------- */
 
-static int make_base(struct yc_bench *b)
-{
-	const char *parent = b->o.dir ? b->o.dir : "/tmp";
-
-	if (b->o.dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
-		fprintf(stderr, "kvbench ycsb: mkdir %s: %s\n", parent, strerror(errno));
-		return -1;
-	}
-	/* ipc and Unix socket paths live here: keep it short (sun_path is 108 bytes) */
-	if ((size_t)snprintf(b->base, sizeof b->base, "%s/kvbench-ycsb-XXXXXX", parent) >= 80) {
-		fprintf(stderr, "kvbench ycsb: --dir path too long for socket paths\n");
-		b->base[0] = '\0';
-		return -1;
-	}
-	if (mkdtemp(b->base) == NULL) {
-		fprintf(stderr, "kvbench ycsb: mkdtemp %s: %s\n", b->base, strerror(errno));
-		b->base[0] = '\0';
-		return -1;
-	}
-	bench_fs_name(b->base, b->fs, sizeof b->fs);
-	return 0;
-}
-
 static bool yc_all_ok(const struct yc_bench *b)
 {
 	size_t ran = 0;
 
-	if (b->env_failed)
+	if (b->run.kvd_failed)
 		return false;
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct yc_result *r = &b->res[i];
@@ -1053,31 +1030,15 @@ int bench_ycsb(int argc, char **argv)
 		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
-	bench_command_line(b->command, sizeof b->command, argc, argv);
 	b->record_size = yc_record_layout(NULL);
 	b->progress = o->json || o->markdown ? stderr : stdout;
 	signal(SIGPIPE, SIG_IGN);
-
 	for (size_t i = 0; i < o->nbackends; i++)
 		need_kvd |= strcmp(o->backends[i]->kind, "kvd") == 0;
-	if (need_kvd && o->endpoint == NULL) {
-		if ((rv = bench_kvd_path(o->kvd, b->kvd_path, sizeof b->kvd_path)) != 0) {
-			fprintf(stderr,
-			        "kvbench ycsb: kvd binary %s: %s (give it with --kvd PATH)\n",
-			        b->kvd_path[0] ? b->kvd_path : "?", strerror(-rv));
-			goto out;
-		}
-	}
-	if (o->redis_server != NULL) {
-		if (access(o->redis_server, X_OK) != 0) {
-			fprintf(stderr, "kvbench ycsb: --redis-server %s: %s\n", o->redis_server,
-			        strerror(errno));
-			goto out;
-		}
-		bench_fmt(b->redis_path, sizeof b->redis_path, "%s", o->redis_server);
-	} else if (!bench_find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
-		b->redis_path[0] = '\0';
-	}
+	if (runenv_init(&b->run, "ycsb", argc, argv, o->dir, o->kvd, o->endpoint, o->redis_server,
+	                need_kvd) != 0)
+		goto out;
+	b->run.env.stream = o->stream;
 	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||
 	    (b->res = calloc(YC_RESULTS_MAX, sizeof(*b->res))) == NULL) {
 		fprintf(stderr, "kvbench ycsb: out of memory\n");
@@ -1085,26 +1046,11 @@ int bench_ycsb(int argc, char **argv)
 	}
 	/* RandomByteIterator's alphabet: printable ASCII ' '…'_' */
 	runenv_fill_pool(b->pool, YC_POOL_BYTES + YC_FIELD_LEN, o->seed ^ 0x5eed);
-	if (make_base(b) != 0)
-		goto out;
-	if (need_kvd && o->endpoint == NULL) {
-		char err[YC_ERR_MAX];
-		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,
-		                  sizeof err) != 0) {
-			fprintf(stderr, "kvbench ycsb: %s\n", err);
-			goto out;
-		}
-	}
-	b->env.base = b->base;
-	b->env.kvd_path = b->kvd_bin[0] ? b->kvd_bin : NULL;
-	b->env.endpoint = o->endpoint;
-	b->env.stream = o->stream;
-	b->env.redis_path = b->redis_path[0] ? b->redis_path : NULL;
 
-	fprintf(b->progress, "kvbench ycsb: %s\n", b->command);
+	fprintf(b->progress, "kvbench ycsb: %s\n", b->run.command);
 	for (size_t i = 0; i < o->nbackends; i++) {
 		const struct yb_backend *be = o->backends[i];
-		const char *why = be->unavailable(be, &b->env);
+		const char *why = be->unavailable(be, &b->run.env);
 		if (why == NULL)
 			continue;
 		b->skip[b->nskip].be = be;
@@ -1117,15 +1063,12 @@ int bench_ycsb(int argc, char **argv)
 		for (size_t ti = 0; ti < o->nthreads; ti++)
 			for (size_t bi = 0; bi < o->nbackends; bi++) {
 				const struct yb_backend *be = o->backends[bi];
-				if (be->unavailable(be, &b->env) != NULL)
+				if (be->unavailable(be, &b->run.env) != NULL)
 					continue;
 				yc_group(b, be, si, o->threads[ti], yc_group1, 'a');
 				yc_group(b, be, si, o->threads[ti], yc_group2, 'e');
 			}
-	if (yb_env_fini(&b->env, b->env_err, sizeof b->env_err) != 0) {
-		b->env_failed = true;
-		fprintf(stderr, "kvbench ycsb: kvd: %s\n", b->env_err);
-	}
+	(void)runenv_fini(&b->run, false);
 	ok = yc_all_ok(b);
 	yc_header(b, &rep);
 	if (o->json) {
@@ -1137,19 +1080,10 @@ int bench_ycsb(int argc, char **argv)
 		report_lines_text(&rep, stdout, 10);
 		yc_report_text(b);
 	}
-	if (!ok)
-		fprintf(stderr,
-		        "kvbench ycsb: FAILED: a phase failed or had errors, or a server "
-		        "did not exit 0 (files kept in %s)\n",
-		        b->base);
-	else if ((rv = bench_rmtree(b->base)) != 0)
-		fprintf(stderr, "kvbench ycsb: removing %s: %s\n", b->base, strerror(-rv));
-	code = ok ? 0 : 1;
+	code = runenv_finish(&b->run, ok, "a phase failed or had errors");
 out:
-	if (b->env.kvd_started) {
-		char err[YC_ERR_MAX];
-		(void)yb_env_fini(&b->env, err, sizeof err);
-	}
+	if (b->run.env.kvd_started)
+		(void)runenv_fini(&b->run, false);
 	free(b->res);
 	free(b->pool);
 	free(b);

@@ -11,6 +11,7 @@
 #define KV_BENCH_YCSB_BENCH_H
 
 #include "report.h"
+#include "runenv.h"
 #include "ycsb_backend.h"
 
 #include <stdbool.h>
@@ -103,14 +104,8 @@ struct yc_skip {
 
 struct yc_bench {
 	struct yc_opts o;
-	char command[4096];
-	char base[YB_PATH_MAX];
-	char fs[64];
-	char kvd_path[YB_PATH_MAX];
-	char kvd_bin[YB_PATH_MAX + 16];
-	char redis_path[YB_PATH_MAX];
-	struct yb_env env;
-	char *pool; /* YC_POOL_BYTES + YC_FIELD_LEN printable random bytes */
+	struct runenv run; /* the command line, the run's directory, kvd and redis */
+	char *pool;        /* YC_POOL_BYTES + YC_FIELD_LEN printable random bytes */
 	size_t record_size;
 	struct yc_result *res;
 	size_t nres;
@@ -118,8 +113,6 @@ struct yc_bench {
 	size_t ninfo;
 	struct yc_skip skip[YC_BACKENDS_MAX];
 	size_t nskip;
-	char env_err[YC_ERR_MAX]; /* the kvd we started did not exit 0 */
-	bool env_failed;
 	FILE *progress;
 };
 

@@ -81,7 +81,7 @@ void yc_header(const struct yc_bench *b, struct report *rep)
 	bench_machine(tmp, sizeof tmp);
 	LINE("machine", "%s; clients and servers share these CPUs", tmp);
 	LINE("build", "%s", bench_build());
-	LINE("command", "%s", b->command);
+	LINE("command", "%s", b->run.command);
 	LINE("ycsb",
 	     "recordcount=%" PRIu64 " operationcount=%" PRIu64
 	     " threadcount=%s (load: %s) target=%s fieldcount=%d fieldlength=%d "
@@ -117,15 +117,16 @@ void yc_header(const struct yc_bench *b, struct report *rep)
 	                           tmp)
 	                        : "",
 	     o->seed);
-	LINE("directory", "%s (%s), removed afterwards unless the run failed", b->base, b->fs);
+	LINE("directory", "%s (%s), removed afterwards unless the run failed", b->run.base,
+	     b->run.fs);
 	LINE("load", "the `load` column is /proc/loadavg's 1-minute figure at a phase's end: "
 	             "beyond the run's own threads and server, other work was running");
-	if (b->env.kvd_started || b->env.kvd.pid != 0) {
-		LINE("kvd", "%s", b->env.kvd.command);
+	if (b->run.env.kvd_started || b->run.env.kvd.pid != 0) {
+		LINE("kvd", "%s", b->run.env.kvd.command);
 		LINE("kvd",
 		     "binary %s (run from a copy), version %s, %" PRIu64
 		     " workers; config file: %s",
-		     b->kvd_path, b->env.kvd_version, b->env.kvd_workers,
+		     b->run.kvd_path, b->run.env.kvd_version, b->run.env.kvd_workers,
 		     "[kvd] (nothing set; tenants get their sync by TenantCreate)");
 	}
 	for (size_t i = 0; i < b->ninfo; i++)
@@ -185,7 +186,7 @@ void yc_report_markdown(const struct yc_bench *b, const struct report *h)
 {
 	const char *refname = b->o.nbackends ? b->o.backends[0]->name : "ref";
 
-	printf("```\n%s\n```\n\n", b->command);
+	printf("```\n%s\n```\n\n", b->run.command);
 	report_lines_markdown(h, stdout);
 	printf("\n| sync | threads | phase | backend | ops/s | %s/this | p50 / p99 µs per op "
 	       "(count) | errors | load |\n",
@@ -288,7 +289,7 @@ void yc_report_json(const struct yc_bench *b, struct report *rep, bool ok)
 	}
 	report_set(rep->doc, "bench", json_string("ycsb"));
 	report_set(rep->doc, "ok", json_boolean(ok));
-	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "command", report_str(b->run.command));
 	report_set(rep->doc, "config",
 	           json_pack("{s:o,s:o,s:o,s:i,s:o,s:o,s:i,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}",
 	                     "recordcount", report_u64(o->records), "operationcount",
@@ -304,6 +305,6 @@ void yc_report_json(const struct yc_bench *b, struct report *rep, bool ok)
 	report_set(rep->doc, "header", json_incref(rep->lines));
 	report_set(rep->doc, "skipped", skipped);
 	report_set(rep->doc, "results", results);
-	report_set(rep->doc, "kvd_exit", report_str(b->env_failed ? b->env_err : "ok"));
+	report_set(rep->doc, "kvd_exit", report_str(b->run.kvd_failed ? b->run.kvd_err : "ok"));
 	(void)report_json(rep, stdout);
 }
