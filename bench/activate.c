@@ -30,6 +30,7 @@
  */
 #include "bench.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include "kvclient.h"
@@ -38,7 +39,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdbool.h>
@@ -820,174 +820,135 @@ static void report_rows(const struct ab_bench *b, FILE *f, bool md)
 		}
 }
 
-static void json_series(const char *name, const struct ab_series *s, double scale)
+/* Series s as {"median", "min", "max", "samples"}, each value times scale. */
+static json_t *json_series(const struct ab_series *s, double scale)
 {
 	double lo, hi, m = series_median(s, &lo, &hi);
+	json_t *samples = json_array();
 
-	printf(",\"%s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"samples\":[", name, m * scale,
-	       lo * scale, hi * scale);
 	for (size_t i = 0; i < s->n; i++)
-		printf("%s%.4f", i ? "," : "", s->v[i] * scale);
-	printf("]}");
+		json_array_append_new(samples, report_real(s->v[i] * scale, 4));
+	return json_pack("{s:o,s:o,s:o,s:o}", "median", report_real(m * scale, 4), "min",
+	                 report_real(lo * scale, 4), "max", report_real(hi * scale, 4), "samples",
+	                 samples);
 }
 
-static void report_json(const struct ab_bench *b, bool ok)
+/* The cases of size z that ran, as a JSON array. */
+static json_t *json_cases(const struct ab_size *z)
 {
-	printf("{\"bench\":\"activate\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"repeat\":%" PRIu64 ",\"key_size\":%d,\"value_size\":%d,\"kvd\":",
-	       b->o.repeat, AB_KEY_SIZE, AB_VALUE_SIZE);
-	bench_json_string(stdout, b->o.use_kvd ? b->kvd_path : "");
-	printf(",\"dir\":");
-	bench_json_string(stdout, b->base);
-	printf(",\"fs\":");
-	bench_json_string(stdout, b->fs);
-	printf("},\"sizes\":[");
+	json_t *cases = json_array();
+
+	for (int k = 0; k < C_COUNT; k++) {
+		const struct ab_row *r = &z->row[k];
+		if (!r->ran)
+			continue;
+		json_array_append_new(
+		        cases, json_pack("{s:s,s:s,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		                         "from", k < C_SCAN_WARM ? "hints" : "replay", "cache",
+		                         ab_case_cache[k], "hints_loaded", (int)r->hints_loaded,
+		                         "segments_replayed", (int)r->segments_scanned, "segments",
+		                         (int)r->segments, "records", report_u64(r->records),
+		                         "activate_ms", json_series(&r->activate_s, 1e3),
+		                         "engine_ms", json_series(&r->engine_us, 1e-3),
+		                         "page_faults", json_series(&r->faults, 1),
+		                         "kvd_activate_ms", json_series(&r->kvd_activate_us, 1e-3),
+		                         "kvd_first_get_ms", json_series(&r->first_s, 1e3),
+		                         "kvd_second_get_us", json_series(&r->second_s, 1e6),
+		                         "kvd_steady_get_us", json_series(&r->steady_s, 1e6)));
+	}
+	return cases;
+}
+
+static void activate_json(const struct ab_bench *b, struct report *rep, bool ok)
+{
+	json_t *sizes = json_array();
+
 	for (size_t i = 0; i < b->o.nkeys; i++) {
 		const struct ab_size *z = &b->sizes[i];
-		printf("%s{\"keys\":%" PRIu64 ",\"ok\":%s,\"error\":", i ? "," : "", z->keys,
-		       z->ok ? "true" : "false");
-		bench_json_string(stdout, z->err);
-		printf(",\"load_s\":%.3f,\"disk_bytes\":%" PRIu64
-		       ",\"segments\":%u,\"hint_files\":%u,"
-		       "\"hint_bytes\":%" PRIu64 ",\"segments_after\":%u,\"keydir_bytes\":%" PRIu64
-		       ",\"keydir_bytes_per_key\":%.2f,"
-		       "\"malloc_bytes_per_key\":%.2f,\"passivate_busy_retries\":%" PRIu64
-		       ",\"passivate_wait_max_s\":%.3f,\"kvd_exit_ok\":%s,\"kvd_command\":",
-		       z->load_s, z->disk_bytes, z->segments_on_disk, z->hint_files, z->hint_bytes,
-		       z->segments_after, z->keydir_bytes,
-		       z->keys ? (double)z->keydir_bytes / (double)z->keys : 0,
-		       z->keys ? (double)z->malloc_bytes / (double)z->keys : 0,
-		       z->passivate_retries, z->passivate_wait_max_s,
-		       z->kvd_ran && z->kvd_exit_ok ? "true" : "false");
-		bench_json_string(stdout, z->kvd_command);
-		printf(",\"cases\":[");
-		bool first = true;
-		for (int k = 0; k < C_COUNT; k++) {
-			const struct ab_row *r = &z->row[k];
-			if (!r->ran)
-				continue;
-			printf("%s{\"from\":\"%s\",\"cache\":\"%s\",\"hints_loaded\":%u,"
-			       "\"segments_replayed\":%u,\"segments\":%u,\"records\":%" PRIu64,
-			       first ? "" : ",", k < C_SCAN_WARM ? "hints" : "replay",
-			       ab_case_cache[k], r->hints_loaded, r->segments_scanned, r->segments,
-			       r->records);
-			json_series("activate_ms", &r->activate_s, 1e3);
-			json_series("engine_ms", &r->engine_us, 1e-3);
-			json_series("page_faults", &r->faults, 1);
-			json_series("kvd_activate_ms", &r->kvd_activate_us, 1e-3);
-			json_series("kvd_first_get_ms", &r->first_s, 1e3);
-			json_series("kvd_second_get_us", &r->second_s, 1e6);
-			json_series("kvd_steady_get_us", &r->steady_s, 1e6);
-			putchar('}');
-			first = false;
-		}
-		printf("]}");
+		json_array_append_new(
+		        sizes,
+		        json_pack(
+		                "{s:o,s:b,s:o,s:o,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:b,s:o,"
+		                "s:o}",
+		                "keys", report_u64(z->keys), "ok", z->ok, "error",
+		                report_str(z->err), "load_s", report_real(z->load_s, 3),
+		                "disk_bytes", report_u64(z->disk_bytes), "segments",
+		                (int)z->segments_on_disk, "hint_files", (int)z->hint_files,
+		                "hint_bytes", report_u64(z->hint_bytes), "segments_after",
+		                (int)z->segments_after, "keydir_bytes", report_u64(z->keydir_bytes),
+		                "keydir_bytes_per_key",
+		                report_real(z->keys ? (double)z->keydir_bytes / (double)z->keys : 0,
+		                            2),
+		                "malloc_bytes_per_key",
+		                report_real(z->keys ? (double)z->malloc_bytes / (double)z->keys : 0,
+		                            2),
+		                "passivate_busy_retries", report_u64(z->passivate_retries),
+		                "passivate_wait_max_s", report_real(z->passivate_wait_max_s, 3),
+		                "kvd_exit_ok", z->kvd_ran && z->kvd_exit_ok, "kvd_command",
+		                report_str(z->kvd_command), "cases", json_cases(z)));
 	}
-	printf("]}\n");
+	report_set(rep->doc, "bench", json_string("activate"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:i,s:i,s:o,s:o,s:o}", "repeat", report_u64(b->o.repeat),
+	                     "key_size", AB_KEY_SIZE, "value_size", AB_VALUE_SIZE, "kvd",
+	                     report_str(b->o.use_kvd ? b->kvd_path : ""), "dir",
+	                     report_str(b->base), "fs", report_str(b->fs)));
+	report_set(rep->doc, "sizes", sizes);
+	(void)report_json(rep, stdout);
 }
 
 /* ---- options and entry point ----------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_keys(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench activate [options]\n"
-	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
-	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
-	        "through kvd (which activates the tenant) against the second.\n"
-	        "  --keys LIST    tenant sizes, comma-separated (default %llu)\n"
-	        "  --repeat R     activations per case; rows report the median (default %llu)\n"
-	        "  --kvd PATH     kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --no-kvd       in-process figures only\n"
-	        "  --dir DIR      make the run's directory in DIR (default /tmp)\n"
-	        "  --quick        smoke run: --keys %llu --repeat 1 unless given\n"
-	        "  --markdown     print the header and markdown tables at the end\n"
-	        "  --json         print one JSON object at the end\n"
-	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
-	        "0.\n",
-	        AB_KEYS_DEFAULT, AB_REPEAT_DEFAULT, AB_QUICK_KEYS);
+	struct ab_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, AB_KEYS_MAX, o->keys, AB_KLIST_MAX,
+	                            &o->nkeys);
 }
 
+/* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct ab_opts *o)
 {
-	enum { O_KEYS = 256, O_REPEAT, O_KVD, O_NOKVD, O_DIR, O_QUICK, O_JSON, O_MD, O_HELP };
-	static const struct option lo[] = {
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"repeat", required_argument, NULL, O_REPEAT},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"no-kvd", no_argument, NULL, O_NOKVD},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	char keys[96], quick[96];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("keys", BENCH_OPT_FUNC, o, "LIST", keys), .set = &o->keys_set,
+	         .parse = parse_keys},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "activations per case; rows report the median (default %D)"),
+	         .lo = 1, .hi = AB_REPEAT_MAX, .set = &o->repeat_set},
+	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                   "kvd binary (default ../daemon/kvd next to kvbench)")},
+	        {BENCH_OPT("no-kvd", BENCH_OPT_UNSET, &o->use_kvd, NULL,
+	                   "in-process figures only")},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and markdown tables at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
-	char buf[256], *save = NULL;
-	int ch;
+	const struct bench_cmd cmd = {
+	        "activate",
+	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
+	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
+	        "through kvd (which activates the tenant) against the second.\n",
+	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
+	        "0.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
+	};
+	int rv;
 
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_KEYS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nkeys = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nkeys == AB_KLIST_MAX) {
-					fprintf(stderr, "kvbench activate: at most %d sizes\n",
-					        AB_KLIST_MAX);
-					return -EINVAL;
-				}
-				if (bench_parse_u64("activate", "--keys", t, 1, AB_KEYS_MAX,
-				                    &o->keys[o->nkeys]) != 0)
-					return -EINVAL;
-				o->nkeys++;
-			}
-			if (o->nkeys == 0) {
-				fprintf(stderr, "kvbench activate: --keys is empty\n");
-				return -EINVAL;
-			}
-			o->keys_set = true;
-			break;
-		case O_REPEAT:
-			if (bench_parse_u64("activate", "--repeat", optarg, 1, AB_REPEAT_MAX,
-			                    &o->repeat) != 0)
-				return -EINVAL;
-			o->repeat_set = true;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_NOKVD:
-			o->use_kvd = false;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench activate: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
+	bench_fmt(keys, sizeof keys, "tenant sizes, comma-separated (default %llu)",
+	          AB_KEYS_DEFAULT);
+	bench_fmt(quick, sizeof quick, "smoke run: --keys %llu --repeat 1 unless given",
+	          AB_QUICK_KEYS);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench activate: --json and --markdown exclude each other\n");
 		return -EINVAL;
@@ -1082,7 +1043,14 @@ int bench_activate(int argc, char **argv)
 		ok &= b->sizes[i].ok;
 	}
 	if (o->json) {
-		report_json(b, ok);
+		struct report rep = {0};
+		if (report_init(&rep) != 0) {
+			fprintf(stderr, "kvbench activate: out of memory\n");
+			ok = false;
+		} else {
+			activate_json(b, &rep, ok);
+		}
+		report_fini(&rep);
 	} else if (o->markdown) {
 		printf("```\n%s\n```\n\n", b->command);
 		header(b, stdout, true);

@@ -769,7 +769,7 @@ static double ratio(const struct cs_row *ref, size_t ki, double total)
 	return t > 0 ? total / t : 0;
 }
 
-static void cs_header(const struct cs_bench *b, struct runenv_lines *h)
+static void cs_header(const struct cs_bench *b, struct report *h)
 {
 	const struct cs_opts *o = &b->o;
 	char ks[128] = "", be[256] = "";
@@ -781,7 +781,7 @@ static void cs_header(const struct cs_bench *b, struct runenv_lines *h)
 		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
 		         o->backends[i]->name);
 	runenv_lines_common(h, &b->run);
-	runenv_line(h, "config",
+	report_line(h, "config",
 	            "backends %s (kvd states:%s%s); k %s; %" PRIu64 " keys of %d bytes, %" PRIu64
 	            "-byte values; op %s of uniformly drawn existing keys%s; %" PRIu64
 	            " samples per row and k after one unrecorded one, rows rotated; page cache "
@@ -792,14 +792,14 @@ static void cs_header(const struct cs_bench *b, struct runenv_lines *h)
 	            o->cold ? "emptied before each sample (fdatasync + POSIX_FADV_DONTNEED)"
 	                    : "warm",
 	            o->c.seed);
-	runenv_line(h, "process",
+	report_line(h, "process",
 	            "a sample is this process's CLOCK_MONOTONIC before posix_spawn of %s "
 	            "coldstart --child … to the child's CLOCK_MONOTONIC after its k-th result; "
 	            "exec->main is the start of the process and the loading of kvbench's "
 	            "libraries (RocksDB, LevelDB, LMDB, hiredis, nng …), the same for every row "
 	            "(see the process row)",
 	            b->self);
-	runenv_line(h, "kvd",
+	report_line(h, "kvd",
 	            "child: kvc_open (asynchronous connect; the first call waits for the "
 	            "connection), then kvc_get/kvc_put with 1 context; tenant %s with the same "
 	            "keys (loaded in %.2f s by Batch); passive: TenantPassivate before each "
@@ -807,18 +807,18 @@ static void cs_header(const struct cs_bench *b, struct runenv_lines *h)
 	            "before each sample; activation ms = Stats' last_activation_us after the "
 	            "sample",
 	            b->tenant[0] ? b->tenant : "-", b->kvd_load_s);
-	runenv_line(h, "ratios",
+	report_line(h, "ratios",
 	            "a row's median exec->k-th over the first kvd backend's passive and active "
 	            "medians at the same k: above 1 kvd was faster");
 	runenv_lines_kvd(h, &b->run);
 	for (size_t i = 0; i < b->nrows; i++)
 		if (b->rows[i].info[0] != '\0')
-			runenv_line(h, "backend", "%s: database %s, loaded in %.2f s: %s",
+			report_line(h, "backend", "%s: database %s, loaded in %.2f s: %s",
 			            b->rows[i].name, b->rows[i].target, b->rows[i].load_s,
 			            b->rows[i].info);
 	for (size_t i = 0; i < o->nbackends; i++)
 		if (b->skip[i][0] != '\0')
-			runenv_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
+			report_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
 }
 
 static void row_label(const struct cs_row *r, char *buf, size_t len)
@@ -827,12 +827,12 @@ static void row_label(const struct cs_row *r, char *buf, size_t len)
 	          r->kvd ? cs_state_names[r->state] : "");
 }
 
-static void cs_report_text(const struct cs_bench *b, const struct runenv_lines *h)
+static void cs_report_text(const struct cs_bench *b, struct report *h)
 {
 	const struct cs_row *rp = cs_ref(b, ST_PASSIVE), *ra = cs_ref(b, ST_ACTIVE);
 
 	putchar('\n');
-	runenv_print_text(stdout, h);
+	report_lines_text(h, stdout, 10);
 	printf("\nsummary (ms, medians; total = exec to the k-th result):\n");
 	printf("%5s %-16s %9s %17s %8s %8s %8s %8s %8s %8s %7s %7s\n", "k", "row", "total",
 	       "[min-max]", "exec", "open", "first", "rest", "close", "activ.", "/kvd-p", "/kvd-a");
@@ -859,12 +859,12 @@ static void cs_report_text(const struct cs_bench *b, const struct runenv_lines *
 		}
 }
 
-static void cs_report_markdown(const struct cs_bench *b, const struct runenv_lines *h)
+static void cs_report_markdown(const struct cs_bench *b, struct report *h)
 {
 	const struct cs_row *rp = cs_ref(b, ST_PASSIVE), *ra = cs_ref(b, ST_ACTIVE);
 
 	printf("```\n%s\n```\n\n", b->run.command);
-	runenv_print_markdown(stdout, h);
+	report_lines_markdown(h, stdout);
 	printf("\n| k | row | exec→k-th ms [min-max] | exec→main | main→open | open→1st | "
 	       "1st→k-th | kvd activation | ÷ %s passive | ÷ %s active |\n",
 	       rp ? rp->name : "kvd", ra ? ra->name : "kvd");
@@ -898,200 +898,149 @@ static void cs_report_markdown(const struct cs_bench *b, const struct runenv_lin
 		}
 }
 
-static void cs_report_json(const struct cs_bench *b, const struct runenv_lines *h, bool ok)
+static void cs_report_json(const struct cs_bench *b, struct report *rep, bool ok)
 {
 	const struct cs_opts *o = &b->o;
 	const struct cs_row *rp = cs_ref(b, ST_PASSIVE), *ra = cs_ref(b, ST_ACTIVE);
+	json_t *k = json_array(), *results = json_array();
 
-	printf("{\"bench\":\"coldstart\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->run.command);
-	printf(",\"config\":{\"keys\":%" PRIu64 ",\"key_size\":%d,\"value_size\":%" PRIu64
-	       ",\"op\":\"%s\",\"repeat\":%" PRIu64 ",\"cache\":\"%s\",\"seed\":%" PRIu64
-	       ",\"k\":[",
-	       o->keys, CS_KEY_SIZE, o->value_size, o->put ? "put" : "get", o->repeat,
-	       o->cold ? "cold" : "warm", o->c.seed);
 	for (size_t i = 0; i < o->nk; i++)
-		printf("%s%" PRIu64, i ? "," : "", o->k[i]);
-	printf("],\"backends\":[");
-	for (size_t i = 0; i < o->nbackends; i++)
-		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
-	printf("]},\"header\":");
-	runenv_print_json(stdout, h);
-	printf(",\"results\":[");
-	for (size_t ki = 0, n = 0; ki < o->nk; ki++)
+		json_array_append_new(k, report_u64(o->k[i]));
+	for (size_t ki = 0; ki < o->nk; ki++)
 		for (size_t i = 0; i < b->nrows; i++) {
 			const struct cs_row *r = &b->rows[i];
 			const struct cs_cell *c = &r->cell[ki];
 			double mn = 0, mx = 0, tot = STAT(c, total, &mn, &mx);
-			printf("%s{\"k\":%" PRIu64 ",\"backend\":\"%s\",\"state\":\"%s\",\"ok\":%s,"
-			       "\"samples\":%zu,\"total_ms\":%.4f,\"total_min_ms\":%.4f,"
-			       "\"total_max_ms\":%.4f,\"exec_ms\":%.4f,\"open_ms\":%.4f,\"first_"
-			       "ms\":%"
-			       ".4f,\"rest_ms\":%.4f,\"close_ms\":%.4f,\"activation_ms\":%.4f",
-			       n++ ? "," : "", o->k[ki], r->name, cs_state_names[r->state],
-			       r->failed || c->n == 0 ? "false" : "true", c->n, tot, mn, mx,
-			       STAT(c, exec, NULL, NULL), STAT(c, open, NULL, NULL),
-			       STAT(c, first, NULL, NULL), STAT(c, rest, NULL, NULL),
-			       STAT(c, close, NULL, NULL), STAT(c, activation_ms, NULL, NULL));
+			json_t *samples = json_array();
+			json_t *row = json_pack(
+			        "{s:o,s:s,s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "k",
+			        report_u64(o->k[ki]), "backend", r->name, "state",
+			        cs_state_names[r->state], "ok", !(r->failed || c->n == 0),
+			        "samples", report_u64(c->n), "total_ms", report_real(tot, 4),
+			        "total_min_ms", report_real(mn, 4), "total_max_ms",
+			        report_real(mx, 4), "exec_ms",
+			        report_real(STAT(c, exec, NULL, NULL), 4), "open_ms",
+			        report_real(STAT(c, open, NULL, NULL), 4), "first_ms",
+			        report_real(STAT(c, first, NULL, NULL), 4), "rest_ms",
+			        report_real(STAT(c, rest, NULL, NULL), 4), "close_ms",
+			        report_real(STAT(c, close, NULL, NULL), 4), "activation_ms",
+			        report_real(STAT(c, activation_ms, NULL, NULL), 4));
 			if (ratio(rp, ki, tot) > 0)
-				printf(",\"over_kvd_passive\":%.4f", ratio(rp, ki, tot));
+				report_set(row, "over_kvd_passive",
+				           report_real(ratio(rp, ki, tot), 4));
 			if (ratio(ra, ki, tot) > 0)
-				printf(",\"over_kvd_active\":%.4f", ratio(ra, ki, tot));
-			printf(",\"samples_total_ms\":[");
+				report_set(row, "over_kvd_active",
+				           report_real(ratio(ra, ki, tot), 4));
 			for (size_t s = 0; s < c->n; s++)
-				printf("%s%.4f", s ? "," : "", c->s[s].total);
-			printf("],\"error\":");
-			bench_json_string(stdout, r->err);
-			putchar('}');
+				json_array_append_new(samples, report_real(c->s[s].total, 4));
+			report_set(row, "samples_total_ms", samples);
+			report_set(row, "error", report_str(r->err));
+			json_array_append_new(results, row);
 		}
-	printf("],\"kvd_exit\":");
-	bench_json_string(stdout, b->run.kvd_failed ? b->run.kvd_err : "ok");
-	printf("}\n");
+	report_set(rep->doc, "bench", json_string("coldstart"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->run.command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:i,s:o,s:s,s:o,s:s,s:o,s:o,s:o}", "keys", report_u64(o->keys),
+	                     "key_size", CS_KEY_SIZE, "value_size", report_u64(o->value_size), "op",
+	                     o->put ? "put" : "get", "repeat", report_u64(o->repeat), "cache",
+	                     o->cold ? "cold" : "warm", "seed", report_u64(o->c.seed), "k", k,
+	                     "backends", runenv_json_backends(o->backends, o->nbackends)));
+	report_set(rep->doc, "header", json_incref(rep->lines));
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "kvd_exit", report_str(b->run.kvd_failed ? b->run.kvd_err : "ok"));
+	(void)report_json(rep, stdout);
 }
 
 /* ==== options ========================================================================== */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench coldstart [options]\n"
-	        "A new process opening a database (or connecting to kvd) and doing k operations,\n"
-	        "timed from its exec to the k-th result.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,engine,rocksdb,leveldb,lmdb (default "
-	        "all)\n"
-	        "  --state LIST          passive,active: kvd's tenant before a sample (default "
-	        "both)\n"
-	        "  --k LIST              operations per process (default 1,10,100,1000)\n"
-	        "  --keys N              keys in every database (default %llu)\n"
-	        "  --value-size B        bytes per value (default %llu)\n"
-	        "  --op get|put          gets of existing keys (default) or puts (unsynced)\n"
-	        "  --repeat R            samples per row and k, median reported (default %llu)\n"
-	        "  --cold                empty the page cache of the database files before each\n"
-	        "                        sample (default: warm)\n"
-	        "  --seed S              key choice (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
-	        "                        options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every sample succeeded and the kvd started exited 0.\n",
-	        CS_KEYS_DEFAULT, CS_VALUE_DEFAULT, CS_REPEAT_DEFAULT, CS_QUICK_KEYS,
-	        CS_QUICK_REPEAT);
+	struct cs_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, cs_allowed, o->backends, CS_ROWS_MAX, &o->nbackends);
+}
+
+static int parse_states(const char *cmd, const char *name, const char *arg, void *val)
+{
+	static const char *const names[] = {"passive", "active"};
+	struct cs_opts *o = val;
+	bool on[2];
+
+	if (bench_parse_names(cmd, name, arg, names, 2, on) != 0)
+		return -EINVAL;
+	o->passive = on[0];
+	o->active = on[1];
+	return 0;
+}
+
+static int parse_k(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct cs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, CS_K_MAX, o->k, RUNENV_LIST_MAX, &o->nk);
+}
+
+static int parse_op(const char *cmd, const char *name, const char *arg, void *val)
+{
+	if (strcmp(arg, "get") != 0 && strcmp(arg, "put") != 0) {
+		fprintf(stderr, "kvbench %s: %s is get or put, not '%s'\n", cmd, name, arg);
+		return -EINVAL;
+	}
+	*(bool *)val = strcmp(arg, "put") == 0;
+	return 0;
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct cs_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_STATE,
-		O_K,
-		O_KEYS,
-		O_SIZE,
-		O_OP,
-		O_REPEAT,
-		O_COLD,
-		O_HELP,
+	char quick[256];
+	struct bench_opt opts[8 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,engine,rocksdb,leveldb,lmdb (default all)"),
+	         .parse = parse_backends},
+	        {BENCH_OPT("state", BENCH_OPT_FUNC, o, "LIST",
+	                   "passive,active: kvd's tenant before a sample (default both)"),
+	         .parse = parse_states},
+	        {BENCH_OPT("k", BENCH_OPT_FUNC, o, "LIST",
+	                   "operations per process (default 1,10,100,1000)"),
+	         .set = &o->k_set, .parse = parse_k},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N",
+	                   "keys in every database (default %D)"),
+	         .lo = 1, .hi = CS_KEYS_MAX, .set = &o->keys_set},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 1, .hi = CS_VALUE_MAX},
+	        {BENCH_OPT("op", BENCH_OPT_FUNC, &o->put, "get|put",
+	                   "gets of existing keys (default) or puts (unsynced)"),
+	         .parse = parse_op},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "samples per row and k, median reported (default %D)"),
+	         .lo = 1, .hi = CS_REPEAT_MAX, .set = &o->repeat_set},
+	        {BENCH_OPT("cold", BENCH_OPT_FLAG, &o->cold, NULL,
+	                   "empty the page cache of the database files before each\n"
+	                   "sample (default: warm)")},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"state", required_argument, NULL, O_STATE},
-	        {"k", required_argument, NULL, O_K},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"op", required_argument, NULL, O_OP},
-	        {"repeat", required_argument, NULL, O_REPEAT},
-	        {"cold", no_argument, NULL, O_COLD},
-	        RUNENV_OPTIONS,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "coldstart",
+	        "A new process opening a database (or connecting to kvd) and doing k operations,\n"
+	        "timed from its exec to the k-th result.\n",
+	        "Exits 0 only when every sample succeeded and the kvd started exited 0.\n",
+	        opts,
+	        8,
 	};
-	const char *cmd = "coldstart";
-	char buf[128], *save = NULL;
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, cs_allowed, o->backends, CS_ROWS_MAX,
-			                          &o->nbackends) != 0)
-				return -EINVAL;
-			break;
-		case O_STATE:
-			o->passive = o->active = false;
-			snprintf(buf, sizeof buf, "%s", optarg);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "passive") == 0)
-					o->passive = true;
-				else if (strcmp(t, "active") == 0)
-					o->active = true;
-				else {
-					fprintf(stderr,
-					        "kvbench coldstart: unknown state '%s' (passive, "
-					        "active)\n",
-					        t);
-					return -EINVAL;
-				}
-			}
-			if (!o->passive && !o->active) {
-				fprintf(stderr, "kvbench coldstart: --state is empty\n");
-				return -EINVAL;
-			}
-			break;
-		case O_K:
-			if (bench_parse_u64_list(cmd, "--k", optarg, 1, CS_K_MAX, o->k,
-			                         RUNENV_LIST_MAX, &o->nk) != 0)
-				return -EINVAL;
-			o->k_set = true;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, CS_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			o->keys_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64(cmd, "--value-size", optarg, 1, CS_VALUE_MAX,
-			                    &o->value_size) != 0)
-				return -EINVAL;
-			break;
-		case O_OP:
-			if (strcmp(optarg, "get") != 0 && strcmp(optarg, "put") != 0) {
-				fprintf(stderr, "kvbench coldstart: --op is get or put, not '%s'\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->put = strcmp(optarg, "put") == 0;
-			break;
-		case O_REPEAT:
-			if (bench_parse_u64(cmd, "--repeat", optarg, 1, CS_REPEAT_MAX,
-			                    &o->repeat) != 0)
-				return -EINVAL;
-			o->repeat_set = true;
-			break;
-		case O_COLD:
-			o->cold = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: %llu keys, k 1,10, %llu samples (explicit\n"
+	          "options win)",
+	          CS_QUICK_KEYS, CS_QUICK_REPEAT);
+	cmd.nopts +=
+	        runenv_opts_table(&o->c, false, "key choice (default %D)", quick, opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->keys_set)
@@ -1146,7 +1095,7 @@ static bool cs_all_ok(const struct cs_bench *b)
 static int cs_run(struct cs_bench *b, int argc, char **argv)
 {
 	struct cs_opts *o = &b->o;
-	struct runenv_lines *h = NULL;
+	struct report rep = {0}, *h = &rep;
 	bool need_kvd = false, ok = false;
 	ssize_t n;
 	int rv;
@@ -1164,7 +1113,7 @@ static int cs_run(struct cs_bench *b, int argc, char **argv)
 	}
 	b->self[n] = '\0';
 	bench_fmt(b->child_log, sizeof b->child_log, "%s/child.stderr", b->run.base);
-	if ((b->pool = malloc(CS_POOL_BYTES)) == NULL || (h = calloc(1, sizeof(*h))) == NULL) {
+	if ((b->pool = malloc(CS_POOL_BYTES)) == NULL || report_init(h) != 0) {
 		fprintf(stderr, "kvbench coldstart: out of memory\n");
 		goto out;
 	}
@@ -1263,7 +1212,7 @@ out:
 	}
 	if (b->run.env.kvd_started)
 		(void)runenv_fini(&b->run, false);
-	free(h);
+	report_fini(h);
 	return ok ? 0 : 1;
 }
 

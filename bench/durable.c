@@ -45,7 +45,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -435,7 +434,7 @@ static void du_clients(struct du_bench *b, size_t ci)
 
 /* ---- report ----------------------------------------------------------------------- */
 
-static void du_header(const struct du_bench *b, struct runenv_lines *h)
+static void du_header(const struct du_bench *b, struct report *h)
 {
 	const struct du_opts *o = &b->o;
 	char cl[128] = "", be[256] = "";
@@ -447,40 +446,40 @@ static void du_header(const struct du_bench *b, struct runenv_lines *h)
 		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
 		         o->backends[i]->name);
 	runenv_lines_common(h, &b->run);
-	runenv_line(h, "config",
+	report_line(h, "config",
 	            "backends %s; clients %s; sync=always everywhere (kvd tenant sync=always, "
 	            "redis appendfsync always, embedded: every write synced); %" PRIu64
 	            "-byte values, keys dkey + (client + clients x n) mod %" PRIu64
 	            " (overwrites once the key space is used); per cell a fresh database, %.2f s "
 	            "warm-up (not recorded), then %.2f s recorded; seed %" PRIu64,
 	            be, cl, o->value_size, o->keys, o->c.warmup, o->c.seconds, o->c.seed);
-	runenv_line(h, "clients",
+	report_line(h, "clients",
 	            "one thread per client, one blocking put at a time; kvd: one libkvclient "
 	            "handle with clients + 2 contexts (one connection); redis: a hiredis "
 	            "connection per client");
-	runenv_line(h, "timing",
+	report_line(h, "timing",
 	            "every put started in the recorded window, timed with CLOCK_MONOTONIC into a "
 	            "log-linear histogram (percentiles are bucket upper bounds, <= 0.8%% high); "
 	            "puts/s = recorded puts / (last put's end - warm-up end)");
-	runenv_line(h, "counters",
+	report_line(h, "counters",
 	            "puts/sync and puts/batch: the database's own write counters over the "
 	            "recorded window (kvd: Stats of the tenant, batched_writes / syncs and / "
 	            "batches; engine: kv_stats); '-' where a database keeps none");
-	runenv_line(h, "ratios",
+	report_line(h, "ratios",
 	            "kvd/redis puts/s and redis p99 / kvd p99 against the redis row of the same "
 	            "transport and client count; above 1 kvd is better");
 	runenv_lines_kvd(h, &b->run);
 	for (size_t i = 0; i < b->ninfo; i++)
-		runenv_line(h, "backend", "%s: %s", b->info[i].be->name, b->info[i].text);
+		report_line(h, "backend", "%s: %s", b->info[i].be->name, b->info[i].text);
 	for (size_t i = 0; i < o->nbackends; i++)
 		if (b->skip[i][0] != '\0')
-			runenv_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
+			report_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
 }
 
-static void du_report_markdown(const struct du_bench *b, const struct runenv_lines *h)
+static void du_report_markdown(const struct du_bench *b, struct report *h)
 {
 	printf("```\n%s\n```\n\n", b->run.command);
-	runenv_print_markdown(stdout, h);
+	report_lines_markdown(h, stdout);
 	printf("\n| clients | backend | puts/s | p50 µs | p99 µs | p999 µs | puts/fdatasync | "
 	       "puts/batch | kvd/redis puts/s | redis/kvd p99 | errors |\n");
 	printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
@@ -512,72 +511,69 @@ static void du_report_markdown(const struct du_bench *b, const struct runenv_lin
 	}
 }
 
-static void du_report_json(const struct du_bench *b, const struct runenv_lines *h, bool ok)
+static void du_report_json(const struct du_bench *b, struct report *rep, bool ok)
 {
 	const struct du_opts *o = &b->o;
+	json_t *clients = json_array(), *results = json_array();
 
-	printf("{\"bench\":\"durable\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->run.command);
-	printf(",\"config\":{\"value_size\":%" PRIu64 ",\"keys\":%" PRIu64
-	       ",\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64 ",\"sync\":\"always\","
-	       "\"clients\":[",
-	       o->value_size, o->keys, o->c.seconds, o->c.warmup, o->c.seed);
 	for (size_t i = 0; i < o->nclients; i++)
-		printf("%s%" PRIu64, i ? "," : "", o->clients[i]);
-	printf("],\"backends\":[");
-	for (size_t i = 0; i < o->nbackends; i++)
-		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
-	printf("]},\"header\":");
-	runenv_print_json(stdout, h);
-	printf(",\"skipped\":[");
-	for (size_t i = 0, k = 0; i < o->nbackends; i++)
-		if (b->skip[i][0] != '\0') {
-			printf("%s{\"backend\":\"%s\",\"reason\":", k++ ? "," : "",
-			       o->backends[i]->name);
-			bench_json_string(stdout, b->skip[i]);
-			putchar('}');
-		}
-	printf("],\"results\":[");
+		json_array_append_new(clients, report_u64(o->clients[i]));
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct du_result *r = &b->res[i], *ref = du_ref(b, r);
-		printf("%s{\"backend\":\"%s\",\"kind\":\"%s\",\"clients\":%" PRIu64
-		       ",\"state\":\"%s\",\"operations\":%" PRIu64
-		       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"p50_us\":%.2f,\"p90_us\":%.2f,"
-		       "\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
-		       "\"errors\":%" PRIu64 ",\"loadavg_1min\":%.2f",
-		       i ? "," : "", r->be->name, r->be->kind, r->clients,
-		       !r->ran     ? "skipped"
-		       : r->failed ? "failed"
-		                   : "ok",
-		       r->ops, r->seconds, du_rate(r), r->p50 / 1e3, r->p90 / 1e3, r->p99 / 1e3,
-		       r->p999 / 1e3, r->max / 1e3, r->mean / 1e3, r->errors, r->loadavg);
-		if (r->counted)
-			printf(",\"batches\":%" PRIu64 ",\"batched_writes\":%" PRIu64
-			       ",\"syncs\":%" PRIu64
-			       ",\"writes_per_sync\":%.3f,\"writes_per_batch\":%"
-			       ".3f",
-			       r->delta.batches, r->delta.writes, r->delta.syncs, du_per_sync(r),
-			       du_per_batch(r));
-		if (ref != NULL && du_rate(ref) > 0 && r->p99 > 0 && r->ran && !r->failed)
-			printf(",\"ref\":\"%s\",\"ops_ratio\":%.4f,\"p50_ratio\":%.4f,\"p99_"
-			       "ratio\":"
-			       "%.4f",
-			       ref->be->name, du_rate(r) / du_rate(ref),
-			       r->p50 > 0 ? (double)ref->p50 / (double)r->p50 : 0,
-			       (double)ref->p99 / (double)r->p99);
-		printf(",\"error\":");
-		bench_json_string(stdout, r->err);
-		putchar('}');
+		json_t *row = json_pack(
+		        "{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "backend",
+		        r->be->name, "kind", r->be->kind, "clients", report_u64(r->clients),
+		        "state",
+		        !r->ran     ? "skipped"
+		        : r->failed ? "failed"
+		                    : "ok",
+		        "operations", report_u64(r->ops), "seconds", report_real(r->seconds, 4),
+		        "ops_per_s", report_real(du_rate(r), 1), "p50_us",
+		        report_real(r->p50 / 1e3, 2), "p90_us", report_real(r->p90 / 1e3, 2),
+		        "p99_us", report_real(r->p99 / 1e3, 2), "p999_us",
+		        report_real(r->p999 / 1e3, 2), "max_us", report_real(r->max / 1e3, 2),
+		        "mean_us", report_real(r->mean / 1e3, 2), "errors", report_u64(r->errors),
+		        "loadavg_1min", report_real(r->loadavg, 2));
+		if (r->counted) {
+			report_set(row, "batches", report_u64(r->delta.batches));
+			report_set(row, "batched_writes", report_u64(r->delta.writes));
+			report_set(row, "syncs", report_u64(r->delta.syncs));
+			report_set(row, "writes_per_sync", report_real(du_per_sync(r), 3));
+			report_set(row, "writes_per_batch", report_real(du_per_batch(r), 3));
+		}
+		if (ref != NULL && du_rate(ref) > 0 && r->p99 > 0 && r->ran && !r->failed) {
+			report_set(row, "ref", json_string(ref->be->name));
+			report_set(row, "ops_ratio", report_real(du_rate(r) / du_rate(ref), 4));
+			report_set(
+			        row, "p50_ratio",
+			        report_real(r->p50 > 0 ? (double)ref->p50 / (double)r->p50 : 0, 4));
+			report_set(row, "p99_ratio",
+			           report_real((double)ref->p99 / (double)r->p99, 4));
+		}
+		report_set(row, "error", report_str(r->err));
+		json_array_append_new(results, row);
 	}
-	printf("],\"kvd_exit\":");
-	bench_json_string(stdout, b->run.kvd_failed ? b->run.kvd_err : "ok");
-	printf("}\n");
+	report_set(rep->doc, "bench", json_string("durable"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->run.command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:o,s:o,s:s,s:o,s:o}", "value_size",
+	                     report_u64(o->value_size), "keys", report_u64(o->keys), "seconds",
+	                     report_real(o->c.seconds, 3), "warmup_s", report_real(o->c.warmup, 3),
+	                     "seed", report_u64(o->c.seed), "sync", "always", "clients", clients,
+	                     "backends", runenv_json_backends(o->backends, o->nbackends)));
+	report_set(rep->doc, "header", json_incref(rep->lines));
+	report_set(rep->doc, "skipped",
+	           runenv_json_skipped(o->backends, o->nbackends, b->skip[0], sizeof b->skip[0]));
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "kvd_exit", report_str(b->run.kvd_failed ? b->run.kvd_err : "ok"));
+	(void)report_json(rep, stdout);
 }
 
-static void du_report_text(const struct du_bench *b, const struct runenv_lines *h)
+static void du_report_text(const struct du_bench *b, struct report *h)
 {
 	putchar('\n');
-	runenv_print_text(stdout, h);
+	report_lines_text(h, stdout, 10);
 	printf("\nsummary:\n");
 	du_progress_head(stdout);
 	for (size_t i = 0; i < b->nres; i++)
@@ -586,98 +582,61 @@ static void du_report_text(const struct du_bench *b, const struct runenv_lines *
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench durable [options]\n"
-	        "Puts acknowledged only once durable (sync=always) at several client counts:\n"
-	        "kvd's group commit against Redis with appendfsync always.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,leveldb,\n"
-	        "                        lmdb (default kvd-ipc,redis)\n"
-	        "  --clients LIST        concurrent clients (default 1,4,16,64)\n"
-	        "  --value-size B        bytes per value (default %llu)\n"
-	        "  --keys N              key space (default %llu)\n"
-	        "  --seconds S           recorded seconds per cell (default %.0f)\n"
-	        "  --warmup S            unrecorded seconds before them (default %.1f)\n"
-	        "  --seed S              random value bytes (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
-	        "                        clients, %.1f s per cell (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run completed every cell with no\n"
-	        "failed put and every server it started exited 0.\n",
-	        DU_VALUE_DEFAULT, DU_KEYS_DEFAULT, DU_SECONDS_DEFAULT, DU_WARMUP_DEFAULT,
-	        DU_QUICK_SECONDS);
+	struct du_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, du_allowed, o->backends, DU_BACKENDS_MAX,
+	                             &o->nbackends);
+}
+
+static int parse_clients(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct du_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, DU_CLIENTS_MAX, o->clients, RUNENV_LIST_MAX,
+	                            &o->nclients);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct du_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_CLIENTS,
-		O_SIZE,
-		O_KEYS,
-		O_HELP,
+	char quick[256];
+	struct bench_opt opts[4 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,leveldb,\n"
+	                   "lmdb (default kvd-ipc,redis)"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("clients", BENCH_OPT_FUNC, o, "LIST",
+	                   "concurrent clients (default 1,4,16,64)"),
+	         .set = &o->clients_set, .parse = parse_clients},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 1, .hi = DU_VALUE_MAX},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N", "key space (default %D)"), .lo = 1,
+	         .hi = DU_KEYS_MAX},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"clients", required_argument, NULL, O_CLIENTS},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        RUNENV_OPTIONS,
-	        RUNENV_OPTIONS_TIMED,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "durable",
+	        "Puts acknowledged only once durable (sync=always) at several client counts:\n"
+	        "kvd's group commit against Redis with appendfsync always.\n",
+	        "Exits 0 only when every backend that could run completed every cell with no\n"
+	        "failed put and every server it started exited 0.\n",
+	        opts,
+	        4,
 	};
-	const char *cmd = "durable";
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, du_allowed, o->backends,
-			                          DU_BACKENDS_MAX, &o->nbackends) != 0)
-				return -EINVAL;
-			o->backends_set = true;
-			break;
-		case O_CLIENTS:
-			if (bench_parse_u64_list(cmd, "--clients", optarg, 1, DU_CLIENTS_MAX,
-			                         o->clients, RUNENV_LIST_MAX, &o->nclients) != 0)
-				return -EINVAL;
-			o->clients_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64(cmd, "--value-size", optarg, 1, DU_VALUE_MAX,
-			                    &o->value_size) != 0)
-				return -EINVAL;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, DU_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: kvd-ipc,kvd-tcp,redis,redis-tcp,engine, 1,4\n"
+	          "clients, %.1f s per cell (explicit options win)",
+	          DU_QUICK_SECONDS);
+	cmd.nopts += runenv_opts_table(&o->c, true, "random value bytes (default %D)", quick,
+	                               opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->c.seconds_set)
@@ -716,15 +675,15 @@ static bool du_all_ok(const struct du_bench *b)
 int bench_durable(int argc, char **argv)
 {
 	struct du_bench *b = calloc(1, sizeof(*b));
-	struct runenv_lines *h = calloc(1, sizeof(*h));
+	struct report rep = {0}, *h = &rep;
 	struct du_opts *o;
 	bool need_kvd = false, ok = false;
 	int rv, code = 1;
 
-	if (b == NULL || h == NULL) {
+	if (b == NULL || report_init(h) != 0) {
 		fprintf(stderr, "kvbench durable: out of memory\n");
 		free(b);
-		free(h);
+		report_fini(h);
 		return 1;
 	}
 	o = &b->o;
@@ -740,7 +699,7 @@ int bench_durable(int argc, char **argv)
 	o->c.warmup = DU_WARMUP_DEFAULT;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
-		free(h);
+		report_fini(h);
 		return rv > 0 ? 0 : 2;
 	}
 	for (size_t i = 0; i < o->nbackends; i++)
@@ -780,6 +739,6 @@ out:
 	free(b->res);
 	free(b->pool);
 	free(b);
-	free(h);
+	report_fini(h);
 	return code;
 }

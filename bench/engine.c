@@ -34,6 +34,7 @@
 #include "bench.h"
 #include "opt.h"
 #include "peers.h"
+#include "report.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -455,26 +456,13 @@ static const char *const eb_fairness[] = {
         "(above 1: engine faster)",
 };
 
-/* Header lines as "label", "value" pairs. */
-struct eb_line {
-	char label[32];
-	char value[1024];
-};
-
-static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
+/* The report's header lines. */
+static void eb_header(const struct eb_bench *b, struct report *rep)
 {
 	const struct eb_opts *o = &b->o;
 	char date[32], machine[512];
-	size_t n = 0;
 
-#define EB_LINE(lab, ...)                                                                          \
-	do {                                                                                       \
-		if (n < max) {                                                                     \
-			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
-			peer_errf(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
-			n++;                                                                       \
-		}                                                                                  \
-	} while (0)
+#define EB_LINE(lab, ...) report_line(rep, lab, __VA_ARGS__)
 
 	bench_date(date, sizeof date);
 	bench_machine(machine, sizeof machine);
@@ -507,7 +495,6 @@ static size_t eb_header(const struct eb_bench *b, struct eb_line *l, size_t max)
 	for (size_t i = 0; i < sizeof eb_fairness / sizeof eb_fairness[0]; i++)
 		EB_LINE("fairness", "%s", eb_fairness[i]);
 #undef EB_LINE
-	return n;
 }
 
 static double eb_ops_per_sec(const struct eb_result *r)
@@ -595,23 +582,10 @@ static void eb_text_row(const struct eb_bench *b, FILE *f, const eb_table *t, in
 	fflush(f);
 }
 
-static void eb_markdown(const struct eb_bench *b)
+static void eb_markdown(const struct eb_bench *b, const struct report *rep)
 {
-	struct eb_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? eb_header(b, l, 64) : 0;
-
 	printf("```\n%s\n```\n\n", b->command);
-	for (size_t i = 0; i < n; i++) {
-		/* a run of lines with one label becomes a nested list */
-		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
-		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
-			printf("  - %s\n", l[i].value);
-		else if (run)
-			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
-		else
-			printf("- **%s**: %s\n", l[i].label, l[i].value);
-	}
-	free(l);
+	report_lines_markdown(rep, stdout);
 	printf("\n| sync | workload | backend | ops/s | micros/op | engine/this | misses |\n");
 	printf("|---|---|---|--:|--:|--:|--:|\n");
 	for (int s = 0; s < SYNC_COUNT; s++) {
@@ -639,76 +613,73 @@ static void eb_markdown(const struct eb_bench *b)
 	}
 }
 
-static void eb_json(const struct eb_bench *b, bool ok)
+/* The figures of cell (s, w, bi), which ran, into its JSON row. */
+static void eb_json_ok(const struct eb_bench *b, json_t *row, int s, enum eb_workload w, size_t bi,
+                       const struct eb_result *ref)
+{
+	const struct eb_result *r = &b->res[s][w][bi];
+
+	report_set(row, "ops", report_u64(r->ops));
+	report_set(row, "seconds", report_real(r->seconds, 6));
+	report_set(row, "ops_per_sec", report_real(eb_ops_per_sec(r), 1));
+	report_set(row, "micros_per_op", report_real(eb_micros(r), 4));
+	report_set(row, "misses", report_u64(r->misses));
+	report_set(row, "wrong", report_u64(r->wrong));
+	if (ref != NULL && r->ops > 0)
+		report_set(row, "engine_over_this",
+		           report_real(eb_ops_per_sec(ref) / eb_ops_per_sec(r), 4));
+	if (b->o.repeat > 1) {
+		json_t *runs = json_array();
+		for (uint64_t k = 0; k < b->o.repeat; k++)
+			json_array_append_new(
+			        runs, report_real(eb_ops_per_sec(&b->runs[k][s][w][bi]), 1));
+		report_set(row, "runs_ops_per_sec", runs);
+	}
+	if (r->have_counters) {
+		report_set(row, "batches", report_u64(r->counters.batches));
+		report_set(row, "batched_writes", report_u64(r->counters.writes));
+		report_set(row, "syncs", report_u64(r->counters.syncs));
+		report_set(row, "merges", report_u64(r->counters.merges));
+	}
+}
+
+static void eb_json(const struct eb_bench *b, struct report *rep, bool ok)
 {
 	const struct eb_opts *o = &b->o;
-	struct eb_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? eb_header(b, l, 64) : 0;
-	bool first = true;
+	json_t *results = json_array();
 
-	printf("{\"bench\":\"engine\",\"command\":");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"num\":%" PRIu64 ",\"num_sync\":%" PRIu64 ",\"key_size\":%" PRIu64
-	       ",\"value_size\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"seed\":%" PRIu64
-	       ",\"repeat\":%" PRIu64 ",\"dir\":",
-	       o->num, o->num_sync, o->key_size, o->value_size, o->threads, o->seed, o->repeat);
-	bench_json_string(stdout, b->base);
-	printf(",\"header\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"label\":", i ? "," : "");
-		bench_json_string(stdout, l[i].label);
-		printf(",\"value\":");
-		bench_json_string(stdout, l[i].value);
-		putchar('}');
-	}
-	free(l);
-	printf("]},\"results\":[");
 	for (int s = 0; s < SYNC_COUNT; s++) {
 		for (int w = 0; w < W_COUNT; w++) {
 			for (size_t bi = 0; bi < o->nbackends; bi++) {
 				const struct eb_result *r = &b->res[s][w][bi];
 				const struct eb_result *ref = eb_reference(b, &b->res, s, w, bi);
+				json_t *row;
 				if (r->state == RES_NONE)
 					continue;
-				printf("%s\n{\"sync\":\"%s\",\"workload\":\"%s\",\"backend\":\"%"
-				       "s\","
-				       "\"status\":\"%s\"",
-				       first ? "" : ",", eb_sync_names[s], eb_workload_names[w],
-				       o->backends[bi]->name, eb_state_name(r->state));
-				first = false;
-				if (r->state == RES_OK) {
-					printf(",\"ops\":%" PRIu64
-					       ",\"seconds\":%.6f,\"ops_per_sec\":%.1f"
-					       ",\"micros_per_op\":%.4f,\"misses\":%" PRIu64
-					       ",\"wrong\":%" PRIu64,
-					       r->ops, r->seconds, eb_ops_per_sec(r), eb_micros(r),
-					       r->misses, r->wrong);
-					if (ref != NULL && r->ops > 0)
-						printf(",\"engine_over_this\":%.4f",
-						       eb_ops_per_sec(ref) / eb_ops_per_sec(r));
-					if (o->repeat > 1) {
-						printf(",\"runs_ops_per_sec\":[");
-						for (uint64_t k = 0; k < o->repeat; k++)
-							printf("%s%.1f", k ? "," : "",
-							       eb_ops_per_sec(
-							               &b->runs[k][s][w][bi]));
-						putchar(']');
-					}
-					if (r->have_counters)
-						printf(",\"batches\":%" PRIu64
-						       ",\"batched_writes\":%" PRIu64
-						       ",\"syncs\":%" PRIu64 ",\"merges\":%" PRIu64,
-						       r->counters.batches, r->counters.writes,
-						       r->counters.syncs, r->counters.merges);
-				} else if (r->err[0] != '\0') {
-					printf(",\"error\":");
-					bench_json_string(stdout, r->err);
-				}
-				putchar('}');
+				row = json_pack("{s:s,s:s,s:s,s:s}", "sync", eb_sync_names[s],
+				                "workload", eb_workload_names[w], "backend",
+				                o->backends[bi]->name, "status",
+				                eb_state_name(r->state));
+				if (r->state == RES_OK)
+					eb_json_ok(b, row, s, w, bi, ref);
+				else if (r->err[0] != '\0')
+					report_set(row, "error", report_str(r->err));
+				json_array_append_new(results, row);
 			}
 		}
 	}
-	printf("\n],\"ok\":%s}\n", ok ? "true" : "false");
+	report_set(rep->doc, "bench", json_string("engine"));
+	report_set(rep->doc, "command", report_str(b->command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:O}", "num", report_u64(o->num),
+	                     "num_sync", report_u64(o->num_sync), "key_size",
+	                     report_u64(o->key_size), "value_size", report_u64(o->value_size),
+	                     "threads", report_u64(o->threads), "seed", report_u64(o->seed),
+	                     "repeat", report_u64(o->repeat), "dir", report_str(b->base), "header",
+	                     rep->lines));
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "ok", json_boolean(ok));
+	(void)report_json(rep, stdout);
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -903,33 +874,6 @@ static bool eb_all_ok(const struct eb_bench *b)
 
 /* ---- options ------------------------------------------------------------- */
 
-static void eb_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: kvbench engine [options]\n"
-	        "db_bench-style workloads on kvd's engine and its peers, in one run.\n"
-	        "  --num N            operations per workload under sync=none (default %llu)\n"
-	        "  --num-sync N       operations per workload under sync=always (default %llu)\n"
-	        "  --key-size B       bytes per key, at least the digits of N (default 16)\n"
-	        "  --value-size B     bytes per value, 0..%llu (default 100)\n"
-	        "  --threads T        workers sharing one database, 1..%llu (default 1)\n"
-	        "  --sync MODE        none, always or both (default both)\n"
-	        "  --seed S           random seed (default 1)\n"
-	        "  --repeat R         run everything R times, rotating the backend order; each\n"
-	        "                     cell reports its median run (default 1; odd R is best)\n"
-	        "  --backends LIST    comma-separated: engine,rocksdb,leveldb,lmdb (default all)\n"
-	        "  --benchmarks LIST  comma-separated: fillseq,fillrandom,overwrite,readrandom,\n"
-	        "                     readseq (default all; reads run under sync=none only)\n"
-	        "  --dir DIR          make the run's directory in DIR (default /tmp); removed\n"
-	        "                     afterwards\n"
-	        "  --quick            smoke run: --num %llu --num-sync %llu unless given\n"
-	        "  --markdown         print the header and a markdown table at the end\n"
-	        "  --json             print one JSON object at the end\n"
-	        "Exits 0 only when every built backend completed every workload with no miss.\n",
-	        EB_NUM_DEFAULT, EB_NUM_SYNC_DEFAULT, EB_VALUE_MAX, EB_THREADS_MAX, EB_QUICK_NUM,
-	        EB_QUICK_NUM_SYNC);
-}
-
 static int eb_backend_list(struct eb_opts *o, const char *list)
 {
 	char buf[256];
@@ -999,88 +943,94 @@ static int eb_workload_list(struct eb_opts *o, const char *list)
 	return 0;
 }
 
+static int eb_parse_sync(const char *cmd, const char *name, const char *arg, void *val)
+{
+	bool *sync = val; /* by enum eb_sync */
+
+	if (strcmp(arg, "none") != 0 && strcmp(arg, "always") != 0 && strcmp(arg, "both") != 0) {
+		fprintf(stderr, "kvbench %s: %s is none, always or both, not '%s'\n", cmd, name,
+		        arg);
+		return -EINVAL;
+	}
+	sync[SYNC_NONE] = strcmp(arg, "always") != 0;
+	sync[SYNC_ALWAYS] = strcmp(arg, "none") != 0;
+	return 0;
+}
+
+static int eb_parse_backends(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)cmd;
+	(void)name;
+	return eb_backend_list(val, arg);
+}
+
+static int eb_parse_workloads(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)cmd;
+	(void)name;
+	return eb_workload_list(val, arg);
+}
+
 /* 0, 1 for --help, or -EINVAL. */
 static int eb_parse(int argc, char **argv, struct eb_opts *o)
 {
-	static const char *const with_value[] = {
-	        "--num",  "--num-sync", "--key-size",   "--value-size", "--threads", "--sync",
-	        "--seed", "--backends", "--benchmarks", "--dir",        "--repeat",
+	char value_help[64], threads_help[64], quick[128];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("num", BENCH_OPT_U64, &o->num, "N",
+	                   "operations per workload under sync=none (default %D)"),
+	         .lo = 1, .hi = EB_NUM_MAX, .set = &o->num_set},
+	        {BENCH_OPT("num-sync", BENCH_OPT_U64, &o->num_sync, "N",
+	                   "operations per workload under sync=always (default %D)"),
+	         .lo = 1, .hi = EB_NUM_MAX, .set = &o->num_sync_set},
+	        {BENCH_OPT("key-size", BENCH_OPT_U64, &o->key_size, "B",
+	                   "bytes per key, at least the digits of N (default %D)"),
+	         .lo = 1, .hi = EB_KEY_MAX},
+	        {BENCH_OPT("value-size", BENCH_OPT_U64, &o->value_size, "B", value_help), .lo = 0,
+	         .hi = EB_VALUE_MAX},
+	        {BENCH_OPT("threads", BENCH_OPT_U64, &o->threads, "T", threads_help), .lo = 1,
+	         .hi = EB_THREADS_MAX},
+	        {BENCH_OPT("sync", BENCH_OPT_FUNC, o->sync, "MODE",
+	                   "none, always or both (default both)"),
+	         .parse = eb_parse_sync},
+	        {BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", "random seed (default %D)"),
+	         .lo = 0, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("repeat", BENCH_OPT_U64, &o->repeat, "R",
+	                   "run everything R times, rotating the backend order; each\n"
+	                   "cell reports its median run (default %D; odd R is best)"),
+	         .lo = 1, .hi = EB_REPEAT_MAX},
+	        {BENCH_OPT("backends", BENCH_OPT_FUNC, o, "LIST",
+	                   "comma-separated: engine,rocksdb,leveldb,lmdb (default all)"),
+	         .parse = eb_parse_backends},
+	        {BENCH_OPT("benchmarks", BENCH_OPT_FUNC, o, "LIST",
+	                   "comma-separated: fillseq,fillrandom,overwrite,readrandom,\n"
+	                   "readseq (default all; reads run under sync=none only)"),
+	         .parse = eb_parse_workloads},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp); removed\n"
+	                   "afterwards")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and a markdown table at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
+	const struct bench_cmd cmd = {
+	        "engine",
+	        "db_bench-style workloads on kvd's engine and its peers, in one run.\n",
+	        "Exits 0 only when every built backend completed every workload with no miss.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
+	};
+	int rv;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL, *name = NULL;
-		size_t nlen = strcspn(a, "=");
-		int rv = 0;
-
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			eb_usage(stdout);
-			return 1;
-		}
-		if (strcmp(a, "--json") == 0) {
-			o->json = true;
-			continue;
-		}
-		if (strcmp(a, "--markdown") == 0) {
-			o->markdown = true;
-			continue;
-		}
-		if (strcmp(a, "--quick") == 0) {
-			o->quick = true;
-			continue;
-		}
-		for (size_t j = 0; j < sizeof with_value / sizeof with_value[0]; j++)
-			if (strlen(with_value[j]) == nlen && strncmp(a, with_value[j], nlen) == 0)
-				name = with_value[j];
-		if (name == NULL) {
-			fprintf(stderr, "kvbench engine: unknown option '%s'\n", a);
-			eb_usage(stderr);
-			return -EINVAL;
-		}
-		if (a[nlen] == '=') {
-			val = a + nlen + 1;
-		} else if (i + 1 < argc) {
-			val = argv[++i];
-		} else {
-			fprintf(stderr, "kvbench engine: %s needs a value\n", a);
-			return -EINVAL;
-		}
-		if (strcmp(name, "--num") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num);
-			o->num_set = true;
-		} else if (strcmp(name, "--num-sync") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_NUM_MAX, &o->num_sync);
-			o->num_sync_set = true;
-		} else if (strcmp(name, "--key-size") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_KEY_MAX, &o->key_size);
-		} else if (strcmp(name, "--value-size") == 0) {
-			rv = bench_parse_u64("engine", name, val, 0, EB_VALUE_MAX, &o->value_size);
-		} else if (strcmp(name, "--threads") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_THREADS_MAX, &o->threads);
-		} else if (strcmp(name, "--repeat") == 0) {
-			rv = bench_parse_u64("engine", name, val, 1, EB_REPEAT_MAX, &o->repeat);
-		} else if (strcmp(name, "--seed") == 0) {
-			rv = bench_parse_u64("engine", name, val, 0, UINT64_MAX, &o->seed);
-		} else if (strcmp(name, "--sync") == 0) {
-			o->sync[SYNC_NONE] = strcmp(val, "none") == 0 || strcmp(val, "both") == 0;
-			o->sync[SYNC_ALWAYS] =
-			        strcmp(val, "always") == 0 || strcmp(val, "both") == 0;
-			if (!o->sync[SYNC_NONE] && !o->sync[SYNC_ALWAYS]) {
-				fprintf(stderr,
-				        "kvbench engine: --sync is none, always or both, not "
-				        "'%s'\n",
-				        val);
-				rv = -EINVAL;
-			}
-		} else if (strcmp(name, "--backends") == 0) {
-			rv = eb_backend_list(o, val);
-		} else if (strcmp(name, "--benchmarks") == 0) {
-			rv = eb_workload_list(o, val);
-		} else {
-			o->dir = val;
-		}
-		if (rv != 0)
-			return rv;
-	}
+	bench_fmt(value_help, sizeof value_help, "bytes per value, 0..%llu (default %%D)",
+	          EB_VALUE_MAX);
+	bench_fmt(threads_help, sizeof threads_help,
+	          "workers sharing one database, 1..%llu (default %%D)", EB_THREADS_MAX);
+	bench_fmt(quick, sizeof quick, "smoke run: --num %llu --num-sync %llu unless given",
+	          EB_QUICK_NUM, EB_QUICK_NUM_SYNC);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (!o->sync[SYNC_NONE] && (o->workload[W_READRANDOM] || o->workload[W_READSEQ]))
 		fprintf(stderr, "kvbench engine: note: reads run under sync=none only; "
 		                "--sync always skips them\n");
@@ -1135,12 +1085,15 @@ static int eb_make_base(struct eb_bench *b)
 int bench_engine(int argc, char **argv)
 {
 	struct eb_bench *b = calloc(1, sizeof(*b));
+	struct report rep = {0};
 	struct eb_opts *o;
 	int rv, code = 1;
 	bool ok;
 
-	if (b == NULL) {
+	if (b == NULL || report_init(&rep) != 0) {
 		fprintf(stderr, "kvbench engine: out of memory\n");
+		free(b);
+		report_fini(&rep);
 		return 1;
 	}
 	o = &b->o;
@@ -1158,6 +1111,7 @@ int bench_engine(int argc, char **argv)
 		o->backends[o->nbackends++] = peer_backends[i];
 	if ((rv = eb_parse(argc, argv, o)) != 0) {
 		free(b);
+		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
 	bench_command_line(b->command, sizeof b->command, argc, argv);
@@ -1176,14 +1130,9 @@ int bench_engine(int argc, char **argv)
 
 	b->progress = o->json || o->markdown ? stderr : stdout;
 	if (!o->json && !o->markdown) {
-		struct eb_line *l = calloc(64, sizeof(*l));
-		size_t n = l ? eb_header(b, l, 64) : 0;
 		printf("kvbench engine: %s\n", b->command);
-		for (size_t i = 0; i < n; i++)
-			printf("%-11s %s\n",
-			       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0 ? "" : l[i].label,
-			       l[i].value);
-		free(l);
+		eb_header(b, &rep);
+		report_lines_text(&rep, stdout, 11);
 		putchar('\n');
 	}
 	eb_text_row_head(b->progress);
@@ -1200,10 +1149,12 @@ int bench_engine(int argc, char **argv)
 						eb_text_row(b, stdout, &b->res, s, w, bi, 0);
 	}
 	ok = eb_all_ok(b);
+	if (o->json || o->markdown)
+		eb_header(b, &rep);
 	if (o->json)
-		eb_json(b, ok);
+		eb_json(b, &rep, ok);
 	else if (o->markdown)
-		eb_markdown(b);
+		eb_markdown(b, &rep);
 	if (!ok)
 		fprintf(stderr, "kvbench engine: FAILED: a workload failed or reads missed keys\n");
 	code = ok ? 0 : 1;
@@ -1214,5 +1165,6 @@ out:
 	free(b->pool);
 	free(b->runs);
 	free(b);
+	report_fini(&rep);
 	return code;
 }

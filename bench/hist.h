@@ -1,6 +1,6 @@
 /*
  * bench/hist.h — the latency histogram of kvbench's rpc, ycsb, versions,
- * durable and coldstart benchmarks.
+ * durable, coldstart and merge benchmarks.
  *
  * Log-linear, as HdrHistogram: values below 2^H_SUB_BITS ns have a bucket
  * each; above, every power of two is split into 2^(H_SUB_BITS-1) equal

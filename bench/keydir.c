@@ -12,6 +12,7 @@
 #include "keydir.h"
 #include "bench.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -31,62 +32,30 @@ struct kdb_opts {
 	bool json;
 };
 
-static void kdb_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: kvbench keydir [--keys N] [--key-size B] [--seed S] [--json]\n"
-	        "  --keys N       keys to insert (default 1000000)\n"
-	        "  --key-size B   bytes per key, 1..%u (default 16)\n"
-	        "  --seed S       random seed (default 1)\n"
-	        "  --json         print one JSON object instead of text\n",
-	        KD_KEY_MAX);
-}
-
+/* 0, 1 for --help, or -EINVAL. */
 static int kdb_parse(int argc, char **argv, struct kdb_opts *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *val = NULL;
-		size_t nlen = strcspn(a, "=");
-		static const char *const with_value[] = {"--keys", "--key-size", "--seed"};
-		bool takes = false;
+	char key_size[64];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N", "keys to insert (default %D)"),
+	         .lo = 1, .hi = BENCH_KEYS_MAX},
+	        {BENCH_OPT("key-size", BENCH_OPT_U64, &o->key_size, "B", key_size), .lo = 1,
+	         .hi = KD_KEY_MAX},
+	        {BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", "random seed (default %D)"),
+	         .lo = 0, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object instead of text")},
+	};
+	const struct bench_cmd cmd = {
+	        "keydir",
+	        "Memory per key and operation speed of the key directory.\n",
+	        NULL,
+	        opts,
+	        sizeof opts / sizeof opts[0],
+	};
 
-		if (strcmp(a, "--json") == 0) {
-			o->json = true;
-			continue;
-		}
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			kdb_usage(stdout);
-			return 1;
-		}
-		for (size_t j = 0; j < sizeof with_value / sizeof with_value[0]; j++)
-			if (strlen(with_value[j]) == nlen && strncmp(a, with_value[j], nlen) == 0)
-				takes = true;
-		if (!takes) {
-			fprintf(stderr, "kvbench keydir: unknown option '%s'\n", a);
-			kdb_usage(stderr);
-			return -EINVAL;
-		}
-		if (a[nlen] == '=') {
-			val = a + nlen + 1;
-		} else if (i + 1 < argc) {
-			val = argv[++i];
-		} else {
-			fprintf(stderr, "kvbench keydir: %s needs a value\n", a);
-			return -EINVAL;
-		}
-		int rv;
-		if (strncmp(a, "--keys", nlen) == 0 && nlen == 6)
-			rv = bench_parse_u64("keydir", "--keys", val, 1, BENCH_KEYS_MAX, &o->keys);
-		else if (strncmp(a, "--key-size", nlen) == 0)
-			rv = bench_parse_u64("keydir", "--key-size", val, 1, KD_KEY_MAX,
-			                     &o->key_size);
-		else
-			rv = bench_parse_u64("keydir", "--seed", val, 0, UINT64_MAX, &o->seed);
-		if (rv != 0)
-			return rv;
-	}
-	return 0;
+	bench_fmt(key_size, sizeof key_size, "bytes per key, 1..%u (default %%D)", KD_KEY_MAX);
+	return bench_opts_parse(&cmd, argc, argv);
 }
 
 struct kdb_walk {
@@ -194,12 +163,13 @@ int bench_keydir(int argc, char **argv)
 	double ins = t_insert / (double)o.keys, look = t_lookup / (double)o.keys;
 	double walk = t_walk / (double)count;
 	if (o.json) {
-		printf("{\"bench\":\"keydir\",\"keys\":%zu,\"key_size\":%" PRIu64
-		       ",\"seed\":%" PRIu64
-		       ",\"memory_bytes\":%zu,\"bytes_per_key\":%.2f,\"overhead_per_key\":%.2f"
-		       ",\"insert_ns_per_op\":%.1f,\"lookup_ns_per_op\":%.1f"
-		       ",\"walk_ns_per_key\":%.1f}\n",
-		       count, o.key_size, o.seed, mem, per_key, overhead, ins, look, walk);
+		(void)report_print_packed(
+		        stdout, "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "bench", "keydir",
+		        "keys", report_u64(count), "key_size", report_u64(o.key_size), "seed",
+		        report_u64(o.seed), "memory_bytes", report_u64(mem), "bytes_per_key",
+		        report_real(per_key, 2), "overhead_per_key", report_real(overhead, 2),
+		        "insert_ns_per_op", report_real(ins, 1), "lookup_ns_per_op",
+		        report_real(look, 1), "walk_ns_per_key", report_real(walk, 1));
 	} else {
 		printf("keydir: %zu keys of %" PRIu64 " random bytes (seed %" PRIu64 ")\n", count,
 		       o.key_size, o.seed);

@@ -4,14 +4,15 @@
  * the writers that keep going while it runs.
  */
 #include "bench.h"
+#include "hist.h"
 #include "opt.h"
+#include "report.h"
 #include "rng.h"
 
 #include "kvengine.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -97,20 +98,28 @@ static int fill(kv_db *db, const struct common *c, uint64_t seed, uint64_t count
 	return 0;
 }
 
-static int parse_common(const char *cmd, int argc, char **argv, struct common *c, const char *usage)
+/* The options open and merge share. 0, 1 after --help, 2 for a bad option. */
+static int parse_common(const char *cmd, const char *intro, int argc, char **argv, struct common *c)
 {
-	static const struct option lo[] = {
-		{"keys", required_argument, NULL, 'n'},
-		{"key-size", required_argument, NULL, 'k'},
-		{"value-size", required_argument, NULL, 'v'},
-		{"dir", required_argument, NULL, 'd'},
-		{"json", no_argument, NULL, 'j'},
-		{"cold", no_argument, NULL, 'C'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &c->keys, "N", "keys written (default %D)"),
+	         .lo = 1, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("key-size", BENCH_OPT_UINT, &c->key_size, "B",
+	                   "bytes per key, 8..200 (default %D)"),
+	         .lo = 8, .hi = 200},
+	        {BENCH_OPT("value-size", BENCH_OPT_UINT, &c->value_size, "B",
+	                   "bytes per value (default %D)"),
+	         .lo = 0, .hi = UINT32_MAX},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &c->dir, "DIR",
+	                   "make the database in DIR/open or DIR/merge (default: a\n"
+	                   "new directory in /tmp)")},
+	        {BENCH_OPT("cold", BENCH_OPT_FLAG, &c->cold, NULL,
+	                   "empty the page cache before each open (root)")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &c->json, NULL,
+	                   "print one JSON object instead of text")},
 	};
-	uint64_t v;
-	int ch;
+	const struct bench_cmd bc = {cmd, intro, NULL, opts, sizeof opts / sizeof opts[0]};
+	int rv;
 
 	c->keys = 1000000;
 	c->key_size = 16;
@@ -118,45 +127,9 @@ static int parse_common(const char *cmd, int argc, char **argv, struct common *c
 	c->dir = NULL;
 	c->json = false;
 	c->cold = false;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, UINT64_MAX, &c->keys) != 0)
-				return 2;
-			break;
-		case 'k':
-			if (bench_parse_u64(cmd, "--key-size", optarg, 8, 200, &v) != 0)
-				return 2;
-			c->key_size = (uint32_t)v;
-			break;
-		case 'v':
-			if (bench_parse_u64(cmd, "--value-size", optarg, 0, UINT32_MAX, &v) != 0)
-				return 2;
-			c->value_size = (uint32_t)v;
-			break;
-		case 'd':
-			c->dir = optarg;
-			break;
-		case 'j':
-			c->json = true;
-			break;
-		case 'C':
-			c->cold = true;
-			break;
-		case 'h':
-			printf("%s", usage);
-			return 1;
-		default:
-			fprintf(stderr, "%s", usage);
-			return 2;
-		}
-	}
-	if (c->keys == 0 || c->key_size < 8 || c->key_size > 200) {
-		fprintf(stderr, "kvbench: --keys must be > 0 and --key-size 8..200\n");
+	if ((rv = bench_opts_parse(&bc, argc, argv)) < 0)
 		return 2;
-	}
-	return 0;
+	return rv;
 }
 
 static char *make_dir(const char *given, const char *tag)
@@ -182,8 +155,7 @@ static char *make_dir(const char *given, const char *tag)
 
 int bench_open(int argc, char **argv)
 {
-	static const char usage[] =
-		"usage: kvbench open [--keys N] [--key-size B] [--value-size B] [--dir D] [--cold] [--json]\n"
+	static const char intro[] =
 		"Fills N keys, closes, then times kv_open from hint files and from a full log scan.\n"
 		"--cold empties the page cache before each open (root), so both read the disk.\n";
 	struct common c;
@@ -195,7 +167,7 @@ int bench_open(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common("open", argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("open", intro, argc, argv, &c)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "open")) == NULL)
 		return 1;
@@ -239,11 +211,13 @@ int bench_open(int argc, char **argv)
 	bench_rmtree(dir);
 
 	if (c.json) {
-		printf("{\"bench\":\"open\",\"keys\":%" PRIu64 ",\"key_size\":%u,\"value_size\":%u,"
-		       "\"disk_bytes\":%" PRIu64 ",\"segments\":%u,\"open_hints_s\":%.4f,"
-		       "\"open_scan_s\":%.4f,\"records\":%" PRIu64 "}\n",
-		       st.keys, c.key_size, c.value_size, st.disk_bytes, ri_hint.segments, t_hint,
-		       t_scan, ri_scan.records);
+		(void)report_print_packed(
+		        stdout, "{s:s,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o}", "bench", "open", "keys",
+		        report_u64(st.keys), "key_size", (int)c.key_size, "value_size",
+		        (int)c.value_size, "disk_bytes", report_u64(st.disk_bytes), "segments",
+		        (int)ri_hint.segments, "open_hints_s", report_real(t_hint, 4),
+		        "open_scan_s", report_real(t_scan, 4), "records",
+		        report_u64(ri_scan.records));
 	} else {
 		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u%s\n", c.keys,
 		       c.key_size, c.value_size, c.cold ? " --cold" : "");
@@ -261,40 +235,19 @@ int bench_open(int argc, char **argv)
 
 /* ---- merge ------------------------------------------------------------- */
 
-struct lat {
-	uint64_t *us;
-	size_t n, cap;
-};
-
 struct writer {
 	kv_db *db;
 	const struct common *c;
 	atomic_int stop;
-	atomic_int phase; /* 0 before the merge, 1 while it runs */
-	struct lat lat[2];
+	atomic_int phase;    /* 0 before the merge, 1 while it runs */
+	struct hist *lat[2]; /* put latency by phase, ns */
 	int err;
 };
 
-static void lat_add(struct lat *l, uint64_t us)
+/* Percentile p of h in microseconds. */
+static uint64_t pct(const struct hist *h, double p)
 {
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 65536;
-		l->us = realloc(l->us, l->cap * sizeof(*l->us));
-	}
-	l->us[l->n++] = us;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t pct(struct lat *l, double p)
-{
-	if (l->n == 0)
-		return 0;
-	return l->us[(size_t)((double)(l->n - 1) * p)];
+	return hist_pct(h, p) / 1000;
 }
 
 static void *writer_main(void *arg)
@@ -305,16 +258,15 @@ static void *writer_main(void *arg)
 
 	memset(val, 'w', w->c->value_size);
 	while (!atomic_load(&w->stop)) {
-		uint64_t k = bench_rng(&s) % w->c->keys;
-		double t0;
+		uint64_t k = bench_rng(&s) % w->c->keys, t0;
 		int phase = atomic_load(&w->phase);
 		snprintf(key, sizeof(key), "%0*" PRIu64, (int)w->c->key_size, k);
-		t0 = bench_now();
+		t0 = bench_now_ns();
 		if (kv_put(w->db, key, w->c->key_size, val, w->c->value_size, NULL, NULL) != 0) {
 			w->err = 1;
 			break;
 		}
-		lat_add(&w->lat[phase], (uint64_t)((bench_now() - t0) * 1e6));
+		hist_add(w->lat[phase], bench_now_ns() - t0);
 	}
 	free(val);
 	return NULL;
@@ -322,8 +274,7 @@ static void *writer_main(void *arg)
 
 int bench_merge(int argc, char **argv)
 {
-	static const char usage[] =
-		"usage: kvbench merge [--keys N] [--key-size B] [--value-size B] [--dir D] [--json]\n"
+	static const char intro[] =
 		"Writes every key twice (half the log dead), then merges while a writer thread\n"
 		"keeps writing (sync=none); reports merge time, space reclaimed and the writer's\n"
 		"put latency before and during the merge.\n";
@@ -337,7 +288,7 @@ int bench_merge(int argc, char **argv)
 	char *dir;
 	int rv;
 
-	if ((rv = parse_common("merge", argc, argv, &c, usage)) != 0)
+	if ((rv = parse_common("merge", intro, argc, argv, &c)) != 0)
 		return rv == 1 ? 0 : rv;
 	if ((dir = make_dir(c.dir, "merge")) == NULL)
 		return 1;
@@ -353,6 +304,13 @@ int bench_merge(int argc, char **argv)
 	memset(&w, 0, sizeof(w));
 	w.db = db;
 	w.c = &c;
+	if ((w.lat[0] = calloc(1, sizeof(struct hist))) == NULL ||
+	    (w.lat[1] = calloc(1, sizeof(struct hist))) == NULL) {
+		fprintf(stderr, "kvbench merge: out of memory\n");
+		free(w.lat[0]);
+		kv_close(db);
+		return 1;
+	}
 	pthread_create(&th, NULL, writer_main, &w);
 	/* a baseline as long as... one second of writes without a merge */
 	t0 = bench_now();
@@ -373,17 +331,18 @@ int bench_merge(int argc, char **argv)
 		fprintf(stderr, "kvbench merge: %s\n", rv ? kv_strerror(rv) : "writer failed");
 		return 1;
 	}
-	for (int i = 0; i < 2; i++)
-		qsort(w.lat[i].us, w.lat[i].n, sizeof(uint64_t), cmp_u64);
 	if (c.json) {
-		printf("{\"bench\":\"merge\",\"keys\":%" PRIu64 ",\"merge_s\":%.3f,"
-		       "\"disk_before\":%" PRIu64 ",\"disk_after\":%" PRIu64 ","
-		       "\"put_p99_us_idle\":%" PRIu64 ",\"put_p99_us_merge\":%" PRIu64 ","
-		       "\"put_max_us_idle\":%" PRIu64 ",\"put_max_us_merge\":%" PRIu64 ","
-		       "\"puts_per_s_idle\":%.0f,\"puts_per_s_merge\":%.0f}\n",
-		       c.keys, t_merge, before.disk_bytes, after.disk_bytes, pct(&w.lat[0], 0.99),
-		       pct(&w.lat[1], 0.99), pct(&w.lat[0], 1.0), pct(&w.lat[1], 1.0),
-		       w.lat[0].n / t_base, w.lat[1].n / t_merge);
+		(void)report_print_packed(stdout, "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		                          "bench", "merge", "keys", report_u64(c.keys), "merge_s",
+		                          report_real(t_merge, 3), "disk_before",
+		                          report_u64(before.disk_bytes), "disk_after",
+		                          report_u64(after.disk_bytes), "put_p99_us_idle",
+		                          report_u64(pct(w.lat[0], 0.99)), "put_p99_us_merge",
+		                          report_u64(pct(w.lat[1], 0.99)), "put_max_us_idle",
+		                          report_u64(pct(w.lat[0], 1.0)), "put_max_us_merge",
+		                          report_u64(pct(w.lat[1], 1.0)), "puts_per_s_idle",
+		                          report_real(w.lat[0]->n / t_base, 0), "puts_per_s_merge",
+		                          report_real(w.lat[1]->n / t_merge, 0));
 	} else {
 		printf("kvbench merge --keys %" PRIu64 " --key-size %u --value-size %u\n", c.keys,
 		       c.key_size, c.value_size);
@@ -392,14 +351,14 @@ int bench_merge(int argc, char **argv)
 		       100.0 * (1.0 - (double)after.disk_bytes / (double)before.disk_bytes));
 		printf("writer (sync=none)   puts/s    p50 us   p99 us   max us\n");
 		printf("  without merge   %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-		       w.lat[0].n / t_base, pct(&w.lat[0], 0.5), pct(&w.lat[0], 0.99),
-		       pct(&w.lat[0], 1.0));
+		       w.lat[0]->n / t_base, pct(w.lat[0], 0.5), pct(w.lat[0], 0.99),
+		       pct(w.lat[0], 1.0));
 		printf("  during merge    %9.0f %9" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-		       w.lat[1].n / t_merge, pct(&w.lat[1], 0.5), pct(&w.lat[1], 0.99),
-		       pct(&w.lat[1], 1.0));
+		       w.lat[1]->n / t_merge, pct(w.lat[1], 0.5), pct(w.lat[1], 0.99),
+		       pct(w.lat[1], 1.0));
 	}
-	free(w.lat[0].us);
-	free(w.lat[1].us);
+	free(w.lat[0]);
+	free(w.lat[1]);
 	free(dir);
 	return 0;
 }

@@ -6,11 +6,9 @@
 
 #include "ycsb_gen.h"
 
-#include <getopt.h>
-
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,81 +183,58 @@ size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *
 	return can;
 }
 
-void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (h->n == RUNENV_LINES_MAX)
-		return;
-	snprintf(h->l[h->n].label, sizeof h->l[h->n].label, "%s", label);
-	va_start(ap, fmt);
-	vsnprintf(h->l[h->n].value, sizeof h->l[h->n].value, fmt, ap);
-	va_end(ap);
-	h->n++;
-}
-
-void runenv_lines_common(struct runenv_lines *h, const struct runenv *r)
+void runenv_lines_common(struct report *h, const struct runenv *r)
 {
 	char tmp[512];
 
 	bench_date(tmp, sizeof tmp);
-	runenv_line(h, "date", "%s", tmp);
+	report_line(h, "date", "%s", tmp);
 	bench_machine(tmp, sizeof tmp);
-	runenv_line(h, "machine", "%s; clients and servers share these CPUs", tmp);
-	runenv_line(h, "build", "%s", bench_build());
-	runenv_line(h, "command", "%s", r->command);
-	runenv_line(h, "directory", "%s (%s), removed afterwards unless the run failed", r->base,
+	report_line(h, "machine", "%s; clients and servers share these CPUs", tmp);
+	report_line(h, "build", "%s", bench_build());
+	report_line(h, "command", "%s", r->command);
+	report_line(h, "directory", "%s (%s), removed afterwards unless the run failed", r->base,
 	            r->fs);
 }
 
-void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r)
+void runenv_lines_kvd(struct report *h, const struct runenv *r)
 {
 	if (r->env.endpoint != NULL) {
-		runenv_line(h, "kvd", "the running kvd at %s (--endpoint)%s%s", r->env.endpoint,
+		report_line(h, "kvd", "the running kvd at %s (--endpoint)%s%s", r->env.endpoint,
 		            r->env.kvd_version[0] ? ", version " : "", r->env.kvd_version);
 		return;
 	}
 	if (r->env.kvd.pid == 0)
 		return;
-	runenv_line(h, "kvd", "%s", r->env.kvd.command);
-	runenv_line(h, "kvd",
+	report_line(h, "kvd", "%s", r->env.kvd.command);
+	report_line(h, "kvd",
 	            "binary %s (run from a copy), version %s, %" PRIu64 " workers; config file: "
 	            "[kvd] (nothing set; tenants get their settings from TenantCreate)",
 	            r->kvd_path, r->env.kvd_version, r->env.kvd_workers);
 }
 
-void runenv_print_text(FILE *f, const struct runenv_lines *h)
+json_t *runenv_json_backends(const struct yb_backend *const *backends, size_t n)
 {
-	for (size_t i = 0; i < h->n; i++)
-		fprintf(f, "%-10s %s\n",
-		        i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0 ? "" : h->l[i].label,
-		        h->l[i].value);
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		(void)json_array_append_new(a, json_string(backends[i]->name));
+	return a;
 }
 
-void runenv_print_markdown(FILE *f, const struct runenv_lines *h)
+json_t *runenv_json_skipped(const struct yb_backend *const *backends, size_t n, const char *skip,
+                            size_t skip_len)
 {
-	for (size_t i = 0; i < h->n; i++) {
-		bool run = i + 1 < h->n && strcmp(h->l[i].label, h->l[i + 1].label) == 0;
-		if (i > 0 && strcmp(h->l[i].label, h->l[i - 1].label) == 0)
-			fprintf(f, "  - %s\n", h->l[i].value);
-		else if (run)
-			fprintf(f, "- **%s**:\n  - %s\n", h->l[i].label, h->l[i].value);
-		else
-			fprintf(f, "- **%s**: %s\n", h->l[i].label, h->l[i].value);
-	}
-}
+	json_t *a = json_array();
 
-void runenv_print_json(FILE *f, const struct runenv_lines *h)
-{
-	fputc('[', f);
-	for (size_t i = 0; i < h->n; i++) {
-		fprintf(f, "%s{\"label\":", i ? "," : "");
-		bench_json_string(f, h->l[i].label);
-		fprintf(f, ",\"value\":");
-		bench_json_string(f, h->l[i].value);
-		fputc('}', f);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = skip + i * skip_len;
+		if (why[0] != '\0')
+			(void)json_array_append_new(a, json_pack("{s:s,s:o}", "backend",
+			                                         backends[i]->name, "reason",
+			                                         report_str(why)));
 	}
-	fputc(']', f);
+	return a;
 }
 
 double runenv_loadavg(void)
@@ -297,57 +272,57 @@ void runenv_opts_init(struct runenv_opts *o)
 	o->stream = true; /* libkvclient's default transport */
 }
 
-/* runenv_opt's answer for an option whose value was parsed: taken, or bad. */
-static int taken(int parsed)
+static int parse_transport(const char *cmd, const char *name, const char *arg, void *val)
 {
-	return parsed == 0 ? 1 : -EINVAL;
+	(void)name;
+	return runenv_parse_transport(cmd, arg, val);
 }
 
-int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o)
+size_t runenv_opts_table(struct runenv_opts *o, bool timed, const char *seed_help,
+                         const char *quick_help, struct bench_opt *t)
 {
-	switch (ch) {
-	case RUNENV_O_SEED:
-		return taken(bench_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &o->seed));
-	case RUNENV_O_SECONDS:
-		o->seconds_set = true;
-		return taken(bench_parse_double(cmd, "--seconds", arg, 0.01, 3600, &o->seconds));
-	case RUNENV_O_WARMUP:
-		o->warmup_set = true;
-		return taken(bench_parse_double(cmd, "--warmup", arg, 0, 3600, &o->warmup));
-	case RUNENV_O_KVD:
-		o->kvd = arg;
-		return 1;
-	case RUNENV_O_ENDPOINT:
-		o->endpoint = arg;
-		return 1;
-	case RUNENV_O_TRANSPORT:
-		return taken(runenv_parse_transport(cmd, arg, &o->stream));
-	case RUNENV_O_REDIS:
-		o->redis_server = arg;
-		return 1;
-	case RUNENV_O_DIR:
-		o->dir = arg;
-		return 1;
-	case RUNENV_O_QUICK:
-		o->quick = true;
-		return 1;
-	case RUNENV_O_JSON:
-		o->json = true;
-		return 1;
-	case RUNENV_O_MD:
-		o->markdown = true;
-		return 1;
-	default:
-		return 0;
+	size_t n = 0;
+
+	if (timed) {
+		t[n++] = (struct bench_opt){BENCH_OPT("seconds", BENCH_OPT_DOUBLE, &o->seconds, "S",
+		                                      "recorded seconds per cell (default %D)"),
+		                            .lo = 0.01, .hi = 3600, .set = &o->seconds_set};
+		t[n++] =
+		        (struct bench_opt){BENCH_OPT("warmup", BENCH_OPT_DOUBLE, &o->warmup, "S",
+		                                     "unrecorded seconds before them (default %D)"),
+		                           .lo = 0, .hi = 3600, .set = &o->warmup_set};
 	}
+	t[n++] = (struct bench_opt){BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", seed_help),
+	                            .lo = 0, .hi = (double)UINT64_MAX};
+	t[n++] =
+	        (struct bench_opt){BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                                     "kvd binary (default ../daemon/kvd next to kvbench)")};
+	t[n++] = (struct bench_opt){BENCH_OPT("endpoint", BENCH_OPT_STRING, &o->endpoint, "URL",
+	                                      "use this running kvd instead of starting one")};
+	t[n++] = (struct bench_opt){
+	        BENCH_OPT("transport", BENCH_OPT_FUNC, &o->stream, "T",
+	                  "the kvd started here listens on kv+ipc:// and\n"
+	                  "kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
+	                  "(nng)"),
+	        .parse = parse_transport};
+	if (timed)
+		t[n++] = (struct bench_opt){BENCH_OPT("redis-server", BENCH_OPT_STRING,
+		                                      &o->redis_server, "PATH",
+		                                      "redis-server binary (default: from PATH)")};
+	t[n++] = (struct bench_opt){BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                                      "make the run's directory in DIR (default /tmp)")};
+	t[n++] =
+	        (struct bench_opt){BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick_help)};
+	t[n++] = (struct bench_opt){BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                                      "print the header and a markdown table at the end")};
+	t[n++] = (struct bench_opt){BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                                      "print one JSON object at the end")};
+	assert(n <= RUNENV_OPTS_N);
+	return n;
 }
 
-int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o)
+int runenv_opts_done(const char *cmd, const struct runenv_opts *o)
 {
-	if (optind < argc) {
-		fprintf(stderr, "kvbench %s: unexpected argument '%s'\n", cmd, argv[optind]);
-		return -EINVAL;
-	}
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench %s: --json and --markdown exclude each other\n", cmd);
 		return -EINVAL;

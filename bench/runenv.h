@@ -1,8 +1,10 @@
 /*
  * bench/runenv.h — what `kvbench versions`, `durable` and `coldstart`
- * share: parsing of numbers and lists, the run's directory, the kvd and
- * redis-server binaries behind a struct yb_env (bench/ycsb_backend.h, the
- * one place that starts kvd and names its URLs), and the report header.
+ * share (ycsb some of it): their common options as entries of an option
+ * table (bench/opt.h), the parsing of backend lists, the run's directory,
+ * the kvd and redis-server binaries behind a struct yb_env
+ * (bench/ycsb_backend.h, the one place that starts kvd and names its URLs),
+ * and the report header's common lines and JSON arrays (bench/report.h).
  *
  * Every parse function prints its own one-line error ("kvbench CMD: …") to
  * stderr and returns -EINVAL; everything else here returns 0 or -1 with a
@@ -12,6 +14,7 @@
 #define KV_BENCH_RUNENV_H
 
 #include "opt.h"
+#include "report.h"
 #include "ycsb_backend.h"
 
 #include <stdbool.h>
@@ -19,18 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define RUNENV_LINES_MAX 48   /* header lines of a report */
-#define RUNENV_LINE_MAX  2048 /* bytes of one header line */
-#define RUNENV_LIST_MAX  16   /* entries of a list option */
-
-/* A report header: label and value pairs, printed as text, markdown or JSON. */
-struct runenv_lines {
-	size_t n;
-	struct {
-		char label[16];
-		char value[RUNENV_LINE_MAX];
-	} l[RUNENV_LINES_MAX];
-};
+#define RUNENV_LIST_MAX 16 /* entries of a list option */
 
 /* One run of a benchmark: its directory and the processes it may start. */
 struct runenv {
@@ -56,47 +48,18 @@ struct runenv_opts {
 	bool quick, json, markdown;
 };
 
-enum {
-	RUNENV_O_SEED = 0x1000,
-	RUNENV_O_SECONDS,
-	RUNENV_O_WARMUP,
-	RUNENV_O_KVD,
-	RUNENV_O_ENDPOINT,
-	RUNENV_O_TRANSPORT,
-	RUNENV_O_REDIS,
-	RUNENV_O_DIR,
-	RUNENV_O_QUICK,
-	RUNENV_O_JSON,
-	RUNENV_O_MD,
-};
-
-/* getopt_long entries of the shared options; RUNENV_OPTIONS_TIMED adds
- * --seconds, --warmup and --redis-server. */
-#define RUNENV_OPTIONS                                                                             \
-	{"seed", required_argument, NULL, RUNENV_O_SEED},                                          \
-	        {"kvd", required_argument, NULL, RUNENV_O_KVD},                                    \
-	        {"endpoint", required_argument, NULL, RUNENV_O_ENDPOINT},                          \
-	        {"transport", required_argument, NULL, RUNENV_O_TRANSPORT},                        \
-	        {"dir", required_argument, NULL, RUNENV_O_DIR},                                    \
-	        {"quick", no_argument, NULL, RUNENV_O_QUICK},                                      \
-	        {"json", no_argument, NULL, RUNENV_O_JSON},                                        \
-	{                                                                                          \
-		"markdown", no_argument, NULL, RUNENV_O_MD                                         \
-	}
-#define RUNENV_OPTIONS_TIMED                                                                       \
-	{"seconds", required_argument, NULL, RUNENV_O_SECONDS},                                    \
-	        {"warmup", required_argument, NULL, RUNENV_O_WARMUP},                              \
-	{                                                                                          \
-		"redis-server", required_argument, NULL, RUNENV_O_REDIS                            \
-	}
+#define RUNENV_OPTS_N 12 /* entries runenv_opts_table writes at most */
 
 /* Defaults: seed 1, the stream transport. */
 void runenv_opts_init(struct runenv_opts *o);
-/* One getopt result: 1 when it was a shared option (taken), 0 when not,
- * -EINVAL for a bad value (said). */
-int runenv_opt(const char *cmd, int ch, const char *arg, struct runenv_opts *o);
-/* After getopt: no argument left over, not --json and --markdown both. */
-int runenv_opts_done(const char *cmd, int argc, char **argv, const struct runenv_opts *o);
+/* Writes the shared options' entries of an option table (bench/opt.h) to
+ * t: --seed (its help seed_help), with timed --seconds, --warmup and
+ * --redis-server, --kvd, --endpoint, --transport, --dir, --quick (its help
+ * quick_help), --markdown and --json. The number of entries written. */
+size_t runenv_opts_table(struct runenv_opts *o, bool timed, const char *seed_help,
+                         const char *quick_help, struct bench_opt *t);
+/* After the options: not --json and --markdown both. 0 or -EINVAL (said). */
+int runenv_opts_done(const char *cmd, const struct runenv_opts *o);
 
 /* --transport: "nng" (kvd's ipc:// and tcp://) or "stream" (kv+ipc://,
  * kv+tcp://). */
@@ -128,17 +91,17 @@ void runenv_fill_pool(char *pool, size_t n, uint64_t seed);
 size_t runenv_skip_unavailable(const struct runenv *r, const struct yb_backend *const *backends,
                                size_t n, char *skip, size_t skip_len, FILE *progress);
 
-/* A line of the header. */
-void runenv_line(struct runenv_lines *h, const char *label, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-/* date, machine, build, command, directory. */
-void runenv_lines_common(struct runenv_lines *h, const struct runenv *r);
+/* Header lines (bench/report.h): date, machine, build, command, directory. */
+void runenv_lines_common(struct report *rep, const struct runenv *r);
 /* kvd's command line and version, when the run started one. */
-void runenv_lines_kvd(struct runenv_lines *h, const struct runenv *r);
-void runenv_print_text(FILE *f, const struct runenv_lines *h);
-void runenv_print_markdown(FILE *f, const struct runenv_lines *h);
-/* The header as a JSON array of {"label", "value"} objects. */
-void runenv_print_json(FILE *f, const struct runenv_lines *h);
+void runenv_lines_kvd(struct report *rep, const struct runenv *r);
+
+/* The backends' names as a JSON array. */
+json_t *runenv_json_backends(const struct yb_backend *const *backends, size_t n);
+/* The backends runenv_skip_unavailable skipped, as a JSON array of
+ * {"backend", "reason"} objects. */
+json_t *runenv_json_skipped(const struct yb_backend *const *backends, size_t n, const char *skip,
+                            size_t skip_len);
 
 /* /proc/loadavg's 1-minute figure, -1 when unknown. */
 double runenv_loadavg(void);

@@ -192,21 +192,6 @@ void bench_fs_name(const char *path, char *buf, size_t len)
 	snprintf(buf, len, "fs magic 0x%lx", (unsigned long)sf.f_type);
 }
 
-void bench_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 int bench_write_full(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;

@@ -47,7 +47,5 @@ void bench_fs_name(const char *path, char *buf, size_t len);
 bool bench_find_in_path(const char *name, char *buf, size_t len);
 /* v rounded, with thousands separators: 12,345. */
 void bench_grouped(char *buf, size_t len, double v);
-/* s as a JSON string literal. */
-void bench_json_string(FILE *f, const char *s);
 
 #endif

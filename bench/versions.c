@@ -51,7 +51,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -599,7 +598,7 @@ static void vs_size(struct vs_bench *b, uint64_t size)
 
 /* ---- report ----------------------------------------------------------------------- */
 
-static void vs_header(const struct vs_bench *b, struct runenv_lines *h)
+static void vs_header(const struct vs_bench *b, struct report *h)
 {
 	const struct vs_opts *o = &b->o;
 	char ms[128] = "", sizes[128] = "", be[128] = "";
@@ -614,47 +613,47 @@ static void vs_header(const struct vs_bench *b, struct runenv_lines *h)
 		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
 		         o->backends[i]->name);
 	runenv_lines_common(h, &b->run);
-	runenv_line(h, "config",
+	report_line(h, "config",
 	            "backends %s; value sizes %s B; m %s; %" PRIu64 " keys x %" PRIu64
 	            " versions each, loaded version-major by %u threads; %" PRIu64
 	            " client thread(s); per cell %.2f s warm-up (not recorded), then %.2f s "
 	            "recorded; seed %" PRIu64,
 	            be, sizes, ms, o->keys, o->versions, VS_LOAD_THREADS, o->threads, o->c.warmup,
 	            o->c.seconds, o->c.seed);
-	runenv_line(h, "kvd",
+	report_line(h, "kvd",
 	            "one kvc_versions call per read (limit m, values included, newest first); a "
 	            "tenant per value size with history=%" PRIu64 " and sync=none",
 	            o->versions);
-	runenv_line(h, "redis",
+	report_line(h, "redis",
 	            "the newest version under the key, version n under key:v<n>, each value "
 	            "ending with the previous version's number; a read is m GETs in sequence on "
 	            "one connection, each next key taken from the value before; appendfsync no");
-	runenv_line(h, "value",
+	report_line(h, "value",
 	            "S bytes for both: key number, version, random filler, previous version; "
 	            "every value read is checked");
-	runenv_line(h, "timing",
+	report_line(h, "timing",
 	            "one read of m versions = one operation, timed with CLOCK_MONOTONIC into a "
 	            "log-linear histogram (percentiles are bucket upper bounds, <= 0.8%% high); "
 	            "ops/s = recorded reads / (last read's end - warm-up end); versions/s = "
 	            "ops/s x m");
-	runenv_line(h, "ratios",
+	report_line(h, "ratios",
 	            "kvd/redis ops/s and redis p50 / kvd p50 against the redis row of the same "
 	            "transport (kvd-ipc with redis over its Unix socket, kvd-tcp with "
 	            "redis-tcp); above 1 kvd is faster");
 	runenv_lines_kvd(h, &b->run);
 	for (size_t i = 0; i < b->ninfo; i++)
-		runenv_line(h, "backend", "%s, %" PRIu64 " B values (history loaded in %.2f s): %s",
+		report_line(h, "backend", "%s, %" PRIu64 " B values (history loaded in %.2f s): %s",
 		            b->info[i].be->name, b->info[i].size, b->info[i].load_s,
 		            b->info[i].text);
 	for (size_t i = 0; i < o->nbackends; i++)
 		if (b->skip[i][0] != '\0')
-			runenv_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
+			report_line(h, "skipped", "%s: %s", o->backends[i]->name, b->skip[i]);
 }
 
-static void vs_report_markdown(const struct vs_bench *b, const struct runenv_lines *h)
+static void vs_report_markdown(const struct vs_bench *b, struct report *h)
 {
 	printf("```\n%s\n```\n\n", b->run.command);
-	runenv_print_markdown(stdout, h);
+	report_lines_markdown(h, stdout);
 	printf("\n| value B | m | backend | reads/s | versions/s | p50 µs | p99 µs | p999 µs | "
 	       "kvd/redis reads/s | redis/kvd p50 | errors |\n");
 	printf("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
@@ -679,70 +678,66 @@ static void vs_report_markdown(const struct vs_bench *b, const struct runenv_lin
 	}
 }
 
-static void vs_report_json(const struct vs_bench *b, const struct runenv_lines *h, bool ok)
+static void vs_report_json(const struct vs_bench *b, struct report *rep, bool ok)
 {
 	const struct vs_opts *o = &b->o;
+	json_t *m = json_array(), *sizes = json_array(), *results = json_array();
 
-	printf("{\"bench\":\"versions\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->run.command);
-	printf(",\"config\":{\"keys\":%" PRIu64 ",\"versions\":%" PRIu64 ",\"threads\":%" PRIu64
-	       ",\"load_threads\":%u,\"seconds\":%.3f,\"warmup_s\":%.3f,\"seed\":%" PRIu64
-	       ",\"m\":[",
-	       o->keys, o->versions, o->threads, VS_LOAD_THREADS, o->c.seconds, o->c.warmup,
-	       o->c.seed);
 	for (size_t i = 0; i < o->nm; i++)
-		printf("%s%" PRIu64, i ? "," : "", o->m[i]);
-	printf("],\"value_sizes\":[");
+		json_array_append_new(m, report_u64(o->m[i]));
 	for (size_t i = 0; i < o->nsizes; i++)
-		printf("%s%" PRIu64, i ? "," : "", o->sizes[i]);
-	printf("],\"backends\":[");
-	for (size_t i = 0; i < o->nbackends; i++)
-		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
-	printf("]},\"header\":");
-	runenv_print_json(stdout, h);
-	printf(",\"skipped\":[");
-	for (size_t i = 0, k = 0; i < o->nbackends; i++)
-		if (b->skip[i][0] != '\0') {
-			printf("%s{\"backend\":\"%s\",\"reason\":", k++ ? "," : "",
-			       o->backends[i]->name);
-			bench_json_string(stdout, b->skip[i]);
-			putchar('}');
-		}
-	printf("],\"results\":[");
+		json_array_append_new(sizes, report_u64(o->sizes[i]));
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct vs_result *r = &b->res[i], *ref = vs_ref(b, r);
-		printf("%s{\"backend\":\"%s\",\"kind\":\"%s\",\"value_size\":%" PRIu64
-		       ",\"m\":%" PRIu64 ",\"state\":\"%s\",\"operations\":%" PRIu64
-		       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"versions_per_s\":%.1f,\"p50_us\":%."
-		       "2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
-		       "\"mean_us\":%.2f,\"errors\":%" PRIu64 ",\"loadavg_1min\":%.2f",
-		       i ? "," : "", r->be->name, r->be->kind, r->size, r->m,
-		       !r->ran     ? "skipped"
-		       : r->failed ? "failed"
-		                   : "ok",
-		       r->ops, r->seconds, vs_rate(r), vs_rate(r) * (double)r->m, r->p50 / 1e3,
-		       r->p90 / 1e3, r->p99 / 1e3, r->p999 / 1e3, r->max / 1e3, r->mean / 1e3,
-		       r->errors, r->loadavg);
-		if (ref != NULL && vs_rate(ref) > 0 && r->p50 > 0 && r->ran && !r->failed)
-			printf(",\"ref\":\"%s\",\"ops_ratio\":%.4f,\"p50_ratio\":%.4f,\"p99_"
-			       "ratio\":"
-			       "%.4f",
-			       ref->be->name, vs_rate(r) / vs_rate(ref),
-			       (double)ref->p50 / (double)r->p50,
-			       r->p99 > 0 ? (double)ref->p99 / (double)r->p99 : 0);
-		printf(",\"error\":");
-		bench_json_string(stdout, r->err);
-		putchar('}');
+		json_t *row = json_pack(
+		        "{s:s,s:s,s:o,s:o,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		        "backend", r->be->name, "kind", r->be->kind, "value_size",
+		        report_u64(r->size), "m", report_u64(r->m), "state",
+		        !r->ran     ? "skipped"
+		        : r->failed ? "failed"
+		                    : "ok",
+		        "operations", report_u64(r->ops), "seconds", report_real(r->seconds, 4),
+		        "ops_per_s", report_real(vs_rate(r), 1), "versions_per_s",
+		        report_real(vs_rate(r) * (double)r->m, 1), "p50_us",
+		        report_real(r->p50 / 1e3, 2), "p90_us", report_real(r->p90 / 1e3, 2),
+		        "p99_us", report_real(r->p99 / 1e3, 2), "p999_us",
+		        report_real(r->p999 / 1e3, 2), "max_us", report_real(r->max / 1e3, 2),
+		        "mean_us", report_real(r->mean / 1e3, 2), "errors", report_u64(r->errors),
+		        "loadavg_1min", report_real(r->loadavg, 2));
+		if (ref != NULL && vs_rate(ref) > 0 && r->p50 > 0 && r->ran && !r->failed) {
+			report_set(row, "ref", json_string(ref->be->name));
+			report_set(row, "ops_ratio", report_real(vs_rate(r) / vs_rate(ref), 4));
+			report_set(row, "p50_ratio",
+			           report_real((double)ref->p50 / (double)r->p50, 4));
+			report_set(
+			        row, "p99_ratio",
+			        report_real(r->p99 > 0 ? (double)ref->p99 / (double)r->p99 : 0, 4));
+		}
+		report_set(row, "error", report_str(r->err));
+		json_array_append_new(results, row);
 	}
-	printf("],\"kvd_exit\":");
-	bench_json_string(stdout, b->run.kvd_failed ? b->run.kvd_err : "ok");
-	printf("}\n");
+	report_set(rep->doc, "bench", json_string("versions"));
+	report_set(rep->doc, "ok", json_boolean(ok));
+	report_set(rep->doc, "command", report_str(b->run.command));
+	report_set(rep->doc, "config",
+	           json_pack("{s:o,s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "keys",
+	                     report_u64(o->keys), "versions", report_u64(o->versions), "threads",
+	                     report_u64(o->threads), "load_threads", VS_LOAD_THREADS, "seconds",
+	                     report_real(o->c.seconds, 3), "warmup_s", report_real(o->c.warmup, 3),
+	                     "seed", report_u64(o->c.seed), "m", m, "value_sizes", sizes,
+	                     "backends", runenv_json_backends(o->backends, o->nbackends)));
+	report_set(rep->doc, "header", json_incref(rep->lines));
+	report_set(rep->doc, "skipped",
+	           runenv_json_skipped(o->backends, o->nbackends, b->skip[0], sizeof b->skip[0]));
+	report_set(rep->doc, "results", results);
+	report_set(rep->doc, "kvd_exit", report_str(b->run.kvd_failed ? b->run.kvd_err : "ok"));
+	(void)report_json(rep, stdout);
 }
 
-static void vs_report_text(const struct vs_bench *b, const struct runenv_lines *h)
+static void vs_report_text(const struct vs_bench *b, struct report *h)
 {
 	putchar('\n');
-	runenv_print_text(stdout, h);
+	report_lines_text(h, stdout, 10);
 	printf("\nsummary:\n");
 	vs_progress_head(stdout);
 	for (size_t i = 0; i < b->nres; i++)
@@ -751,118 +746,76 @@ static void vs_report_text(const struct vs_bench *b, const struct runenv_lines *
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench versions [options]\n"
-	        "Reading the newest m versions of a key: kvd's Versions call against Redis\n"
-	        "holding the same history as a chain of keys read with m GETs.\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp (default kvd-ipc,redis)\n"
-	        "  --m LIST              versions per read (default 1,2,4,8,16,32)\n"
-	        "  --value-size LIST     bytes per value, %llu..%llu (default 100,1024)\n"
-	        "  --keys N              keys (default %llu)\n"
-	        "  --versions N          versions written per key (default: the largest m)\n"
-	        "  --threads N           client threads (default 1)\n"
-	        "  --seconds S           recorded seconds per cell (default %.0f)\n"
-	        "  --warmup S            unrecorded seconds before them (default %.1f)\n"
-	        "  --seed S              random streams (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and\n"
-	        "                        kv+tcp:// (stream, the default) or on ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: every backend, %llu keys, m 1,4, 100 B,\n"
-	        "                        %.2f s per cell (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run read back every history\n"
-	        "without an error and every server it started exited 0.\n",
-	        VS_VALUE_MIN, VS_VALUE_MAX, VS_KEYS_DEFAULT, VS_SECONDS_DEFAULT, VS_WARMUP_DEFAULT,
-	        VS_QUICK_KEYS, VS_QUICK_SECONDS);
+	struct vs_opts *o = val;
+
+	(void)name;
+	return runenv_parse_backends(cmd, arg, vs_allowed, o->backends, VS_BACKENDS_MAX,
+	                             &o->nbackends);
+}
+
+static int parse_m(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct vs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, 1, VS_VERSIONS_MAX, o->m, RUNENV_LIST_MAX,
+	                            &o->nm);
+}
+
+static int parse_sizes(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct vs_opts *o = val;
+
+	return bench_parse_u64_list(cmd, name, arg, VS_VALUE_MIN, VS_VALUE_MAX, o->sizes,
+	                            RUNENV_LIST_MAX, &o->nsizes);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct vs_opts *o)
 {
-	enum {
-		O_BACKEND = 256,
-		O_M,
-		O_SIZE,
-		O_KEYS,
-		O_VERSIONS,
-		O_THREADS,
-		O_HELP,
+	char sizes[128], quick[256];
+	struct bench_opt opts[6 + RUNENV_OPTS_N] = {
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp (default kvd-ipc,redis)"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("m", BENCH_OPT_FUNC, o, "LIST",
+	                   "versions per read (default 1,2,4,8,16,32)"),
+	         .set = &o->m_set, .parse = parse_m},
+	        {BENCH_OPT("value-size", BENCH_OPT_FUNC, o, "LIST", sizes), .set = &o->sizes_set,
+	         .parse = parse_sizes},
+	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N", "keys (default %D)"), .lo = 1,
+	         .hi = VS_KEYS_MAX, .set = &o->keys_set},
+	        {BENCH_OPT("versions", BENCH_OPT_U64, &o->versions, "N",
+	                   "versions written per key (default: the largest m)"),
+	         .lo = 1, .hi = VS_VERSIONS_MAX, .set = &o->versions_set},
+	        {BENCH_OPT("threads", BENCH_OPT_U64, &o->threads, "N",
+	                   "client threads (default %D)"),
+	         .lo = 1, .hi = VS_THREADS_MAX},
 	};
-	static const struct option lo[] = {
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"m", required_argument, NULL, O_M},
-	        {"value-size", required_argument, NULL, O_SIZE},
-	        {"keys", required_argument, NULL, O_KEYS},
-	        {"versions", required_argument, NULL, O_VERSIONS},
-	        {"threads", required_argument, NULL, O_THREADS},
-	        RUNENV_OPTIONS,
-	        RUNENV_OPTIONS_TIMED,
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	struct bench_cmd cmd = {
+	        "versions",
+	        "Reading the newest m versions of a key: kvd's Versions call against Redis\n"
+	        "holding the same history as a chain of keys read with m GETs.\n",
+	        "Exits 0 only when every backend that could run read back every history\n"
+	        "without an error and every server it started exited 0.\n",
+	        opts,
+	        6,
 	};
-	const char *cmd = "versions";
 	uint64_t maxm = 0;
-	int ch, rv;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_BACKEND:
-			if (runenv_parse_backends(cmd, optarg, vs_allowed, o->backends,
-			                          VS_BACKENDS_MAX, &o->nbackends) != 0)
-				return -EINVAL;
-			o->backends_set = true;
-			break;
-		case O_M:
-			if (bench_parse_u64_list(cmd, "--m", optarg, 1, VS_VERSIONS_MAX, o->m,
-			                         RUNENV_LIST_MAX, &o->nm) != 0)
-				return -EINVAL;
-			o->m_set = true;
-			break;
-		case O_SIZE:
-			if (bench_parse_u64_list(cmd, "--value-size", optarg, VS_VALUE_MIN,
-			                         VS_VALUE_MAX, o->sizes, RUNENV_LIST_MAX,
-			                         &o->nsizes) != 0)
-				return -EINVAL;
-			o->sizes_set = true;
-			break;
-		case O_KEYS:
-			if (bench_parse_u64(cmd, "--keys", optarg, 1, VS_KEYS_MAX, &o->keys) != 0)
-				return -EINVAL;
-			o->keys_set = true;
-			break;
-		case O_VERSIONS:
-			if (bench_parse_u64(cmd, "--versions", optarg, 1, VS_VERSIONS_MAX,
-			                    &o->versions) != 0)
-				return -EINVAL;
-			o->versions_set = true;
-			break;
-		case O_THREADS:
-			if (bench_parse_u64(cmd, "--threads", optarg, 1, VS_THREADS_MAX,
-			                    &o->threads) != 0)
-				return -EINVAL;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			if ((rv = runenv_opt(cmd, ch, optarg, &o->c)) > 0)
-				break;
-			if (rv == 0)
-				usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (runenv_opts_done(cmd, argc, argv, &o->c) != 0)
+	bench_fmt(sizes, sizeof sizes, "bytes per value, %llu..%llu (default 100,1024)",
+	          VS_VALUE_MIN, VS_VALUE_MAX);
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: every backend, %llu keys, m 1,4, 100 B,\n"
+	          "%.2f s per cell (explicit options win)",
+	          VS_QUICK_KEYS, VS_QUICK_SECONDS);
+	cmd.nopts += runenv_opts_table(&o->c, true, "random streams (default %D)", quick,
+	                               opts + cmd.nopts);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
+	if (runenv_opts_done(cmd.name, &o->c) != 0)
 		return -EINVAL;
 	if (o->c.quick) {
 		if (!o->keys_set)
@@ -919,15 +872,15 @@ static bool vs_all_ok(const struct vs_bench *b)
 int bench_versions(int argc, char **argv)
 {
 	struct vs_bench *b = calloc(1, sizeof(*b));
-	struct runenv_lines *h = calloc(1, sizeof(*h));
+	struct report rep = {0}, *h = &rep;
 	struct vs_opts *o;
 	bool need_kvd = false, ok = false;
 	int rv, code = 1;
 
-	if (b == NULL || h == NULL) {
+	if (b == NULL || report_init(h) != 0) {
 		fprintf(stderr, "kvbench versions: out of memory\n");
 		free(b);
-		free(h);
+		report_fini(h);
 		return 1;
 	}
 	o = &b->o;
@@ -945,7 +898,7 @@ int bench_versions(int argc, char **argv)
 	o->c.warmup = VS_WARMUP_DEFAULT;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
-		free(h);
+		report_fini(h);
 		return rv > 0 ? 0 : 2;
 	}
 	if (o->c.quick && !o->backends_set) {
@@ -991,6 +944,6 @@ out:
 	free(b->res);
 	free(b->pool);
 	free(b);
-	free(h);
+	report_fini(h);
 	return code;
 }

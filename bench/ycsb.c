@@ -44,6 +44,8 @@
  * zero errors and every server it started exited 0; a backend not built or
  * not installed is reported as skipped and counts neither way.
  */
+#include "ycsb_bench.h"
+
 #include "bench.h"
 #include "hist.h"
 #include "runenv.h"
@@ -51,7 +53,6 @@
 #include "ycsb_gen.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -66,35 +67,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define YC_RECORDS_DEFAULT    100000ull
-#define YC_OPERATIONS_DEFAULT 1000000ull
-#define YC_WARMUP_DEFAULT     2.0
-#define YC_SYNC_INTERVAL_MS   1000u /* = Redis's appendfsync everysec */
-#define YC_QUICK_RECORDS      300ull
-#define YC_QUICK_OPERATIONS   600ull
-#define YC_QUICK_THREADS      2u
-#define YC_QUICK_WARMUP       0.05
-#define YC_RECORDS_MAX        2000000000ull /* YCSB's key numbers are Java ints */
-#define YC_OPERATIONS_MAX     (1ull << 40)
-#define YC_THREADS_MAX        256u
-#define YC_TLIST_MAX          16  /* entries of --threads */
-#define YC_BACKENDS_MAX       8   /* entries of --backend */
-#define YC_FIELDS             10  /* YCSB's fieldcount */
-#define YC_FIELD_LEN          100 /* YCSB's fieldlength */
-#define YC_FIELD_NAME_MAX     16  /* bytes of "field<n>" */
-#define YC_RECORD_MAX         (YC_FIELDS * (8 + YC_FIELD_NAME_MAX + YC_FIELD_LEN))
-#define YC_POOL_BYTES         (1u << 20) /* random printable bytes fields are cut from */
-#define YC_ERRORS_MAX         1000       /* a thread stops after this many errors */
-#define YC_ERR_MAX            512
-#define YC_INFO_MAX           1024
-#define YC_RESULTS_MAX        4096 /* phases of one run */
-#define YC_INFOS_MAX          64   /* backend descriptions kept for the header */
-
 /* ---- workloads --------------------------------------------------------------- */
 
-enum yc_op { OP_READ, OP_UPDATE, OP_INSERT, OP_SCAN, OP_RMW, OP_COUNT };
-static const char *const yc_op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN",
-                                                  "READ-MODIFY-WRITE"};
+const char *const yc_op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE"};
 
 /* A YCSB core workload file (workloads/workloada…f). */
 struct yc_workload {
@@ -159,86 +134,6 @@ static const struct yc_workload *yc_workload(char id)
 			return &yc_workloads[i];
 	return NULL;
 }
-
-/* ---- options and results -------------------------------------------------------- */
-
-struct yc_opts {
-	uint64_t records, operations, seed;
-	unsigned threads[YC_TLIST_MAX];
-	size_t nthreads;
-	unsigned load_threads; /* 0: the run's thread count */
-	double target;         /* ops/s of all threads together; 0: as fast as possible */
-	enum yb_sync syncs[3];
-	size_t nsyncs;
-	uint32_t sync_interval_ms;
-	double warmup, max_seconds;
-	bool workload[26]; /* by letter */
-	const struct yb_backend *backends[YC_BACKENDS_MAX];
-	size_t nbackends;
-	const char *kvd, *endpoint, *redis_server, *dir;
-	bool stream; /* --transport stream: kvd over kv+ipc:// and kv+tcp:// */
-	bool quick, json, markdown;
-	bool records_set, operations_set, threads_set, warmup_set, sync_set, backends_set;
-};
-
-struct yc_opstat {
-	uint64_t count; /* recorded */
-	uint64_t errors, not_found, wrong;
-	uint64_t p50, p95, p99, p999, max, mean; /* ns */
-	uint64_t scanned;                        /* SCAN: records returned */
-};
-
-struct yc_result {
-	const struct yb_backend *be;
-	enum yb_sync sync;
-	unsigned threads; /* client threads of the phase */
-	char workload;    /* 'a'…'f' */
-	bool load;        /* the load phase (with `workload`'s file) */
-	bool ran;         /* false: skipped after the load failed */
-	bool failed;      /* the phase, its database or its server failed */
-	bool early;       /* stopped by --max-seconds */
-	uint64_t planned; /* operations asked for */
-	uint64_t ops;     /* operations recorded */
-	uint64_t warmup_ops;
-	double seconds; /* the measured window */
-	struct yc_opstat op[OP_COUNT];
-	uint64_t errors; /* every kind, every op type, warm-up included */
-	double loadavg;  /* /proc/loadavg's 1-minute figure at the end: other work */
-	char err[YC_ERR_MAX];
-};
-
-struct yc_info {
-	const struct yb_backend *be;
-	enum yb_sync sync;
-	char text[YC_INFO_MAX];
-};
-
-struct yc_skip {
-	const struct yb_backend *be;
-	char reason[YC_ERR_MAX];
-};
-
-struct yc_bench {
-	struct yc_opts o;
-	char command[4096];
-	char base[YB_PATH_MAX];
-	char fs[64];
-	char kvd_path[YB_PATH_MAX];
-	char kvd_bin[YB_PATH_MAX + 16];
-	char redis_path[YB_PATH_MAX];
-	struct yb_env env;
-	char *pool; /* YC_POOL_BYTES + YC_FIELD_LEN printable random bytes */
-	size_t record_size;
-	struct yc_result *res;
-	size_t nres;
-	struct yc_info info[YC_INFOS_MAX];
-	size_t ninfo;
-	struct yc_skip skip[YC_BACKENDS_MAX];
-	size_t nskip;
-	char env_err[YC_ERR_MAX]; /* the kvd we started did not exit 0 */
-	bool env_failed;
-	FILE *progress;
-};
 
 /* ---- records -------------------------------------------------------------------------
  *
@@ -681,11 +576,6 @@ out:
 
 /* ---- the sequence of one backend ---------------------------------------------------------- */
 
-static double yc_rate(const struct yc_result *r)
-{
-	return r->seconds > 0 ? (double)r->ops / r->seconds : 0;
-}
-
 static struct yc_result *yc_result_new(struct yc_bench *b, const struct yb_backend *be,
                                        enum yb_sync sync, unsigned threads, char workload,
                                        bool load)
@@ -702,44 +592,6 @@ static struct yc_result *yc_result_new(struct yc_bench *b, const struct yb_backe
 	r->workload = workload;
 	r->load = load;
 	return r;
-}
-
-static void yc_progress_head(FILE *f)
-{
-	fprintf(f, "%-9s %-8s %3s %-7s %-17s %10s %10s %9s %9s %9s %9s %6s %5s\n", "backend",
-	        "sync", "thr", "phase", "op", "operations", "ops/s", "p50 us", "p95 us", "p99 us",
-	        "p999 us", "errors", "load");
-}
-
-static void yc_progress(FILE *f, const struct yc_result *r)
-{
-	char phase[16];
-
-	snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
-	if (!r->ran) {
-		fprintf(f, "%-9s %-8s %3u %-7s %-17s skipped: %s\n", r->be->name,
-		        yb_sync_name(r->sync), r->threads, phase, "-", r->err);
-		return;
-	}
-	fprintf(f,
-	        "%-9s %-8s %3u %-7s %-17s %10" PRIu64 " %10.0f %9s %9s %9s %9s %6" PRIu64
-	        " %5.1f%s%s%s\n",
-	        r->be->name, yb_sync_name(r->sync), r->threads, phase, "TOTAL", r->ops, yc_rate(r),
-	        "", "", "", "", r->errors, r->loadavg,
-	        r->failed ? "  FAILED: " : (r->err[0] ? "  " : ""), r->err,
-	        r->early ? "  (--max-seconds)" : "");
-	for (int op = 0; op < OP_COUNT; op++) {
-		const struct yc_opstat *s = &r->op[op];
-		if (s->count == 0 && s->errors == 0)
-			continue;
-		fprintf(f,
-		        "%-9s %-8s %3s %-7s %-17s %10" PRIu64
-		        " %10.0f %9.1f %9.1f %9.1f %9.1f %6" PRIu64 "\n",
-		        "", "", "", "", yc_op_names[op], s->count,
-		        r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
-		        s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->errors);
-	}
-	fflush(f);
 }
 
 static void yc_keep_info(struct yc_bench *b, const struct yb_backend *be, enum yb_sync sync,
@@ -800,7 +652,7 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 	load = yc_result_new(b, be, sync, load_threads, file, true);
 	if (load == NULL)
 		return;
-	if (be->open(be, &b->env, &cfg, &db, err, sizeof err) != 0) {
+	if (be->open(be, &b->run.env, &cfg, &db, err, sizeof err) != 0) {
 		load->ran = true;
 		load->failed = true;
 		snprintf(load->err, sizeof load->err, "open: %s", err);
@@ -878,580 +730,213 @@ static void yc_group(struct yc_bench *b, const struct yb_backend *be, size_t si,
 	}
 }
 
-/* ---- report -----------------------------------------------------------------------------------
- */
-
-struct yc_line {
-	char label[16];
-	char value[2048];
-};
-
-static size_t yc_header(const struct yc_bench *b, struct yc_line *l, size_t max)
-{
-	const struct yc_opts *o = &b->o;
-	char tmp[512], tmp2[64], threads[128] = "", syncs[64] = "", wl[32] = "", be[256] = "";
-	size_t n = 0;
-
-#define LINE(lab, ...)                                                                             \
-	do {                                                                                       \
-		if (n < max) {                                                                     \
-			snprintf(l[n].label, sizeof l[n].label, "%s", lab);                        \
-			bench_fmt(l[n].value, sizeof l[n].value, __VA_ARGS__);                     \
-			n++;                                                                       \
-		}                                                                                  \
-	} while (0)
-
-	for (size_t i = 0; i < o->nthreads; i++)
-		snprintf(threads + strlen(threads), sizeof threads - strlen(threads), "%s%u",
-		         i ? "," : "", o->threads[i]);
-	for (size_t i = 0; i < o->nsyncs; i++)
-		snprintf(syncs + strlen(syncs), sizeof syncs - strlen(syncs), "%s%s", i ? "," : "",
-		         yb_sync_name(o->syncs[i]));
-	for (const char *c = "abcfde"; *c; c++)
-		if (o->workload[*c - 'a'])
-			snprintf(wl + strlen(wl), sizeof wl - strlen(wl), "%s%c", wl[0] ? "," : "",
-			         *c);
-	for (size_t i = 0; i < o->nbackends; i++)
-		snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", i ? "," : "",
-		         o->backends[i]->name);
-	bench_date(tmp, sizeof tmp);
-	LINE("date", "%s", tmp);
-	bench_machine(tmp, sizeof tmp);
-	LINE("machine", "%s; clients and servers share these CPUs", tmp);
-	LINE("build", "%s", bench_build());
-	LINE("command", "%s", b->command);
-	LINE("ycsb",
-	     "recordcount=%" PRIu64 " operationcount=%" PRIu64
-	     " threadcount=%s (load: %s) target=%s fieldcount=%d fieldlength=%d "
-	     "readallfields=true insertorder=hashed zeropadding=1 zipfian constant 0.99",
-	     o->records, o->operations, threads,
-	     o->load_threads ? (snprintf(tmp, sizeof tmp, "%u", o->load_threads), tmp) : "the same",
-	     o->target > 0 ? (snprintf(tmp2, sizeof tmp2, "%.0f ops/s", o->target), tmp2) : "none",
-	     YC_FIELDS, YC_FIELD_LEN);
-	LINE("sequence",
-	     "workloads %s on backends %s, sync %s (interval: every %u ms); per sync, thread "
-	     "count and backend: fresh database, load (workload a's file), a, b, c, f, d; fresh "
-	     "database, load (e's file), e",
-	     wl, be, syncs, o->sync_interval_ms);
-	LINE("record",
-	     "one value of %zu bytes: %d fields, each a 4-byte big-endian name length, "
-	     "\"fieldN\", a 4-byte big-endian value length and %d random printable bytes (as "
-	     "YCSB's RocksDB binding serializes); keys \"user\" + fnvhash64(keynum), %s",
-	     b->record_size, YC_FIELDS, YC_FIELD_LEN, "e.g. user6284781860667377211");
-	LINE("ops",
-	     "read: the whole record; update: the whole record rewritten, not read first; "
-	     "read-modify-write: read, one field changed, the whole record written (also counted "
-	     "as READ and UPDATE, as YCSB does); scan: start key (the request distribution), "
-	     "length uniform %d-%d, values fetched",
-	     1, 100);
-	LINE("timing",
-	     "load: every insert measured; runs: %.2f s warm-up (not recorded, not counted), then "
-	     "operationcount operations%s; latency per call (CLOCK_MONOTONIC) in a log-linear "
-	     "histogram per op type, percentiles are bucket upper bounds (<= 0.8%% high); "
-	     "ops/s = operations / (last thread's end - warm-up end); seed %" PRIu64,
-	     o->warmup,
-	     o->max_seconds > 0 ? (snprintf(tmp, sizeof tmp, " or %.1f s, whichever ends first",
-	                                    o->max_seconds),
-	                           tmp)
-	                        : "",
-	     o->seed);
-	LINE("directory", "%s (%s), removed afterwards unless the run failed", b->base, b->fs);
-	LINE("load", "the `load` column is /proc/loadavg's 1-minute figure at a phase's end: "
-	             "beyond the run's own threads and server, other work was running");
-	if (b->env.kvd_started || b->env.kvd.pid != 0) {
-		LINE("kvd", "%s", b->env.kvd.command);
-		LINE("kvd",
-		     "binary %s (run from a copy), version %s, %" PRIu64
-		     " workers; config file: %s",
-		     b->kvd_path, b->env.kvd_version, b->env.kvd_workers,
-		     "[kvd] (nothing set; tenants get their sync by TenantCreate)");
-	}
-	for (size_t i = 0; i < b->ninfo; i++)
-		LINE("backend", "%s, sync=%s: %s", b->info[i].be->name,
-		     yb_sync_name(b->info[i].sync), b->info[i].text);
-	for (size_t i = 0; i < b->nskip; i++)
-		LINE("skipped", "%s: %s", b->skip[i].be->name, b->skip[i].reason);
-#undef LINE
-	return n;
-}
-
-/* The reference row of r's table: the first backend of --backend that ran
- * the same phase with the same sync and threads. */
-static const struct yc_result *yc_ref(const struct yc_bench *b, const struct yc_result *r)
-{
-	for (size_t k = 0; k < b->o.nbackends; k++)
-		for (size_t i = 0; i < b->nres; i++) {
-			const struct yc_result *q = &b->res[i];
-			if (q->be == b->o.backends[k] && q->sync == r->sync &&
-			    q->threads == r->threads && q->workload == r->workload &&
-			    q->load == r->load && q->ran && !q->failed)
-				return q;
-		}
-	return NULL;
-}
-
-static void yc_report_text(const struct yc_bench *b)
-{
-	printf("\nsummary (ops/s; %s/this: the first backend's ops/s over this row's):\n",
-	       b->o.nbackends ? b->o.backends[0]->name : "ref");
-	printf("%-9s %-8s %3s %-7s %10s %9s  %s\n", "backend", "sync", "thr", "phase", "ops/s",
-	       "ref/this", "p50 / p99 us per op");
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		char phase[16], lat[512] = "";
-		snprintf(phase, sizeof phase, "%s-%c", r->load ? "load" : "run", r->workload);
-		if (!r->ran || r->failed) {
-			printf("%-9s %-8s %3u %-7s %10s  %s\n", r->be->name, yb_sync_name(r->sync),
-			       r->threads, phase, r->ran ? "FAILED" : "skipped", r->err);
-			continue;
-		}
-		for (int op = 0; op < OP_COUNT; op++)
-			if (r->op[op].count > 0)
-				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
-				         "%s%s %.0f/%.0f", lat[0] ? ", " : "", yc_op_names[op],
-				         r->op[op].p50 / 1e3, r->op[op].p99 / 1e3);
-		printf("%-9s %-8s %3u %-7s %10.0f ", r->be->name, yb_sync_name(r->sync), r->threads,
-		       phase, yc_rate(r));
-		if (ref == NULL || ref == r)
-			printf("%9s", "-");
-		else
-			printf("%8.2fx", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
-		printf("  %s%s\n", lat, r->errors ? "  (errors)" : "");
-	}
-}
-
-static void yc_report_markdown(const struct yc_bench *b)
-{
-	struct yc_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? yc_header(b, l, 64) : 0;
-	const char *refname = b->o.nbackends ? b->o.backends[0]->name : "ref";
-
-	printf("```\n%s\n```\n\n", b->command);
-	for (size_t i = 0; i < n; i++) {
-		bool run = i + 1 < n && strcmp(l[i].label, l[i + 1].label) == 0;
-		if (i > 0 && strcmp(l[i].label, l[i - 1].label) == 0)
-			printf("  - %s\n", l[i].value);
-		else if (run)
-			printf("- **%s**:\n  - %s\n", l[i].label, l[i].value);
-		else
-			printf("- **%s**: %s\n", l[i].label, l[i].value);
-	}
-	free(l);
-	printf("\n| sync | threads | phase | backend | ops/s | %s/this | p50 / p99 µs per op "
-	       "(count) | errors | load |\n",
-	       refname);
-	printf("|---|--:|---|---|--:|--:|---|--:|--:|\n");
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		char ops[32], lat[768] = "";
-		printf("| %s | %u | %s %c | %s | ", yb_sync_name(r->sync), r->threads,
-		       r->load ? "load" : "run", r->workload, r->be->name);
-		if (!r->ran || r->failed) {
-			printf("%s: %s | | | | |\n", r->ran ? "FAILED" : "skipped", r->err);
-			continue;
-		}
-		for (int op = 0; op < OP_COUNT; op++)
-			if (r->op[op].count > 0)
-				snprintf(lat + strlen(lat), sizeof lat - strlen(lat),
-				         "%s%s %.0f / %.0f (%" PRIu64 ")", lat[0] ? "; " : "",
-				         yc_op_names[op], r->op[op].p50 / 1e3, r->op[op].p99 / 1e3,
-				         r->op[op].count);
-		bench_grouped(ops, sizeof ops, yc_rate(r));
-		printf("%s | ", ops);
-		if (ref == NULL || ref == r)
-			printf("- | ");
-		else
-			printf("%.2fx | ", yc_rate(r) > 0 ? yc_rate(ref) / yc_rate(r) : 0);
-		printf("%s | %" PRIu64 " | %.1f |\n", lat, r->errors, r->loadavg);
-	}
-}
-
-static void yc_report_json(const struct yc_bench *b, bool ok)
-{
-	const struct yc_opts *o = &b->o;
-	struct yc_line *l = calloc(64, sizeof(*l));
-	size_t n = l ? yc_header(b, l, 64) : 0;
-
-	printf("{\"bench\":\"ycsb\",\"ok\":%s,\"command\":", ok ? "true" : "false");
-	bench_json_string(stdout, b->command);
-	printf(",\"config\":{\"recordcount\":%" PRIu64 ",\"operationcount\":%" PRIu64
-	       ",\"threads\":[",
-	       o->records, o->operations);
-	for (size_t i = 0; i < o->nthreads; i++)
-		printf("%s%u", i ? "," : "", o->threads[i]);
-	printf("],\"load_threads\":%u,\"target\":%.1f,\"sync\":[", o->load_threads, o->target);
-	for (size_t i = 0; i < o->nsyncs; i++)
-		printf("%s\"%s\"", i ? "," : "", yb_sync_name(o->syncs[i]));
-	printf("],\"sync_interval_ms\":%u,\"warmup_s\":%.3f,\"max_seconds\":%.3f,\"seed\":%" PRIu64
-	       ",\"fieldcount\":%d,\"fieldlength\":%d,\"record_bytes\":%zu,\"zipfian_constant\":0."
-	       "99,"
-	       "\"workloads\":[",
-	       o->sync_interval_ms, o->warmup, o->max_seconds, o->seed, YC_FIELDS, YC_FIELD_LEN,
-	       b->record_size);
-	{
-		bool first = true;
-		for (const char *c = "abcfde"; *c; c++)
-			if (o->workload[*c - 'a']) {
-				printf("%s\"%c\"", first ? "" : ",", *c);
-				first = false;
-			}
-	}
-	printf("],\"backends\":[");
-	for (size_t i = 0; i < o->nbackends; i++)
-		printf("%s\"%s\"", i ? "," : "", o->backends[i]->name);
-	printf("]},\"header\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"label\":", i ? "," : "");
-		bench_json_string(stdout, l[i].label);
-		printf(",\"value\":");
-		bench_json_string(stdout, l[i].value);
-		putchar('}');
-	}
-	free(l);
-	printf("],\"skipped\":[");
-	for (size_t i = 0; i < b->nskip; i++) {
-		printf("%s{\"backend\":\"%s\",\"reason\":", i ? "," : "", b->skip[i].be->name);
-		bench_json_string(stdout, b->skip[i].reason);
-		putchar('}');
-	}
-	printf("],\"results\":[");
-	for (size_t i = 0; i < b->nres; i++) {
-		const struct yc_result *r = &b->res[i], *ref = yc_ref(b, r);
-		printf("%s{\"backend\":\"%s\",\"sync\":\"%s\",\"threads\":%u,\"phase\":\"%s\","
-		       "\"workload\":\"%c\",\"state\":\"%s\",\"planned\":%" PRIu64
-		       ",\"operations\":%" PRIu64 ",\"warmup_operations\":%" PRIu64
-		       ",\"seconds\":%.4f,\"ops_per_s\":%.1f,\"stopped_early\":%s,\"errors\":"
-		       "%" PRIu64 ",\"loadavg_1min\":%.2f",
-		       i ? "," : "", r->be->name, yb_sync_name(r->sync), r->threads,
-		       r->load ? "load" : "run", r->workload,
-		       !r->ran     ? "skipped"
-		       : r->failed ? "failed"
-		                   : "ok",
-		       r->planned, r->ops, r->warmup_ops, r->seconds, yc_rate(r),
-		       r->early ? "true" : "false", r->errors, r->loadavg);
-		if (ref != NULL && ref != r && yc_rate(r) > 0)
-			printf(",\"ref\":\"%s\",\"ref_over_this\":%.4f", ref->be->name,
-			       yc_rate(ref) / yc_rate(r));
-		printf(",\"ops\":[");
-		for (int op = 0, k = 0; op < OP_COUNT; op++) {
-			const struct yc_opstat *s = &r->op[op];
-			if (s->count == 0 && s->errors == 0)
-				continue;
-			printf("%s{\"op\":\"%s\",\"count\":%" PRIu64
-			       ",\"ops_per_s\":%.1f,\"p50_us\":%.2f,\"p95_us\":%.2f,\"p99_us\":%."
-			       "2f,"
-			       "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"errors\":"
-			       "%" PRIu64 ",\"not_found\":%" PRIu64 ",\"wrong\":%" PRIu64,
-			       k++ ? "," : "", yc_op_names[op], s->count,
-			       r->seconds > 0 ? (double)s->count / r->seconds : 0, s->p50 / 1e3,
-			       s->p95 / 1e3, s->p99 / 1e3, s->p999 / 1e3, s->max / 1e3,
-			       s->mean / 1e3, s->errors, s->not_found, s->wrong);
-			if (op == OP_SCAN)
-				printf(",\"records\":%" PRIu64, s->scanned);
-			putchar('}');
-		}
-		printf("],\"error\":");
-		bench_json_string(stdout, r->err);
-		putchar('}');
-	}
-	printf("],\"kvd_exit\":");
-	bench_json_string(stdout, b->env_failed ? b->env_err : "ok");
-	printf("}\n");
-}
-
 /* ---- options ------------------------------------------------------------------------------------
  */
 
-static void usage(FILE *f)
+/* --workload: a,b,c,d,e,f or all. */
+static int parse_workloads(const char *cmd, const char *name, const char *arg, void *val)
 {
-	fprintf(f,
-	        "usage: kvbench ycsb [options]\n"
-	        "YCSB core workloads A-F (YCSB's generators, key names and sequence) against\n"
-	        "kvd, Redis and the embedded engines.\n"
-	        "  --workload LIST       a,b,c,d,e,f or all (default all); run in YCSB's order:\n"
-	        "                        load, a, b, c, f, d; fresh load, e\n"
-	        "  --backend LIST        kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
-	        "                        leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
-	        "                        reference of the ratios\n"
-	        "  --records N           recordcount (default %llu)\n"
-	        "  --operations N        operationcount per run (default %llu)\n"
-	        "  --threads LIST        client threads, comma-separated (default 1)\n"
-	        "  --load-threads N      threads of the load phase (default: as the run)\n"
-	        "  --target OPS          throttle every phase to OPS ops/s in all (default none)\n"
-	        "  --sync LIST           always,interval,none (default interval): kvd tenant\n"
-	        "                        sync; redis appendfsync always|everysec|no; embedded\n"
-	        "                        sync writes | a sync every interval | none\n"
-	        "  --sync-interval-ms MS sync=interval's period (default %u, Redis's everysec)\n"
-	        "  --warmup S            seconds of each run not recorded (default %.0f)\n"
-	        "  --max-seconds S       end a run after S measured seconds (default: none)\n"
-	        "  --seed S              random streams (default 1)\n"
-	        "  --kvd PATH            kvd binary (default ../daemon/kvd next to kvbench)\n"
-	        "  --endpoint URL        use this running kvd instead of starting one\n"
-	        "  --transport T         the kvd started here listens on kv+ipc:// and kv+tcp://\n"
-	        "                        (stream, the default) or on nng's ipc:// and tcp://\n"
-	        "                        (nng)\n"
-	        "  --redis-server PATH   redis-server binary (default: from PATH)\n"
-	        "  --dir DIR             make the run's directory in DIR (default /tmp)\n"
-	        "  --quick               smoke run: every workload on every backend found,\n"
-	        "                        sync always,interval,none, %llu records, %llu\n"
-	        "                        operations, %u threads (explicit options win)\n"
-	        "  --markdown            print the header and a markdown table at the end\n"
-	        "  --json                print one JSON object at the end\n"
-	        "Exits 0 only when every backend that could run completed every phase with\n"
-	        "zero errors and every server it started exited 0.\n",
-	        YC_RECORDS_DEFAULT, YC_OPERATIONS_DEFAULT, YC_SYNC_INTERVAL_MS, YC_WARMUP_DEFAULT,
-	        YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
+	bool *workload = val; /* by letter */
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	memset(workload, 0, 26 * sizeof(bool));
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "all") == 0) {
+			for (int i = 0; i < YC_WORKLOADS; i++)
+				workload[yc_workloads[i].id - 'a'] = true;
+			continue;
+		}
+		if (strlen(t) != 1 || yc_workload((char)(t[0] | 0x20)) == NULL) {
+			fprintf(stderr, "kvbench %s: unknown workload '%s' (a-f, all)\n", cmd, t);
+			return -EINVAL;
+		}
+		workload[(t[0] | 0x20) - 'a'] = true;
+	}
+	return 0;
+}
+
+static int parse_backends(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nbackends = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		const struct yb_backend *be = yb_find(t);
+		if (be == NULL) {
+			fprintf(stderr,
+			        "kvbench %s: unknown backend '%s' (kvd-ipc, kvd-tcp, redis, "
+			        "redis-tcp, engine, rocksdb, leveldb, lmdb)\n",
+			        cmd, t);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < o->nbackends; i++)
+			if (o->backends[i] == be) {
+				fprintf(stderr, "kvbench %s: backend '%s' twice\n", cmd, t);
+				return -EINVAL;
+			}
+		if (o->nbackends == YC_BACKENDS_MAX)
+			return -EINVAL;
+		o->backends[o->nbackends++] = be;
+	}
+	if (o->nbackends == 0) {
+		fprintf(stderr, "kvbench %s: --backend is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_threads(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+	uint64_t v;
+
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nthreads = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (o->nthreads == YC_TLIST_MAX) {
+			fprintf(stderr, "kvbench %s: at most %d thread counts\n", cmd,
+			        YC_TLIST_MAX);
+			return -EINVAL;
+		}
+		if (bench_parse_u64(cmd, name, t, 1, YC_THREADS_MAX, &v) != 0)
+			return -EINVAL;
+		o->threads[o->nthreads++] = (unsigned)v;
+	}
+	if (o->nthreads == 0) {
+		fprintf(stderr, "kvbench %s: --threads is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_syncs(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct yc_opts *o = val;
+	char buf[512], *save = NULL;
+
+	(void)name;
+	snprintf(buf, sizeof buf, "%s", arg);
+	o->nsyncs = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		enum yb_sync s;
+		if (strcmp(t, "always") == 0) {
+			s = YB_SYNC_ALWAYS;
+		} else if (strcmp(t, "interval") == 0) {
+			s = YB_SYNC_INTERVAL;
+		} else if (strcmp(t, "none") == 0) {
+			s = YB_SYNC_NONE;
+		} else {
+			fprintf(stderr, "kvbench %s: unknown sync '%s' (always, interval, none)\n",
+			        cmd, t);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < o->nsyncs; i++)
+			if (o->syncs[i] == s) {
+				fprintf(stderr, "kvbench %s: sync '%s' twice\n", cmd, t);
+				return -EINVAL;
+			}
+		o->syncs[o->nsyncs++] = s;
+	}
+	if (o->nsyncs == 0) {
+		fprintf(stderr, "kvbench %s: --sync is empty\n", cmd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_transport(const char *cmd, const char *name, const char *arg, void *val)
+{
+	(void)name;
+	return runenv_parse_transport(cmd, arg, val);
 }
 
 /* 0, 1 for --help, or -EINVAL. */
 static int parse(int argc, char **argv, struct yc_opts *o)
 {
-	enum {
-		O_WORKLOAD = 256,
-		O_BACKEND,
-		O_RECORDS,
-		O_OPERATIONS,
-		O_THREADS,
-		O_LOAD_THREADS,
-		O_TARGET,
-		O_SYNC,
-		O_SYNC_INTERVAL,
-		O_WARMUP,
-		O_MAX_SECONDS,
-		O_SEED,
-		O_KVD,
-		O_ENDPOINT,
-		O_TRANSPORT,
-		O_REDIS,
-		O_DIR,
-		O_QUICK,
-		O_JSON,
-		O_MD,
-		O_HELP,
+	char quick[256];
+	const struct bench_opt opts[] = {
+	        {BENCH_OPT("workload", BENCH_OPT_FUNC, o->workload, "LIST",
+	                   "a,b,c,d,e,f or all (default all); run in YCSB's order:\n"
+	                   "load, a, b, c, f, d; fresh load, e"),
+	         .parse = parse_workloads},
+	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
+	                   "kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
+	                   "leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
+	                   "reference of the ratios"),
+	         .set = &o->backends_set, .parse = parse_backends},
+	        {BENCH_OPT("records", BENCH_OPT_U64, &o->records, "N", "recordcount (default %D)"),
+	         .lo = 10, .hi = YC_RECORDS_MAX, .set = &o->records_set},
+	        {BENCH_OPT("operations", BENCH_OPT_U64, &o->operations, "N",
+	                   "operationcount per run (default %D)"),
+	         .lo = 1, .hi = YC_OPERATIONS_MAX, .set = &o->operations_set},
+	        {BENCH_OPT("threads", BENCH_OPT_FUNC, o, "LIST",
+	                   "client threads, comma-separated (default 1)"),
+	         .set = &o->threads_set, .parse = parse_threads},
+	        {BENCH_OPT("load-threads", BENCH_OPT_UINT, &o->load_threads, "N",
+	                   "threads of the load phase (default: as the run)"),
+	         .lo = 1, .hi = YC_THREADS_MAX},
+	        {BENCH_OPT("target", BENCH_OPT_DOUBLE, &o->target, "OPS",
+	                   "throttle every phase to OPS ops/s in all (default none)"),
+	         .lo = 0, .hi = 1e9},
+	        {BENCH_OPT("sync", BENCH_OPT_FUNC, o, "LIST",
+	                   "always,interval,none (default interval): kvd tenant\n"
+	                   "sync; redis appendfsync always|everysec|no; embedded\n"
+	                   "sync writes | a sync every interval | none"),
+	         .set = &o->sync_set, .parse = parse_syncs},
+	        {BENCH_OPT("sync-interval-ms", BENCH_OPT_UINT, &o->sync_interval_ms, "MS",
+	                   "sync=interval's period (default %D, Redis's everysec)"),
+	         .lo = 1, .hi = 3600000},
+	        {BENCH_OPT("warmup", BENCH_OPT_DOUBLE, &o->warmup, "S",
+	                   "seconds of each run not recorded (default %D)"),
+	         .lo = 0, .hi = 3600, .set = &o->warmup_set},
+	        {BENCH_OPT("max-seconds", BENCH_OPT_DOUBLE, &o->max_seconds, "S",
+	                   "end a run after S measured seconds (default: none)"),
+	         .lo = 0, .hi = 86400},
+	        {BENCH_OPT("seed", BENCH_OPT_U64, &o->seed, "S", "random streams (default %D)"),
+	         .lo = 0, .hi = (double)UINT64_MAX},
+	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o->kvd, "PATH",
+	                   "kvd binary (default ../daemon/kvd next to kvbench)")},
+	        {BENCH_OPT("endpoint", BENCH_OPT_STRING, &o->endpoint, "URL",
+	                   "use this running kvd instead of starting one")},
+	        {BENCH_OPT("transport", BENCH_OPT_FUNC, &o->stream, "T",
+	                   "the kvd started here listens on kv+ipc:// and kv+tcp://\n"
+	                   "(stream, the default) or on nng's ipc:// and tcp://\n"
+	                   "(nng)"),
+	         .parse = parse_transport},
+	        {BENCH_OPT("redis-server", BENCH_OPT_STRING, &o->redis_server, "PATH",
+	                   "redis-server binary (default: from PATH)")},
+	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
+	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
+	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
+	                   "print the header and a markdown table at the end")},
+	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
+	                   "print one JSON object at the end")},
 	};
-	static const struct option lo[] = {
-	        {"workload", required_argument, NULL, O_WORKLOAD},
-	        {"backend", required_argument, NULL, O_BACKEND},
-	        {"records", required_argument, NULL, O_RECORDS},
-	        {"operations", required_argument, NULL, O_OPERATIONS},
-	        {"threads", required_argument, NULL, O_THREADS},
-	        {"load-threads", required_argument, NULL, O_LOAD_THREADS},
-	        {"target", required_argument, NULL, O_TARGET},
-	        {"sync", required_argument, NULL, O_SYNC},
-	        {"sync-interval-ms", required_argument, NULL, O_SYNC_INTERVAL},
-	        {"warmup", required_argument, NULL, O_WARMUP},
-	        {"max-seconds", required_argument, NULL, O_MAX_SECONDS},
-	        {"seed", required_argument, NULL, O_SEED},
-	        {"kvd", required_argument, NULL, O_KVD},
-	        {"endpoint", required_argument, NULL, O_ENDPOINT},
-	        {"transport", required_argument, NULL, O_TRANSPORT},
-	        {"redis-server", required_argument, NULL, O_REDIS},
-	        {"dir", required_argument, NULL, O_DIR},
-	        {"quick", no_argument, NULL, O_QUICK},
-	        {"json", no_argument, NULL, O_JSON},
-	        {"markdown", no_argument, NULL, O_MD},
-	        {"help", no_argument, NULL, O_HELP},
-	        {NULL, 0, NULL, 0},
+	const struct bench_cmd cmd = {
+	        "ycsb",
+	        "YCSB core workloads A-F (YCSB's generators, key names and sequence) against\n"
+	        "kvd, Redis and the embedded engines.\n",
+	        "Exits 0 only when every backend that could run completed every phase with\n"
+	        "zero errors and every server it started exited 0.\n",
+	        opts,
+	        sizeof opts / sizeof opts[0],
 	};
-	char buf[512], *save = NULL;
-	uint64_t v;
-	int ch;
+	int rv;
 
-	optind = 1;
-	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (ch) {
-		case O_WORKLOAD:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			memset(o->workload, 0, sizeof o->workload);
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "all") == 0) {
-					for (int i = 0; i < YC_WORKLOADS; i++)
-						o->workload[yc_workloads[i].id - 'a'] = true;
-					continue;
-				}
-				if (strlen(t) != 1 || yc_workload((char)(t[0] | 0x20)) == NULL) {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown workload '%s' (a-f, all)\n",
-					        t);
-					return -EINVAL;
-				}
-				o->workload[(t[0] | 0x20) - 'a'] = true;
-			}
-			break;
-		case O_BACKEND:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nbackends = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				const struct yb_backend *be = yb_find(t);
-				if (be == NULL) {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown backend '%s' (kvd-ipc, "
-					        "kvd-tcp, "
-					        "redis, redis-tcp, engine, rocksdb, leveldb, "
-					        "lmdb)\n",
-					        t);
-					return -EINVAL;
-				}
-				for (size_t i = 0; i < o->nbackends; i++)
-					if (o->backends[i] == be) {
-						fprintf(stderr,
-						        "kvbench ycsb: backend '%s' twice\n", t);
-						return -EINVAL;
-					}
-				if (o->nbackends == YC_BACKENDS_MAX)
-					return -EINVAL;
-				o->backends[o->nbackends++] = be;
-			}
-			if (o->nbackends == 0) {
-				fprintf(stderr, "kvbench ycsb: --backend is empty\n");
-				return -EINVAL;
-			}
-			o->backends_set = true;
-			break;
-		case O_RECORDS:
-			if (bench_parse_u64("ycsb", "--records", optarg, 10, YC_RECORDS_MAX,
-			                    &o->records) != 0)
-				return -EINVAL;
-			o->records_set = true;
-			break;
-		case O_OPERATIONS:
-			if (bench_parse_u64("ycsb", "--operations", optarg, 1, YC_OPERATIONS_MAX,
-			                    &o->operations) != 0)
-				return -EINVAL;
-			o->operations_set = true;
-			break;
-		case O_THREADS:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nthreads = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nthreads == YC_TLIST_MAX) {
-					fprintf(stderr, "kvbench ycsb: at most %d thread counts\n",
-					        YC_TLIST_MAX);
-					return -EINVAL;
-				}
-				if (bench_parse_u64("ycsb", "--threads", t, 1, YC_THREADS_MAX,
-				                    &v) != 0)
-					return -EINVAL;
-				o->threads[o->nthreads++] = (unsigned)v;
-			}
-			if (o->nthreads == 0) {
-				fprintf(stderr, "kvbench ycsb: --threads is empty\n");
-				return -EINVAL;
-			}
-			o->threads_set = true;
-			break;
-		case O_LOAD_THREADS:
-			if (bench_parse_u64("ycsb", "--load-threads", optarg, 1, YC_THREADS_MAX,
-			                    &v) != 0)
-				return -EINVAL;
-			o->load_threads = (unsigned)v;
-			break;
-		case O_TARGET:
-			if (bench_parse_double("ycsb", "--target", optarg, 0, 1e9, &o->target) != 0)
-				return -EINVAL;
-			break;
-		case O_SYNC:
-			snprintf(buf, sizeof buf, "%s", optarg);
-			o->nsyncs = 0;
-			for (char *t = strtok_r(buf, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				enum yb_sync s;
-				if (strcmp(t, "always") == 0)
-					s = YB_SYNC_ALWAYS;
-				else if (strcmp(t, "interval") == 0)
-					s = YB_SYNC_INTERVAL;
-				else if (strcmp(t, "none") == 0)
-					s = YB_SYNC_NONE;
-				else {
-					fprintf(stderr,
-					        "kvbench ycsb: unknown sync '%s' (always, "
-					        "interval, "
-					        "none)\n",
-					        t);
-					return -EINVAL;
-				}
-				for (size_t i = 0; i < o->nsyncs; i++)
-					if (o->syncs[i] == s) {
-						fprintf(stderr, "kvbench ycsb: sync '%s' twice\n",
-						        t);
-						return -EINVAL;
-					}
-				o->syncs[o->nsyncs++] = s;
-			}
-			if (o->nsyncs == 0) {
-				fprintf(stderr, "kvbench ycsb: --sync is empty\n");
-				return -EINVAL;
-			}
-			o->sync_set = true;
-			break;
-		case O_SYNC_INTERVAL:
-			if (bench_parse_u64("ycsb", "--sync-interval-ms", optarg, 1, 3600000, &v) !=
-			    0)
-				return -EINVAL;
-			o->sync_interval_ms = (uint32_t)v;
-			break;
-		case O_WARMUP:
-			if (bench_parse_double("ycsb", "--warmup", optarg, 0, 3600, &o->warmup) !=
-			    0)
-				return -EINVAL;
-			o->warmup_set = true;
-			break;
-		case O_MAX_SECONDS:
-			if (bench_parse_double("ycsb", "--max-seconds", optarg, 0, 86400,
-			                       &o->max_seconds) != 0)
-				return -EINVAL;
-			break;
-		case O_SEED:
-			if (bench_parse_u64("ycsb", "--seed", optarg, 0, UINT64_MAX, &o->seed) != 0)
-				return -EINVAL;
-			break;
-		case O_KVD:
-			o->kvd = optarg;
-			break;
-		case O_ENDPOINT:
-			o->endpoint = optarg;
-			break;
-		case O_TRANSPORT:
-			if (strcmp(optarg, "nng") != 0 && strcmp(optarg, "stream") != 0) {
-				fprintf(stderr,
-				        "kvbench ycsb: --transport is nng or stream, not '%s'\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->stream = strcmp(optarg, "stream") == 0;
-			break;
-		case O_REDIS:
-			o->redis_server = optarg;
-			break;
-		case O_DIR:
-			o->dir = optarg;
-			break;
-		case O_QUICK:
-			o->quick = true;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_MD:
-			o->markdown = true;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvbench ycsb: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
+	bench_fmt(quick, sizeof quick,
+	          "smoke run: every workload on every backend found,\n"
+	          "sync always,interval,none, %llu records, %llu\n"
+	          "operations, %u threads (explicit options win)",
+	          YC_QUICK_RECORDS, YC_QUICK_OPERATIONS, YC_QUICK_THREADS);
+	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
+		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench ycsb: --json and --markdown exclude each other\n");
 		return -EINVAL;
@@ -1495,34 +980,11 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 /* ---- entry point
  * --------------------------------------------------------------------------------- */
 
-static int make_base(struct yc_bench *b)
-{
-	const char *parent = b->o.dir ? b->o.dir : "/tmp";
-
-	if (b->o.dir != NULL && mkdir(parent, 0755) != 0 && errno != EEXIST) {
-		fprintf(stderr, "kvbench ycsb: mkdir %s: %s\n", parent, strerror(errno));
-		return -1;
-	}
-	/* ipc and Unix socket paths live here: keep it short (sun_path is 108 bytes) */
-	if ((size_t)snprintf(b->base, sizeof b->base, "%s/kvbench-ycsb-XXXXXX", parent) >= 80) {
-		fprintf(stderr, "kvbench ycsb: --dir path too long for socket paths\n");
-		b->base[0] = '\0';
-		return -1;
-	}
-	if (mkdtemp(b->base) == NULL) {
-		fprintf(stderr, "kvbench ycsb: mkdtemp %s: %s\n", b->base, strerror(errno));
-		b->base[0] = '\0';
-		return -1;
-	}
-	bench_fs_name(b->base, b->fs, sizeof b->fs);
-	return 0;
-}
-
 static bool yc_all_ok(const struct yc_bench *b)
 {
 	size_t ran = 0;
 
-	if (b->env_failed)
+	if (b->run.kvd_failed)
 		return false;
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct yc_result *r = &b->res[i];
@@ -1536,12 +998,15 @@ static bool yc_all_ok(const struct yc_bench *b)
 int bench_ycsb(int argc, char **argv)
 {
 	struct yc_bench *b = calloc(1, sizeof(*b));
+	struct report rep = {0};
 	struct yc_opts *o;
 	bool need_kvd = false, ok;
 	int rv, code = 1;
 
-	if (b == NULL) {
+	if (b == NULL || report_init(&rep) != 0) {
 		fprintf(stderr, "kvbench ycsb: out of memory\n");
+		free(b);
+		report_fini(&rep);
 		return 1;
 	}
 	o = &b->o;
@@ -1562,33 +1027,18 @@ int bench_ycsb(int argc, char **argv)
 	o->nbackends = 2;
 	if ((rv = parse(argc, argv, o)) != 0) {
 		free(b);
+		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
-	bench_command_line(b->command, sizeof b->command, argc, argv);
 	b->record_size = yc_record_layout(NULL);
 	b->progress = o->json || o->markdown ? stderr : stdout;
 	signal(SIGPIPE, SIG_IGN);
-
 	for (size_t i = 0; i < o->nbackends; i++)
 		need_kvd |= strcmp(o->backends[i]->kind, "kvd") == 0;
-	if (need_kvd && o->endpoint == NULL) {
-		if ((rv = bench_kvd_path(o->kvd, b->kvd_path, sizeof b->kvd_path)) != 0) {
-			fprintf(stderr,
-			        "kvbench ycsb: kvd binary %s: %s (give it with --kvd PATH)\n",
-			        b->kvd_path[0] ? b->kvd_path : "?", strerror(-rv));
-			goto out;
-		}
-	}
-	if (o->redis_server != NULL) {
-		if (access(o->redis_server, X_OK) != 0) {
-			fprintf(stderr, "kvbench ycsb: --redis-server %s: %s\n", o->redis_server,
-			        strerror(errno));
-			goto out;
-		}
-		bench_fmt(b->redis_path, sizeof b->redis_path, "%s", o->redis_server);
-	} else if (!bench_find_in_path("redis-server", b->redis_path, sizeof b->redis_path)) {
-		b->redis_path[0] = '\0';
-	}
+	if (runenv_init(&b->run, "ycsb", argc, argv, o->dir, o->kvd, o->endpoint, o->redis_server,
+	                need_kvd) != 0)
+		goto out;
+	b->run.env.stream = o->stream;
 	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||
 	    (b->res = calloc(YC_RESULTS_MAX, sizeof(*b->res))) == NULL) {
 		fprintf(stderr, "kvbench ycsb: out of memory\n");
@@ -1596,26 +1046,11 @@ int bench_ycsb(int argc, char **argv)
 	}
 	/* RandomByteIterator's alphabet: printable ASCII ' '…'_' */
 	runenv_fill_pool(b->pool, YC_POOL_BYTES + YC_FIELD_LEN, o->seed ^ 0x5eed);
-	if (make_base(b) != 0)
-		goto out;
-	if (need_kvd && o->endpoint == NULL) {
-		char err[YC_ERR_MAX];
-		if (bench_kvd_pin(b->kvd_path, b->base, b->kvd_bin, sizeof b->kvd_bin, err,
-		                  sizeof err) != 0) {
-			fprintf(stderr, "kvbench ycsb: %s\n", err);
-			goto out;
-		}
-	}
-	b->env.base = b->base;
-	b->env.kvd_path = b->kvd_bin[0] ? b->kvd_bin : NULL;
-	b->env.endpoint = o->endpoint;
-	b->env.stream = o->stream;
-	b->env.redis_path = b->redis_path[0] ? b->redis_path : NULL;
 
-	fprintf(b->progress, "kvbench ycsb: %s\n", b->command);
+	fprintf(b->progress, "kvbench ycsb: %s\n", b->run.command);
 	for (size_t i = 0; i < o->nbackends; i++) {
 		const struct yb_backend *be = o->backends[i];
-		const char *why = be->unavailable(be, &b->env);
+		const char *why = be->unavailable(be, &b->run.env);
 		if (why == NULL)
 			continue;
 		b->skip[b->nskip].be = be;
@@ -1628,46 +1063,30 @@ int bench_ycsb(int argc, char **argv)
 		for (size_t ti = 0; ti < o->nthreads; ti++)
 			for (size_t bi = 0; bi < o->nbackends; bi++) {
 				const struct yb_backend *be = o->backends[bi];
-				if (be->unavailable(be, &b->env) != NULL)
+				if (be->unavailable(be, &b->run.env) != NULL)
 					continue;
 				yc_group(b, be, si, o->threads[ti], yc_group1, 'a');
 				yc_group(b, be, si, o->threads[ti], yc_group2, 'e');
 			}
-	if (yb_env_fini(&b->env, b->env_err, sizeof b->env_err) != 0) {
-		b->env_failed = true;
-		fprintf(stderr, "kvbench ycsb: kvd: %s\n", b->env_err);
-	}
+	(void)runenv_fini(&b->run, false);
 	ok = yc_all_ok(b);
+	yc_header(b, &rep);
 	if (o->json) {
-		yc_report_json(b, ok);
+		yc_report_json(b, &rep, ok);
 	} else if (o->markdown) {
-		yc_report_markdown(b);
+		yc_report_markdown(b, &rep);
 	} else {
-		struct yc_line *l = calloc(64, sizeof(*l));
-		size_t n = l ? yc_header(b, l, 64) : 0;
 		putchar('\n');
-		for (size_t i = 0; i < n; i++)
-			printf("%-10s %s\n",
-			       i > 0 && strcmp(l[i].label, l[i - 1].label) == 0 ? "" : l[i].label,
-			       l[i].value);
-		free(l);
+		report_lines_text(&rep, stdout, 10);
 		yc_report_text(b);
 	}
-	if (!ok)
-		fprintf(stderr,
-		        "kvbench ycsb: FAILED: a phase failed or had errors, or a server "
-		        "did not exit 0 (files kept in %s)\n",
-		        b->base);
-	else if ((rv = bench_rmtree(b->base)) != 0)
-		fprintf(stderr, "kvbench ycsb: removing %s: %s\n", b->base, strerror(-rv));
-	code = ok ? 0 : 1;
+	code = runenv_finish(&b->run, ok, "a phase failed or had errors");
 out:
-	if (b->env.kvd_started) {
-		char err[YC_ERR_MAX];
-		(void)yb_env_fini(&b->env, err, sizeof err);
-	}
+	if (b->run.env.kvd_started)
+		(void)runenv_fini(&b->run, false);
 	free(b->res);
 	free(b->pool);
 	free(b);
+	report_fini(&rep);
 	return code;
 }
