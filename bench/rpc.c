@@ -31,7 +31,8 @@
  *      append on the data directory's file system, and `sockperf ping-pong`
  *      when sockperf is installed.
  *
- * Each cell: a warm-up (not recorded), then --seconds of measurement. Every
+ * Each cell: a warm-up (not recorded), then --seconds of measurement (longer
+ * when no call has completed in it yet, up to RB_CELL_MAX_S). Every
  * call is timed with CLOCK_MONOTONIC (blocking: around the call; pipelined:
  * from the issue to the callback) into a log-linear histogram; a percentile
  * is the upper bound of its bucket (at most 1/128 above the true value).
@@ -122,6 +123,7 @@ static void *rb_thread_main(void *arg)
 			if (ph == PH_MEASURE && atomic_load(&r->phase) == PH_MEASURE) {
 				hist_add(&t->h, t1 - t0);
 				t->ops++;
+				atomic_fetch_add_explicit(&r->measured, 1, memory_order_relaxed);
 			}
 		}
 	}
@@ -146,6 +148,7 @@ void rb_run_cell(struct rb_bench *b, struct rb_run *r, struct rb_cell *c)
 	r->ready = 0;
 	r->go = 0;
 	atomic_init(&r->phase, PH_WARMUP);
+	atomic_init(&r->measured, 0);
 	if (th == NULL || h == NULL) {
 		bench_fmt(c->err, sizeof c->err, "out of memory");
 		goto out;
@@ -175,6 +178,11 @@ void rb_run_cell(struct rb_bench *b, struct rb_run *r, struct rb_cell *c)
 		atomic_store(&r->phase, PH_MEASURE);
 		t0 = bench_now();
 		bench_sleep(b->o.seconds);
+		/* a cell reports at least one call: on a loaded machine one call
+		 * (an fdatasync) can outlast a short window, which then goes on
+		 * until a call has completed in it (RB_CELL_MAX_S at most) */
+		while (atomic_load(&r->measured) == 0 && bench_now() - t0 < RB_CELL_MAX_S)
+			bench_sleep(0.01);
 		atomic_store(&r->phase, PH_STOP);
 		t1 = bench_now();
 	} else {
@@ -361,6 +369,7 @@ static void pl_done(void *arg, const struct kvc_async_result *res)
 		if (s->phase0 == PH_MEASURE && ph == PH_MEASURE) {
 			hist_add(&t->h, t1 - s->t0);
 			t->ops++;
+			atomic_fetch_add_explicit(&t->run->measured, 1, memory_order_relaxed);
 		}
 	}
 	s->next = p->free;

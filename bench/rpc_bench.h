@@ -48,6 +48,7 @@
 #define RB_ERRORS_MAX       1000                 /* a thread stops after this many errors */
 #define RB_PRELOAD_BATCH    1000                 /* ops per Batch while preloading */
 #define RB_CALL_TIMEOUT_MS  10000                /* every call's deadline */
+#define RB_CELL_MAX_S       30.0                 /* a window waits this long for its first call */
 #define RB_START_TIMEOUT_MS 15000                /* kvd answers Health within this */
 #define RB_STOP_TIMEOUT_MS  60000                /* kvd exits within this after SIGTERM */
 #define RB_ECHO_CONTEXTS    (RB_THREADS_MAX + 8) /* nng echo server contexts */
@@ -258,6 +259,7 @@ struct rb_run {
 	unsigned ready;
 	int go; /* 0 wait, 1 run, -1 cancelled */
 	atomic_int phase;
+	atomic_uint_fast64_t measured; /* calls counted so far (all threads) */
 };
 
 /* Runs one cell: r->nthreads threads of kind r->k through warm-up and
