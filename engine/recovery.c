@@ -29,6 +29,7 @@
  *   8. The newest non-merged segment becomes the active segment again if it
  *      was the active one and has room. Otherwise a new one is started.
  *      META is written anew when it changed.
+ * recovery_run is this list: one function per step, in this order.
  * Runs single-threaded inside kv_open, before the handle is published.
  */
 #include "db.h"
@@ -578,27 +579,39 @@ out:
 	return rv;
 }
 
-int recovery_run(kv_db *db)
+/* ---- the steps of recovery_run ------------------------------------------ */
+
+/* What the steps of recovery_run hand on to each other. */
+struct recovery {
+	kv_db *db;
+	struct listing l;  /* step 1: the directory's segments, hints and commits */
+	uint32_t *retired; /* step 2: the segments merge commits retired */
+	size_t nretired;
+	struct manifest man; /* step 3 */
+	bool have_man;       /* META is there and of format 2 */
+	uint32_t *ids;       /* every segment id there is a trace of, sorted */
+	size_t nids, capids;
+	struct rctx c; /* step 4: the records being indexed */
+	uint32_t max_id;
+	uint64_t max_base;    /* the highest base version of a segment header */
+	struct seg *tail;     /* the newest non-merged, undamaged segment */
+	struct seg *junk_seg; /* a segment ending in damage: a torn write if it is the tail */
+	uint64_t junk_from;
+	bool lossy;        /* a sealed segment, or part of one, is lost */
+	bool outputs_seen; /* every pointer into a merge's outputs was seen */
+};
+
+/* 2. Merge commits: their relocations are loaded, and the segments they
+ * retired collected (step 4 deletes whatever of those is left). */
+static int apply_merge_commits(struct recovery *r)
 {
-	struct listing l = {0};
-	struct manifest man = {0};
-	struct rctx c = {.db = db};
-	uint32_t *retired = NULL, *ids = NULL;
-	size_t nretired = 0, nids = 0, capids = 0, i;
-	uint32_t max_id = 0;
-	uint64_t max_base = 0, junk_from = 0;
-	struct seg *tail = NULL, *junk_seg = NULL;
-	bool lossy = false, have_man, outputs_seen = true;
+	kv_db *db = r->db;
+	size_t i, j;
 	int rv;
 
-	if ((rv = list_dir(db, &l)) != 0)
-		goto out;
-
-	/* 2. merge commits */
-	for (i = 0; i < l.ncommits; i++) {
+	for (i = 0; i < r->l.ncommits; i++) {
 		struct merge_commit mc;
-		size_t j;
-		rv = commit_load(db->dirfd, l.commits[i], db->opt.fault, &mc);
+		rv = commit_load(db->dirfd, r->l.commits[i], db->opt.fault, &mc);
 		if (rv == KV_ECORRUPT) {
 			/* written under a temporary name and renamed after fsync: a
 			 * damaged one is disk corruption; without it the retired
@@ -607,263 +620,325 @@ int recovery_run(kv_db *db)
 			continue;
 		}
 		if (rv != 0)
-			goto out;
+			return rv;
 		if (mc.seq > db->merge_seq)
 			db->merge_seq = mc.seq;
 		for (j = 0; j < mc.nrelocs && rv == 0; j++)
 			rv = reloc_put(&db->reloc, mc.relocs[j].from, mc.relocs[j].to);
 		if (rv == 0 && mc.nretired > 0) {
-			uint32_t *nv = realloc(retired, (nretired + mc.nretired) * sizeof(*nv));
-			if (nv == NULL)
+			uint32_t *nv =
+			        realloc(r->retired, (r->nretired + mc.nretired) * sizeof(*nv));
+			if (nv == NULL) {
 				rv = -ENOMEM;
-			else {
-				retired = nv;
-				memcpy(retired + nretired, mc.retired, mc.nretired * sizeof(*nv));
-				nretired += mc.nretired;
+			} else {
+				r->retired = nv;
+				memcpy(r->retired + r->nretired, mc.retired,
+				       mc.nretired * sizeof(*nv));
+				r->nretired += mc.nretired;
 			}
 		}
 		commit_release(&mc);
 		if (rv != 0)
-			goto out;
+			return rv;
 	}
+	return 0;
+}
 
-	/* 3. META */
-	/* A damaged META fails the open: loading without it would forget the
-	 * compact revision (reads below it would see a history merge cut) and
-	 * the version mark. Removing the file is the operator's choice. */
-	rv = manifest_read(db->dirfd, db->opt.fault, &man);
+/* 3. META: the compact revision, the version mark, the sealed segments. A
+ * damaged META fails the open: loading without it would forget the compact
+ * revision (reads below it would see a history merge cut) and the version
+ * mark. Removing the file is the operator's choice. */
+static int read_meta(struct recovery *r)
+{
+	kv_db *db = r->db;
+	int rv;
+
+	rv = manifest_read(db->dirfd, db->opt.fault, &r->man);
 	if (rv != 0 && rv != -ENOENT)
-		goto out;
-	rv = 0;
-	have_man = man.format == 2;
+		return rv;
+	r->have_man = r->man.format == 2;
 	/* a merge ran and never committed: its commit would have been the next */
-	if (have_man && man.merge_from != 0 && db->merge_seq + 1 == man.merge_seq)
-		c.merge_from = man.merge_from;
-	atomic_store(&db->compact_floor, man.floor);
-	db->version_mark = man.version_mark;
-	if (have_man) {
-		db->meta = man.raw;
-		db->meta_len = man.raw_len;
-		man.raw = NULL;
+	if (r->have_man && r->man.merge_from != 0 && db->merge_seq + 1 == r->man.merge_seq)
+		r->c.merge_from = r->man.merge_from;
+	atomic_store(&db->compact_floor, r->man.floor);
+	db->version_mark = r->man.version_mark;
+	if (r->have_man) {
+		db->meta = r->man.raw;
+		db->meta_len = r->man.raw_len;
+		r->man.raw = NULL;
 	}
+	return 0;
+}
 
-	/* every id there is a trace of: segments, hints, what META lists */
-	for (i = 0; i < l.nsegs && rv == 0; i++)
-		rv = push_id(&ids, &nids, &capids, l.segs[i]);
-	for (i = 0; i < l.nhints && rv == 0; i++)
-		rv = push_id(&ids, &nids, &capids, l.hints[i]);
-	for (i = 0; i < man.nsegs && rv == 0; i++)
-		rv = push_id(&ids, &nids, &capids, man.segs[i].id);
+/* Every id there is a trace of: segments, hints, what META lists; sorted,
+ * with repeats. */
+static int gather_ids(struct recovery *r)
+{
+	size_t i;
+	int rv = 0;
+
+	for (i = 0; i < r->l.nsegs && rv == 0; i++)
+		rv = push_id(&r->ids, &r->nids, &r->capids, r->l.segs[i]);
+	for (i = 0; i < r->l.nhints && rv == 0; i++)
+		rv = push_id(&r->ids, &r->nids, &r->capids, r->l.hints[i]);
+	for (i = 0; i < r->man.nsegs && rv == 0; i++)
+		rv = push_id(&r->ids, &r->nids, &r->capids, r->man.segs[i].id);
+	if (rv == 0 && r->nids > 1)
+		qsort(r->ids, r->nids, sizeof(*r->ids), cmp_u32);
+	return rv;
+}
+
+/* 4 and 6. The records of an opened segment, indexed from its hint or else
+ * by a scan; damage found by the scan is counted, and a damaged end of what
+ * may be the active segment remembered in junk_seg. *expect grows to what
+ * the hint says should be there. On failure the caller drops s. */
+static int index_segment(struct recovery *r, struct seg *s, bool listed, bool sealed, bool damaged,
+                         uint64_t *expect)
+{
+	kv_db *db = r->db;
+	struct rctx *c = &r->c;
+	struct seg_scan_result res;
+	bool active;
+	int rv;
+
+	c->seg = s->id;
+	c->seg_merged = (s->flags & SEG_F_MERGED) != 0;
+	c->hint_end = 0;
+	/* a sealed segment's hint says what should be there, also past a
+	 * cut: its offsets are bounded by what a segment can hold */
+	rv = hint_load(db->dirfd, s->id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
+	               db->opt.fault, hint_rec, c);
+	if (rv == 0) {
+		s->has_hint = true;
+		db->rinfo.hints_loaded++;
+		if (c->hint_end > *expect)
+			*expect = c->hint_end;
+		if (c->merge_from && s->id >= c->merge_from && !c->seg_merged)
+			r->outputs_seen = false; /* its records' pointers are not in the hint */
+		return 0;
+	}
+	if (rv == -ENOMEM)
+		return rv;
+	if (rv != -ENOENT)
+		db->rinfo.hints_rejected++;
+	pend_clear(c);
+	/* a rejected hint indexed nothing (it is checked whole first) */
+	c->seg_base = s->base_version;
+	c->seg_size = s->size;
+	/* the segment being written: a hole past its last sync mark is where
+	 * unsynced writes were lost, not damage */
+	active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
+	         (r->have_man || s->id == r->l.segs[r->l.nsegs - 1]);
+	rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	              active ? SEG_SCAN_ACTIVE : 0, scan_rec, scan_damage, c, &res);
 	if (rv != 0)
-		goto out;
-	if (nids > 1)
-		qsort(ids, nids, sizeof(*ids), cmp_u32);
+		return rv;
+	db->rinfo.segments_scanned++;
+	db->rinfo.corrupt_records += res.corrupt_records;
+	db->rinfo.corrupt_bytes += res.corrupt_bytes;
+	if (res.corrupt_records)
+		note_damage(db, s->id, ".seg");
+	if (c->np > 0) {
+		/* a batch without its last record */
+		res.valid_end = c->pend_start;
+		pend_clear(c);
+	}
+	if (res.valid_end < s->size) {
+		if (!listed && !(s->flags & SEG_F_MERGED) && !damaged) {
+			/* a torn write if this turns out to be the active
+			 * segment; decided after the loop */
+			r->junk_seg = s;
+			r->junk_from = res.valid_end;
+		} else {
+			db->rinfo.corrupt_records++;
+			db->rinfo.corrupt_bytes += s->size - res.valid_end;
+			note_damage(db, s->id, ".seg");
+		}
+	}
+	return 0;
+}
 
-	/* 4. segments */
-	for (i = 0; i < nids; i++) {
-		uint32_t id = ids[i];
-		const struct manifest_seg *listed = manifest_find(&man, id);
-		bool present = has_id(l.segs, l.nsegs, id);
-		bool hinted = has_id(l.hints, l.nhints, id);
-		bool sealed = listed != NULL || hinted;
-		uint64_t expect = listed ? listed->size : 0;
-		char name[SEG_NAME_MAX];
-		struct seg *s;
-		bool damaged = false;
+/* 4 and 5. One segment id: retired ones are removed, lost ones become
+ * placeholders, the others are opened, indexed and put in the table. */
+static int load_segment(struct recovery *r, uint32_t id)
+{
+	kv_db *db = r->db;
+	const struct manifest_seg *listed = manifest_find(&r->man, id);
+	bool present = has_id(r->l.segs, r->l.nsegs, id);
+	bool hinted = has_id(r->l.hints, r->l.nhints, id);
+	bool sealed = listed != NULL || hinted;
+	uint64_t expect = listed ? listed->size : 0;
+	char name[SEG_NAME_MAX];
+	struct seg *s;
+	bool damaged = false;
+	int rv;
 
-		if (i > 0 && ids[i - 1] == id)
-			continue;
-		if (id > max_id)
-			max_id = id;
-		if (is_retired(retired, nretired, id)) {
-			seg_name(name, id, ".seg");
-			io_unlink(db->opt.fault, db->dirfd, name);
+	if (is_retired(r->retired, r->nretired, id)) {
+		drop_files(db, id);
+		return 0;
+	}
+	if (!present) {
+		if (listed == NULL && r->have_man) {
+			/* a hint whose segment a merge retired, its commit
+			 * since replaced: nothing of it is live */
 			seg_name(name, id, ".hint");
 			io_unlink(db->opt.fault, db->dirfd, name);
-			continue;
+			return 0;
 		}
-		if (!present) {
-			if (listed == NULL && have_man) {
-				/* a hint whose segment a merge retired, its commit
-				 * since replaced: nothing of it is live */
-				seg_name(name, id, ".hint");
-				io_unlink(db->opt.fault, db->dirfd, name);
-				continue;
-			}
-			if ((rv = load_lost(db, &c, id, expect)) != 0)
-				goto out;
-			lossy = true;
-			continue;
+		r->lossy = true;
+		return load_lost(db, &r->c, id, expect);
+	}
+	rv = seg_open(db->dirfd, id, db->opt.fault, &s);
+	if (rv == KV_ECORRUPT) {
+		if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0) {
+			if (!unreadable(rv))
+				return rv;
+			r->lossy = true;
+			return load_lost(db, &r->c, id, expect);
 		}
-		rv = seg_open(db->dirfd, id, db->opt.fault, &s);
-		if (rv == KV_ECORRUPT) {
-			if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0) {
-				if (!unreadable(rv))
-					goto out;
-				if ((rv = load_lost(db, &c, id, expect)) != 0)
-					goto out;
-				lossy = true;
-				continue;
+		if (s->size < SEG_HEADER_SIZE) {
+			seg_unref(s);
+			if (sealed) {
+				/* it had data: evidence, not a leftover */
+				r->lossy = true;
+				return load_lost(db, &r->c, id, expect);
 			}
-			if (s->size < SEG_HEADER_SIZE) {
-				seg_unref(s);
-				if (sealed) {
-					/* it had data: evidence, not a leftover */
-					if ((rv = load_lost(db, &c, id, expect)) != 0)
-						goto out;
-					lossy = true;
-					continue;
-				}
-				/* a crash while the segment was being created: no
-				 * record can have been acknowledged in it */
-				seg_name(name, id, ".seg");
-				io_unlink(db->opt.fault, db->dirfd, name);
-				continue;
-			}
-			damaged = true;
+			/* a crash while the segment was being created: no
+			 * record can have been acknowledged in it */
+			seg_name(name, id, ".seg");
+			io_unlink(db->opt.fault, db->dirfd, name);
+			return 0;
+		}
+		damaged = true;
+		db->rinfo.corrupt_records++;
+		db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
+		note_damage(db, id, ".seg");
+	} else if (unreadable(rv)) {
+		r->lossy = true;
+		return load_lost(db, &r->c, id, expect);
+	} else if (rv != 0) {
+		return rv;
+	}
+	if (s->base_version > r->max_base)
+		r->max_base = s->base_version;
+	if ((rv = index_segment(r, s, listed != NULL, sealed, damaged, &expect)) != 0) {
+		seg_unref(s);
+		return rv;
+	}
+	if (expect > s->size) {
+		/* cut short after it was sealed */
+		db->rinfo.lost_bytes += expect - s->size;
+		note_damage(db, id, ".seg");
+		r->lossy = true;
+	}
+	pend_clear(&r->c);
+	seg_unpin(s); /* the file budget may close it until it is read again */
+	db->rinfo.segments++;
+	s->sealed = true;
+	db->disk_bytes += s->size;
+	if ((rv = segtab_insert_locked(db, s)) != 0) {
+		seg_unref(s);
+		return rv;
+	}
+	if (!(s->flags & SEG_F_MERGED) && !damaged) {
+		if (r->junk_seg != NULL && r->junk_seg != s) {
+			/* damage at the end of a segment that is not the newest */
 			db->rinfo.corrupt_records++;
-			db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
-			note_damage(db, id, ".seg");
-		} else if (unreadable(rv)) {
-			if ((rv = load_lost(db, &c, id, expect)) != 0)
-				goto out;
-			lossy = true;
+			db->rinfo.corrupt_bytes += r->junk_seg->size - r->junk_from;
+			note_damage(db, r->junk_seg->id, ".seg");
+			r->junk_seg = NULL;
+		}
+		r->tail = s;
+	}
+	return 0;
+}
+
+/* 4, 5 and 6. Every segment there is a trace of, oldest id first. */
+static int load_segments(struct recovery *r)
+{
+	size_t i;
+	int rv;
+
+	for (i = 0; i < r->nids; i++) {
+		uint32_t id = r->ids[i];
+		if (i > 0 && r->ids[i - 1] == id)
 			continue;
-		} else if (rv != 0) {
-			goto out;
-		}
-		if (s->base_version > max_base)
-			max_base = s->base_version;
-		c.seg = id;
-		c.seg_merged = (s->flags & SEG_F_MERGED) != 0;
-		c.hint_end = 0;
-		/* a sealed segment's hint says what should be there, also past a
-		 * cut: its offsets are bounded by what a segment can hold */
-		rv = hint_load(db->dirfd, id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
-		               db->opt.fault, hint_rec, &c);
-		if (rv == 0) {
-			s->has_hint = true;
-			db->rinfo.hints_loaded++;
-			if (c.hint_end > expect)
-				expect = c.hint_end;
-			if (c.merge_from && id >= c.merge_from && !c.seg_merged)
-				outputs_seen = false; /* its records' pointers are not in the hint */
-		} else if (rv == -ENOMEM) {
-			seg_unref(s);
-			goto out;
-		} else {
-			struct seg_scan_result res;
-			if (rv != -ENOENT)
-				db->rinfo.hints_rejected++;
-			pend_clear(&c);
-			/* a rejected hint indexed nothing (it is checked whole first) */
-			c.seg_base = s->base_version;
-			c.seg_size = s->size;
-			/* the segment being written: a hole past its last sync mark
-			 * is where unsynced writes were lost, not damage */
-			bool active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
-			              (have_man || id == l.segs[l.nsegs - 1]);
-			rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX,
-			              KV_VALUE_SIZE_MAX, active ? SEG_SCAN_ACTIVE : 0, scan_rec,
-			              scan_damage, &c, &res);
-			if (rv != 0) {
-				seg_unref(s);
-				goto out;
-			}
-			db->rinfo.segments_scanned++;
-			db->rinfo.corrupt_records += res.corrupt_records;
-			db->rinfo.corrupt_bytes += res.corrupt_bytes;
-			if (res.corrupt_records)
-				note_damage(db, id, ".seg");
-			if (c.np > 0) {
-				/* a batch without its last record */
-				res.valid_end = c.pend_start;
-				pend_clear(&c);
-			}
-			if (res.valid_end < s->size) {
-				if (!listed && !(s->flags & SEG_F_MERGED) && !damaged) {
-					/* a torn write if this turns out to be the active
-					 * segment; decided after the loop */
-					junk_seg = s;
-					junk_from = res.valid_end;
-				} else {
-					db->rinfo.corrupt_records++;
-					db->rinfo.corrupt_bytes += s->size - res.valid_end;
-					note_damage(db, id, ".seg");
-				}
-			}
-		}
-		if (expect > s->size) {
-			/* cut short after it was sealed */
-			db->rinfo.lost_bytes += expect - s->size;
-			note_damage(db, id, ".seg");
-			lossy = true;
-		}
-		pend_clear(&c);
-		seg_unpin(s); /* the file budget may close it until it is read again */
-		db->rinfo.segments++;
-		s->sealed = true;
-		db->disk_bytes += s->size;
-		if ((rv = segtab_insert_locked(db, s)) != 0) {
-			seg_unref(s);
-			goto out;
-		}
-		if (!(s->flags & SEG_F_MERGED) && !damaged) {
-			if (junk_seg != NULL && junk_seg != s) {
-				/* damage at the end of a segment that is not the newest */
-				db->rinfo.corrupt_records++;
-				db->rinfo.corrupt_bytes += junk_seg->size - junk_from;
-				note_damage(db, junk_seg->id, ".seg");
-				junk_seg = NULL;
-			}
-			tail = s;
-		}
+		if (id > r->max_id)
+			r->max_id = id;
+		if ((rv = load_segment(r, id)) != 0)
+			return rv;
 	}
-	if (have_man && man.active != 0 && !has_id(l.segs, l.nsegs, man.active) &&
-	    !is_retired(retired, nretired, man.active) && manifest_find(&man, man.active) == NULL) {
-		/* the active segment is gone: what was written to it is lost */
-		note_damage(db, man.active, ".seg");
+	return 0;
+}
+
+/* 5. The segment META named active is gone: what was written to it is lost. */
+static void check_active_gone(struct recovery *r)
+{
+	kv_db *db = r->db;
+	uint32_t active = r->man.active;
+
+	if (r->have_man && active != 0 && !has_id(r->l.segs, r->l.nsegs, active) &&
+	    !is_retired(r->retired, r->nretired, active) &&
+	    manifest_find(&r->man, active) == NULL) {
+		note_damage(db, active, ".seg");
 		db->rinfo.lost_segments++;
-		lossy = true;
+		r->lossy = true;
 	}
-	/* (only while its whole set is there to hold the originals) */
-	if (c.merge_from && !lossy && (rv = drop_merge_outputs(db, &c, outputs_seen)) != 0)
-		goto out;
-	if (junk_seg != NULL) {
-		/* the active segment ends in a torn write: cut it off */
-		int fd = seg_pin(junk_seg);
-		if (fd < 0) {
-			rv = fd;
-			goto out;
-		}
-		if ((rv = io_truncate(db->opt.fault, fd, junk_from)) == 0)
-			rv = io_fdatasync(db->opt.fault, fd);
-		seg_unpin(junk_seg);
-		if (rv != 0)
-			goto out;
-		db->rinfo.truncated_bytes += junk_seg->size - junk_from;
-		db->disk_bytes -= junk_seg->size - junk_from;
-		junk_seg->size = junk_from;
-	}
-	db->rinfo.records = c.records;
-	db->next_seg_id = max_id + 1;
-	db->next_version = (c.max_version > max_base ? c.max_version : max_base) + 1;
-	if (lossy && have_man && db->next_version <= man.version_mark) {
+}
+
+/* 6. The active segment ends in a torn write: cut it off. */
+static int cut_torn_tail(struct recovery *r)
+{
+	kv_db *db = r->db;
+	struct seg *s = r->junk_seg;
+	int fd, rv;
+
+	if (s == NULL)
+		return 0;
+	if ((fd = seg_pin(s)) < 0)
+		return fd;
+	if ((rv = io_truncate(db->opt.fault, fd, r->junk_from)) == 0)
+		rv = io_fdatasync(db->opt.fault, fd);
+	seg_unpin(s);
+	if (rv != 0)
+		return rv;
+	db->rinfo.truncated_bytes += s->size - r->junk_from;
+	db->disk_bytes -= s->size - r->junk_from;
+	s->size = r->junk_from;
+	return 0;
+}
+
+/* 7. The next segment id and the next version. */
+static void set_next(struct recovery *r)
+{
+	kv_db *db = r->db;
+
+	db->rinfo.records = r->c.records;
+	db->next_seg_id = r->max_id + 1;
+	db->next_version = (r->c.max_version > r->max_base ? r->c.max_version : r->max_base) + 1;
+	if (r->lossy && r->have_man && db->next_version <= r->man.version_mark) {
 		/* versions up to the mark may have been handed out in what is lost */
-		db->next_version = man.version_mark + 1;
+		db->next_version = r->man.version_mark + 1;
 		db->rinfo.versions_raised = true;
 	}
 	atomic_store(&db->committed_version, db->next_version - 1);
+}
 
-	/* 8. the active segment: the newest one goes on being appended to when
-	 * it was the active one of a process that did not close it (it has no
-	 * hint and META does not list it as sealed); a segment that was sealed
-	 * stays sealed, with its hint, so that a damaged record in it is still
-	 * known by its key */
+/* 8. The active segment: the newest one goes on being appended to when it
+ * was the active one of a process that did not close it (it has no hint
+ * and META does not list it as sealed); a segment that was sealed stays
+ * sealed, with its hint, so that a damaged record in it is still known by
+ * its key. Then META is written when it changed. */
+static int resume_active(struct recovery *r)
+{
+	kv_db *db = r->db;
+	struct seg *tail = r->tail;
+	int rv;
+
 	if (tail != NULL && tail->size < db->opt.segment_size && !tail->has_hint &&
-	    manifest_find(&man, tail->id) == NULL) {
+	    manifest_find(&r->man, tail->id) == NULL) {
 		if ((rv = seg_pin(tail)) < 0)
-			goto out;
+			return rv;
 		tail->sealed = false; /* the active segment stays pinned */
 		db->active = tail;
 		db->tail = tail->size;
@@ -871,16 +946,42 @@ int recovery_run(kv_db *db)
 	} else {
 		db->tail = 0;
 		if ((rv = write_roll(db)) != 0)
-			goto out;
+			return rv;
 	}
-	rv = manifest_write(db);
+	return manifest_write(db);
+}
+
+int recovery_run(kv_db *db)
+{
+	struct recovery r = {.db = db, .c = {.db = db}, .outputs_seen = true};
+	int rv;
+
+	if ((rv = list_dir(db, &r.l)) != 0) /* 1 */
+		goto out;
+	if ((rv = apply_merge_commits(&r)) != 0) /* 2 */
+		goto out;
+	if ((rv = read_meta(&r)) != 0) /* 3 */
+		goto out;
+	if ((rv = gather_ids(&r)) != 0)
+		goto out;
+	if ((rv = load_segments(&r)) != 0) /* 4, 5, 6 */
+		goto out;
+	check_active_gone(&r); /* 5 */
+	/* the outputs of a merge that never committed (only while its whole
+	 * set is there to hold the originals) */
+	if (r.c.merge_from && !r.lossy && (rv = drop_merge_outputs(db, &r.c, r.outputs_seen)) != 0)
+		goto out;
+	if ((rv = cut_torn_tail(&r)) != 0) /* 6 */
+		goto out;
+	set_next(&r);           /* 7 */
+	rv = resume_active(&r); /* 8 */
 out:
-	pend_clear(&c);
-	free(c.p);
-	free(retired);
-	free(ids);
-	free(c.refs);
-	manifest_release(&man);
-	listing_release(&l);
+	pend_clear(&r.c);
+	free(r.c.p);
+	free(r.c.refs);
+	free(r.retired);
+	free(r.ids);
+	manifest_release(&r.man);
+	listing_release(&r.l);
 	return rv;
 }
