@@ -15,6 +15,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "fault.h"
 #include "io.h"
 
 static struct tu_clock clk = {1700000000000ull};
@@ -190,36 +191,6 @@ static void test_mapped_reads(void **state)
 	free(dir);
 }
 
-struct faults {
-	int fail_sync;  /* fail the next n fdatasyncs */
-	int fail_write; /* fail the next n writes */
-	int write_err;
-};
-
-static int f_write(void *arg, int fd, uint64_t off, size_t len)
-{
-	struct faults *f = arg;
-	(void)fd;
-	(void)off;
-	(void)len;
-	if (f->fail_write > 0) {
-		f->fail_write--;
-		return f->write_err;
-	}
-	return 0;
-}
-
-static int f_sync(void *arg, int fd)
-{
-	struct faults *f = arg;
-	(void)fd;
-	if (f->fail_sync > 0) {
-		f->fail_sync--;
-		return -EIO;
-	}
-	return 0;
-}
-
 static void test_fsync_failure_read_only(void **state)
 {
 	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
@@ -227,8 +198,7 @@ static void test_fsync_failure_read_only(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("fsyncfail");
-		struct faults fl = {0};
-		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct tf_fault fl;
 		struct kv_options o;
 		struct kv_value v;
 		struct kv_stats st;
@@ -236,7 +206,8 @@ static void test_fsync_failure_read_only(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&fl);
+		o.fault = &fl.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "safe", 4, "1", 1, NULL, NULL), 0);
 		fl.fail_sync = 1;
@@ -272,8 +243,7 @@ static void test_write_failure_recovers(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("enospc");
-		struct faults fl = {0};
-		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct tf_fault fl;
 		struct kv_options o;
 		struct kv_value v;
 		struct kv_stats st;
@@ -283,7 +253,8 @@ static void test_write_failure_recovers(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&fl);
+		o.fault = &fl.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, &v1), 0);
 		fl.fail_write = 1;
@@ -352,8 +323,7 @@ static void test_interval_sync(void **state)
 static void test_interval_sync_failure(void **state)
 {
 	char *dir = tu_mkdtemp("intervalfail");
-	struct faults fl = {0};
-	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct tf_fault fl;
 	struct kv_options o;
 	struct kv_stats st;
 	struct kv_value v;
@@ -363,7 +333,8 @@ static void test_interval_sync_failure(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_INTERVAL;
 	o.sync_interval_ms = 100;
-	o.fault = &f;
+	tf_fault_init(&fl);
+	o.fault = &fl.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
 	fl.fail_sync = 1;
@@ -389,8 +360,7 @@ static void test_interval_sync_failure(void **state)
 static void test_seal_sync_failure(void **state)
 {
 	char *dir = tu_mkdtemp("sealfail");
-	struct faults fl = {0};
-	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct tf_fault fl;
 	struct kv_options o;
 	struct kv_stats st;
 	struct kv_value v;
@@ -402,7 +372,8 @@ static void test_seal_sync_failure(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_NONE;
 	o.segment_size = 4096;
-	o.fault = &f;
+	tf_fault_init(&fl);
+	o.fault = &fl.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	memset(val, 'v', sizeof(val));
 	fl.fail_sync = 1; /* under sync=none the first sync is the seal's */
@@ -465,7 +436,7 @@ static void test_not_visible_before_sync(void **state)
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("visible");
 		struct gate g = {0};
-		struct kv_io_fault f = {.on_sync = gate_sync, .arg = &g};
+		struct tf_fault f;
 		struct gated_put p = {0};
 		struct kv_options o;
 		struct kv_value v;
@@ -478,7 +449,10 @@ static void test_not_visible_before_sync(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&f);
+		f.on_sync = gate_sync;
+		f.arg = &g;
+		o.fault = &f.hooks;
 		assert_int_equal(kv_open(dir, &o, &p.db), 0);
 		assert_int_equal(kv_put(p.db, "old", 3, "v", 1, NULL, NULL), 0);
 		atomic_store(&g.armed, 1);
@@ -542,7 +516,7 @@ static void test_sync_none_at_seal_and_close(void **state)
 {
 	char *dir = tu_mkdtemp("nonesync");
 	static struct synclog y;
-	struct kv_io_fault f = {.record = record_syncs, .arg = &y};
+	struct tf_fault f;
 	struct kv_options o;
 	struct kv_stats st;
 	char k[16], val[200], names[64][64], *first, *last;
@@ -553,7 +527,10 @@ static void test_sync_none_at_seal_and_close(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_NONE;
 	o.segment_size = 4096;
-	o.fault = &f;
+	tf_fault_init(&f);
+	f.record = record_syncs;
+	f.arg = &y;
+	o.fault = &f.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	memset(val, 'v', sizeof(val));
 	y.n = 0;
@@ -585,17 +562,6 @@ static void test_sync_none_at_seal_and_close(void **state)
 	free(dir);
 }
 
-static int f_read_eio(void *arg, int fd, uint64_t off, size_t len)
-{
-	atomic_int *left = arg;
-	(void)fd, (void)off, (void)len;
-	if (atomic_load(left) > 0) {
-		atomic_fetch_sub(left, 1);
-		return -EIO;
-	}
-	return 0;
-}
-
 /* An I/O error while reading a record is answered as a damaged record
  * (KV_ECORRUPT, DATA_LOSS over the wire), never as "not found" or another
  * value; the next read, without the error, gets the value (both backends). */
@@ -606,8 +572,7 @@ static void test_read_error_is_data_loss(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("readeio");
-		atomic_int left = 0;
-		struct kv_io_fault f = {.on_read = f_read_eio, .arg = &left};
+		struct tf_fault f;
 		struct kv_options o;
 		struct kv_value v;
 		kv_db *db;
@@ -615,12 +580,13 @@ static void test_read_error_is_data_loss(void **state)
 		tu_options(&o, &clk);
 		o.io = modes[m];
 		o.mmap_reads = false;
-		o.fault = &f;
+		tf_fault_init(&f);
+		o.fault = &f.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "k", 1, "value", 5, NULL, NULL), 0);
-		atomic_store(&left, 1000);
+		atomic_store(&f.fail_read, 1000);
 		assert_int_equal(kv_get(db, "k", 1, NULL, &v), KV_ECORRUPT);
-		atomic_store(&left, 0);
+		atomic_store(&f.fail_read, 0);
 		assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
 		assert_int_equal(v.len, 5);
 		assert_memory_equal(v.data, "value", 5);
