@@ -22,6 +22,7 @@
 #include "manifest.h"
 #include "reloc.h"
 #include "segment.h"
+#include "storage.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -311,10 +312,17 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 	DIR *d = NULL;
 	uint32_t newest_open = 0;
 	size_t i;
+	struct kv_storage *st;
+	struct kv_stor_tenant *tn;
 	int dirfd, lockfd, rv = 0, mr;
 
-	if ((dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
+	if ((rv = kv_storage_file_open(NULL, NULL, &st)) != 0)
+		return rv;
+	if ((rv = st->ops->tenant_open(st, path, 0, &tn)) != 0) {
+		kv_storage_close(st);
+		return rv;
+	}
+	dirfd = kv_storage_file_dirfd(tn);
 	lockfd = openat(dirfd, "LOCK", O_RDONLY | O_CLOEXEC);
 	if (lockfd >= 0 && flock(lockfd, LOCK_SH | LOCK_NB) != 0) {
 		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
@@ -335,7 +343,7 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		} else if (strncmp(nm, "merge-", 6) == 0 && len > 13 &&
 		           strcmp(nm + len - 7, ".commit") == 0) {
 			struct merge_commit mc;
-			int r = commit_load(dirfd, nm, NULL, &mc);
+			int r = commit_load(tn, nm, &mc);
 			if (r == 0) {
 				for (i = 0; i < mc.nretired && rv == 0; i++)
 					rv = idlist_push(&retired, mc.retired[i]);
@@ -348,7 +356,7 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 	}
 	if (rv != 0)
 		goto out;
-	mr = manifest_read(dirfd, NULL, &man);
+	mr = manifest_read(tn, &man);
 	if (mr == KV_ECORRUPT || mr == KV_EFORMAT)
 		report(&c, "META", 0, 0,
 		       "META damaged (the compact revision and the list of sealed segments are "
@@ -429,7 +437,8 @@ out:
 	manifest_release(&man);
 	if (lockfd >= 0)
 		close(lockfd);
-	close(dirfd);
+	st->ops->tenant_close(tn);
+	kv_storage_close(st);
 	if (rv == 0 && ret)
 		*ret = c.sum;
 	return rv;

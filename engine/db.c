@@ -262,8 +262,9 @@ static void db_free(kv_db *db)
 		close(db->efd);
 	if (db->lockfd >= 0)
 		close(db->lockfd);
-	if (db->dirfd >= 0)
-		close(db->dirfd);
+	if (db->stor != NULL)
+		db->stor->ops->tenant_close(db->tn);
+	kv_storage_close(db->stor);
 	free(db->snaps);
 	pthread_rwlock_destroy(&db->kd_lock);
 	pthread_mutex_destroy(&db->seg_mu);
@@ -316,14 +317,13 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		rv = -ENOMEM;
 		goto fail;
 	}
-	if (o.create_if_missing && mkdir(path, 0755) != 0 && errno != EEXIST) {
-		rv = -errno;
+	if ((rv = kv_storage_file_open(NULL, o.fault, &db->stor)) != 0)
 		goto fail;
-	}
-	if ((db->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		rv = -errno;
+	rv = db->stor->ops->tenant_open(db->stor, path, o.create_if_missing ? KV_STOR_CREATE : 0,
+	                                &db->tn);
+	if (rv != 0)
 		goto fail;
-	}
+	db->dirfd = kv_storage_file_dirfd(db->tn);
 	if (o.lock) {
 		db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (db->lockfd < 0) {

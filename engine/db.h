@@ -34,6 +34,7 @@
 #include "record.h"
 #include "reloc.h"
 #include "segment.h"
+#include "storage.h"
 
 /* request flags (kv_req.flags_) */
 enum {
@@ -78,7 +79,9 @@ struct batch {
 
 struct kv_db {
 	char *path;
-	int dirfd;
+	struct kv_storage *stor;   /* where the database lives (storage.h) */
+	struct kv_stor_tenant *tn; /* the database's own space in it */
+	int dirfd;                 /* files backend: tn's directory (borrowed) */
 	int lockfd;
 	int efd;
 	struct kv_options opt;

@@ -229,7 +229,7 @@ static int commit_fn(kv_db *db, void *arg)
 	mc.nretired = m->nset;
 	if ((rv = reloc_entries(&m->relocs, &mc.relocs, &mc.nrelocs)) != 0)
 		return rv;
-	rv = commit_write(db->dirfd, &mc, db->opt.fault);
+	rv = commit_write(db->tn, &mc);
 	free(mc.relocs);
 	if (rv != 0)
 		return rv;

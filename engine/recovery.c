@@ -514,7 +514,7 @@ static int retire_referenced(kv_db *db, struct rctx *c, uint32_t *out, size_t no
 	mc.seq = db->merge_seq + 1;
 	mc.retired = out;
 	mc.nretired = nout;
-	if ((rv = commit_write(db->dirfd, &mc, db->opt.fault)) != 0)
+	if ((rv = commit_write(db->tn, &mc)) != 0)
 		goto out;
 	db->merge_seq = mc.seq;
 	for (i = 0; i < ml.n && rv == 0; i++)
@@ -611,7 +611,7 @@ static int apply_merge_commits(struct recovery *r)
 
 	for (i = 0; i < r->l.ncommits; i++) {
 		struct merge_commit mc;
-		rv = commit_load(db->dirfd, r->l.commits[i], db->opt.fault, &mc);
+		rv = commit_load(db->tn, r->l.commits[i], &mc);
 		if (rv == KV_ECORRUPT) {
 			/* written under a temporary name and renamed after fsync: a
 			 * damaged one is disk corruption; without it the retired
@@ -653,7 +653,7 @@ static int read_meta(struct recovery *r)
 	kv_db *db = r->db;
 	int rv;
 
-	rv = manifest_read(db->dirfd, db->opt.fault, &r->man);
+	rv = manifest_read(db->tn, &r->man);
 	if (rv != 0 && rv != -ENOENT)
 		return rv;
 	r->have_man = r->man.format == 2;
