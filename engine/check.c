@@ -158,7 +158,8 @@ struct seg_facts {
 	bool torn_ok;    /* a torn end is possible: the newest unsealed segment */
 };
 
-static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_facts *f)
+static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
+                         const struct seg_facts *f)
 {
 	char name[SEG_NAME_MAX], hname[SEG_NAME_MAX], msg[160];
 	struct recs rs = {0};
@@ -167,7 +168,7 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 	struct seg *s;
 	bool damaged_header = false;
 	uint64_t expect = f->listed;
-	int rv, fd;
+	int dirfd = kv_storage_file_dirfd(tn), rv, fd;
 
 	seg_name(name, id, ".seg");
 	seg_name(hname, id, ".hint");
@@ -208,7 +209,7 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 	 * names past the end of the segment is damage of the segment */
 	{
 		struct hint_ck hc = {c, &rs, hname, 0, 0, s->size};
-		rv = hint_load(dirfd, id, f->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX, NULL,
+		rv = hint_load(tn, id, f->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
 		               hint_entry, &hc);
 		if (rv == 0) {
 			c->sum.hints++;
@@ -417,7 +418,7 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		{
 			struct seg_facts f = {listed ? listed->size : 0, listed != NULL || hinted,
 			                      id == newest_open};
-			rv = check_segment(&c, dirfd, id, &f);
+			rv = check_segment(&c, tn, id, &f);
 		}
 	}
 	if (rv == 0 && man.format == 2 && man.active != 0 && !in_ids(segs.v, segs.n, man.active) &&

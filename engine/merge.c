@@ -304,7 +304,7 @@ static int out_finish(struct merge_ctx *m)
 	seg_name(name, s->id, ".seg");
 	if ((rv = io_rename(db->opt.fault, db->dirfd, tmp, name)) != 0)
 		return rv;
-	if ((rv = hint_writer_finish(&m->hw, db->dirfd, s->id, db->opt.fault)) != 0)
+	if ((rv = hint_writer_finish(&m->hw, db->tn, s->id)) != 0)
 		return rv;
 	if ((rv = db_fsync_dir(db)) != 0)
 		return rv;
@@ -847,8 +847,7 @@ static int merge_run(kv_db *db)
 		char name[SEG_NAME_MAX];
 		seg_name(name, m.set[i], ".seg");
 		io_unlink(db->opt.fault, db->dirfd, name);
-		seg_name(name, m.set[i], ".hint");
-		io_unlink(db->opt.fault, db->dirfd, name);
+		stor_hint_remove(db->tn, m.set[i]);
 	}
 	remove_old_commits(db, ca.seq);
 	rv = db_fsync_dir(db);

@@ -352,7 +352,7 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 		return rv;
 	c->seg = id;
 	c->hint_end = 0;
-	rv = hint_load(db->dirfd, id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec, c);
+	rv = hint_load(db->tn, id, 1ull << 32, KV_KEY_SIZE_MAX, hint_rec, c);
 	if (rv == -ENOMEM) {
 		seg_unref(s);
 		return rv;
@@ -448,7 +448,7 @@ static int seg_records(kv_db *db, struct seg *s, hint_visit_fn hfn, seg_scan_fn 
 	struct seg_scan_result res;
 	int rv, fd;
 
-	rv = hint_load(db->dirfd, s->id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hfn, arg);
+	rv = hint_load(db->tn, s->id, 1ull << 32, KV_KEY_SIZE_MAX, hfn, arg);
 	if (rv == 0 || rv == -ENOMEM)
 		return rv;
 	if ((fd = seg_pin(s)) < 0)
@@ -465,8 +465,7 @@ static void drop_files(kv_db *db, uint32_t id)
 
 	seg_name(name, id, ".seg");
 	io_unlink(db->opt.fault, db->dirfd, name);
-	seg_name(name, id, ".hint");
-	io_unlink(db->opt.fault, db->dirfd, name);
+	stor_hint_remove(db->tn, id);
 }
 
 /* Retires the outputs in `out` with a commit of its own that relocates each
@@ -706,8 +705,7 @@ static int index_segment(struct recovery *r, struct seg *s, bool listed, bool se
 	c->hint_end = 0;
 	/* a sealed segment's hint says what should be there, also past a
 	 * cut: its offsets are bounded by what a segment can hold */
-	rv = hint_load(db->dirfd, s->id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
-	               db->opt.fault, hint_rec, c);
+	rv = hint_load(db->tn, s->id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX, hint_rec, c);
 	if (rv == 0) {
 		s->has_hint = true;
 		db->rinfo.hints_loaded++;
@@ -781,8 +779,7 @@ static int load_segment(struct recovery *r, uint32_t id)
 		if (listed == NULL && r->have_man) {
 			/* a hint whose segment a merge retired, its commit
 			 * since replaced: nothing of it is live */
-			seg_name(name, id, ".hint");
-			io_unlink(db->opt.fault, db->dirfd, name);
+			stor_hint_remove(db->tn, id);
 			return 0;
 		}
 		r->lossy = true;

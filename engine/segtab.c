@@ -170,7 +170,7 @@ static int write_hint(kv_db *db, struct seg *s)
 	              hint_gen_rec, hint_gen_damage, &g, &res);
 	seg_unpin(s);
 	if (rv == 0)
-		rv = hint_writer_finish(&g.w, db->dirfd, s->id, db->opt.fault);
+		rv = hint_writer_finish(&g.w, db->tn, s->id);
 	hint_writer_release(&g.w);
 	return rv;
 }

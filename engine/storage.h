@@ -262,4 +262,20 @@ static inline int stor_meta_remove(struct kv_stor_tenant *t, const char *name)
 	return t->st->ops->meta_remove(t, name);
 }
 
+static inline int stor_hint_put(struct kv_stor_tenant *t, uint32_t id, const void *buf, size_t len)
+{
+	return t->st->ops->hint_put(t, id, buf, len);
+}
+
+static inline int stor_hint_get(struct kv_stor_tenant *t, uint32_t id, size_t max,
+                                uint8_t **ret_buf, size_t *ret_len)
+{
+	return t->st->ops->hint_get(t, id, max, ret_buf, ret_len);
+}
+
+static inline int stor_hint_remove(struct kv_stor_tenant *t, uint32_t id)
+{
+	return t->st->ops->hint_remove(t, id);
+}
+
 #endif
