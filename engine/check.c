@@ -24,7 +24,6 @@
 #include "segment.h"
 #include "storage.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -289,19 +288,38 @@ static int idlist_push(struct idlist *l, uint32_t id)
 	return 0;
 }
 
-/* <8 hex digits><ext> → id */
-static bool hex_name(const char *nm, const char *ext, uint32_t *ret)
-{
-	char *end;
-	unsigned long id;
+struct ck_listing {
+	struct ck *c;
+	struct kv_stor_tenant *tn;
+	struct idlist *segs, *hints, *retired;
+};
 
-	if (strlen(nm) != 8 + strlen(ext) || strcmp(nm + 8, ext) != 0)
-		return false;
-	id = strtoul(nm, &end, 16);
-	if (end != nm + 8 || id == 0 || id > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)id;
-	return true;
+static int ck_list_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct ck_listing *x = arg;
+	struct merge_commit mc;
+	size_t len, i;
+	int rv = 0, r;
+
+	if (e->kind == KV_STOR_SEGMENT)
+		return idlist_push(x->segs, e->id);
+	if (e->kind == KV_STOR_HINT)
+		return idlist_push(x->hints, e->id);
+	if (e->kind != KV_STOR_META)
+		return 0;
+	len = strlen(e->name);
+	if (strncmp(e->name, "merge-", 6) != 0 || len <= 13 ||
+	    strcmp(e->name + len - 7, ".commit") != 0)
+		return 0;
+	r = commit_load(x->tn, e->name, &mc);
+	if (r == 0) {
+		for (i = 0; i < mc.nretired && rv == 0; i++)
+			rv = idlist_push(x->retired, mc.retired[i]);
+		commit_release(&mc);
+	} else if (r == KV_ECORRUPT || r == KV_EFORMAT) {
+		report(x->c, e->name, 0, 0, "merge commit damaged (its retired segments are kept)");
+	}
+	return rv;
 }
 
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret)
@@ -309,8 +327,6 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 	struct ck c = {.fn = fn, .arg = arg};
 	struct idlist segs = {0}, hints = {0}, retired = {0}, all = {0};
 	struct manifest man = {0};
-	struct dirent *de;
-	DIR *d = NULL;
 	uint32_t newest_open = 0;
 	size_t i;
 	struct kv_storage *st;
@@ -329,34 +345,11 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
 		goto out;
 	}
-	if ((d = fdopendir(dup(dirfd))) == NULL) {
-		rv = -errno;
-		goto out;
+	{
+		struct ck_listing x = {&c, tn, &segs, &hints, &retired};
+		if ((rv = stor_list(tn, ck_list_entry, &x)) != 0)
+			goto out;
 	}
-	while ((de = readdir(d)) != NULL && rv == 0) {
-		const char *nm = de->d_name;
-		size_t len = strlen(nm);
-		uint32_t id;
-		if (hex_name(nm, ".seg", &id)) {
-			rv = idlist_push(&segs, id);
-		} else if (hex_name(nm, ".hint", &id)) {
-			rv = idlist_push(&hints, id);
-		} else if (strncmp(nm, "merge-", 6) == 0 && len > 13 &&
-		           strcmp(nm + len - 7, ".commit") == 0) {
-			struct merge_commit mc;
-			int r = commit_load(tn, nm, &mc);
-			if (r == 0) {
-				for (i = 0; i < mc.nretired && rv == 0; i++)
-					rv = idlist_push(&retired, mc.retired[i]);
-				commit_release(&mc);
-			} else if (r == KV_ECORRUPT || r == KV_EFORMAT) {
-				report(&c, nm, 0, 0,
-				       "merge commit damaged (its retired segments are kept)");
-			}
-		}
-	}
-	if (rv != 0)
-		goto out;
 	mr = manifest_read(tn, &man);
 	if (mr == KV_ECORRUPT || mr == KV_EFORMAT)
 		report(&c, "META", 0, 0,
@@ -429,8 +422,6 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		       "active segment missing (what was written since the last seal is lost)");
 	}
 out:
-	if (d)
-		closedir(d);
 	free(segs.v);
 	free(hints.v);
 	free(retired.v);

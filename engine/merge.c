@@ -41,7 +41,6 @@
 #include "hint.h"
 #include "manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -748,27 +747,29 @@ static int page_visit(void *arg, const uint8_t *key, size_t len, const struct kd
 	return ++p->n == MERGE_PAGE ? 1 : 0;
 }
 
+struct old_commits {
+	kv_db *db;
+	uint64_t keep_seq;
+};
+
+static int remove_old_commit(void *arg, const struct kv_stor_entry *e)
+{
+	struct old_commits *oc = arg;
+	unsigned long long seq;
+	char tail[16];
+
+	if (e->kind == KV_STOR_META && sscanf(e->name, "merge-%16llx%15s", &seq, tail) == 2 &&
+	    strcmp(tail, ".commit") == 0 && seq < oc->keep_seq)
+		stor_meta_remove(oc->db->tn, e->name);
+	return 0;
+}
+
+/* Removes the commits older than keep_seq (reloc.h, invariant 2). */
 static void remove_old_commits(kv_db *db, uint64_t keep_seq)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(db->dirfd);
+	struct old_commits oc = {db, keep_seq};
 
-	if (fd < 0)
-		return;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		unsigned long long seq;
-		char tail[16];
-		if (sscanf(de->d_name, "merge-%16llx%15s", &seq, tail) == 2 &&
-		    strcmp(tail, ".commit") == 0 && seq < keep_seq)
-			io_unlink(db->opt.fault, db->dirfd, de->d_name);
-	}
-	closedir(d);
+	stor_list(db->tn, remove_old_commit, &oc);
 }
 
 static int merge_run(kv_db *db)

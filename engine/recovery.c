@@ -37,7 +37,6 @@
 #include "hint.h"
 #include "manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -217,21 +216,6 @@ static void listing_release(struct listing *l)
 	free(l->commits);
 }
 
-static bool parse_hex_name(const char *name, const char *ext, uint32_t *ret)
-{
-	char *end;
-	unsigned long v;
-
-	if (strlen(name) != 8 + strlen(ext) || strcmp(name + 8, ext) != 0)
-		return false;
-	errno = 0;
-	v = strtoul(name, &end, 16);
-	if (errno || end != name + 8 || v == 0 || v > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)v;
-	return true;
-}
-
 static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id)
 {
 	if (*n == *cap) {
@@ -260,59 +244,64 @@ static bool has_id(const uint32_t *v, size_t n, uint32_t id)
 	return lo < n && v[lo] == id;
 }
 
+struct list_ctx {
+	kv_db *db;
+	struct listing *l;
+};
+
+/* Sorts one entry of the tenant's listing into l; leftovers of interrupted
+ * writes are removed. */
+static int list_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct list_ctx *x = arg;
+	struct listing *l = x->l;
+	size_t len;
+
+	switch (e->kind) {
+	case KV_STOR_PARTIAL:
+		stor_meta_remove(x->db->tn, e->name);
+		return 0;
+	case KV_STOR_SEGMENT:
+		return push_id(&l->segs, &l->nsegs, &l->capsegs, e->id);
+	case KV_STOR_HINT:
+		return push_id(&l->hints, &l->nhints, &l->caphints, e->id);
+	case KV_STOR_META:
+		len = strlen(e->name);
+		if (strncmp(e->name, "merge-", 6) != 0 || len <= 13 ||
+		    strcmp(e->name + len - 7, ".commit") != 0)
+			return 0;
+		if (l->ncommits == l->capcommits) {
+			size_t cap = l->capcommits ? l->capcommits * 2 : 4;
+			char **nv = realloc(l->commits, cap * sizeof(*nv));
+			if (nv == NULL)
+				return -ENOMEM;
+			l->commits = nv;
+			l->capcommits = cap;
+		}
+		if ((l->commits[l->ncommits] = strdup(e->name)) == NULL)
+			return -ENOMEM;
+		l->ncommits++;
+		return 0;
+	}
+	return 0;
+}
+
+/* 1. The tenant's segments, hints and merge commits, each list sorted;
+ * leftovers of interrupted writes are removed on the way. */
 static int list_dir(kv_db *db, struct listing *l)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd, rv = 0;
+	struct list_ctx x = {db, l};
+	int rv;
 
-	if ((fd = dup(db->dirfd)) < 0)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		const char *n = de->d_name;
-		size_t len = strlen(n);
-		uint32_t id;
-
-		if (len > 4 && strcmp(n + len - 4, ".tmp") == 0) {
-			io_unlink(db->opt.fault, db->dirfd, n);
-		} else if (parse_hex_name(n, ".seg", &id)) {
-			if ((rv = push_id(&l->segs, &l->nsegs, &l->capsegs, id)) != 0)
-				break;
-		} else if (parse_hex_name(n, ".hint", &id)) {
-			if ((rv = push_id(&l->hints, &l->nhints, &l->caphints, id)) != 0)
-				break;
-		} else if (strncmp(n, "merge-", 6) == 0 && len > 13 &&
-		           strcmp(n + len - 7, ".commit") == 0) {
-			if (l->ncommits == l->capcommits) {
-				size_t cap = l->capcommits ? l->capcommits * 2 : 4;
-				char **nv = realloc(l->commits, cap * sizeof(*nv));
-				if (nv == NULL) {
-					rv = -ENOMEM;
-					break;
-				}
-				l->commits = nv;
-				l->capcommits = cap;
-			}
-			if ((l->commits[l->ncommits] = strdup(n)) == NULL) {
-				rv = -ENOMEM;
-				break;
-			}
-			l->ncommits++;
-		}
-	}
-	closedir(d);
-	if (rv == 0 && l->nsegs > 1)
+	if ((rv = stor_list(db->tn, list_entry, &x)) != 0)
+		return rv;
+	if (l->nsegs > 1)
 		qsort(l->segs, l->nsegs, sizeof(*l->segs), cmp_u32);
-	if (rv == 0 && l->nhints > 1)
+	if (l->nhints > 1)
 		qsort(l->hints, l->nhints, sizeof(*l->hints), cmp_u32);
-	if (rv == 0 && l->ncommits > 1)
+	if (l->ncommits > 1)
 		qsort(l->commits, l->ncommits, sizeof(*l->commits), cmp_str);
-	return rv;
+	return 0;
 }
 
 static bool is_retired(const uint32_t *v, size_t n, uint32_t id)
