@@ -167,14 +167,14 @@ static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
 	struct seg *s;
 	bool damaged_header = false;
 	uint64_t expect = f->listed;
-	int dirfd = kv_storage_file_dirfd(tn), rv, fd;
+	int rv;
 
 	seg_name(name, id, ".seg");
 	seg_name(hname, id, ".hint");
 	c->file = name;
-	rv = seg_open(dirfd, id, NULL, &s);
+	rv = seg_open(tn, id, &s);
 	if (rv == KV_ECORRUPT || rv == KV_EFORMAT) {
-		if ((rv = seg_open_raw(dirfd, id, &s)) != 0)
+		if ((rv = seg_open_raw(tn, id, &s)) != 0)
 			goto unreadable;
 		damaged_header = true;
 		if (s->size < SEG_HEADER_SIZE) {
@@ -196,10 +196,9 @@ static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
 		goto unreadable;
 	}
 	c->sum.segments++;
-	fd = s->fd;
-	rv = seg_scan(NULL, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
 	              f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED) ? SEG_SCAN_ACTIVE
-	                                                                         : 0,
+	                                                                          : 0,
 	              scan_rec_cb, rec_damaged, &dc, &res);
 	if (rv != 0)
 		goto out;

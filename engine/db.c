@@ -122,7 +122,7 @@ static int sync_active(kv_db *db, void *arg)
 	(void)arg;
 	if (db->active == NULL || pending == 0)
 		return 0;
-	if ((rv = io_fdatasync(db->opt.fault, db->active->fd)) != 0) {
+	if ((rv = stor_seg_sync(db->active->h)) != 0) {
 		atomic_store(&db->read_only, true);
 		return rv;
 	}
@@ -166,7 +166,7 @@ int kv_tick(kv_db *db)
 		}
 		pthread_mutex_unlock(&db->seg_mu);
 		if (fd >= 0) {
-			if ((rv = io_fdatasync(db->opt.fault, fd)) != 0)
+			if ((rv = stor_seg_sync(s->h)) != 0)
 				atomic_store(&db->read_only, true);
 			else {
 				atomic_fetch_sub(&db->unsynced_bytes, pending);
@@ -390,7 +390,7 @@ static int seal_active(kv_db *db, void *arg)
 	db->active->sealed = true;
 	pthread_mutex_unlock(&db->seg_mu);
 	if (db->active->reserved > db->tail && db->active->reserved != UINT64_MAX)
-		io_truncate(db->opt.fault, db->active->fd, db->tail); /* free the reserve */
+		stor_seg_truncate(db->active->h, db->tail); /* free the reserve */
 	seg_unpin(db->active);
 	db->active = NULL;
 	return 0;

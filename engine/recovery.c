@@ -337,7 +337,7 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 	struct seg *s;
 	int rv;
 
-	if ((rv = seg_new_lost(db->dirfd, id, size, &s)) != 0)
+	if ((rv = seg_new_lost(db->tn, id, size, &s)) != 0)
 		return rv;
 	c->seg = id;
 	c->hint_end = 0;
@@ -442,18 +442,14 @@ static int seg_records(kv_db *db, struct seg *s, hint_visit_fn hfn, seg_scan_fn 
 		return rv;
 	if ((fd = seg_pin(s)) < 0)
 		return fd;
-	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL,
-	              arg, &res);
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL, arg, &res);
 	seg_unpin(s);
 	return rv;
 }
 
 static void drop_files(kv_db *db, uint32_t id)
 {
-	char name[SEG_NAME_MAX];
-
-	seg_name(name, id, ".seg");
-	io_unlink(db->opt.fault, db->dirfd, name);
+	stor_seg_remove(db->tn, id, 0);
 	stor_hint_remove(db->tn, id);
 }
 
@@ -716,7 +712,7 @@ static int index_segment(struct recovery *r, struct seg *s, bool listed, bool se
 	 * unsynced writes were lost, not damage */
 	active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
 	         (r->have_man || s->id == r->l.segs[r->l.nsegs - 1]);
-	rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
 	              active ? SEG_SCAN_ACTIVE : 0, scan_rec, scan_damage, c, &res);
 	if (rv != 0)
 		return rv;
@@ -755,7 +751,6 @@ static int load_segment(struct recovery *r, uint32_t id)
 	bool hinted = has_id(r->l.hints, r->l.nhints, id);
 	bool sealed = listed != NULL || hinted;
 	uint64_t expect = listed ? listed->size : 0;
-	char name[SEG_NAME_MAX];
 	struct seg *s;
 	bool damaged = false;
 	int rv;
@@ -774,9 +769,9 @@ static int load_segment(struct recovery *r, uint32_t id)
 		r->lossy = true;
 		return load_lost(db, &r->c, id, expect);
 	}
-	rv = seg_open(db->dirfd, id, db->opt.fault, &s);
+	rv = seg_open(db->tn, id, &s);
 	if (rv == KV_ECORRUPT) {
-		if ((rv = seg_open_raw(db->dirfd, id, &s)) != 0) {
+		if ((rv = seg_open_raw(db->tn, id, &s)) != 0) {
 			if (!unreadable(rv))
 				return rv;
 			r->lossy = true;
@@ -791,8 +786,7 @@ static int load_segment(struct recovery *r, uint32_t id)
 			}
 			/* a crash while the segment was being created: no
 			 * record can have been acknowledged in it */
-			seg_name(name, id, ".seg");
-			io_unlink(db->opt.fault, db->dirfd, name);
+			stor_seg_remove(db->tn, id, 0);
 			return 0;
 		}
 		damaged = true;
@@ -883,8 +877,8 @@ static int cut_torn_tail(struct recovery *r)
 		return 0;
 	if ((fd = seg_pin(s)) < 0)
 		return fd;
-	if ((rv = io_truncate(db->opt.fault, fd, r->junk_from)) == 0)
-		rv = io_fdatasync(db->opt.fault, fd);
+	if ((rv = stor_seg_truncate(s->h, r->junk_from)) == 0)
+		rv = stor_seg_sync(s->h);
 	seg_unpin(s);
 	if (rv != 0)
 		return rv;

@@ -16,7 +16,7 @@
 
 int db_fsync_dir(kv_db *db)
 {
-	return io_fsync(db->opt.fault, db->dirfd);
+	return stor_tenant_sync(db->tn);
 }
 
 /* ---- segment table ----------------------------------------------------- */
@@ -166,8 +166,8 @@ static int write_hint(kv_db *db, struct seg *s)
 		return fd;
 	hint_writer_init(&g.w);
 	/* a sealed segment was synced when it was sealed (write_roll, close) */
-	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
-	              hint_gen_rec, hint_gen_damage, &g, &res);
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false, hint_gen_rec,
+	              hint_gen_damage, &g, &res);
 	seg_unpin(s);
 	if (rv == 0)
 		rv = hint_writer_finish(&g.w, db->tn, s->id);

@@ -223,9 +223,11 @@ struct kv_storage {
  * NULL: tenant names are paths. fault: borrowed, may be NULL. */
 int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_storage **ret);
 
-/* The directory descriptor of a files tenant (borrowed), for the engine
- * code that does not go through this interface yet. Files backend only. */
+/* The directory descriptor of a files tenant and the descriptor of a files
+ * segment (borrowed), for the engine code that does not go through this
+ * interface yet. Files backend only. */
 int kv_storage_file_dirfd(struct kv_stor_tenant *t);
+int kv_storage_file_fd(struct kv_stor_seg *s);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {
@@ -276,6 +278,59 @@ static inline int stor_hint_get(struct kv_stor_tenant *t, uint32_t id, size_t ma
 static inline int stor_hint_remove(struct kv_stor_tenant *t, uint32_t id)
 {
 	return t->st->ops->hint_remove(t, id);
+}
+
+static inline int stor_seg_create(struct kv_stor_tenant *t, uint32_t id, unsigned flags,
+                                  struct kv_stor_seg **ret)
+{
+	return t->st->ops->seg_create(t, id, flags, ret);
+}
+
+static inline int stor_seg_open(struct kv_stor_tenant *t, uint32_t id, struct kv_stor_seg **ret,
+                                uint64_t *ret_size)
+{
+	return t->st->ops->seg_open(t, id, ret, ret_size);
+}
+
+static inline int stor_seg_remove(struct kv_stor_tenant *t, uint32_t id, unsigned flags)
+{
+	return t->st->ops->seg_remove(t, id, flags);
+}
+
+static inline int stor_seg_write(struct kv_stor_seg *s, const void *buf, size_t len, uint64_t off)
+{
+	return s->t->st->ops->seg_write(s, buf, len, off);
+}
+
+static inline int stor_seg_read(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off)
+{
+	return s->t->st->ops->seg_read(s, buf, len, off);
+}
+
+static inline int stor_seg_sync(struct kv_stor_seg *s)
+{
+	return s->t->st->ops->seg_sync(s);
+}
+
+static inline int stor_seg_truncate(struct kv_stor_seg *s, uint64_t size)
+{
+	return s->t->st->ops->seg_truncate(s, size);
+}
+
+static inline int stor_seg_reserve(struct kv_stor_seg *s, uint64_t off, uint64_t len)
+{
+	return s->t->st->ops->seg_reserve(s, off, len);
+}
+
+static inline int stor_seg_publish(struct kv_stor_seg *s)
+{
+	return s->t->st->ops->seg_publish(s);
+}
+
+static inline void stor_seg_close(struct kv_stor_seg *s)
+{
+	if (s != NULL)
+		s->t->st->ops->seg_close(s);
 }
 
 #endif

@@ -555,3 +555,8 @@ int kv_storage_file_dirfd(struct kv_stor_tenant *t)
 {
 	return dirfd_of(t);
 }
+
+int kv_storage_file_fd(struct kv_stor_seg *s)
+{
+	return fd_of(s);
+}

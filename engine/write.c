@@ -302,7 +302,7 @@ int write_roll(kv_db *db)
 
 	if (old != NULL && db->opt.sync != KV_SYNC_ALWAYS &&
 	    atomic_load(&db->unsynced_bytes) > 0) {
-		if ((rv = io_fdatasync(db->opt.fault, old->fd)) != 0) {
+		if ((rv = stor_seg_sync(old->h)) != 0) {
 			atomic_store(&db->read_only, true);
 			return rv;
 		}
@@ -312,8 +312,7 @@ int write_roll(kv_db *db)
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
 	pthread_mutex_unlock(&db->seg_mu);
-	rv = seg_create(db->dirfd, id, 0, atomic_load(&db->committed_version), db_now(db), "",
-	                db->opt.fault, &ns);
+	rv = seg_create(db->tn, id, 0, atomic_load(&db->committed_version), db_now(db), 0, &ns);
 	if (rv != 0)
 		return rv;
 	if ((rv = db_fsync_dir(db)) != 0) {
@@ -332,7 +331,7 @@ int write_roll(kv_db *db)
 	}
 	pthread_mutex_unlock(&db->seg_mu);
 	if (old != NULL && old->reserved > db->tail && old->reserved != UINT64_MAX)
-		io_truncate(db->opt.fault, old->fd, db->tail); /* give back what was reserved */
+		stor_seg_truncate(old->h, db->tail); /* give back what was reserved */
 	if (old != NULL)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
@@ -369,13 +368,12 @@ static int reserve_space(kv_db *db, size_t len)
 	want = end - s->reserved;
 	if (want < RESERVE_CHUNK)
 		want = RESERVE_CHUNK;
-	rv = io_reserve(db->opt.fault, s->fd, s->reserved > db->tail ? s->reserved : db->tail,
-	                want);
+	rv = stor_seg_reserve(s->h, s->reserved > db->tail ? s->reserved : db->tail, want);
 	if (rv == -EOPNOTSUPP || rv == -ENOSYS) {
 		s->reserved = UINT64_MAX; /* not on this file system: plain writes */
 		return 0;
 	}
-	if (rv == -ENOSPC && (rv = io_reserve(db->opt.fault, s->fd, db->tail, len)) == 0) {
+	if (rv == -ENOSPC && (rv = stor_seg_reserve(s->h, db->tail, len)) == 0) {
 		/* not a whole chunk left, but enough for this batch */
 		s->reserved = end;
 		return 0;
@@ -571,7 +569,7 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it
 		 * could not write, so the database also stops taking writes. */
-		if (io_truncate(db->opt.fault, db->active->fd, db->tail) != 0 || res->sync_failed)
+		if (stor_seg_truncate(db->active->h, db->tail) != 0 || res->sync_failed)
 			atomic_store(&db->read_only, true);
 		db->next_version = b->first_version;
 	}
