@@ -131,9 +131,13 @@ struct kv_storage_ops {
 
 	/* ---- tenants ------------------------------------------------------ */
 
-	/* Creates an empty tenant, durably. -EEXIST, -EINVAL (a name the
-	 * backend cannot hold). */
-	int (*tenant_create)(struct kv_storage *st, const char *tenant);
+	/* Creates a tenant holding one metadata blob (its configuration),
+	 * durably: after a crash the tenant is there with the whole blob, or it
+	 * is not a tenant (files: a directory without the blob, which the
+	 * store skips). What a creation cut short left is taken over. -EINVAL
+	 * (a name the backend cannot hold). */
+	int (*tenant_create)(struct kv_storage *st, const char *tenant, const char *meta_name,
+	                     const void *buf, size_t len);
 	/* Removes a tenant and everything it holds. Durable on return: after a
 	 * crash the tenant is gone, never half there. No handle of it may be
 	 * open. -ENOENT. */
@@ -236,6 +240,18 @@ static inline void kv_storage_close(struct kv_storage *st)
 }
 
 /* ---- calls on handles ---------------------------------------------------- */
+
+static inline int stor_tenant_open(struct kv_storage *st, const char *tenant, unsigned flags,
+                                   struct kv_stor_tenant **ret)
+{
+	return st->ops->tenant_open(st, tenant, flags, ret);
+}
+
+static inline void stor_tenant_close(struct kv_stor_tenant *t)
+{
+	if (t != NULL)
+		t->st->ops->tenant_close(t);
+}
 
 static inline int stor_tenant_sync(struct kv_stor_tenant *t)
 {

@@ -397,12 +397,23 @@ static bool name_ok(struct kv_storage *st, const char *tenant)
 	return fst(st)->root == NULL || (strchr(tenant, '/') == NULL && tenant[0] != '.');
 }
 
-static int file_tenant_create(struct kv_storage *st, const char *tenant)
+static int file_tenant_open(struct kv_storage *st, const char *tenant, unsigned flags,
+                            struct kv_stor_tenant **ret);
+static void file_tenant_close(struct kv_stor_tenant *t);
+
+/* The directory, then the blob (durably), then the directory's entry. */
+static int file_tenant_create(struct kv_storage *st, const char *tenant, const char *meta_name,
+                              const void *buf, size_t len)
 {
-	if (!name_ok(st, tenant))
-		return -EINVAL;
-	if (mkdirat(fst(st)->rootfd, tenant, 0755) != 0)
-		return -errno;
+	struct kv_stor_tenant *t;
+	int rv;
+
+	if ((rv = file_tenant_open(st, tenant, KV_STOR_CREATE, &t)) != 0)
+		return rv;
+	rv = put_file(t, meta_name, buf, len, true);
+	file_tenant_close(t);
+	if (rv != 0)
+		return rv;
 	return sync_parent(st, tenant);
 }
 

@@ -8,6 +8,11 @@
  *   <dir>/tenants/<name>/STATS        its statistics as of the last passivation
  *   <dir>/tenants/<name>/...          its database (see docs/FORMAT.md)
  *
+ * A tenant is created (with its TENANT), has its STATS written and is
+ * dropped through the storage interface (storage.h), over tenants/ with the
+ * files backend; reading TENANT and STATS, the listing of tenants/ and the
+ * end of an interrupted drop still use the paths.
+ *
  * States of a tenant, all changed under s->mu:
  *
  *   (new) --create--> CREATING --directory and TENANT written--> PASSIVE
@@ -33,6 +38,7 @@
  */
 #include "io.h"
 #include "kvengine.h"
+#include "storage.h"
 #include "tenant_file.h"
 
 #include <dirent.h>
@@ -73,6 +79,7 @@ struct kv_tenant {
 struct kv_store {
 	char *dir;
 	char *tdir;
+	struct kv_storage *stor; /* tenants/: their creation, TENANT, STATS and drop */
 	int lockfd;
 	struct kv_store_options opt;
 	pthread_mutex_t mu;
@@ -157,57 +164,21 @@ static int config_valid(const struct kv_tenant_config *c)
 
 /* ---- files ------------------------------------------------------------- */
 
-/* fsync of a directory, so the entries made or renamed in it last; through
- * the I/O layer, so the databases' fault hooks (tests) see it. */
-static int fsync_dir(struct kv_io_fault *f, const char *path)
+/* Replaces the blob `name` of tenant t (storage.h meta_put). */
+static int put_blob(const kv_store *s, struct kv_tenant *t, const char *name, const char *text,
+                    unsigned flags)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rv;
-
-	if (fd < 0)
-		return -errno;
-	rv = io_fsync(f, fd);
-	close(fd);
-	return rv;
-}
-
-/* Writes path/name from text: temp file, fsync, rename, directory fsync —
- * or, when !durable, just temp file and rename. */
-static int write_file(struct kv_io_fault *f, const char *dirpath, const char *name,
-                      const char *text, bool durable)
-{
-	char tmp[4096], dst[4096];
-	size_t len = strlen(text);
-	int fd, rv = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dirpath, name);
-	snprintf(dst, sizeof(dst), "%s/%s", dirpath, name);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		rv = errno ? -errno : -EIO;
-	else if (durable)
-		rv = io_fsync(f, fd);
-	close(fd);
-	if (rv == 0 && rename(tmp, dst) != 0)
-		rv = -errno;
-	if (rv == 0 && durable)
-		rv = fsync_dir(f, dirpath);
-	if (rv != 0)
-		unlink(tmp);
-	return rv;
-}
-
-static int write_config(const kv_store *s, struct kv_tenant *t)
-{
-	char text[512];
+	struct kv_stor_tenant *tn;
 	int rv;
 
-	if ((rv = tenant_file_format(&t->cfg, text, sizeof(text))) != 0)
+	if ((rv = stor_tenant_open(s->stor, t->name, 0, &tn)) != 0)
 		return rv;
-	return write_file(s->opt.base.fault, t->path, "TENANT", text, true);
+	rv = stor_meta_put(tn, name, text, strlen(text), flags);
+	stor_tenant_close(tn);
+	return rv;
 }
 
-static int write_stats(struct kv_tenant *t)
+static int write_stats(const kv_store *s, struct kv_tenant *t)
 {
 	char text[1024];
 
@@ -221,7 +192,7 @@ static int write_stats(struct kv_tenant *t)
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
 	         t->last_activation_ms, t->last_activation_us);
 	/* statistics only: a STATS file a crash damaged reads as zeros */
-	return write_file(NULL, t->path, "STATS", text, false);
+	return put_blob(s, t, "STATS", text, 0);
 }
 
 /* STATS, statistics only: what does not parse stays zero. */
@@ -404,10 +375,13 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	}
 	t->hold++;
 	pthread_mutex_unlock(&s->mu);
-	if (mkdir(t->path, 0755) != 0 && errno != EEXIST)
-		rv = -errno;
-	else if ((rv = write_config(s, t)) == 0)
-		rv = fsync_dir(s->opt.base.fault, s->tdir); /* the tenant's directory entry, durably */
+	{
+		/* the tenant and its TENANT, durably */
+		char text[512];
+		if ((rv = tenant_file_format(&t->cfg, text, sizeof(text))) == 0)
+			rv = s->stor->ops->tenant_create(s->stor, t->name, "TENANT", text,
+			                                 strlen(text));
+	}
 	pthread_mutex_lock(&s->mu);
 	if (rv != 0) {
 		table_remove(s, t);
@@ -467,7 +441,7 @@ static int close_locked(kv_store *s, struct kv_tenant *t)
 	t->last.keydir_bytes = 0;
 	s->passivations++;
 	if (!t->dropped)
-		write_stats(t);
+		write_stats(s, t);
 	t->hold--;
 	pthread_cond_broadcast(&s->cv);
 	return rv;
@@ -676,6 +650,8 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 		rv = -errno;
 		goto fail;
 	}
+	if ((rv = kv_storage_file_open(s->tdir, s->opt.base.fault, &s->stor)) != 0)
+		goto fail;
 	if ((s->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
 		rv = -errno;
 		goto fail;
@@ -733,6 +709,7 @@ int kv_store_close(kv_store *s)
 	free(s->t);
 	if (s->lockfd >= 0)
 		close(s->lockfd);
+	kv_storage_close(s->stor);
 	free(s->dir);
 	free(s->tdir);
 	pthread_mutex_destroy(&s->mu);
@@ -808,22 +785,8 @@ int kv_store_drop(kv_store *s, const char *name)
 	table_remove(s, t);
 	if (t->state == T_ACTIVE)
 		close_locked(s, t);
-	{
-		/* rename first, so a crash never leaves half a tenant behind */
-		char *gone;
-		if (asprintf(&gone, "%s/.dropped-%s", s->tdir, t->name) < 0) {
-			rv = -ENOMEM;
-			goto out;
-		}
-		/* durably gone before its files are removed */
-		if (rename(t->path, gone) == 0) {
-			if ((rv = fsync_dir(s->opt.base.fault, s->tdir)) == 0)
-				rv = rmtree(gone);
-		} else {
-			rv = -errno;
-		}
-		free(gone);
-	}
+	/* durably gone before its files are removed (storage.h tenant_drop) */
+	rv = s->stor->ops->tenant_drop(s->stor, t->name);
 out:
 	if (--t->hold == 0 && t->dropped)
 		tenant_free(t);
