@@ -349,7 +349,7 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 	}
 	if ((rv = io_backend_open(o.io, o.external_loop ? db->efd : -1, o.fault, &db->io)) != 0)
 		goto fail;
-	db->read_uring = io_backend_is_uring(db->io);
+	kv_storage_file_ring_reads(db->stor, io_backend_is_uring(db->io));
 	if ((rv = keydir_new(&db->kd)) != 0)
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)

@@ -86,7 +86,6 @@ struct kv_db {
 	int efd;
 	struct kv_options opt;
 	struct io_backend *io;
-	bool read_uring; /* reads through each thread's ring (io_uring in use) */
 	bool map_reads;  /* records read through mappings (iomap.c) when they can be */
 
 	pthread_rwlock_t kd_lock;

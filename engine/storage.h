@@ -108,6 +108,15 @@ struct kv_stor_entry {
 	const char *name; /* KV_STOR_META, KV_STOR_PARTIAL; valid during the callback */
 };
 
+/* One read of a batch (read_batch). */
+struct kv_stor_rd {
+	struct kv_stor_seg *s;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	int res; /* out: 0 or -errno (-EIO past the end) */
+};
+
 /* list's callback: 0 to go on, a negative error to stop the listing with. */
 typedef int (*kv_stor_list_fn)(void *arg, const struct kv_stor_entry *e);
 
@@ -195,6 +204,15 @@ struct kv_storage_ops {
 	int (*seg_write)(struct kv_stor_seg *s, const void *buf, size_t len, uint64_t off);
 	/* Reads len bytes at off; -EIO past the end. */
 	int (*seg_read)(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off);
+	/* Up to len bytes at off, fewer only at the end (*ret_got says how
+	 * many): one read of a record whose size is only guessed. */
+	int (*seg_read_upto)(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off,
+	                     size_t *ret_got);
+	/* Runs n reads of segments of this instance, as one submission where
+	 * the backend can (files: the calling thread's io_uring ring when
+	 * ring reads are on). Returns 0 when all succeeded, else the first
+	 * error; each res says which. The reads' handles stay open meanwhile. */
+	int (*read_batch)(struct kv_storage *st, struct kv_stor_rd *v, size_t n);
 	/* Makes every byte written so far durable (see the top of the file). */
 	int (*seg_sync)(struct kv_stor_seg *s);
 	/* Sets the length (a cut after a torn write; dropping a reservation). */
@@ -232,6 +250,9 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
  * interface yet. Files backend only. */
 int kv_storage_file_dirfd(struct kv_stor_tenant *t);
 int kv_storage_file_fd(struct kv_stor_seg *s);
+/* Whether read_batch goes through each thread's io_uring ring (on when the
+ * write path uses io_uring) or pread. Files backend only. */
+void kv_storage_file_ring_reads(struct kv_storage *st, bool on);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {
@@ -321,6 +342,17 @@ static inline int stor_seg_write(struct kv_stor_seg *s, const void *buf, size_t 
 static inline int stor_seg_read(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off)
 {
 	return s->t->st->ops->seg_read(s, buf, len, off);
+}
+
+static inline int stor_seg_read_upto(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off,
+                                     size_t *ret_got)
+{
+	return s->t->st->ops->seg_read_upto(s, buf, len, off, ret_got);
+}
+
+static inline int stor_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
+{
+	return st->ops->read_batch(st, v, n);
 }
 
 static inline int stor_seg_sync(struct kv_stor_seg *s)

@@ -31,6 +31,7 @@ struct file_storage {
 	struct kv_storage base;
 	char *root; /* NULL: tenant names are paths */
 	int rootfd; /* AT_FDCWD when root is NULL */
+	bool ring_reads; /* read_batch through each thread's io_uring ring */
 };
 
 struct file_tenant {
@@ -295,6 +296,39 @@ static int file_seg_read(struct kv_stor_seg *s, void *buf, size_t len, uint64_t 
 	return io_pread_full(fault_of(s->t), fd_of(s), buf, len, off);
 }
 
+static int file_seg_read_upto(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off,
+                              size_t *ret_got)
+{
+	return io_pread_upto(fault_of(s->t), fd_of(s), buf, len, off, ret_got);
+}
+
+#define READ_CHUNK 64
+
+static int file_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
+{
+	struct io_rd rd[READ_CHUNK];
+	bool ring = ((struct file_storage *)st)->ring_reads;
+	size_t i, j, m;
+	int first = 0, rv;
+
+	if (n == 1 && !ring) {
+		v[0].res = io_pread_full(st->fault, fd_of(v[0].s), v[0].buf, v[0].len, v[0].off);
+		return v[0].res;
+	}
+	for (i = 0; i < n; i += m) {
+		m = n - i < READ_CHUNK ? n - i : READ_CHUNK;
+		for (j = 0; j < m; j++)
+			rd[j] = (struct io_rd){fd_of(v[i + j].s), v[i + j].buf, v[i + j].len,
+			                       v[i + j].off, 0};
+		rv = io_read_batch(st->fault, ring, rd, m);
+		for (j = 0; j < m; j++)
+			v[i + j].res = rd[j].res;
+		if (rv != 0 && first == 0)
+			first = rv;
+	}
+	return first;
+}
+
 static int file_seg_sync(struct kv_stor_seg *s)
 {
 	return io_fdatasync(fault_of(s->t), fd_of(s));
@@ -527,6 +561,8 @@ static const struct kv_storage_ops file_ops = {
         .seg_open = file_seg_open,
         .seg_write = file_seg_write,
         .seg_read = file_seg_read,
+        .seg_read_upto = file_seg_read_upto,
+        .read_batch = file_read_batch,
         .seg_sync = file_seg_sync,
         .seg_truncate = file_seg_truncate,
         .seg_reserve = file_seg_reserve,
@@ -570,4 +606,9 @@ int kv_storage_file_dirfd(struct kv_stor_tenant *t)
 int kv_storage_file_fd(struct kv_stor_seg *s)
 {
 	return fd_of(s);
+}
+
+void kv_storage_file_ring_reads(struct kv_storage *st, bool on)
+{
+	((struct file_storage *)st)->ring_reads = on;
 }
