@@ -103,7 +103,7 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	s.batched_writes = atomic_load(&db->batched_writes);
 	s.syncs = atomic_load(&db->syncs);
 	s.read_only = atomic_load(&db->read_only);
-	s.io_uring = io_backend_is_uring(db->io);
+	s.io_uring = db->stor->ops->writer_is_uring(db->wr);
 	*ret = s;
 	return 0;
 }
@@ -257,7 +257,7 @@ static void db_free(kv_db *db)
 	reloc_release(&db->reloc);
 	keydir_free(db->kd);
 	write_release(db);
-	io_backend_close(db->io);
+	stor_writer_close(db->wr);
 	if (db->efd >= 0)
 		close(db->efd);
 	if (db->lockfd >= 0)
@@ -347,9 +347,9 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		rv = -errno;
 		goto fail;
 	}
-	if ((rv = io_backend_open(o.io, o.external_loop ? db->efd : -1, o.fault, &db->io)) != 0)
+	rv = db->stor->ops->writer_open(db->stor, o.io, o.external_loop ? db->efd : -1, &db->wr);
+	if (rv != 0)
 		goto fail;
-	kv_storage_file_ring_reads(db->stor, io_backend_is_uring(db->io));
 	if ((rv = keydir_new(&db->kd)) != 0)
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)

@@ -85,7 +85,7 @@ struct kv_db {
 	int lockfd;
 	int efd;
 	struct kv_options opt;
-	struct io_backend *io;
+	struct kv_stor_writer *wr; /* the write path's appends (storage.h) */
 	bool map_reads;  /* records read through mappings (iomap.c) when they can be */
 
 	pthread_rwlock_t kd_lock;

@@ -108,6 +108,17 @@ struct kv_stor_entry {
 	const char *name; /* KV_STOR_META, KV_STOR_PARTIAL; valid during the callback */
 };
 
+/* The write path's appender: one per database, one append in flight. */
+struct kv_stor_writer {
+	struct kv_storage *st;
+};
+
+/* How an append ended (append_poll). */
+struct kv_stor_wres {
+	int err;          /* 0 or -errno */
+	bool sync_failed; /* err came from the sync: what it covered may be gone */
+};
+
 /* One read of a batch (read_batch). */
 struct kv_stor_rd {
 	struct kv_stor_seg *s;
@@ -209,9 +220,9 @@ struct kv_storage_ops {
 	int (*seg_read_upto)(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off,
 	                     size_t *ret_got);
 	/* Runs n reads of segments of this instance, as one submission where
-	 * the backend can (files: the calling thread's io_uring ring when
-	 * ring reads are on). Returns 0 when all succeeded, else the first
-	 * error; each res says which. The reads' handles stay open meanwhile. */
+	 * the backend can (files: the calling thread's io_uring ring when a
+	 * writer of the instance uses io_uring, else pread). Returns 0 when all succeeded, else the
+	 * first error; each res says which. The reads' handles stay open meanwhile. */
 	int (*read_batch)(struct kv_storage *st, struct kv_stor_rd *v, size_t n);
 	/* Makes every byte written so far durable (see the top of the file). */
 	int (*seg_sync)(struct kv_stor_seg *s);
@@ -229,6 +240,29 @@ struct kv_storage_ops {
 	int (*seg_publish)(struct kv_stor_seg *s);
 	/* Closes the handle; NULL is a no-op. Nothing is synced. */
 	void (*seg_close)(struct kv_stor_seg *s);
+
+	/* ---- the write path's appends ------------------------------------- */
+
+	/* Opens the appender of a database. mode: an enum kv_io (kvengine.h),
+	 * how appends are submitted where the backend has a choice (files:
+	 * io_uring, falling back to pwrite under KV_IO_AUTO); efd >= 0 is
+	 * signalled whenever a started append finishes. -ENOSYS and the like
+	 * when the asked mode cannot be had. */
+	int (*writer_open)(struct kv_storage *st, int mode, int efd, struct kv_stor_writer **ret);
+	/* Waits for an append in flight, then closes; NULL is a no-op. */
+	void (*writer_close)(struct kv_stor_writer *w);
+	/* Whether appends go through io_uring (for the statistics). */
+	bool (*writer_is_uring)(struct kv_stor_writer *w);
+	/* Starts writing len bytes at off of s (its end) and, with sync, a
+	 * seg_sync after them. Only one append is in flight per writer; s stays
+	 * open until it finished. A start that fails returns -errno and
+	 * nothing is in flight. */
+	int (*append_start)(struct kv_stor_writer *w, struct kv_stor_seg *s, const void *buf,
+	                    size_t len, uint64_t off, bool sync);
+	/* 1 with *ret filled once the started append finished — all its bytes
+	 * written and, when asked, synced, or an error; 0 while it runs (only
+	 * without wait); -EINVAL when none was started. */
+	int (*append_poll)(struct kv_stor_writer *w, bool wait, struct kv_stor_wres *ret);
 	/* Removes segment id: the published one, or with KV_STOR_SEG_TEMP
 	 * the unpublished one. Open handles stay readable until closed.
 	 * -ENOENT. Durable with the next tenant_sync. */
@@ -250,9 +284,6 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
  * interface yet. Files backend only. */
 int kv_storage_file_dirfd(struct kv_stor_tenant *t);
 int kv_storage_file_fd(struct kv_stor_seg *s);
-/* Whether read_batch goes through each thread's io_uring ring (on when the
- * write path uses io_uring) or pread. Files backend only. */
-void kv_storage_file_ring_reads(struct kv_storage *st, bool on);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {
@@ -353,6 +384,23 @@ static inline int stor_seg_read_upto(struct kv_stor_seg *s, void *buf, size_t le
 static inline int stor_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 {
 	return st->ops->read_batch(st, v, n);
+}
+
+static inline int stor_append_start(struct kv_stor_writer *w, struct kv_stor_seg *s,
+                                    const void *buf, size_t len, uint64_t off, bool sync)
+{
+	return w->st->ops->append_start(w, s, buf, len, off, sync);
+}
+
+static inline int stor_append_poll(struct kv_stor_writer *w, bool wait, struct kv_stor_wres *ret)
+{
+	return w->st->ops->append_poll(w, wait, ret);
+}
+
+static inline void stor_writer_close(struct kv_stor_writer *w)
+{
+	if (w != NULL)
+		w->st->ops->writer_close(w);
 }
 
 static inline int stor_seg_sync(struct kv_stor_seg *s)

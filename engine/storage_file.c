@@ -39,6 +39,11 @@ struct file_tenant {
 	int dirfd;
 };
 
+struct file_writer {
+	struct kv_stor_writer base;
+	struct io_backend *io;
+};
+
 struct file_seg {
 	struct kv_stor_seg base;
 	int fd;
@@ -387,6 +392,57 @@ static int file_seg_remove(struct kv_stor_tenant *t, uint32_t id, unsigned flags
 	return io_unlink(fault_of(t), dirfd_of(t), name);
 }
 
+/* ---- the write path's appends (io.c's write backends) -------------------- */
+
+static int file_writer_open(struct kv_storage *st, int mode, int efd, struct kv_stor_writer **ret)
+{
+	struct file_writer *w;
+	int rv;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return -ENOMEM;
+	if ((rv = io_backend_open((enum kv_io)mode, efd, st->fault, &w->io)) != 0) {
+		free(w);
+		return rv;
+	}
+	w->base.st = st;
+	/* reads go through rings where the appends can */
+	((struct file_storage *)st)->ring_reads = io_backend_is_uring(w->io);
+	*ret = &w->base;
+	return 0;
+}
+
+static void file_writer_close(struct kv_stor_writer *w)
+{
+	if (w == NULL)
+		return;
+	io_backend_close(((struct file_writer *)w)->io);
+	free(w);
+}
+
+static bool file_writer_is_uring(struct kv_stor_writer *w)
+{
+	return io_backend_is_uring(((struct file_writer *)w)->io);
+}
+
+static int file_append_start(struct kv_stor_writer *w, struct kv_stor_seg *s, const void *buf,
+                             size_t len, uint64_t off, bool sync)
+{
+	return io_write_start(((struct file_writer *)w)->io, fd_of(s), buf, len, off, sync);
+}
+
+static int file_append_poll(struct kv_stor_writer *w, bool wait, struct kv_stor_wres *ret)
+{
+	struct io_result r;
+	int rv = io_write_poll(((struct file_writer *)w)->io, wait, &r);
+
+	if (rv == 1) {
+		ret->err = r.err;
+		ret->sync_failed = r.sync_failed;
+	}
+	return rv;
+}
+
 /* ---- tenants ------------------------------------------------------------- */
 
 static struct file_storage *fst(struct kv_storage *st)
@@ -569,6 +625,11 @@ static const struct kv_storage_ops file_ops = {
         .seg_seal = file_seg_seal,
         .seg_publish = file_seg_publish,
         .seg_close = file_seg_close,
+        .writer_open = file_writer_open,
+        .writer_close = file_writer_close,
+        .writer_is_uring = file_writer_is_uring,
+        .append_start = file_append_start,
+        .append_poll = file_append_poll,
         .seg_remove = file_seg_remove,
 };
 
@@ -606,9 +667,4 @@ int kv_storage_file_dirfd(struct kv_stor_tenant *t)
 int kv_storage_file_fd(struct kv_stor_seg *s)
 {
 	return fd_of(s);
-}
-
-void kv_storage_file_ring_reads(struct kv_storage *st, bool on)
-{
-	((struct file_storage *)st)->ring_reads = on;
 }

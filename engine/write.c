@@ -5,9 +5,10 @@
  * request that fits, checks each against the key directory plus the changes
  * of the requests before it in the same batch (the overlay), gives versions,
  * encodes the records into one buffer (ended, now and then, by a sync mark:
- * add_sync_mark) and writes it with one pwrite, followed under
- * KV_SYNC_ALWAYS by one fdatasync on the ring (io_wr_uring.c says why the write
- * itself is not on the ring). When the write reported full length and the
+ * add_sync_mark) and appends it through the storage's writer (storage.h
+ * append_start/append_poll; with files, one pwrite, followed under
+ * KV_SYNC_ALWAYS by one fdatasync on the ring: io_wr_uring.c says why the
+ * write itself is not on the ring). When the write reported full length and the
  * sync succeeded it applies the overlay to the key directory and completes
  * the requests. Nothing is visible to readers and no request is answered
  * before its batch is as durable as the database's sync mode promises.
@@ -28,7 +29,7 @@
  *      may have dropped what the kernel could not write.
  *
  * State machine of the driver (drive_step):
- *   IDLE --form_and_start--> IN_FLIGHT --io_write_poll done--> batch_finish --> IDLE
+ *   IDLE --form_and_start--> IN_FLIGHT --append_poll done--> batch_finish --> IDLE
  *   IDLE --barrier at queue head--> runs barrier fn --> IDLE
  */
 #include "db.h"
@@ -530,7 +531,7 @@ fail:
 	return 0;
 }
 
-static void batch_finish(kv_db *db, const struct io_result *res)
+static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 {
 	struct batch *b = &db->batch;
 	struct kv_req *r;
@@ -681,7 +682,7 @@ static bool form_and_start(kv_db *db)
 		add_sync_mark(db, now);
 	if (b->len == 0) {
 		/* only failed conditions and no-op deletes: nothing to write */
-		struct io_result ok = {0, false};
+		struct kv_stor_wres ok = {0, false};
 		db->in_flight = true;
 		batch_finish(db, &ok);
 		return true;
@@ -693,14 +694,14 @@ static bool form_and_start(kv_db *db)
 		if (rv == 0 && db->next_version - 1 > db->version_mark)
 			rv = manifest_write(db);
 		if (rv != 0) {
-			struct io_result full = {rv, false};
+			struct kv_stor_wres full = {rv, false};
 			batch_finish(db, &full);
 			return true;
 		}
 	}
-	if (io_write_start(db->io, db->active->fd, b->buf, b->len, db->tail,
-	                   db->opt.sync == KV_SYNC_ALWAYS) != 0) {
-		struct io_result fail = {-EIO, false};
+	if (stor_append_start(db->wr, db->active->h, b->buf, b->len, db->tail,
+	                      db->opt.sync == KV_SYNC_ALWAYS) != 0) {
+		struct kv_stor_wres fail = {-EIO, false};
 		batch_finish(db, &fail);
 	}
 	return true;
@@ -710,8 +711,8 @@ static bool form_and_start(kv_db *db)
 static bool drive_step(kv_db *db, bool wait)
 {
 	if (db->in_flight) {
-		struct io_result res;
-		int r = io_write_poll(db->io, wait, &res);
+		struct kv_stor_wres res;
+		int r = stor_append_poll(db->wr, wait, &res);
 		if (r == 0)
 			return false;
 		if (r < 0) {
