@@ -146,7 +146,7 @@ int kv_tick(kv_db *db)
 		/* fdatasync may run beside appends: it covers what was written before it */
 		uint64_t pending = atomic_load(&db->unsynced_bytes);
 		uint64_t written = atomic_load(&db->written_loc);
-		int fd = -1;
+		int pin = -1;
 		struct seg *s = NULL;
 		pthread_mutex_lock(&db->seg_mu);
 		if (db->nsegs > 0) {
@@ -158,14 +158,14 @@ int kv_tick(kv_db *db)
 					break;
 				}
 			}
-			fd = seg_pin(s);
-			if (fd >= 0)
+			pin = seg_pin(s);
+			if (pin == 0)
 				seg_ref(s);
 			else
 				s = NULL;
 		}
 		pthread_mutex_unlock(&db->seg_mu);
-		if (fd >= 0) {
+		if (pin == 0) {
 			if ((rv = stor_seg_sync(s->h)) != 0)
 				atomic_store(&db->read_only, true);
 			else {

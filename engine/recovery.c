@@ -435,13 +435,13 @@ static int cmp_moved(const void *a, const void *b)
 static int seg_records(kv_db *db, struct seg *s, hint_visit_fn hfn, seg_scan_fn sfn, void *arg)
 {
 	struct seg_scan_result res;
-	int rv, fd;
+	int rv;
 
 	rv = hint_load(db->tn, s->id, 1ull << 32, KV_KEY_SIZE_MAX, hfn, arg);
 	if (rv == 0 || rv == -ENOMEM)
 		return rv;
-	if ((fd = seg_pin(s)) < 0)
-		return fd;
+	if ((rv = seg_pin(s)) < 0)
+		return rv;
 	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL, arg, &res);
 	seg_unpin(s);
 	return rv;
@@ -871,12 +871,12 @@ static int cut_torn_tail(struct recovery *r)
 {
 	kv_db *db = r->db;
 	struct seg *s = r->junk_seg;
-	int fd, rv;
+	int rv;
 
 	if (s == NULL)
 		return 0;
-	if ((fd = seg_pin(s)) < 0)
-		return fd;
+	if ((rv = seg_pin(s)) < 0)
+		return rv;
 	if ((rv = stor_seg_truncate(s->h, r->junk_from)) == 0)
 		rv = stor_seg_sync(s->h);
 	seg_unpin(s);

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,7 +70,7 @@ static void seg_unmap_locked(struct seg *s)
 	const uint8_t *m = atomic_load_explicit(&s->map, memory_order_relaxed);
 
 	if (m != NULL)
-		munmap((void *)m, s->map_len);
+		s->h->t->st->ops->seg_unmap(s->h, m, s->map_len);
 	atomic_store_explicit(&s->map, NULL, memory_order_relaxed);
 	s->map_len = 0;
 }
@@ -80,17 +79,16 @@ static void seg_unmap_locked(struct seg *s)
  * leaves reads on pread). */
 static void seg_map_locked(struct seg *s)
 {
-	void *p;
+	const uint8_t *p;
 
 	if (atomic_load_explicit(&s->map, memory_order_relaxed) != NULL || s->map_hint == 0 ||
-	    s->fd < 0 || s->map_hint > SIZE_MAX)
+	    s->h == NULL || s->map_hint > SIZE_MAX || s->h->t->st->ops->seg_map == NULL)
 		return;
-	p = mmap(NULL, (size_t)s->map_hint, PROT_READ, MAP_SHARED, s->fd, 0);
-	if (p == MAP_FAILED)
+	if (s->h->t->st->ops->seg_map(s->h, (size_t)s->map_hint, &p) != 0)
 		return;
 	s->map_len = (size_t)s->map_hint;
 	/* readers that pinned before see the length once they see the map */
-	atomic_store_explicit(&s->map, (const uint8_t *)p, memory_order_release);
+	atomic_store_explicit(&s->map, p, memory_order_release);
 }
 
 const uint8_t *seg_map(struct seg *s, size_t *ret_len)
@@ -112,7 +110,6 @@ static void fdc_trim(size_t room)
 		seg_unmap_locked(v);
 		stor_seg_close(v->h);
 		v->h = NULL;
-		v->fd = -1;
 		fdc.open--;
 	}
 }
@@ -153,7 +150,6 @@ static void fdc_adopt(struct seg *s, struct kv_stor_seg *h)
 	pthread_mutex_lock(&fdc.mu);
 	fdc_trim(1);
 	s->h = h;
-	s->fd = kv_storage_file_fd(h);
 	s->pins = 1;
 	fdc.open++;
 	pthread_mutex_unlock(&fdc.mu);
@@ -161,8 +157,6 @@ static void fdc_adopt(struct seg *s, struct kv_stor_seg *h)
 
 int seg_pin(struct seg *s)
 {
-	int fd;
-
 	if (s->lost)
 		return KV_ECORRUPT;
 	pthread_mutex_lock(&fdc.mu);
@@ -174,15 +168,13 @@ int seg_pin(struct seg *s)
 			pthread_mutex_unlock(&fdc.mu);
 			return err;
 		}
-		s->fd = kv_storage_file_fd(s->h);
 		fdc.open++;
 	}
 	lru_remove(s);
 	s->pins++;
 	seg_map_locked(s);
-	fd = s->fd;
 	pthread_mutex_unlock(&fdc.mu);
-	return fd;
+	return 0;
 }
 
 void seg_map_set(struct seg *s, uint64_t len)
@@ -199,7 +191,7 @@ void seg_map_set(struct seg *s, uint64_t len)
 void seg_unpin(struct seg *s)
 {
 	pthread_mutex_lock(&fdc.mu);
-	if (s->pins > 0 && --s->pins == 0 && s->fd >= 0) {
+	if (s->pins > 0 && --s->pins == 0 && s->h != NULL) {
 		lru_append(s);
 		fdc_trim(0);
 	}
@@ -330,7 +322,6 @@ int seg_new_lost(struct kv_stor_tenant *tn, uint32_t id, uint64_t size, struct s
 		return -ENOMEM;
 	s->id = id;
 	s->tn = tn;
-	s->fd = -1;
 	s->lost = true;
 	s->lost_size = size;
 	s->sealed = true;

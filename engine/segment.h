@@ -10,7 +10,7 @@
  *   2. Only the active segment is appended to; every other segment is sealed
  *      and immutable until merge retires it.
  *   3. A struct seg lives while refs > 0. The segment table holds one
- *      reference; every reader holds one while it uses h (or fd). The handle
+ *      reference; every reader holds one while it uses h. The handle
  *      is closed when the last reference goes; a retired segment is removed
  *      by merge before that, which is safe for readers still holding h.
  * Threads: refs is atomic; the other fields are set before the segment is
@@ -42,9 +42,8 @@ struct seg {
 	uint32_t id;
 	uint32_t flags; /* SEG_F_* */
 	struct kv_stor_seg *h; /* open handle (storage.h); NULL while the budget keeps it closed */
-	int fd;                /* files backend: h's descriptor, -1 while h is NULL */
 	struct kv_stor_tenant *tn; /* the database's storage (borrowed) */
-	uint32_t pins;  /* users of fd; guarded by the file budget's lock */
+	uint32_t pins;  /* users of h; guarded by the file budget's lock */
 	struct seg *lru_prev, *lru_next;
 	bool in_lru;
 	uint64_t size;         /* bytes of valid data, header included */
@@ -59,9 +58,9 @@ struct seg {
 	bool lost;
 	uint64_t lost_size; /* its size as META last listed it */
 	uint64_t reserved; /* [driver] bytes of the active segment fallocate'd so far */
-	/* Mapped reads: while fd is open and map_hint is set, the first map_len
+	/* Mapped reads: while h is open and map_hint is set, the first map_len
 	 * (= map_hint) bytes of the file are mapped read-only at map, set up
-	 * by seg_pin and torn down with the descriptor (both under the file
+	 * by seg_pin and torn down with the handle (both under the file
 	 * budget's lock), so a reader holding a pin may read through it. */
 	uint64_t map_hint;
 	_Atomic(const uint8_t *) map; /* stored (release) after map_len */
@@ -97,7 +96,7 @@ void seg_unref(struct seg *s);
  * seg_create and seg_open return the segment pinned once. The active segment
  * stays pinned; readers pin around their preads.
  */
-int seg_pin(struct seg *s); /* the descriptor, -errno, or KV_ECORRUPT (lost); s->h is open */
+int seg_pin(struct seg *s); /* 0 (s->h is open), -errno, or KV_ECORRUPT (lost) */
 void seg_unpin(struct seg *s);
 /* Asks for mapped reads of the first `len` bytes (0: none) from the next
  * seg_pin on. */

@@ -240,6 +240,13 @@ struct kv_storage_ops {
 	int (*seg_publish)(struct kv_stor_seg *s);
 	/* Closes the handle; NULL is a no-op. Nothing is synced. */
 	void (*seg_close)(struct kv_stor_seg *s);
+	/* Maps the first len bytes of s read-only (*ret_map), so records can be
+	 * copied out of memory; pages the medium cannot give raise SIGBUS,
+	 * which iomap.c's copy turns into -EIO. Unmapped with seg_unmap before
+	 * the handle closes. Optional: NULL (or -EOPNOTSUPP) where a backend
+	 * cannot map; then every read goes through seg_read and read_batch. */
+	int (*seg_map)(struct kv_stor_seg *s, size_t len, const uint8_t **ret_map);
+	void (*seg_unmap)(struct kv_stor_seg *s, const uint8_t *map, size_t len);
 
 	/* ---- the write path's appends ------------------------------------- */
 
@@ -279,11 +286,9 @@ struct kv_storage {
  * NULL: tenant names are paths. fault: borrowed, may be NULL. */
 int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_storage **ret);
 
-/* The directory descriptor of a files tenant and the descriptor of a files
- * segment (borrowed), for the engine code that does not go through this
- * interface yet. Files backend only. */
+/* The directory descriptor of a files tenant (borrowed), for the engine
+ * code that does not go through this interface yet. Files backend only. */
 int kv_storage_file_dirfd(struct kv_stor_tenant *t);
-int kv_storage_file_fd(struct kv_stor_seg *s);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {

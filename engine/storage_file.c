@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -384,6 +385,22 @@ static void file_seg_close(struct kv_stor_seg *s)
 	free(s);
 }
 
+static int file_seg_map(struct kv_stor_seg *s, size_t len, const uint8_t **ret_map)
+{
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd_of(s), 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	*ret_map = p;
+	return 0;
+}
+
+static void file_seg_unmap(struct kv_stor_seg *s, const uint8_t *map, size_t len)
+{
+	(void)s;
+	munmap((void *)map, len);
+}
+
 static int file_seg_remove(struct kv_stor_tenant *t, uint32_t id, unsigned flags)
 {
 	char name[FILE_NAME_MAX];
@@ -625,6 +642,8 @@ static const struct kv_storage_ops file_ops = {
         .seg_seal = file_seg_seal,
         .seg_publish = file_seg_publish,
         .seg_close = file_seg_close,
+        .seg_map = file_seg_map,
+        .seg_unmap = file_seg_unmap,
         .writer_open = file_writer_open,
         .writer_close = file_writer_close,
         .writer_is_uring = file_writer_is_uring,
@@ -662,9 +681,4 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
 int kv_storage_file_dirfd(struct kv_stor_tenant *t)
 {
 	return dirfd_of(t);
-}
-
-int kv_storage_file_fd(struct kv_stor_seg *s)
-{
-	return fd_of(s);
 }
