@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -330,7 +329,7 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 	size_t i;
 	struct kv_storage *st;
 	struct kv_stor_tenant *tn;
-	int dirfd, lockfd, rv = 0, mr;
+	int rv = 0, mr;
 
 	if ((rv = kv_storage_file_open(NULL, NULL, &st)) != 0)
 		return rv;
@@ -338,12 +337,8 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		kv_storage_close(st);
 		return rv;
 	}
-	dirfd = kv_storage_file_dirfd(tn);
-	lockfd = openat(dirfd, "LOCK", O_RDONLY | O_CLOEXEC);
-	if (lockfd >= 0 && flock(lockfd, LOCK_SH | LOCK_NB) != 0) {
-		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
+	if ((rv = st->ops->tenant_lock(tn, false)) != 0)
 		goto out;
-	}
 	{
 		struct ck_listing x = {&c, tn, &segs, &hints, &retired};
 		if ((rv = stor_list(tn, ck_list_entry, &x)) != 0)
@@ -426,8 +421,6 @@ out:
 	free(retired.v);
 	free(all.v);
 	manifest_release(&man);
-	if (lockfd >= 0)
-		close(lockfd);
 	st->ops->tenant_close(tn);
 	kv_storage_close(st);
 	if (rv == 0 && ret)

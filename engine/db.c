@@ -6,7 +6,9 @@
  * (manifest.c), the write path (write.c), iterators and their snapshots
  * (scan.c).
  *
- * Files in a database directory:
+ * A database is one tenant of a storage instance (storage.h), opened at
+ * kv_open and locked (tenant_lock) while open. With the files backend,
+ * the files in its directory:
  *   LOCK                      flock()ed while open; never removed
  *   META                      the sealed segments, the compact revision, the
  *                             version mark (manifest.h)
@@ -22,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,8 +261,6 @@ static void db_free(kv_db *db)
 	stor_writer_close(db->wr);
 	if (db->efd >= 0)
 		close(db->efd);
-	if (db->lockfd >= 0)
-		close(db->lockfd);
 	if (db->stor != NULL)
 		db->stor->ops->tenant_close(db->tn);
 	kv_storage_close(db->stor);
@@ -281,9 +280,8 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 {
 	struct kv_options o;
 	kv_db *db;
-	char pid[32];
 	uint64_t t0;
-	int rv, n;
+	int rv;
 
 	if (path == NULL || ret_db == NULL)
 		return -EINVAL;
@@ -299,7 +297,7 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 
 	if ((db = calloc(1, sizeof(*db))) == NULL)
 		return -ENOMEM;
-	db->dirfd = db->lockfd = db->efd = -1;
+	db->efd = -1;
 	db->opt = o;
 	pthread_rwlock_init(&db->kd_lock, NULL);
 	pthread_mutex_init(&db->seg_mu, NULL);
@@ -323,25 +321,9 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 	                                &db->tn);
 	if (rv != 0)
 		goto fail;
-	db->dirfd = kv_storage_file_dirfd(db->tn);
-	if (o.lock) {
-		db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (db->lockfd < 0) {
-			rv = -errno;
-			goto fail;
-		}
-		/* flock: the kernel drops it when the process dies, so a crash
-		 * never leaves a lock that blocks the next start */
-		if (flock(db->lockfd, LOCK_EX | LOCK_NB) != 0) {
-			rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
-			goto fail;
-		}
-		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-		if (ftruncate(db->lockfd, 0) != 0 || pwrite(db->lockfd, pid, (size_t)n, 0) != n) {
-			rv = -errno;
-			goto fail;
-		}
-	}
+	/* the one writer of the tenant, until the handle closes */
+	if (o.lock && (rv = db->stor->ops->tenant_lock(db->tn, true)) != 0)
+		goto fail;
 	/* only an event loop needs to be woken */
 	if (o.external_loop && (db->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		rv = -errno;

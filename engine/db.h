@@ -1,8 +1,8 @@
 /*
  * db.h — the database handle and what the engine's modules share.
  *
- * What a kv_db owns: the directory (LOCK, segments, hints, merge commits,
- * META), the key directory, the segment table, the relocation map, the write
+ * What a kv_db owns: its tenant of a storage instance (storage.h: the lock,
+ * segments, hints, merge commits, META), the key directory, the segment table, the relocation map, the write
  * queue and the write-path state.
  *
  * Locks, in the order they may be taken:
@@ -81,8 +81,6 @@ struct kv_db {
 	char *path;
 	struct kv_storage *stor;   /* where the database lives (storage.h) */
 	struct kv_stor_tenant *tn; /* the database's own space in it */
-	int dirfd;                 /* files backend: tn's directory (borrowed) */
-	int lockfd;
 	int efd;
 	struct kv_options opt;
 	struct kv_stor_writer *wr; /* the write path's appends (storage.h) */

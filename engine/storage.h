@@ -169,6 +169,14 @@ struct kv_storage_ops {
 	                   struct kv_stor_tenant **ret);
 	/* Closes the handle; NULL is a no-op. Open segments must be closed. */
 	void (*tenant_close)(struct kv_stor_tenant *t);
+	/* Takes the tenant's lock for this process until tenant_close:
+	 * exclusive (the one writer; KV_ELOCKED while anyone holds it) or
+	 * shared (a reader that must not run beside a writer; KV_ELOCKED while
+	 * a writer holds it). The lock goes with the process: a crash never
+	 * leaves it held. Files: flock on the file LOCK, which an exclusive
+	 * taker creates and writes its pid into; a shared taker finding no
+	 * LOCK holds nothing. */
+	int (*tenant_lock)(struct kv_stor_tenant *t, bool exclusive);
 	/* Makes every create, publish and remove in the tenant so far durable. */
 	int (*tenant_sync)(struct kv_stor_tenant *t);
 	/* Calls fn once for every segment, hint, metadata blob and leftover of
@@ -285,10 +293,6 @@ struct kv_storage {
 /* The files backend. root: the directory tenant names are relative to;
  * NULL: tenant names are paths. fault: borrowed, may be NULL. */
 int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_storage **ret);
-
-/* The directory descriptor of a files tenant (borrowed), for the engine
- * code that does not go through this interface yet. Files backend only. */
-int kv_storage_file_dirfd(struct kv_stor_tenant *t);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {

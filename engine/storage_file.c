@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ struct file_storage {
 struct file_tenant {
 	struct kv_stor_tenant base;
 	int dirfd;
+	int lockfd; /* LOCK while tenant_lock holds it, else -1 */
 };
 
 struct file_writer {
@@ -586,6 +588,7 @@ static int file_tenant_open(struct kv_storage *st, const char *tenant, unsigned 
 	}
 	t->base.st = st;
 	t->dirfd = fd;
+	t->lockfd = -1;
 	*ret = &t->base;
 	return 0;
 }
@@ -594,8 +597,43 @@ static void file_tenant_close(struct kv_stor_tenant *t)
 {
 	if (t == NULL)
 		return;
+	if (((struct file_tenant *)t)->lockfd >= 0)
+		close(((struct file_tenant *)t)->lockfd);
 	close(dirfd_of(t));
 	free(t);
+}
+
+static int file_tenant_lock(struct kv_stor_tenant *t, bool exclusive)
+{
+	struct file_tenant *ft = (struct file_tenant *)t;
+	char pid[32];
+	int fd, n, rv;
+
+	if (ft->lockfd >= 0)
+		return -EINVAL;
+	if (exclusive)
+		fd = openat(ft->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	else
+		fd = openat(ft->dirfd, "LOCK", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return !exclusive && errno == ENOENT ? 0 : -errno;
+	/* flock: the kernel drops it when the process dies, so a crash never
+	 * leaves a lock that blocks the next start */
+	if (flock(fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH | LOCK_NB) != 0) {
+		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
+		close(fd);
+		return rv;
+	}
+	if (exclusive) {
+		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+		if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+			rv = -errno;
+			close(fd);
+			return rv;
+		}
+	}
+	ft->lockfd = fd;
+	return 0;
 }
 
 static int file_tenant_sync(struct kv_stor_tenant *t)
@@ -622,6 +660,7 @@ static const struct kv_storage_ops file_ops = {
         .tenant_drop = file_tenant_drop,
         .tenant_open = file_tenant_open,
         .tenant_close = file_tenant_close,
+        .tenant_lock = file_tenant_lock,
         .tenant_sync = file_tenant_sync,
         .list = file_list,
         .meta_put = file_meta_put,
@@ -676,9 +715,4 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
 	}
 	*ret = &s->base;
 	return 0;
-}
-
-int kv_storage_file_dirfd(struct kv_stor_tenant *t)
-{
-	return dirfd_of(t);
 }
