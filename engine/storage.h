@@ -162,6 +162,12 @@ struct kv_storage_ops {
 	 * crash the tenant is gone, never half there. No handle of it may be
 	 * open. -ENOENT. */
 	int (*tenant_drop)(struct kv_storage *st, const char *tenant);
+	/* Calls fn with the name of every tenant of the instance, in no
+	 * particular order; a drop a crash interrupted is finished on the way
+	 * (its tenant is not reported). Returns 0, the listing's error or the
+	 * first non-zero return of fn. */
+	int (*tenant_list)(struct kv_storage *st, int (*fn)(void *arg, const char *tenant),
+	                   void *arg);
 	/* Opens a tenant (KV_STOR_CREATE: creating it when missing; such a
 	 * creation is not durable by itself: tenant_create is). -ENOENT,
 	 * -ENOTDIR / -EINVAL (the name holds something else). */

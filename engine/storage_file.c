@@ -569,6 +569,35 @@ static int file_tenant_drop(struct kv_storage *st, const char *tenant)
 	return rmtree_at(rootfd, gone);
 }
 
+static int file_tenant_list(struct kv_storage *st, int (*fn)(void *arg, const char *tenant),
+                            void *arg)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rv = 0;
+
+	if (fst(st)->root == NULL)
+		return -EINVAL;
+	if ((fd = openat(fst(st)->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	while (rv == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (strncmp(de->d_name, ".dropped-", 9) == 0) {
+			/* a drop interrupted by a crash: finish it */
+			rmtree_at(fst(st)->rootfd, de->d_name);
+			continue;
+		}
+		rv = fn(arg, de->d_name);
+	}
+	closedir(d);
+	return rv;
+}
+
 static int file_tenant_open(struct kv_storage *st, const char *tenant, unsigned flags,
                             struct kv_stor_tenant **ret)
 {
@@ -658,6 +687,7 @@ static const struct kv_storage_ops file_ops = {
         .destroy = file_destroy,
         .tenant_create = file_tenant_create,
         .tenant_drop = file_tenant_drop,
+        .tenant_list = file_tenant_list,
         .tenant_open = file_tenant_open,
         .tenant_close = file_tenant_close,
         .tenant_lock = file_tenant_lock,

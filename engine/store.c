@@ -8,10 +8,10 @@
  *   <dir>/tenants/<name>/STATS        its statistics as of the last passivation
  *   <dir>/tenants/<name>/...          its database (see docs/FORMAT.md)
  *
- * A tenant is created (with its TENANT), has its STATS written and is
- * dropped through the storage interface (storage.h), over tenants/ with the
- * files backend; reading TENANT and STATS, the listing of tenants/ and the
- * end of an interrupted drop still use the paths.
+ * Tenants are listed, created (with their TENANT), dropped, and have their
+ * STATS written and read through the storage interface (storage.h), over
+ * tenants/ with the files backend; reading TENANT (kv_tenant_file_read)
+ * and opening a tenant's database (kv_open) still take its path.
  *
  * States of a tenant, all changed under s->mu:
  *
@@ -41,7 +41,6 @@
 #include "storage.h"
 #include "tenant_file.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -229,6 +228,29 @@ static int ini_stats(void *user, const char *section, const char *name, const ch
 			t->last_activation_us = v;
 	}
 	return 1;
+}
+
+/* STATS into t->last and the activation counters: what does not parse, or
+ * a STATS that cannot be read, stays zero. */
+static void read_stats(const kv_store *s, struct kv_tenant *t)
+{
+	struct kv_stor_tenant *tn;
+	uint8_t *buf;
+	size_t len;
+	char *text;
+
+	if (stor_tenant_open(s->stor, t->name, 0, &tn) != 0)
+		return;
+	if (stor_meta_get(tn, "STATS", 1u << 20, &buf, &len) == 0) {
+		if ((text = malloc(len + 1)) != NULL) {
+			memcpy(text, buf, len);
+			text[len] = '\0';
+			ini_parse_string(text, ini_stats, t);
+			free(text);
+		}
+		free(buf);
+	}
+	stor_tenant_close(tn);
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -546,15 +568,13 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 
 /* ---- public ------------------------------------------------------------ */
 
-static int rmtree(const char *path);
-
 /* Reads tenants/<name>/TENANT (and STATS) of one directory entry into a
  * new table entry: sound, refused (t->why), or none (*ret NULL: not a
  * tenant, e.g. a creation cut short before its TENANT was written). */
 static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 {
 	struct kv_tenant *t;
-	char why[256], *stats;
+	char why[256];
 	int rv;
 
 	*ret = NULL;
@@ -581,44 +601,33 @@ static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 			tenant_free(t);
 			return -ENOMEM;
 		}
-	} else if (asprintf(&stats, "%s/STATS", t->path) >= 0) {
-		ini_parse(stats, ini_stats, t); /* missing or damaged: zeros */
-		free(stats);
+	} else {
+		read_stats(s, t); /* missing or damaged: zeros */
 	}
 	*ret = t;
 	return 0;
 }
 
+static int load_one(void *arg, const char *name)
+{
+	kv_store *s = arg;
+	struct kv_tenant *t;
+	int rv;
+
+	if (!kv_tenant_name_valid(name, strlen(name)))
+		return 0;
+	if ((rv = load_tenant(s, name, &t)) != 0)
+		return rv;
+	if (t != NULL && (rv = table_insert(s, t)) != 0)
+		tenant_free(t);
+	return rv;
+}
+
+/* Every tenant of tenants/ into the table (storage.h tenant_list, which
+ * also finishes drops a crash interrupted). */
 static int load_tenants(kv_store *s)
 {
-	DIR *d = opendir(s->tdir);
-	struct dirent *de;
-	int rv = 0;
-
-	if (d == NULL)
-		return -errno;
-	while ((de = readdir(d)) != NULL) {
-		struct kv_tenant *t;
-		if (strncmp(de->d_name, ".dropped-", 9) == 0) {
-			/* a drop interrupted by a crash: finish it */
-			char *gone;
-			if (asprintf(&gone, "%s/%s", s->tdir, de->d_name) >= 0) {
-				rmtree(gone);
-				free(gone);
-			}
-			continue;
-		}
-		if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
-			continue;
-		if ((rv = load_tenant(s, de->d_name, &t)) != 0)
-			break;
-		if (t != NULL && (rv = table_insert(s, t)) != 0) {
-			tenant_free(t);
-			break;
-		}
-	}
-	closedir(d);
-	return rv;
+	return s->stor->ops->tenant_list(s->stor, load_one, s);
 }
 
 int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret)
@@ -725,32 +734,6 @@ int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config
 	pthread_mutex_lock(&s->mu);
 	rv = create_locked(s, name, c, NULL);
 	pthread_mutex_unlock(&s->mu);
-	return rv;
-}
-
-static int rmtree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	int rv = 0;
-
-	if (d == NULL)
-		return -errno;
-	while ((de = readdir(d)) != NULL) {
-		char *p;
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (asprintf(&p, "%s/%s", path, de->d_name) < 0) {
-			rv = -ENOMEM;
-			break;
-		}
-		if (unlink(p) != 0 && rv == 0)
-			rv = -errno;
-		free(p);
-	}
-	closedir(d);
-	if (rmdir(path) != 0 && rv == 0)
-		rv = -errno;
 	return rv;
 }
 
