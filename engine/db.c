@@ -261,9 +261,9 @@ static void db_free(kv_db *db)
 	stor_writer_close(db->wr);
 	if (db->efd >= 0)
 		close(db->efd);
-	if (db->stor != NULL)
-		db->stor->ops->tenant_close(db->tn);
-	kv_storage_close(db->stor);
+	stor_tenant_close(db->tn);
+	if (db->own_stor)
+		kv_storage_close(db->stor);
 	free(db->snaps);
 	pthread_rwlock_destroy(&db->kd_lock);
 	pthread_mutex_destroy(&db->seg_mu);
@@ -279,11 +279,32 @@ static void db_free(kv_db *db)
 int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 {
 	struct kv_options o;
+	struct kv_storage *st;
+	int rv;
+
+	if (path == NULL || ret_db == NULL)
+		return -EINVAL;
+	if (opts)
+		o = *opts;
+	else
+		kv_options_init(&o);
+	/* a directory named by its path: the files backend without a root */
+	if ((rv = kv_storage_file_open(NULL, o.fault, &st)) != 0)
+		return rv;
+	if ((rv = db_open(st, true, path, &o, ret_db)) != 0)
+		kv_storage_close(st);
+	return rv;
+}
+
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db)
+{
+	struct kv_options o;
 	kv_db *db;
 	uint64_t t0;
 	int rv;
 
-	if (path == NULL || ret_db == NULL)
+	if (tenant == NULL || ret_db == NULL)
 		return -EINVAL;
 	if (opts)
 		o = *opts;
@@ -311,14 +332,12 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		pthread_condattr_destroy(&ca);
 	}
 	reloc_init(&db->reloc);
-	if ((db->path = strdup(path)) == NULL) {
+	if ((db->path = strdup(tenant)) == NULL) {
 		rv = -ENOMEM;
 		goto fail;
 	}
-	if ((rv = kv_storage_file_open(NULL, o.fault, &db->stor)) != 0)
-		goto fail;
-	rv = db->stor->ops->tenant_open(db->stor, path, o.create_if_missing ? KV_STOR_CREATE : 0,
-	                                &db->tn);
+	db->stor = st;
+	rv = stor_tenant_open(st, tenant, o.create_if_missing ? KV_STOR_CREATE : 0, &db->tn);
 	if (rv != 0)
 		goto fail;
 	/* the one writer of the tenant, until the handle closes */
@@ -351,6 +370,7 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 			goto fail;
 		db->bg_running = true;
 	}
+	db->own_stor = own;
 	*ret_db = db;
 	return 0;
 fail:

@@ -80,6 +80,7 @@ struct batch {
 struct kv_db {
 	char *path;
 	struct kv_storage *stor;   /* where the database lives (storage.h) */
+	bool own_stor;             /* stor is closed with the database (kv_open's own) */
 	struct kv_stor_tenant *tn; /* the database's own space in it */
 	int efd;
 	struct kv_options opt;
@@ -153,6 +154,11 @@ struct kv_db {
 };
 
 /* db.c */
+/* kv_open on the tenant `tenant` of the storage instance st. own: once
+ * the open succeeded, st belongs to the database and is closed with it;
+ * after a failure it stays the caller's. Errors as kv_open. */
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db);
 uint64_t db_now(kv_db *db);
 uint64_t db_reclaimable(kv_db *db);
 

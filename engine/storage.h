@@ -234,7 +234,7 @@ struct kv_storage_ops {
 	int (*seg_read_upto)(struct kv_stor_seg *s, void *buf, size_t len, uint64_t off,
 	                     size_t *ret_got);
 	/* Runs n reads of segments of this instance, as one submission where
-	 * the backend can (files: the calling thread's io_uring ring when a
+	 * the backend can (files: the calling thread's io_uring ring once a
 	 * writer of the instance uses io_uring, else pread). Returns 0 when all succeeded, else the
 	 * first error; each res says which. The reads' handles stay open meanwhile. */
 	int (*read_batch)(struct kv_storage *st, struct kv_stor_rd *v, size_t n);

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ struct file_storage {
 	struct kv_storage base;
 	char *root; /* NULL: tenant names are paths */
 	int rootfd; /* AT_FDCWD when root is NULL */
-	bool ring_reads; /* read_batch through each thread's io_uring ring */
+	atomic_bool ring_reads; /* read_batch through each thread's io_uring ring: set once a
+	                         * writer of the instance uses io_uring */
 };
 
 struct file_tenant {
@@ -315,7 +317,8 @@ static int file_seg_read_upto(struct kv_stor_seg *s, void *buf, size_t len, uint
 static int file_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 {
 	struct io_rd rd[READ_CHUNK];
-	bool ring = ((struct file_storage *)st)->ring_reads;
+	bool ring = atomic_load_explicit(&((struct file_storage *)st)->ring_reads,
+	                                 memory_order_relaxed);
 	size_t i, j, m;
 	int first = 0, rv;
 
@@ -426,7 +429,9 @@ static int file_writer_open(struct kv_storage *st, int mode, int efd, struct kv_
 	}
 	w->base.st = st;
 	/* reads go through rings where the appends can */
-	((struct file_storage *)st)->ring_reads = io_backend_is_uring(w->io);
+	if (io_backend_is_uring(w->io))
+		atomic_store_explicit(&((struct file_storage *)st)->ring_reads, true,
+		                      memory_order_relaxed);
 	*ret = &w->base;
 	return 0;
 }

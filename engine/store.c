@@ -10,8 +10,8 @@
  *
  * Tenants are listed, created (with their TENANT), dropped, and have their
  * STATS written and read through the storage interface (storage.h), over
- * tenants/ with the files backend; reading TENANT (kv_tenant_file_read)
- * and opening a tenant's database (kv_open) still take its path.
+ * tenants/ with the files backend, and a tenant's database is opened on it
+ * (db_open); reading TENANT (kv_tenant_file_read) still takes its path.
  *
  * States of a tenant, all changed under s->mu:
  *
@@ -36,6 +36,7 @@
  *      last hold goes.
  *   3. t->why != NULL implies the state is PASSIVE; it is set only at open.
  */
+#include "db.h"
 #include "io.h"
 #include "kvengine.h"
 #include "storage.h"
@@ -541,7 +542,7 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 	db_options(s, t, &o);
 	pthread_mutex_unlock(&s->mu);
 	t0 = mono_us();
-	rv = kv_open(t->path, &o, &db);
+	rv = db_open(s->stor, false, t->name, &o, &db);
 	t0 = mono_us() - t0;
 	pthread_mutex_lock(&s->mu);
 	if (rv == 0) {
