@@ -1,4 +1,8 @@
-/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss. */
+/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped
+ * reads agree with pread and survive a file losing its pages, failed fsync makes the database
+ * read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal
+ * sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss,
+ * the files storage backend's contract (storage.h) with the fault layer under it. */
 #include "testutil.h"
 
 #include <linux/filter.h>
@@ -17,6 +21,7 @@
 
 #include "fault.h"
 #include "io.h"
+#include "storage.h"
 
 static struct tu_clock clk = {1700000000000ull};
 
@@ -650,21 +655,187 @@ static void test_file_budget(void **state)
 	kv_set_open_files_budget(0);
 }
 
+/* ---- the files storage backend (engine/storage.h) ------------------------ */
+
+struct names {
+	char v[16][64];
+	int kind[16];
+	uint32_t id[16];
+	int n;
+};
+
+static int collect_tenant(void *arg, const char *tenant)
+{
+	struct names *nm = arg;
+
+	if (nm->n < 16)
+		snprintf(nm->v[nm->n++], sizeof(nm->v[0]), "%s", tenant);
+	return 0;
+}
+
+static int collect_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct names *nm = arg;
+
+	if (nm->n < 16) {
+		nm->kind[nm->n] = e->kind;
+		nm->id[nm->n] = e->id;
+		snprintf(nm->v[nm->n], sizeof(nm->v[0]), "%s", e->name ? e->name : "");
+		nm->n++;
+	}
+	return 0;
+}
+
+static int count_kind(const struct names *nm, int kind)
+{
+	int n = 0;
+
+	for (int i = 0; i < nm->n; i++)
+		n += nm->kind[i] == kind;
+	return n;
+}
+
+/* The contract of storage.h on the files backend: a tenant is created with
+ * its first blob and listed; blobs and hints are read back whole, a blob
+ * over the caller's bound is damage, a missing one -ENOENT; a segment
+ * created unpublished lists as a leftover until published, and is read
+ * back; the lock is exclusive; a dropped tenant is gone. */
+static void test_storage_files_contract(void **state)
+{
+	char *dir = tu_mkdtemp("storage");
+	struct kv_storage *st;
+	struct kv_stor_tenant *t, *t2;
+	struct kv_stor_seg *s;
+	struct names nm = {0};
+	uint8_t *buf, rd[5];
+	size_t len, got;
+	uint64_t size;
+
+	(void)state;
+	assert_int_equal(kv_storage_file_open(dir, NULL, &st), 0);
+	assert_int_equal(st->ops->tenant_create(st, "a", "TENANT", "cfg", 3), 0);
+	assert_int_equal(st->ops->tenant_list(st, collect_tenant, &nm), 0);
+	assert_int_equal(nm.n, 1);
+	assert_string_equal(nm.v[0], "a");
+	assert_int_equal(st->ops->tenant_create(st, "../x", "TENANT", "cfg", 3), -EINVAL);
+
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), 0);
+	assert_int_equal(stor_meta_get(t, "TENANT", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "cfg", 3);
+	free(buf);
+	assert_int_equal(stor_meta_get(t, "TENANT", 2, &buf, &len), KV_ECORRUPT);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), -ENOENT);
+	assert_int_equal(stor_meta_put(t, "META", "m1", 2, KV_STOR_DURABLE), 0);
+	assert_int_equal(stor_meta_put(t, "META", "m22", 3, 0), 0);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	free(buf);
+	assert_int_equal(stor_hint_put(t, 7, "hint", 4), 0);
+	assert_int_equal(stor_hint_get(t, 7, 64, &buf, &len), 0);
+	assert_memory_equal(buf, "hint", 4);
+	free(buf);
+
+	assert_int_equal(stor_seg_create(t, 9, KV_STOR_SEG_TEMP, &s), 0);
+	assert_int_equal(stor_seg_write(s, "hello", 5, 0), 0);
+	assert_int_equal(stor_seg_sync(s), 0);
+	nm.n = 0;
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_SEGMENT), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_HINT), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_META), 2); /* TENANT, META */
+	assert_int_equal(stor_seg_publish(s), 0);
+	stor_seg_close(s);
+	nm.n = 0;
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_SEGMENT), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 0);
+	assert_int_equal(stor_seg_open(t, 9, &s, &size), 0);
+	assert_int_equal(size, 5);
+	assert_int_equal(stor_seg_read(s, rd, 5, 0), 0);
+	assert_memory_equal(rd, "hello", 5);
+	assert_int_equal(stor_seg_read(s, rd, 5, 3), -EIO); /* past the end */
+	assert_int_equal(stor_seg_read_upto(s, rd, 5, 3, &got), 0);
+	assert_int_equal(got, 2);
+	{
+		struct kv_stor_rd r = {s, rd, 4, 1, 1};
+		assert_int_equal(stor_read_batch(st, &r, 1), 0);
+		assert_int_equal(r.res, 0);
+		assert_memory_equal(rd, "ello", 4);
+	}
+	stor_seg_close(s);
+	assert_int_equal(stor_seg_remove(t, 9, 0), 0);
+	assert_int_equal(stor_seg_open(t, 9, &s, &size), -ENOENT);
+
+	/* one writer at a time */
+	assert_int_equal(st->ops->tenant_lock(t, true), 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t2), 0);
+	assert_int_equal(st->ops->tenant_lock(t2, false), KV_ELOCKED);
+	stor_tenant_close(t2);
+	stor_tenant_close(t);
+
+	assert_int_equal(st->ops->tenant_drop(st, "a"), 0);
+	nm.n = 0;
+	assert_int_equal(st->ops->tenant_list(st, collect_tenant, &nm), 0);
+	assert_int_equal(nm.n, 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), -ENOENT);
+	kv_storage_close(st);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* The fault layer sits under the interface: an injected write error fails
+ * a put, the old blob stays whole, and nothing of the new one is left. */
+static void test_storage_faults_under_interface(void **state)
+{
+	char *dir = tu_mkdtemp("storagefault");
+	struct tf_fault f;
+	struct kv_storage *st;
+	struct kv_stor_tenant *t;
+	struct names nm = {0};
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	tf_fault_init(&f);
+	assert_int_equal(kv_storage_file_open(dir, &f.hooks, &st), 0);
+	assert_int_equal(st->ops->tenant_create(st, "a", "TENANT", "cfg", 3), 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), 0);
+	assert_int_equal(stor_meta_put(t, "META", "old", 3, KV_STOR_DURABLE), 0);
+	f.fail_write = 1;
+	assert_int_equal(stor_meta_put(t, "META", "new!", 4, KV_STOR_DURABLE), -EIO);
+	f.fail_sync = 1;
+	assert_int_equal(stor_meta_put(t, "META", "new!", 4, KV_STOR_DURABLE), -EIO);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "old", 3);
+	free(buf);
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 0);
+	stor_tenant_close(t);
+	kv_storage_close(st);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_seccomp_fallback),
-		cmocka_unit_test(test_backends_agree),
-		cmocka_unit_test(test_mapped_reads),
-		cmocka_unit_test(test_fsync_failure_read_only),
-		cmocka_unit_test(test_write_failure_recovers),
-		cmocka_unit_test(test_interval_sync),
-		cmocka_unit_test(test_interval_sync_failure),
-		cmocka_unit_test(test_seal_sync_failure),
-		cmocka_unit_test(test_not_visible_before_sync),
-		cmocka_unit_test(test_sync_none_at_seal_and_close),
-		cmocka_unit_test(test_read_error_is_data_loss),
-		cmocka_unit_test(test_file_budget),
+	        cmocka_unit_test(test_seccomp_fallback),
+	        cmocka_unit_test(test_backends_agree),
+	        cmocka_unit_test(test_mapped_reads),
+	        cmocka_unit_test(test_fsync_failure_read_only),
+	        cmocka_unit_test(test_write_failure_recovers),
+	        cmocka_unit_test(test_interval_sync),
+	        cmocka_unit_test(test_interval_sync_failure),
+	        cmocka_unit_test(test_seal_sync_failure),
+	        cmocka_unit_test(test_not_visible_before_sync),
+	        cmocka_unit_test(test_sync_none_at_seal_and_close),
+	        cmocka_unit_test(test_read_error_is_data_loss),
+	        cmocka_unit_test(test_file_budget),
+	        cmocka_unit_test(test_storage_files_contract),
+	        cmocka_unit_test(test_storage_faults_under_interface),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
