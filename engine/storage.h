@@ -22,32 +22,36 @@
  * with a pointer to its instance, so the stor_* wrappers below dispatch
  * without one.
  *
- * Errors: every int-returning call returns 0 (or a count where it says so),
+ * Errors: every int-returning call returns 0 (1 where it says so),
  * a negative errno or a negative KV_E* code (kvengine.h). Outputs are ret_*
  * parameters, last, untouched on failure. Common to all calls:
  *   -ENOMEM     the process is out of memory; nothing changed.
  *   -EIO        the medium failed; for a write or a sync, what it was to
  *               make durable may be lost (the caller must not assume the
  *               old contents either: see seg_sync).
- *   -ENOSPC     the medium is full; nothing of the write became visible.
+ *   -ENOSPC     the medium is full; the call failed (bytes of a failed
+ *               seg_write may have reached the segment: callers cut it back
+ *               with seg_truncate or never read past what succeeded).
  *   -ENOENT     what was named does not exist.
  *   KV_ECORRUPT what was read is not what was written (wrong size for its
  *               kind, unreadable in a way retrying does not fix).
  *
  * Alignment: the files backend accepts any buffer, length and offset. A
- * backend that does direct I/O (O_DIRECT) needs buffers, offsets and
- * lengths aligned to its block size (kv_storage.align, a power of two, 1
- * for none). Callers either honour align or pass unaligned requests that
- * the backend then bounces through aligned memory of its own (slower, never
- * wrong). Metadata and hint calls take any buffer on every backend.
+ * backend that does direct I/O (O_DIRECT) works in blocks of kv_storage.align
+ * bytes (a power of two; 1: none). Every backend accepts unaligned
+ * requests — records are packed, so segment offsets are not aligned — and
+ * a direct-I/O backend bounces them through aligned memory of its own
+ * (read-modify-write of the tail block for appends); callers that pass
+ * buffers, offsets and lengths aligned to align spare it the copy.
+ * Metadata and hint calls take any buffer on every backend.
  *
  * Durability, per call (what survives a power cut once the call returned 0):
- *   meta_put(KV_STOR_DURABLE)  the new blob, whole, and its name; a blob is
- *                              never seen half written, with or without the
- *                              flag (the old one or the new one).
- *   meta_put(0), hint_put      nothing: the blob may be gone or, after a
- *                              crash, unreadable; readers check it (hints
- *                              carry checksums and are only a cache).
+ *   meta_put(KV_STOR_DURABLE)  the new blob, whole, and its name. While the
+ *                              system runs a reader sees the old blob or the
+ *                              new one, whole, with or without the flag.
+ *   meta_put(0), hint_put      nothing: after a crash the blob may be the
+ *                              old one, gone or torn; readers check it
+ *                              (hints carry checksums and are only a cache).
  *   meta_remove, hint_remove,  the removal becomes durable with the next
  *   seg_remove, seg_create,    tenant_sync (files: the directory's fsync);
  *   seg_publish                until then, after a crash, either state.
@@ -60,8 +64,11 @@
  *
  * Faults: the engine's test hooks (struct kv_io_fault, io.h) sit under this
  * interface, inside each backend: every backend passes its reads, writes,
- * syncs and namespace changes through them, so the I/O-error and power-loss
- * tests run unchanged on any backend.
+ * syncs and namespace changes through them, so the I/O-error tests run on
+ * any backend. The changes are described in files terms today (struct
+ * kv_io_event: descriptors and names), which the power-loss replay of
+ * test_powerloss rebuilds a directory from; a device backend reports its
+ * writes and flushes on the device's descriptor.
  *
  * Threads: an instance and its tenant handles may be used from any thread;
  * calls on one segment handle are not ordered against each other (the
@@ -235,8 +242,9 @@ struct kv_storage_ops {
 	                     size_t *ret_got);
 	/* Runs n reads of segments of this instance, as one submission where
 	 * the backend can (files: the calling thread's io_uring ring once a
-	 * writer of the instance uses io_uring, else pread). Returns 0 when all succeeded, else the
-	 * first error; each res says which. The reads' handles stay open meanwhile. */
+	 * writer of the instance uses io_uring, else pread). Returns 0 when
+	 * all succeeded, else the first error; each res says which. The reads'
+	 * handles stay open meanwhile. */
 	int (*read_batch)(struct kv_storage *st, struct kv_stor_rd *v, size_t n);
 	/* Makes every byte written so far durable (see the top of the file). */
 	int (*seg_sync)(struct kv_stor_seg *s);
