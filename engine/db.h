@@ -1,9 +1,10 @@
 /*
  * db.h — the database handle and what the engine's modules share.
  *
- * What a kv_db owns: its tenant of a storage instance (storage.h: the lock,
- * segments, hints, merge commits, META), the key directory, the segment table, the relocation map, the write
- * queue and the write-path state.
+ * What a kv_db owns: its tenant of a storage instance (storage.h: the
+ * lock, segments, hints, merge commits, META), the key directory, the
+ * segment table, the relocation map, the write queue and the write-path
+ * state.
  *
  * Locks, in the order they may be taken:
  *   mu       — the write queue, the driver flag, open snapshots, closing.

@@ -43,7 +43,7 @@ struct seg {
 	uint32_t flags; /* SEG_F_* */
 	struct kv_stor_seg *h; /* open handle (storage.h); NULL while the budget keeps it closed */
 	struct kv_stor_tenant *tn; /* the database's storage (borrowed) */
-	uint32_t pins;  /* users of h; guarded by the file budget's lock */
+	uint32_t pins;             /* users of h; guarded by the file budget's lock */
 	struct seg *lru_prev, *lru_next;
 	bool in_lru;
 	uint64_t size;         /* bytes of valid data, header included */

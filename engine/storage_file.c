@@ -32,8 +32,8 @@
 
 struct file_storage {
 	struct kv_storage base;
-	char *root; /* NULL: tenant names are paths */
-	int rootfd; /* AT_FDCWD when root is NULL */
+	char *root;             /* NULL: tenant names are paths */
+	int rootfd;             /* AT_FDCWD when root is NULL */
 	atomic_bool ring_reads; /* read_batch through each thread's io_uring ring: set once a
 	                         * writer of the instance uses io_uring */
 };
