@@ -22,14 +22,13 @@
 #include "manifest.h"
 #include "reloc.h"
 #include "segment.h"
+#include "storage.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,7 +156,8 @@ struct seg_facts {
 	bool torn_ok;    /* a torn end is possible: the newest unsealed segment */
 };
 
-static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_facts *f)
+static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
+                         const struct seg_facts *f)
 {
 	char name[SEG_NAME_MAX], hname[SEG_NAME_MAX], msg[160];
 	struct recs rs = {0};
@@ -166,14 +166,14 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 	struct seg *s;
 	bool damaged_header = false;
 	uint64_t expect = f->listed;
-	int rv, fd;
+	int rv;
 
 	seg_name(name, id, ".seg");
 	seg_name(hname, id, ".hint");
 	c->file = name;
-	rv = seg_open(dirfd, id, NULL, &s);
+	rv = seg_open(tn, id, &s);
 	if (rv == KV_ECORRUPT || rv == KV_EFORMAT) {
-		if ((rv = seg_open_raw(dirfd, id, &s)) != 0)
+		if ((rv = seg_open_raw(tn, id, &s)) != 0)
 			goto unreadable;
 		damaged_header = true;
 		if (s->size < SEG_HEADER_SIZE) {
@@ -195,10 +195,9 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 		goto unreadable;
 	}
 	c->sum.segments++;
-	fd = s->fd;
-	rv = seg_scan(NULL, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
 	              f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED) ? SEG_SCAN_ACTIVE
-	                                                                         : 0,
+	                                                                          : 0,
 	              scan_rec_cb, rec_damaged, &dc, &res);
 	if (rv != 0)
 		goto out;
@@ -207,7 +206,7 @@ static int check_segment(struct ck *c, int dirfd, uint32_t id, const struct seg_
 	 * names past the end of the segment is damage of the segment */
 	{
 		struct hint_ck hc = {c, &rs, hname, 0, 0, s->size};
-		rv = hint_load(dirfd, id, f->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX, NULL,
+		rv = hint_load(tn, id, f->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
 		               hint_entry, &hc);
 		if (rv == 0) {
 			c->sum.hints++;
@@ -287,19 +286,38 @@ static int idlist_push(struct idlist *l, uint32_t id)
 	return 0;
 }
 
-/* <8 hex digits><ext> → id */
-static bool hex_name(const char *nm, const char *ext, uint32_t *ret)
-{
-	char *end;
-	unsigned long id;
+struct ck_listing {
+	struct ck *c;
+	struct kv_stor_tenant *tn;
+	struct idlist *segs, *hints, *retired;
+};
 
-	if (strlen(nm) != 8 + strlen(ext) || strcmp(nm + 8, ext) != 0)
-		return false;
-	id = strtoul(nm, &end, 16);
-	if (end != nm + 8 || id == 0 || id > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)id;
-	return true;
+static int ck_list_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct ck_listing *x = arg;
+	struct merge_commit mc;
+	size_t len, i;
+	int rv = 0, r;
+
+	if (e->kind == KV_STOR_SEGMENT)
+		return idlist_push(x->segs, e->id);
+	if (e->kind == KV_STOR_HINT)
+		return idlist_push(x->hints, e->id);
+	if (e->kind != KV_STOR_META)
+		return 0;
+	len = strlen(e->name);
+	if (strncmp(e->name, "merge-", 6) != 0 || len <= 13 ||
+	    strcmp(e->name + len - 7, ".commit") != 0)
+		return 0;
+	r = commit_load(x->tn, e->name, &mc);
+	if (r == 0) {
+		for (i = 0; i < mc.nretired && rv == 0; i++)
+			rv = idlist_push(x->retired, mc.retired[i]);
+		commit_release(&mc);
+	} else if (r == KV_ECORRUPT || r == KV_EFORMAT) {
+		report(x->c, e->name, 0, 0, "merge commit damaged (its retired segments are kept)");
+	}
+	return rv;
 }
 
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret)
@@ -307,48 +325,26 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 	struct ck c = {.fn = fn, .arg = arg};
 	struct idlist segs = {0}, hints = {0}, retired = {0}, all = {0};
 	struct manifest man = {0};
-	struct dirent *de;
-	DIR *d = NULL;
 	uint32_t newest_open = 0;
 	size_t i;
-	int dirfd, lockfd, rv = 0, mr;
+	struct kv_storage *st;
+	struct kv_stor_tenant *tn;
+	int rv = 0, mr;
 
-	if ((dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	lockfd = openat(dirfd, "LOCK", O_RDONLY | O_CLOEXEC);
-	if (lockfd >= 0 && flock(lockfd, LOCK_SH | LOCK_NB) != 0) {
-		rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
-		goto out;
+	if ((rv = kv_storage_file_open(NULL, NULL, &st)) != 0)
+		return rv;
+	if ((rv = st->ops->tenant_open(st, path, 0, &tn)) != 0) {
+		kv_storage_close(st);
+		return rv;
 	}
-	if ((d = fdopendir(dup(dirfd))) == NULL) {
-		rv = -errno;
+	if ((rv = st->ops->tenant_lock(tn, false)) != 0)
 		goto out;
+	{
+		struct ck_listing x = {&c, tn, &segs, &hints, &retired};
+		if ((rv = stor_list(tn, ck_list_entry, &x)) != 0)
+			goto out;
 	}
-	while ((de = readdir(d)) != NULL && rv == 0) {
-		const char *nm = de->d_name;
-		size_t len = strlen(nm);
-		uint32_t id;
-		if (hex_name(nm, ".seg", &id)) {
-			rv = idlist_push(&segs, id);
-		} else if (hex_name(nm, ".hint", &id)) {
-			rv = idlist_push(&hints, id);
-		} else if (strncmp(nm, "merge-", 6) == 0 && len > 13 &&
-		           strcmp(nm + len - 7, ".commit") == 0) {
-			struct merge_commit mc;
-			int r = commit_load(dirfd, nm, NULL, &mc);
-			if (r == 0) {
-				for (i = 0; i < mc.nretired && rv == 0; i++)
-					rv = idlist_push(&retired, mc.retired[i]);
-				commit_release(&mc);
-			} else if (r == KV_ECORRUPT || r == KV_EFORMAT) {
-				report(&c, nm, 0, 0,
-				       "merge commit damaged (its retired segments are kept)");
-			}
-		}
-	}
-	if (rv != 0)
-		goto out;
-	mr = manifest_read(dirfd, NULL, &man);
+	mr = manifest_read(tn, &man);
 	if (mr == KV_ECORRUPT || mr == KV_EFORMAT)
 		report(&c, "META", 0, 0,
 		       "META damaged (the compact revision and the list of sealed segments are "
@@ -409,7 +405,7 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		{
 			struct seg_facts f = {listed ? listed->size : 0, listed != NULL || hinted,
 			                      id == newest_open};
-			rv = check_segment(&c, dirfd, id, &f);
+			rv = check_segment(&c, tn, id, &f);
 		}
 	}
 	if (rv == 0 && man.format == 2 && man.active != 0 && !in_ids(segs.v, segs.n, man.active) &&
@@ -420,16 +416,13 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 		       "active segment missing (what was written since the last seal is lost)");
 	}
 out:
-	if (d)
-		closedir(d);
 	free(segs.v);
 	free(hints.v);
 	free(retired.v);
 	free(all.v);
 	manifest_release(&man);
-	if (lockfd >= 0)
-		close(lockfd);
-	close(dirfd);
+	st->ops->tenant_close(tn);
+	kv_storage_close(st);
 	if (rv == 0 && ret)
 		*ret = c.sum;
 	return rv;

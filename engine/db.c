@@ -6,7 +6,9 @@
  * (manifest.c), the write path (write.c), iterators and their snapshots
  * (scan.c).
  *
- * Files in a database directory:
+ * A database is one tenant of a storage instance (storage.h), opened at
+ * kv_open and locked (tenant_lock) while open. With the files backend,
+ * the files in its directory:
  *   LOCK                      flock()ed while open; never removed
  *   META                      the sealed segments, the compact revision, the
  *                             version mark (manifest.h)
@@ -22,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,7 +104,7 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	s.batched_writes = atomic_load(&db->batched_writes);
 	s.syncs = atomic_load(&db->syncs);
 	s.read_only = atomic_load(&db->read_only);
-	s.io_uring = io_backend_is_uring(db->io);
+	s.io_uring = db->stor->ops->writer_is_uring(db->wr);
 	*ret = s;
 	return 0;
 }
@@ -122,7 +123,7 @@ static int sync_active(kv_db *db, void *arg)
 	(void)arg;
 	if (db->active == NULL || pending == 0)
 		return 0;
-	if ((rv = io_fdatasync(db->opt.fault, db->active->fd)) != 0) {
+	if ((rv = stor_seg_sync(db->active->h)) != 0) {
 		atomic_store(&db->read_only, true);
 		return rv;
 	}
@@ -146,7 +147,7 @@ int kv_tick(kv_db *db)
 		/* fdatasync may run beside appends: it covers what was written before it */
 		uint64_t pending = atomic_load(&db->unsynced_bytes);
 		uint64_t written = atomic_load(&db->written_loc);
-		int fd = -1;
+		int pin = -1;
 		struct seg *s = NULL;
 		pthread_mutex_lock(&db->seg_mu);
 		if (db->nsegs > 0) {
@@ -158,15 +159,15 @@ int kv_tick(kv_db *db)
 					break;
 				}
 			}
-			fd = seg_pin(s);
-			if (fd >= 0)
+			pin = seg_pin(s);
+			if (pin == 0)
 				seg_ref(s);
 			else
 				s = NULL;
 		}
 		pthread_mutex_unlock(&db->seg_mu);
-		if (fd >= 0) {
-			if ((rv = io_fdatasync(db->opt.fault, fd)) != 0)
+		if (pin == 0) {
+			if ((rv = stor_seg_sync(s->h)) != 0)
 				atomic_store(&db->read_only, true);
 			else {
 				atomic_fetch_sub(&db->unsynced_bytes, pending);
@@ -257,13 +258,12 @@ static void db_free(kv_db *db)
 	reloc_release(&db->reloc);
 	keydir_free(db->kd);
 	write_release(db);
-	io_backend_close(db->io);
+	stor_writer_close(db->wr);
 	if (db->efd >= 0)
 		close(db->efd);
-	if (db->lockfd >= 0)
-		close(db->lockfd);
-	if (db->dirfd >= 0)
-		close(db->dirfd);
+	stor_tenant_close(db->tn);
+	if (db->own_stor)
+		kv_storage_close(db->stor);
 	free(db->snaps);
 	pthread_rwlock_destroy(&db->kd_lock);
 	pthread_mutex_destroy(&db->seg_mu);
@@ -279,12 +279,32 @@ static void db_free(kv_db *db)
 int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 {
 	struct kv_options o;
-	kv_db *db;
-	char pid[32];
-	uint64_t t0;
-	int rv, n;
+	struct kv_storage *st;
+	int rv;
 
 	if (path == NULL || ret_db == NULL)
+		return -EINVAL;
+	if (opts)
+		o = *opts;
+	else
+		kv_options_init(&o);
+	/* a directory named by its path: the files backend without a root */
+	if ((rv = kv_storage_file_open(NULL, o.fault, &st)) != 0)
+		return rv;
+	if ((rv = db_open(st, true, path, &o, ret_db)) != 0)
+		kv_storage_close(st);
+	return rv;
+}
+
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db)
+{
+	struct kv_options o;
+	kv_db *db;
+	uint64_t t0;
+	int rv;
+
+	if (tenant == NULL || ret_db == NULL)
 		return -EINVAL;
 	if (opts)
 		o = *opts;
@@ -298,7 +318,7 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 
 	if ((db = calloc(1, sizeof(*db))) == NULL)
 		return -ENOMEM;
-	db->dirfd = db->lockfd = db->efd = -1;
+	db->efd = -1;
 	db->opt = o;
 	pthread_rwlock_init(&db->kd_lock, NULL);
 	pthread_mutex_init(&db->seg_mu, NULL);
@@ -312,44 +332,25 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 		pthread_condattr_destroy(&ca);
 	}
 	reloc_init(&db->reloc);
-	if ((db->path = strdup(path)) == NULL) {
+	if ((db->path = strdup(tenant)) == NULL) {
 		rv = -ENOMEM;
 		goto fail;
 	}
-	if (o.create_if_missing && mkdir(path, 0755) != 0 && errno != EEXIST) {
-		rv = -errno;
+	db->stor = st;
+	rv = stor_tenant_open(st, tenant, o.create_if_missing ? KV_STOR_CREATE : 0, &db->tn);
+	if (rv != 0)
 		goto fail;
-	}
-	if ((db->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		rv = -errno;
+	/* the one writer of the tenant, until the handle closes */
+	if (o.lock && (rv = db->stor->ops->tenant_lock(db->tn, true)) != 0)
 		goto fail;
-	}
-	if (o.lock) {
-		db->lockfd = openat(db->dirfd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (db->lockfd < 0) {
-			rv = -errno;
-			goto fail;
-		}
-		/* flock: the kernel drops it when the process dies, so a crash
-		 * never leaves a lock that blocks the next start */
-		if (flock(db->lockfd, LOCK_EX | LOCK_NB) != 0) {
-			rv = errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
-			goto fail;
-		}
-		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-		if (ftruncate(db->lockfd, 0) != 0 || pwrite(db->lockfd, pid, (size_t)n, 0) != n) {
-			rv = -errno;
-			goto fail;
-		}
-	}
 	/* only an event loop needs to be woken */
 	if (o.external_loop && (db->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		rv = -errno;
 		goto fail;
 	}
-	if ((rv = io_backend_open(o.io, o.external_loop ? db->efd : -1, o.fault, &db->io)) != 0)
+	rv = db->stor->ops->writer_open(db->stor, o.io, o.external_loop ? db->efd : -1, &db->wr);
+	if (rv != 0)
 		goto fail;
-	db->read_uring = io_backend_is_uring(db->io);
 	if ((rv = keydir_new(&db->kd)) != 0)
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)
@@ -369,6 +370,7 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db)
 			goto fail;
 		db->bg_running = true;
 	}
+	db->own_stor = own;
 	*ret_db = db;
 	return 0;
 fail:
@@ -390,7 +392,7 @@ static int seal_active(kv_db *db, void *arg)
 	db->active->sealed = true;
 	pthread_mutex_unlock(&db->seg_mu);
 	if (db->active->reserved > db->tail && db->active->reserved != UINT64_MAX)
-		io_truncate(db->opt.fault, db->active->fd, db->tail); /* free the reserve */
+		stor_seg_truncate(db->active->h, db->tail); /* free the reserve */
 	seg_unpin(db->active);
 	db->active = NULL;
 	return 0;

@@ -1,9 +1,10 @@
 /*
  * db.h — the database handle and what the engine's modules share.
  *
- * What a kv_db owns: the directory (LOCK, segments, hints, merge commits,
- * META), the key directory, the segment table, the relocation map, the write
- * queue and the write-path state.
+ * What a kv_db owns: its tenant of a storage instance (storage.h: the
+ * lock, segments, hints, merge commits, META), the key directory, the
+ * segment table, the relocation map, the write queue and the write-path
+ * state.
  *
  * Locks, in the order they may be taken:
  *   mu       — the write queue, the driver flag, open snapshots, closing.
@@ -34,6 +35,7 @@
 #include "record.h"
 #include "reloc.h"
 #include "segment.h"
+#include "storage.h"
 
 /* request flags (kv_req.flags_) */
 enum {
@@ -78,12 +80,12 @@ struct batch {
 
 struct kv_db {
 	char *path;
-	int dirfd;
-	int lockfd;
+	struct kv_storage *stor;   /* where the database lives (storage.h) */
+	bool own_stor;             /* stor is closed with the database (kv_open's own) */
+	struct kv_stor_tenant *tn; /* the database's own space in it */
 	int efd;
 	struct kv_options opt;
-	struct io_backend *io;
-	bool read_uring; /* reads through each thread's ring (io_uring in use) */
+	struct kv_stor_writer *wr; /* the write path's appends (storage.h) */
 	bool map_reads;  /* records read through mappings (iomap.c) when they can be */
 
 	pthread_rwlock_t kd_lock;
@@ -153,6 +155,11 @@ struct kv_db {
 };
 
 /* db.c */
+/* kv_open on the tenant `tenant` of the storage instance st. own: once
+ * the open succeeded, st belongs to the database and is closed with it;
+ * after a failure it stays the caller's. Errors as kv_open. */
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db);
 uint64_t db_now(kv_db *db);
 uint64_t db_reclaimable(kv_db *db);
 

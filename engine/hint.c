@@ -3,18 +3,14 @@
 
 #include "crc.h"
 #include "endian_util.h"
-#include "io.h"
 #include "kvengine.h"
 #include "record.h"
 #include "segment.h"
+#include "storage.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 void hint_writer_init(struct hint_writer *w)
 {
@@ -70,11 +66,10 @@ int hint_writer_add(struct hint_writer *w, const struct hint_ent *e)
 	return 0;
 }
 
-int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct kv_io_fault *f)
+int hint_writer_finish(struct hint_writer *w, struct kv_stor_tenant *t, uint32_t seg_id)
 {
-	char tmp[SEG_NAME_MAX + 8], name[SEG_NAME_MAX];
 	uint8_t *h;
-	int fd = -1, rv;
+	int rv;
 
 	if (w->len == 0 && (rv = hint_reserve(w, HINT_HEADER_SIZE)) == 0)
 		w->len = HINT_HEADER_SIZE;
@@ -92,27 +87,10 @@ int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct
 	memcpy(w->buf + w->len + 4, "HEND", 4);
 	w->len += HINT_FOOTER_SIZE;
 
-	snprintf(tmp, sizeof(tmp), "%08x.hint.tmp", seg_id);
-	seg_name(name, seg_id, ".hint");
-	fd = io_create(f, dirfd, tmp, O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rv = fd;
-		fd = -1;
-		goto out;
-	}
-	/* No fdatasync: a hint is checked whole before use, and a hint that a
+	/* Not synced: a hint is checked whole before use, and a hint that a
 	 * crash left torn or empty is rejected and its segment scanned. */
-	if ((rv = io_pwrite_full(f, fd, w->buf, w->len, 0)) != 0)
-		goto out_unlink;
-	if ((rv = io_rename(f, dirfd, tmp, name)) != 0)
-		goto out_unlink;
-	rv = 0;
-	goto out;
-out_unlink:
-	io_unlink(f, dirfd, tmp);
+	rv = stor_hint_put(t, seg_id, w->buf, w->len);
 out:
-	if (fd >= 0)
-		close(fd);
 	w->len = 0;
 	w->count = 0;
 	return rv;
@@ -181,36 +159,19 @@ int hint_parse(const uint8_t *buf, size_t len, uint32_t seg_id, uint64_t seg_siz
 	return hint_walk(buf + HINT_HEADER_SIZE, body, count, seg_size, max_key, fn, arg);
 }
 
-int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
-              struct kv_io_fault *f, hint_visit_fn fn, void *arg)
+int hint_load(struct kv_stor_tenant *t, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
+              hint_visit_fn fn, void *arg)
 {
-	char name[SEG_NAME_MAX];
-	struct stat st;
-	uint8_t *buf = NULL;
+	uint8_t *buf;
 	size_t len;
-	int fd, rv;
+	int rv;
 
-	seg_name(name, seg_id, ".hint");
-	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		rv = -errno;
-		goto out;
-	}
-	len = (size_t)st.st_size;
-	if (len < HINT_HEADER_SIZE + HINT_FOOTER_SIZE) {
+	if ((rv = stor_hint_get(t, seg_id, SIZE_MAX, &buf, &len)) != 0)
+		return rv;
+	if (len < HINT_HEADER_SIZE + HINT_FOOTER_SIZE)
 		rv = KV_ECORRUPT;
-		goto out;
-	}
-	if ((buf = malloc(len)) == NULL) {
-		rv = -ENOMEM;
-		goto out;
-	}
-	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0)
-		goto out;
-	rv = hint_parse(buf, len, seg_id, seg_size, max_key, fn, arg);
-out:
+	else
+		rv = hint_parse(buf, len, seg_id, seg_size, max_key, fn, arg);
 	free(buf);
-	close(fd);
 	return rv;
 }

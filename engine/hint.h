@@ -1,12 +1,14 @@
 /*
  * hint.h — hint files: for a sealed segment, one entry per record (key,
  * version, offset, size, expiry, type, flags) so opening a database never
- * reads values. Named <segment id>.hint; layout in docs/FORMAT.md.
+ * reads values. Stored by segment id through the storage interface
+ * (storage.h; the files backend names it <segment id>.hint); layout in
+ * docs/FORMAT.md.
  *
  * Invariants:
  *   1. A hint file exists only for a sealed segment whose data was synced
  *      before the hint was written (segments are synced when sealed); it is
- *      written to a temporary name and renamed. It is not synced: a hint a
+ *      stored whole or not at all (hint_put). It is not synced: a hint a
  *      crash left torn fails its checksums and is ignored.
  *   2. A hint is used only when its header and trailing checksums match and
  *      every entry is within bounds; otherwise the segment is scanned.
@@ -18,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct kv_io_fault;
+struct kv_stor_tenant;
 
 #define HINT_MAGIC "KVDHINT\1"
 #define HINT_FORMAT_VERSION 1u
@@ -45,8 +47,9 @@ struct hint_writer {
 
 void hint_writer_init(struct hint_writer *w);
 int hint_writer_add(struct hint_writer *w, const struct hint_ent *e);
-/* Writes <id>.hint.tmp and renames it to <id>.hint. Resets the writer. */
-int hint_writer_finish(struct hint_writer *w, int dirfd, uint32_t seg_id, struct kv_io_fault *f);
+/* Stores the hint of segment seg_id (storage.h: hint_put, whole or not at
+ * all, not synced). Resets the writer. */
+int hint_writer_finish(struct hint_writer *w, struct kv_stor_tenant *t, uint32_t seg_id);
 void hint_writer_release(struct hint_writer *w);
 
 typedef int (*hint_visit_fn)(void *arg, const struct hint_ent *e);
@@ -60,9 +63,9 @@ typedef int (*hint_visit_fn)(void *arg, const struct hint_ent *e);
 int hint_parse(const uint8_t *buf, size_t len, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
                hint_visit_fn fn, void *arg);
 
-/* Loads <id>.hint and parses it with hint_parse (KV_ECORRUPT, KV_EFORMAT,
- * -ENOENT, -errno). seg_size bounds the offsets. */
-int hint_load(int dirfd, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
-              struct kv_io_fault *f, hint_visit_fn fn, void *arg);
+/* Loads the hint of segment seg_id and parses it with hint_parse
+ * (KV_ECORRUPT, KV_EFORMAT, -ENOENT, -errno). seg_size bounds the offsets. */
+int hint_load(struct kv_stor_tenant *t, uint32_t seg_id, uint64_t seg_size, uint32_t max_key,
+              hint_visit_fn fn, void *arg);
 
 #endif

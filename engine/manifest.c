@@ -9,11 +9,8 @@
 #include "endian_util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define META_MAGIC    "KVDMETA\1"
 #define META_V1_SIZE  28u
@@ -65,31 +62,18 @@ int manifest_parse(const uint8_t *buf, size_t len, struct manifest *ret)
 	return 0;
 }
 
-int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
+int manifest_read(struct kv_stor_tenant *t, struct manifest *ret)
 {
-	struct stat st;
 	uint8_t *buf = NULL;
 	size_t len;
-	int fd, rv;
+	int rv;
 
-	if ((fd = openat(dirfd, "META", O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		rv = -errno;
-		goto out;
-	}
-	len = (size_t)st.st_size;
-	if (!S_ISREG(st.st_mode) || len < META_V1_SIZE ||
-	    len > META_V2_HEAD + (size_t)META_MAX_SEGS * META_V2_ENTRY + 4) {
+	rv = stor_meta_get(t, "META", META_V2_HEAD + (size_t)META_MAX_SEGS * META_V2_ENTRY + 4,
+	                   &buf, &len);
+	if (rv != 0)
+		return rv == -EIO ? KV_ECORRUPT : rv;
+	if (len < META_V1_SIZE) {
 		rv = KV_ECORRUPT;
-		goto out;
-	}
-	if ((buf = malloc(len)) == NULL) {
-		rv = -ENOMEM;
-		goto out;
-	}
-	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0) {
-		rv = rv == -EIO ? KV_ECORRUPT : rv;
 		goto out;
 	}
 	if ((rv = manifest_parse(buf, len, ret)) != 0)
@@ -99,7 +83,6 @@ int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret)
 	buf = NULL;
 out:
 	free(buf);
-	close(fd);
 	return rv;
 }
 
@@ -174,7 +157,7 @@ int manifest_write(kv_db *db)
 	uint64_t mark = db->version_mark, want = db->next_version - 1 + MANIFEST_MARK_STEP;
 	uint8_t *buf;
 	size_t len;
-	int fd, rv;
+	int rv;
 
 	if (mark < db->next_version - 1 + MANIFEST_MARK_STEP / 2)
 		mark = want;
@@ -184,20 +167,7 @@ int manifest_write(kv_db *db)
 		free(buf);
 		return 0;
 	}
-	fd = io_create(db->opt.fault, db->dirfd, "META.tmp", O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		free(buf);
-		return fd;
-	}
-	rv = io_pwrite_full(db->opt.fault, fd, buf, len, 0);
-	if (rv == 0)
-		rv = io_fdatasync(db->opt.fault, fd);
-	close(fd);
-	if (rv == 0)
-		rv = io_rename(db->opt.fault, db->dirfd, "META.tmp", "META");
-	if (rv == 0)
-		rv = db_fsync_dir(db);
-	if (rv != 0) {
+	if ((rv = stor_meta_put(db->tn, "META", buf, len, KV_STOR_DURABLE)) != 0) {
 		free(buf);
 		return rv;
 	}

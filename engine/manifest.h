@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct kv_io_fault;
 struct kv_db;
+struct kv_stor_tenant;
 
 /* How far ahead of the versions handed out the mark is set: one META write
  * per this many versions. */
@@ -54,8 +54,9 @@ struct manifest {
  * non-zero and increasing. KV_ECORRUPT, KV_EFORMAT, -ENOMEM; *ret (release
  * with manifest_release; raw stays NULL) is written only on success. */
 int manifest_parse(const uint8_t *buf, size_t len, struct manifest *ret);
-/* Reads and parses META. -ENOENT, KV_ECORRUPT (checksum or length), KV_EFORMAT. */
-int manifest_read(int dirfd, struct kv_io_fault *f, struct manifest *ret);
+/* Reads and parses the tenant's META blob. -ENOENT, KV_ECORRUPT (checksum,
+ * length, unreadable), KV_EFORMAT. */
+int manifest_read(struct kv_stor_tenant *t, struct manifest *ret);
 void manifest_release(struct manifest *m);
 /* The entry of a listed segment, or NULL. */
 const struct manifest_seg *manifest_find(const struct manifest *m, uint32_t id);

@@ -41,7 +41,6 @@
 #include "hint.h"
 #include "manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -229,7 +228,7 @@ static int commit_fn(kv_db *db, void *arg)
 	mc.nretired = m->nset;
 	if ((rv = reloc_entries(&m->relocs, &mc.relocs, &mc.nrelocs)) != 0)
 		return rv;
-	rv = commit_write(db->dirfd, &mc, db->opt.fault);
+	rv = commit_write(db->tn, &mc);
 	free(mc.relocs);
 	if (rv != 0)
 		return rv;
@@ -265,7 +264,7 @@ static int out_flush(struct merge_ctx *m)
 
 	if (m->blen == 0)
 		return 0;
-	rv = io_pwrite_full(m->db->opt.fault, m->out->fd, m->buf, m->blen, m->out_len - m->blen);
+	rv = stor_seg_write(m->out->h, m->buf, m->blen, m->out_len - m->blen);
 	m->blen = 0;
 	return rv;
 }
@@ -290,7 +289,6 @@ static int apply_pending(struct merge_ctx *m)
 static int out_finish(struct merge_ctx *m)
 {
 	kv_db *db = m->db;
-	char tmp[SEG_NAME_MAX + 8], name[SEG_NAME_MAX];
 	struct seg *s = m->out;
 	int rv;
 
@@ -298,13 +296,11 @@ static int out_finish(struct merge_ctx *m)
 		return 0;
 	if ((rv = out_flush(m)) != 0)
 		return rv;
-	if ((rv = io_fdatasync(db->opt.fault, s->fd)) != 0)
+	if ((rv = stor_seg_sync(s->h)) != 0)
 		return rv;
-	snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", s->id);
-	seg_name(name, s->id, ".seg");
-	if ((rv = io_rename(db->opt.fault, db->dirfd, tmp, name)) != 0)
+	if ((rv = stor_seg_publish(s->h)) != 0)
 		return rv;
-	if ((rv = hint_writer_finish(&m->hw, db->dirfd, s->id, db->opt.fault)) != 0)
+	if ((rv = hint_writer_finish(&m->hw, db->tn, s->id)) != 0)
 		return rv;
 	if ((rv = db_fsync_dir(db)) != 0)
 		return rv;
@@ -334,8 +330,8 @@ static int out_start(struct merge_ctx *m)
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
 	pthread_mutex_unlock(&db->seg_mu);
-	rv = seg_create(db->dirfd, id, SEG_F_MERGED, m->start_version, m->now, ".tmp",
-	                db->opt.fault, &m->out);
+	rv = seg_create(db->tn, id, SEG_F_MERGED, m->start_version, m->now, KV_STOR_SEG_TEMP,
+	                &m->out);
 	if (rv != 0)
 		return rv;
 	if (m->nout == m->capout) {
@@ -367,7 +363,7 @@ static int out_append(struct merge_ctx *m, const uint8_t *rec, size_t size,
 	if (m->blen + size > OUT_BUF && (rv = out_flush(m)) != 0)
 		return rv;
 	if (size > OUT_BUF) {
-		rv = io_pwrite_full(m->db->opt.fault, m->out->fd, rec, size, m->out_len);
+		rv = stor_seg_write(m->out->h, rec, size, m->out_len);
 		if (rv != 0)
 			return rv;
 	} else {
@@ -615,7 +611,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 			db_seg_release(s);
 			return -ENOMEM;
 		}
-		rv = io_pread_full(m->db->opt.fault, s->fd, raw, size, loc_off(loc));
+		rv = stor_seg_read(s->h, raw, size, loc_off(loc));
 		db_seg_release(s);
 		if (rv != 0) {
 			free(raw);
@@ -748,27 +744,29 @@ static int page_visit(void *arg, const uint8_t *key, size_t len, const struct kd
 	return ++p->n == MERGE_PAGE ? 1 : 0;
 }
 
+struct old_commits {
+	kv_db *db;
+	uint64_t keep_seq;
+};
+
+static int remove_old_commit(void *arg, const struct kv_stor_entry *e)
+{
+	struct old_commits *oc = arg;
+	unsigned long long seq;
+	char tail[16];
+
+	if (e->kind == KV_STOR_META && sscanf(e->name, "merge-%16llx%15s", &seq, tail) == 2 &&
+	    strcmp(tail, ".commit") == 0 && seq < oc->keep_seq)
+		stor_meta_remove(oc->db->tn, e->name);
+	return 0;
+}
+
+/* Removes the commits older than keep_seq (reloc.h, invariant 2). */
 static void remove_old_commits(kv_db *db, uint64_t keep_seq)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(db->dirfd);
+	struct old_commits oc = {db, keep_seq};
 
-	if (fd < 0)
-		return;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		unsigned long long seq;
-		char tail[16];
-		if (sscanf(de->d_name, "merge-%16llx%15s", &seq, tail) == 2 &&
-		    strcmp(tail, ".commit") == 0 && seq < keep_seq)
-			io_unlink(db->opt.fault, db->dirfd, de->d_name);
-	}
-	closedir(d);
+	stor_list(db->tn, remove_old_commit, &oc);
 }
 
 static int merge_run(kv_db *db)
@@ -844,11 +842,8 @@ static int merge_run(kv_db *db)
 		goto out;
 	/* the commit is durable: the retired files can go */
 	for (i = 0; i < m.nset; i++) {
-		char name[SEG_NAME_MAX];
-		seg_name(name, m.set[i], ".seg");
-		io_unlink(db->opt.fault, db->dirfd, name);
-		seg_name(name, m.set[i], ".hint");
-		io_unlink(db->opt.fault, db->dirfd, name);
+		stor_seg_remove(db->tn, m.set[i], 0);
+		stor_hint_remove(db->tn, m.set[i]);
 	}
 	remove_old_commits(db, ca.seq);
 	rv = db_fsync_dir(db);
@@ -857,9 +852,7 @@ static int merge_run(kv_db *db)
 out:
 	if (m.out != NULL) {
 		/* an unfinished output: drop it, nothing points into it */
-		char tmp[SEG_NAME_MAX + 8];
-		snprintf(tmp, sizeof(tmp), "%08x.seg.tmp", m.out->id);
-		io_unlink(db->opt.fault, db->dirfd, tmp);
+		stor_seg_remove(db->tn, m.out->id, KV_STOR_SEG_TEMP);
 		seg_unref(m.out);
 	}
 	free(cursor);

@@ -3,8 +3,9 @@
  *
  * A read looks the key up in the key directory and reads the record at the
  * location found: a copy through the segment's mapping (iomap.c) when it
- * has one, else one read through the calling thread's io_uring ring (io.c;
- * pread when io_uring is not available). Only bytes whose crc
+ * has one, else one read through the storage interface (storage.h
+ * read_batch: with files, the calling thread's io_uring ring, or pread
+ * when io_uring is not available). Only bytes whose crc
  * matched are returned. Older versions are reached by
  * following each record's previous-location field; a location in a segment
  * merge retired is looked up in the relocation map, and one with no
@@ -25,6 +26,14 @@ void rec_read_release(struct rec_read *r)
 		return;
 	free(r->buf);
 	r->buf = NULL;
+}
+
+/* One read of a pinned segment, through the storage's reads. */
+static int seg_read_one(kv_db *db, struct seg *s, void *buf, size_t len, uint64_t off)
+{
+	struct kv_stor_rd r = {s->h, buf, len, off, 0};
+
+	return stor_read_batch(db->stor, &r, 1);
 }
 
 /* Reads and checks the record at loc in segment s. size_hint: its size
@@ -52,8 +61,8 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 	if (map != NULL && off + first <= map_len && io_map_copy(buf, map + off, first) == 0) {
 		rv = 0; /* (a page the kernel could not give: pread below says why) */
 	} else if (exact || first == REC_HEADER_SIZE + key_len) {
-		rv = io_read(db->opt.fault, db->read_uring, s->fd, buf, first, off);
-	} else if ((rv = io_pread_upto(db->opt.fault, s->fd, buf, first, off, &got)) == 0) {
+		rv = seg_read_one(db, s, buf, first, off);
+	} else if ((rv = stor_seg_read_upto(s->h, buf, first, off, &got)) == 0) {
 		/* a guess may reach past the end of the file */
 		if (got < REC_HEADER_SIZE + key_len)
 			rv = -EIO;
@@ -86,8 +95,7 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 			    io_map_copy(buf + first, map + off + first, size - first) == 0)
 				rv = 0;
 			else
-				rv = io_read(db->opt.fault, db->read_uring, s->fd, buf + first,
-				             size - first, off + first);
+				rv = seg_read_one(db, s, buf + first, size - first, off + first);
 			if (rv != 0) {
 				free(buf);
 				return rv == -EIO ? KV_ECORRUPT : rv;

@@ -1,21 +1,18 @@
 /*
  * recovery.c — what kv_open does to a directory before the first request.
  *
- *   1. Remove *.tmp leftovers of interrupted writes (list_dir).
- *   2. Apply merge commit files (apply_commits): delete the segments they
- *      retired that are still there (a merge interrupted after its commit),
- *      load relocations.
- *   3. Read META (read_meta; manifest.h): compact revision, the sealed
- *      segments and their sizes, the version mark.
- *   4. Load every segment, oldest id first (load_segments, load_segment):
- *      from its hint file when the hint checks out, otherwise by scanning its
- *      records (index_segment, scan_segment). For every key the record with
- *      the highest version wins; an equal version (a copy left by an
- *      interrupted merge) keeps the first one seen. A hint that cannot be
+ *   1. Remove *.tmp leftovers of interrupted writes.
+ *   2. Apply merge commit files: delete the segments they retired that are
+ *      still there (a merge interrupted after its commit), load relocations.
+ *   3. Read META (manifest.h): compact revision, the sealed segments and
+ *      their sizes, the version mark.
+ *   4. Load every segment, oldest id first: from its hint file when the hint
+ *      checks out, otherwise by scanning its records. For every key the
+ *      record with the highest version wins; an equal version (a copy left by
+ *      an interrupted merge) keeps the first one seen. A hint that cannot be
  *      read only means a scan.
  *   5. A sealed segment (META lists it, or it has a hint) that is gone,
- *      unreadable or shorter than it was is damage (lose_segment,
- *      add_segment, note_lost_active): it is reported with its
+ *      unreadable or shorter than it was is damage: it is reported with its
  *      file name, and the records its hint names beyond what is left stay
  *      indexed, so reads of their keys report the loss (KV_ECORRUPT) instead
  *      of an older value or none. A lost segment stays in the table as a
@@ -24,16 +21,15 @@
  *   6. Records of an atomic batch are indexed only when the batch's last
  *      record is present. Only the active segment (the newest non-merged
  *      one that is not sealed) can end in a torn write: it is cut back to
- *      the end of its last complete batch, and the cut is reported
- *      (cut_torn_tail). Damage
+ *      the end of its last complete batch, and the cut is reported. Damage
  *      inside any other segment is skipped and reported, never indexed.
  *   7. The next version is one past the highest version seen in any record or
  *      segment header, so versions never repeat even when merge dropped the
- *      newest records; when segments were lost, one past META's mark too
- *      (set_versions).
+ *      newest records; when segments were lost, one past META's mark too.
  *   8. The newest non-merged segment becomes the active segment again if it
- *      was the active one and has room (resume_active). Otherwise a new one is started.
+ *      was the active one and has room. Otherwise a new one is started.
  *      META is written anew when it changed.
+ * recovery_run is this list: one function per step, in this order.
  * Runs single-threaded inside kv_open, before the handle is published.
  */
 #include "db.h"
@@ -41,7 +37,6 @@
 #include "hint.h"
 #include "manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -221,21 +216,6 @@ static void listing_release(struct listing *l)
 	free(l->commits);
 }
 
-static bool parse_hex_name(const char *name, const char *ext, uint32_t *ret)
-{
-	char *end;
-	unsigned long v;
-
-	if (strlen(name) != 8 + strlen(ext) || strcmp(name + 8, ext) != 0)
-		return false;
-	errno = 0;
-	v = strtoul(name, &end, 16);
-	if (errno || end != name + 8 || v == 0 || v > UINT32_MAX)
-		return false;
-	*ret = (uint32_t)v;
-	return true;
-}
-
 static int push_id(uint32_t **v, size_t *n, size_t *cap, uint32_t id)
 {
 	if (*n == *cap) {
@@ -264,59 +244,64 @@ static bool has_id(const uint32_t *v, size_t n, uint32_t id)
 	return lo < n && v[lo] == id;
 }
 
+struct list_ctx {
+	kv_db *db;
+	struct listing *l;
+};
+
+/* Sorts one entry of the tenant's listing into l; leftovers of interrupted
+ * writes are removed. */
+static int list_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct list_ctx *x = arg;
+	struct listing *l = x->l;
+	size_t len;
+
+	switch (e->kind) {
+	case KV_STOR_PARTIAL:
+		stor_meta_remove(x->db->tn, e->name);
+		return 0;
+	case KV_STOR_SEGMENT:
+		return push_id(&l->segs, &l->nsegs, &l->capsegs, e->id);
+	case KV_STOR_HINT:
+		return push_id(&l->hints, &l->nhints, &l->caphints, e->id);
+	case KV_STOR_META:
+		len = strlen(e->name);
+		if (strncmp(e->name, "merge-", 6) != 0 || len <= 13 ||
+		    strcmp(e->name + len - 7, ".commit") != 0)
+			return 0;
+		if (l->ncommits == l->capcommits) {
+			size_t cap = l->capcommits ? l->capcommits * 2 : 4;
+			char **nv = realloc(l->commits, cap * sizeof(*nv));
+			if (nv == NULL)
+				return -ENOMEM;
+			l->commits = nv;
+			l->capcommits = cap;
+		}
+		if ((l->commits[l->ncommits] = strdup(e->name)) == NULL)
+			return -ENOMEM;
+		l->ncommits++;
+		return 0;
+	}
+	return 0;
+}
+
+/* 1. The tenant's segments, hints and merge commits, each list sorted;
+ * leftovers of interrupted writes are removed on the way. */
 static int list_dir(kv_db *db, struct listing *l)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd, rv = 0;
+	struct list_ctx x = {db, l};
+	int rv;
 
-	if ((fd = dup(db->dirfd)) < 0)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		const char *n = de->d_name;
-		size_t len = strlen(n);
-		uint32_t id;
-
-		if (len > 4 && strcmp(n + len - 4, ".tmp") == 0) {
-			io_unlink(db->opt.fault, db->dirfd, n);
-		} else if (parse_hex_name(n, ".seg", &id)) {
-			if ((rv = push_id(&l->segs, &l->nsegs, &l->capsegs, id)) != 0)
-				break;
-		} else if (parse_hex_name(n, ".hint", &id)) {
-			if ((rv = push_id(&l->hints, &l->nhints, &l->caphints, id)) != 0)
-				break;
-		} else if (strncmp(n, "merge-", 6) == 0 && len > 13 &&
-		           strcmp(n + len - 7, ".commit") == 0) {
-			if (l->ncommits == l->capcommits) {
-				size_t cap = l->capcommits ? l->capcommits * 2 : 4;
-				char **nv = realloc(l->commits, cap * sizeof(*nv));
-				if (nv == NULL) {
-					rv = -ENOMEM;
-					break;
-				}
-				l->commits = nv;
-				l->capcommits = cap;
-			}
-			if ((l->commits[l->ncommits] = strdup(n)) == NULL) {
-				rv = -ENOMEM;
-				break;
-			}
-			l->ncommits++;
-		}
-	}
-	closedir(d);
-	if (rv == 0 && l->nsegs > 1)
+	if ((rv = stor_list(db->tn, list_entry, &x)) != 0)
+		return rv;
+	if (l->nsegs > 1)
 		qsort(l->segs, l->nsegs, sizeof(*l->segs), cmp_u32);
-	if (rv == 0 && l->nhints > 1)
+	if (l->nhints > 1)
 		qsort(l->hints, l->nhints, sizeof(*l->hints), cmp_u32);
-	if (rv == 0 && l->ncommits > 1)
+	if (l->ncommits > 1)
 		qsort(l->commits, l->ncommits, sizeof(*l->commits), cmp_str);
-	return rv;
+	return 0;
 }
 
 static bool is_retired(const uint32_t *v, size_t n, uint32_t id)
@@ -352,11 +337,11 @@ static int load_lost(kv_db *db, struct rctx *c, uint32_t id, uint64_t size)
 	struct seg *s;
 	int rv;
 
-	if ((rv = seg_new_lost(db->dirfd, id, size, &s)) != 0)
+	if ((rv = seg_new_lost(db->tn, id, size, &s)) != 0)
 		return rv;
 	c->seg = id;
 	c->hint_end = 0;
-	rv = hint_load(db->dirfd, id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hint_rec, c);
+	rv = hint_load(db->tn, id, 1ull << 32, KV_KEY_SIZE_MAX, hint_rec, c);
 	if (rv == -ENOMEM) {
 		seg_unref(s);
 		return rv;
@@ -450,27 +435,22 @@ static int cmp_moved(const void *a, const void *b)
 static int seg_records(kv_db *db, struct seg *s, hint_visit_fn hfn, seg_scan_fn sfn, void *arg)
 {
 	struct seg_scan_result res;
-	int rv, fd;
+	int rv;
 
-	rv = hint_load(db->dirfd, s->id, 1ull << 32, KV_KEY_SIZE_MAX, db->opt.fault, hfn, arg);
+	rv = hint_load(db->tn, s->id, 1ull << 32, KV_KEY_SIZE_MAX, hfn, arg);
 	if (rv == 0 || rv == -ENOMEM)
 		return rv;
-	if ((fd = seg_pin(s)) < 0)
-		return fd;
-	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL,
-	              arg, &res);
+	if ((rv = seg_pin(s)) < 0)
+		return rv;
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, 0, sfn, NULL, arg, &res);
 	seg_unpin(s);
 	return rv;
 }
 
 static void drop_files(kv_db *db, uint32_t id)
 {
-	char name[SEG_NAME_MAX];
-
-	seg_name(name, id, ".seg");
-	io_unlink(db->opt.fault, db->dirfd, name);
-	seg_name(name, id, ".hint");
-	io_unlink(db->opt.fault, db->dirfd, name);
+	stor_seg_remove(db->tn, id, 0);
+	stor_hint_remove(db->tn, id);
 }
 
 /* Retires the outputs in `out` with a commit of its own that relocates each
@@ -518,7 +498,7 @@ static int retire_referenced(kv_db *db, struct rctx *c, uint32_t *out, size_t no
 	mc.seq = db->merge_seq + 1;
 	mc.retired = out;
 	mc.nretired = nout;
-	if ((rv = commit_write(db->dirfd, &mc, db->opt.fault)) != 0)
+	if ((rv = commit_write(db->tn, &mc)) != 0)
 		goto out;
 	db->merge_seq = mc.seq;
 	for (i = 0; i < ml.n && rv == 0; i++)
@@ -583,48 +563,39 @@ out:
 	return rv;
 }
 
-/* ---- the steps ------------------------------------------------------------ */
+/* ---- the steps of recovery_run ------------------------------------------ */
 
-/* What recovery_run carries from one step to the next. */
+/* What the steps of recovery_run hand on to each other. */
 struct recovery {
 	kv_db *db;
-	struct listing l;    /* step 1: segments, hints, commit files */
-	uint32_t *retired;   /* step 2: the segments merge commits retired */
-	size_t nretired;     /*   ... how many */
-	struct manifest man; /* step 3: META (format 0 when there is none) */
-	bool have_man;       /*   ... META was there */
-	struct rctx c;       /* step 4: the index being built */
-	uint32_t *ids;       /*   every segment id there is a trace of, sorted */
-	size_t nids, capids; /*   ... how many, room for how many */
-	uint32_t max_id;     /*   highest segment id seen */
-	uint64_t max_base;   /*   highest base version of a segment loaded */
-	bool outputs_seen;   /*   c.refs names every output of an uncommitted merge */
-	bool lossy;          /* step 5: a sealed segment is lost or was cut short */
-	struct seg *junk;    /* step 6: a segment ending in a torn write ... */
-	uint64_t junk_from;  /*   ... where its torn write starts */
-	struct seg *tail;    /* step 8: the newest undamaged non-merged segment */
+	struct listing l;  /* step 1: the directory's segments, hints and commits */
+	uint32_t *retired; /* step 2: the segments merge commits retired */
+	size_t nretired;
+	struct manifest man; /* step 3 */
+	bool have_man;       /* META is there and of format 2 */
+	uint32_t *ids;       /* every segment id there is a trace of, sorted */
+	size_t nids, capids;
+	struct rctx c; /* step 4: the records being indexed */
+	uint32_t max_id;
+	uint64_t max_base;    /* the highest base version of a segment header */
+	struct seg *tail;     /* the newest non-merged, undamaged segment */
+	struct seg *junk_seg; /* a segment ending in damage: a torn write if it is the tail */
+	uint64_t junk_from;
+	bool lossy;        /* a sealed segment, or part of one, is lost */
+	bool outputs_seen; /* every pointer into a merge's outputs was seen */
 };
 
-/* One segment id in step 4. */
-struct seg_load {
-	uint32_t id;
-	const struct manifest_seg *listed; /* META's entry, or NULL */
-	bool sealed;                       /* META lists it, or it has a hint */
-	bool damaged;                      /* its header is damaged: opened raw */
-	uint64_t expect; /* the size it had: META's, or its hint's end when more */
-};
-
-/* 2. Merge commit files: their relocations are loaded and the segments they
- * retired are gathered (step 4 deletes those that are still there). */
-static int apply_commits(struct recovery *r)
+/* 2. Merge commits: their relocations are loaded, and the segments they
+ * retired collected (step 4 deletes whatever of those is left). */
+static int apply_merge_commits(struct recovery *r)
 {
 	kv_db *db = r->db;
 	size_t i, j;
-	int rv = 0;
+	int rv;
 
 	for (i = 0; i < r->l.ncommits; i++) {
 		struct merge_commit mc;
-		rv = commit_load(db->dirfd, r->l.commits[i], db->opt.fault, &mc);
+		rv = commit_load(db->tn, r->l.commits[i], &mc);
 		if (rv == KV_ECORRUPT) {
 			/* written under a temporary name and renamed after fsync: a
 			 * damaged one is disk corruption; without it the retired
@@ -641,9 +612,9 @@ static int apply_commits(struct recovery *r)
 		if (rv == 0 && mc.nretired > 0) {
 			uint32_t *nv =
 			        realloc(r->retired, (r->nretired + mc.nretired) * sizeof(*nv));
-			if (nv == NULL)
+			if (nv == NULL) {
 				rv = -ENOMEM;
-			else {
+			} else {
 				r->retired = nv;
 				memcpy(r->retired + r->nretired, mc.retired,
 				       mc.nretired * sizeof(*nv));
@@ -657,17 +628,16 @@ static int apply_commits(struct recovery *r)
 	return 0;
 }
 
-/* 3. META: the compact revision, the version mark, the sealed segments and
- * where an uncommitted merge's outputs begin. */
+/* 3. META: the compact revision, the version mark, the sealed segments. A
+ * damaged META fails the open: loading without it would forget the compact
+ * revision (reads below it would see a history merge cut) and the version
+ * mark. Removing the file is the operator's choice. */
 static int read_meta(struct recovery *r)
 {
 	kv_db *db = r->db;
 	int rv;
 
-	/* A damaged META fails the open: loading without it would forget the
-	 * compact revision (reads below it would see a history merge cut) and
-	 * the version mark. Removing the file is the operator's choice. */
-	rv = manifest_read(db->dirfd, db->opt.fault, &r->man);
+	rv = manifest_read(db->tn, &r->man);
 	if (rv != 0 && rv != -ENOENT)
 		return rv;
 	r->have_man = r->man.format == 2;
@@ -697,138 +667,36 @@ static int gather_ids(struct recovery *r)
 		rv = push_id(&r->ids, &r->nids, &r->capids, r->l.hints[i]);
 	for (i = 0; i < r->man.nsegs && rv == 0; i++)
 		rv = push_id(&r->ids, &r->nids, &r->capids, r->man.segs[i].id);
-	if (rv != 0)
-		return rv;
-	if (r->nids > 1)
+	if (rv == 0 && r->nids > 1)
 		qsort(r->ids, r->nids, sizeof(*r->ids), cmp_u32);
-	return 0;
+	return rv;
 }
 
-/* 5. A sealed segment that is gone or cannot be read: loaded as lost. */
-static int lose_segment(struct recovery *r, const struct seg_load *sl)
-{
-	int rv;
-
-	if ((rv = load_lost(r->db, &r->c, sl->id, sl->expect)) != 0)
-		return rv;
-	r->lossy = true;
-	return 0;
-}
-
-/* Opens segment sl->id; *ret_s is set only when there is a segment to index.
- * Otherwise a leftover was removed or the segment was loaded as lost. */
-static int open_segment(struct recovery *r, struct seg_load *sl, struct seg **ret_s)
-{
-	kv_db *db = r->db;
-	char name[SEG_NAME_MAX];
-	struct seg *s;
-	int rv;
-
-	if (!has_id(r->l.segs, r->l.nsegs, sl->id)) {
-		if (sl->listed == NULL && r->have_man) {
-			/* a hint whose segment a merge retired, its commit
-			 * since replaced: nothing of it is live */
-			seg_name(name, sl->id, ".hint");
-			io_unlink(db->opt.fault, db->dirfd, name);
-			return 0;
-		}
-		return lose_segment(r, sl);
-	}
-	rv = seg_open(db->dirfd, sl->id, db->opt.fault, &s);
-	if (rv == KV_ECORRUPT) {
-		if ((rv = seg_open_raw(db->dirfd, sl->id, &s)) != 0)
-			return unreadable(rv) ? lose_segment(r, sl) : rv;
-		if (s->size < SEG_HEADER_SIZE) {
-			seg_unref(s);
-			if (sl->sealed) /* it had data: evidence, not a leftover */
-				return lose_segment(r, sl);
-			/* a crash while the segment was being created: no
-			 * record can have been acknowledged in it */
-			seg_name(name, sl->id, ".seg");
-			io_unlink(db->opt.fault, db->dirfd, name);
-			return 0;
-		}
-		sl->damaged = true;
-		db->rinfo.corrupt_records++;
-		db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
-		note_damage(db, sl->id, ".seg");
-	} else if (unreadable(rv)) {
-		return lose_segment(r, sl);
-	} else if (rv != 0) {
-		return rv;
-	}
-	*ret_s = s;
-	return 0;
-}
-
-/* 4, 6. Indexes a segment whose hint could not be used by scanning its
- * records; a batch without its last record is not indexed. Damage at its end
- * is left for step 6 when this may be the active segment. */
-static int scan_segment(struct recovery *r, const struct seg_load *sl, struct seg *s)
+/* 4 and 6. The records of an opened segment, indexed from its hint or else
+ * by a scan; damage found by the scan is counted, and a damaged end of what
+ * may be the active segment remembered in junk_seg. *expect grows to what
+ * the hint says should be there. On failure the caller drops s. */
+static int index_segment(struct recovery *r, struct seg *s, bool listed, bool sealed, bool damaged,
+                         uint64_t *expect)
 {
 	kv_db *db = r->db;
 	struct rctx *c = &r->c;
 	struct seg_scan_result res;
+	bool active;
 	int rv;
 
-	pend_clear(c);
-	/* a rejected hint indexed nothing (it is checked whole first) */
-	c->seg_base = s->base_version;
-	c->seg_size = s->size;
-	/* the segment being written: a hole past its last sync mark
-	 * is where unsynced writes were lost, not damage */
-	bool active = !sl->sealed && !(s->flags & SEG_F_MERGED) && !sl->damaged &&
-	              (r->have_man || sl->id == r->l.segs[r->l.nsegs - 1]);
-	rv = seg_scan(db->opt.fault, s->fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
-	              active ? SEG_SCAN_ACTIVE : 0, scan_rec, scan_damage, c, &res);
-	if (rv != 0)
-		return rv;
-	db->rinfo.segments_scanned++;
-	db->rinfo.corrupt_records += res.corrupt_records;
-	db->rinfo.corrupt_bytes += res.corrupt_bytes;
-	if (res.corrupt_records)
-		note_damage(db, sl->id, ".seg");
-	if (c->np > 0) {
-		/* a batch without its last record */
-		res.valid_end = c->pend_start;
-		pend_clear(c);
-	}
-	if (res.valid_end < s->size) {
-		if (!sl->listed && !(s->flags & SEG_F_MERGED) && !sl->damaged) {
-			/* a torn write if this turns out to be the active
-			 * segment; decided after the loop */
-			r->junk = s;
-			r->junk_from = res.valid_end;
-		} else {
-			db->rinfo.corrupt_records++;
-			db->rinfo.corrupt_bytes += s->size - res.valid_end;
-			note_damage(db, sl->id, ".seg");
-		}
-	}
-	return 0;
-}
-
-/* 4. Indexes a segment from its hint when the hint checks out, otherwise by
- * scanning it. */
-static int index_segment(struct recovery *r, struct seg_load *sl, struct seg *s)
-{
-	kv_db *db = r->db;
-	struct rctx *c = &r->c;
-	int rv;
-
-	c->seg = sl->id;
+	c->seg = s->id;
 	c->seg_merged = (s->flags & SEG_F_MERGED) != 0;
 	c->hint_end = 0;
 	/* a sealed segment's hint says what should be there, also past a
 	 * cut: its offsets are bounded by what a segment can hold */
-	rv = hint_load(db->dirfd, sl->id, sl->sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX,
-	               db->opt.fault, hint_rec, c);
+	rv = hint_load(db->tn, s->id, sealed ? 1ull << 32 : s->size, KV_KEY_SIZE_MAX, hint_rec, c);
 	if (rv == 0) {
 		s->has_hint = true;
 		db->rinfo.hints_loaded++;
-		if (c->hint_end > sl->expect)
-			sl->expect = c->hint_end;
-		if (c->merge_from && sl->id >= c->merge_from && !c->seg_merged)
+		if (c->hint_end > *expect)
+			*expect = c->hint_end;
+		if (c->merge_from && s->id >= c->merge_from && !c->seg_merged)
 			r->outputs_seen = false; /* its records' pointers are not in the hint */
 		return 0;
 	}
@@ -836,20 +704,111 @@ static int index_segment(struct recovery *r, struct seg_load *sl, struct seg *s)
 		return rv;
 	if (rv != -ENOENT)
 		db->rinfo.hints_rejected++;
-	return scan_segment(r, sl, s);
+	pend_clear(c);
+	/* a rejected hint indexed nothing (it is checked whole first) */
+	c->seg_base = s->base_version;
+	c->seg_size = s->size;
+	/* the segment being written: a hole past its last sync mark is where
+	 * unsynced writes were lost, not damage */
+	active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
+	         (r->have_man || s->id == r->l.segs[r->l.nsegs - 1]);
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
+	              active ? SEG_SCAN_ACTIVE : 0, scan_rec, scan_damage, c, &res);
+	if (rv != 0)
+		return rv;
+	db->rinfo.segments_scanned++;
+	db->rinfo.corrupt_records += res.corrupt_records;
+	db->rinfo.corrupt_bytes += res.corrupt_bytes;
+	if (res.corrupt_records)
+		note_damage(db, s->id, ".seg");
+	if (c->np > 0) {
+		/* a batch without its last record */
+		res.valid_end = c->pend_start;
+		pend_clear(c);
+	}
+	if (res.valid_end < s->size) {
+		if (!listed && !(s->flags & SEG_F_MERGED) && !damaged) {
+			/* a torn write if this turns out to be the active
+			 * segment; decided after the loop */
+			r->junk_seg = s;
+			r->junk_from = res.valid_end;
+		} else {
+			db->rinfo.corrupt_records++;
+			db->rinfo.corrupt_bytes += s->size - res.valid_end;
+			note_damage(db, s->id, ".seg");
+		}
+	}
+	return 0;
 }
 
-/* 4, 5. Puts an indexed segment into the table, sealed: one cut short since
- * it was sealed is damage. Takes the caller's reference, also on failure. */
-static int add_segment(struct recovery *r, const struct seg_load *sl, struct seg *s)
+/* 4 and 5. One segment id: retired ones are removed, lost ones become
+ * placeholders, the others are opened, indexed and put in the table. */
+static int load_segment(struct recovery *r, uint32_t id)
 {
 	kv_db *db = r->db;
+	const struct manifest_seg *listed = manifest_find(&r->man, id);
+	bool present = has_id(r->l.segs, r->l.nsegs, id);
+	bool hinted = has_id(r->l.hints, r->l.nhints, id);
+	bool sealed = listed != NULL || hinted;
+	uint64_t expect = listed ? listed->size : 0;
+	struct seg *s;
+	bool damaged = false;
 	int rv;
 
-	if (sl->expect > s->size) {
+	if (is_retired(r->retired, r->nretired, id)) {
+		drop_files(db, id);
+		return 0;
+	}
+	if (!present) {
+		if (listed == NULL && r->have_man) {
+			/* a hint whose segment a merge retired, its commit
+			 * since replaced: nothing of it is live */
+			stor_hint_remove(db->tn, id);
+			return 0;
+		}
+		r->lossy = true;
+		return load_lost(db, &r->c, id, expect);
+	}
+	rv = seg_open(db->tn, id, &s);
+	if (rv == KV_ECORRUPT) {
+		if ((rv = seg_open_raw(db->tn, id, &s)) != 0) {
+			if (!unreadable(rv))
+				return rv;
+			r->lossy = true;
+			return load_lost(db, &r->c, id, expect);
+		}
+		if (s->size < SEG_HEADER_SIZE) {
+			seg_unref(s);
+			if (sealed) {
+				/* it had data: evidence, not a leftover */
+				r->lossy = true;
+				return load_lost(db, &r->c, id, expect);
+			}
+			/* a crash while the segment was being created: no
+			 * record can have been acknowledged in it */
+			stor_seg_remove(db->tn, id, 0);
+			return 0;
+		}
+		damaged = true;
+		db->rinfo.corrupt_records++;
+		db->rinfo.corrupt_bytes += SEG_HEADER_SIZE;
+		note_damage(db, id, ".seg");
+	} else if (unreadable(rv)) {
+		r->lossy = true;
+		return load_lost(db, &r->c, id, expect);
+	} else if (rv != 0) {
+		return rv;
+	}
+	if (s->base_version > r->max_base)
+		r->max_base = s->base_version;
+	if ((rv = index_segment(r, s, listed != NULL, sealed, damaged, &expect)) != 0) {
+		seg_unref(s);
+		return rv;
+	}
+	if (expect > s->size) {
 		/* cut short after it was sealed */
-		db->rinfo.lost_bytes += sl->expect - s->size;
-		note_damage(db, sl->id, ".seg");
+		db->rinfo.lost_bytes += expect - s->size;
+		note_damage(db, id, ".seg");
 		r->lossy = true;
 	}
 	pend_clear(&r->c);
@@ -861,57 +820,25 @@ static int add_segment(struct recovery *r, const struct seg_load *sl, struct seg
 		seg_unref(s);
 		return rv;
 	}
-	if (!(s->flags & SEG_F_MERGED) && !sl->damaged) {
-		if (r->junk != NULL && r->junk != s) {
+	if (!(s->flags & SEG_F_MERGED) && !damaged) {
+		if (r->junk_seg != NULL && r->junk_seg != s) {
 			/* damage at the end of a segment that is not the newest */
 			db->rinfo.corrupt_records++;
-			db->rinfo.corrupt_bytes += r->junk->size - r->junk_from;
-			note_damage(db, r->junk->id, ".seg");
-			r->junk = NULL;
+			db->rinfo.corrupt_bytes += r->junk_seg->size - r->junk_from;
+			note_damage(db, r->junk_seg->id, ".seg");
+			r->junk_seg = NULL;
 		}
 		r->tail = s;
 	}
 	return 0;
 }
 
-/* 4. One segment id: a retired segment's files go (2), a missing or
- * unreadable one is loaded as lost (5), any other is indexed and put into
- * the table. */
-static int load_segment(struct recovery *r, uint32_t id)
-{
-	const struct manifest_seg *listed = manifest_find(&r->man, id);
-	struct seg_load sl = {
-	        .id = id,
-	        .listed = listed,
-	        .sealed = listed != NULL || has_id(r->l.hints, r->l.nhints, id),
-	        .expect = listed ? listed->size : 0,
-	};
-	struct seg *s = NULL;
-	int rv;
-
-	if (is_retired(r->retired, r->nretired, id)) {
-		drop_files(r->db, id);
-		return 0;
-	}
-	if ((rv = open_segment(r, &sl, &s)) != 0 || s == NULL)
-		return rv;
-	if (s->base_version > r->max_base)
-		r->max_base = s->base_version;
-	if ((rv = index_segment(r, &sl, s)) != 0) {
-		seg_unref(s);
-		return rv;
-	}
-	return add_segment(r, &sl, s);
-}
-
-/* 4. Every segment, oldest id first. */
+/* 4, 5 and 6. Every segment there is a trace of, oldest id first. */
 static int load_segments(struct recovery *r)
 {
 	size_t i;
 	int rv;
 
-	if ((rv = gather_ids(r)) != 0)
-		return rv;
 	for (i = 0; i < r->nids; i++) {
 		uint32_t id = r->ids[i];
 		if (i > 0 && r->ids[i - 1] == id)
@@ -924,9 +851,8 @@ static int load_segments(struct recovery *r)
 	return 0;
 }
 
-/* 5. META's active segment is neither there, nor retired, nor sealed: what
- * was written to it is lost. */
-static void note_lost_active(struct recovery *r)
+/* 5. The segment META named active is gone: what was written to it is lost. */
+static void check_active_gone(struct recovery *r)
 {
 	kv_db *db = r->db;
 	uint32_t active = r->man.active;
@@ -944,15 +870,15 @@ static void note_lost_active(struct recovery *r)
 static int cut_torn_tail(struct recovery *r)
 {
 	kv_db *db = r->db;
-	struct seg *s = r->junk;
-	int fd, rv;
+	struct seg *s = r->junk_seg;
+	int rv;
 
 	if (s == NULL)
 		return 0;
-	if ((fd = seg_pin(s)) < 0)
-		return fd;
-	if ((rv = io_truncate(db->opt.fault, fd, r->junk_from)) == 0)
-		rv = io_fdatasync(db->opt.fault, fd);
+	if ((rv = seg_pin(s)) < 0)
+		return rv;
+	if ((rv = stor_seg_truncate(s->h, r->junk_from)) == 0)
+		rv = stor_seg_sync(s->h);
 	seg_unpin(s);
 	if (rv != 0)
 		return rv;
@@ -963,7 +889,7 @@ static int cut_torn_tail(struct recovery *r)
 }
 
 /* 7. The next segment id and the next version. */
-static void set_versions(struct recovery *r)
+static void set_next(struct recovery *r)
 {
 	kv_db *db = r->db;
 
@@ -979,10 +905,10 @@ static void set_versions(struct recovery *r)
 }
 
 /* 8. The active segment: the newest one goes on being appended to when it
- * was the active one of a process that did not close it (it has no hint and
- * META does not list it as sealed); a segment that was sealed stays sealed,
- * with its hint, so that a damaged record in it is still known by its key.
- * Then META is written. */
+ * was the active one of a process that did not close it (it has no hint
+ * and META does not list it as sealed); a segment that was sealed stays
+ * sealed, with its hint, so that a damaged record in it is still known by
+ * its key. Then META is written when it changed. */
 static int resume_active(struct recovery *r)
 {
 	kv_db *db = r->db;
@@ -1010,30 +936,31 @@ int recovery_run(kv_db *db)
 	struct recovery r = {.db = db, .c = {.db = db}, .outputs_seen = true};
 	int rv;
 
-	/* 1. the listing; *.tmp leftovers are removed on the way */
-	if ((rv = list_dir(db, &r.l)) != 0)
+	if ((rv = list_dir(db, &r.l)) != 0) /* 1 */
 		goto out;
-	if ((rv = apply_commits(&r)) != 0)
+	if ((rv = apply_merge_commits(&r)) != 0) /* 2 */
 		goto out;
-	if ((rv = read_meta(&r)) != 0)
+	if ((rv = read_meta(&r)) != 0) /* 3 */
 		goto out;
-	if ((rv = load_segments(&r)) != 0)
+	if ((rv = gather_ids(&r)) != 0)
 		goto out;
-	note_lost_active(&r);
-	/* an uncommitted merge's outputs go, but only while its whole set is
-	 * there to hold the originals */
+	if ((rv = load_segments(&r)) != 0) /* 4, 5, 6 */
+		goto out;
+	check_active_gone(&r); /* 5 */
+	/* the outputs of a merge that never committed (only while its whole
+	 * set is there to hold the originals) */
 	if (r.c.merge_from && !r.lossy && (rv = drop_merge_outputs(db, &r.c, r.outputs_seen)) != 0)
 		goto out;
-	if ((rv = cut_torn_tail(&r)) != 0)
+	if ((rv = cut_torn_tail(&r)) != 0) /* 6 */
 		goto out;
-	set_versions(&r);
-	rv = resume_active(&r);
+	set_next(&r);           /* 7 */
+	rv = resume_active(&r); /* 8 */
 out:
 	pend_clear(&r.c);
 	free(r.c.p);
+	free(r.c.refs);
 	free(r.retired);
 	free(r.ids);
-	free(r.c.refs);
 	manifest_release(&r.man);
 	listing_release(&r.l);
 	return rv;

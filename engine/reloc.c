@@ -3,16 +3,13 @@
 
 #include "crc.h"
 #include "endian_util.h"
-#include "io.h"
 #include "kvengine.h"
+#include "storage.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 void reloc_init(struct reloc *r)
 {
@@ -109,12 +106,12 @@ int reloc_entries(const struct reloc *r, struct reloc_ent **ret, size_t *ret_n)
  * nrelocs 8 = 40 bytes; then retired ids (4 each), relocs (16 each), crc 4. */
 #define COMMIT_HEADER_SIZE 40u
 
-int commit_write(int dirfd, const struct merge_commit *c, struct kv_io_fault *f)
+int commit_write(struct kv_stor_tenant *t, const struct merge_commit *c)
 {
-	char tmp[64], name[64];
+	char name[64];
 	size_t len = COMMIT_HEADER_SIZE + c->nretired * 4 + c->nrelocs * 16 + 4, i;
 	uint8_t *buf, *p;
-	int fd, rv;
+	int rv;
 
 	if ((buf = malloc(len)) == NULL)
 		return -ENOMEM;
@@ -134,24 +131,8 @@ int commit_write(int dirfd, const struct merge_commit *c, struct kv_io_fault *f)
 	}
 	put_le32(p, crc32c(buf, len - 4));
 
-	snprintf(tmp, sizeof(tmp), "merge-%016llx.commit.tmp", (unsigned long long)c->seq);
 	snprintf(name, sizeof(name), "merge-%016llx.commit", (unsigned long long)c->seq);
-	fd = io_create(f, dirfd, tmp, O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rv = fd;
-		goto out;
-	}
-	rv = io_pwrite_full(f, fd, buf, len, 0);
-	if (rv == 0)
-		rv = io_fdatasync(f, fd);
-	close(fd);
-	if (rv == 0)
-		rv = io_rename(f, dirfd, tmp, name);
-	if (rv == 0)
-		rv = io_fsync(f, dirfd);
-	if (rv != 0)
-		io_unlink(f, dirfd, tmp);
-out:
+	rv = stor_meta_put(t, name, buf, len, KV_STOR_DURABLE);
 	free(buf);
 	return rv;
 }
@@ -191,34 +172,19 @@ int commit_parse(const uint8_t *buf, size_t len, struct merge_commit *ret)
 	return 0;
 }
 
-int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge_commit *ret)
+int commit_load(struct kv_stor_tenant *t, const char *name, struct merge_commit *ret)
 {
-	struct stat st;
-	uint8_t *buf = NULL;
+	uint8_t *buf;
 	size_t len;
-	int fd, rv;
+	int rv;
 
-	if ((fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		rv = -errno;
-		goto out;
-	}
-	len = (size_t)st.st_size;
-	if (len < COMMIT_HEADER_SIZE + 4) {
+	if ((rv = stor_meta_get(t, name, KV_STOR_META_MAX, &buf, &len)) != 0)
+		return rv;
+	if (len < COMMIT_HEADER_SIZE + 4)
 		rv = KV_ECORRUPT;
-		goto out;
-	}
-	if ((buf = malloc(len)) == NULL) {
-		rv = -ENOMEM;
-		goto out;
-	}
-	if ((rv = io_pread_full(f, fd, buf, len, 0)) != 0)
-		goto out;
-	rv = commit_parse(buf, len, ret);
-out:
+	else
+		rv = commit_parse(buf, len, ret);
 	free(buf);
-	close(fd);
 	return rv;
 }
 

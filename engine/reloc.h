@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct kv_io_fault;
+struct kv_stor_tenant;
 
 static inline uint64_t loc_make(uint32_t seg, uint32_t off)
 {
@@ -69,15 +69,15 @@ struct merge_commit {
 	size_t nrelocs;
 };
 
-/* Writes merge-<seq>.commit durably (temp, fsync, rename, directory fsync). */
-int commit_write(int dirfd, const struct merge_commit *c, struct kv_io_fault *f);
+/* Writes the blob merge-<seq>.commit durably (storage.h, KV_STOR_DURABLE). */
+int commit_write(struct kv_stor_tenant *t, const struct merge_commit *c);
 /* Parses the len bytes of a commit file: magic, checksum, format version,
  * and counts that account for exactly len bytes (KV_ECORRUPT, KV_EFORMAT,
  * -ENOMEM). *ret (release with commit_release) is written only on success. */
 int commit_parse(const uint8_t *buf, size_t len, struct merge_commit *ret);
 /* Loads one commit file by name and parses it with commit_parse;
  * KV_ECORRUPT when it does not check out. */
-int commit_load(int dirfd, const char *name, struct kv_io_fault *f, struct merge_commit *ret);
+int commit_load(struct kv_stor_tenant *t, const char *name, struct merge_commit *ret);
 void commit_release(struct merge_commit *c);
 
 #endif

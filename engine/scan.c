@@ -367,7 +367,7 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 	}
 	/* plan the groups, pin their segments, then read them all at once */
 	{
-		struct io_rd rd[PAGE_KEYS];
+		struct kv_stor_rd rd[PAGE_KEYS];
 		struct seg *segs[PAGE_KEYS];
 		size_t gfirst[PAGE_KEYS], glast[PAGE_KEYS], ng = 0, g;
 
@@ -389,8 +389,9 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 			}
 			if (db_seg_acquire(db, loc_make(first->seg, first->off), &s, &loc) == 0) {
 				if (loc_seg(loc) == first->seg) {
-					rd[ng] = (struct io_rd){s->fd, it->pbuf + total,
-					                        (size_t)(end - start), start, 0};
+					rd[ng] = (struct kv_stor_rd){s->h, it->pbuf + total,
+					                             (size_t)(end - start), start,
+					                             0};
 					segs[ng] = s;
 					gfirst[ng] = i;
 					glast[ng] = j;
@@ -404,7 +405,7 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 		}
 		/* groups a mapping covers are copied; the others go out at once */
 		{
-			struct io_rd rest[PAGE_KEYS];
+			struct kv_stor_rd rest[PAGE_KEYS];
 			size_t nrest = 0, map_len, idx[PAGE_KEYS];
 			for (g = 0; g < ng; g++) {
 				const uint8_t *map = seg_map(segs[g], &map_len);
@@ -416,7 +417,7 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 				idx[nrest] = g;
 				rest[nrest++] = rd[g];
 			}
-			io_read_batch(db->opt.fault, db->read_uring, rest, nrest);
+			stor_read_batch(db->stor, rest, nrest);
 			for (size_t r = 0; r < nrest; r++)
 				rd[idx[r]].res = rest[r].res;
 		}

@@ -5,6 +5,7 @@
 #include "endian_util.h"
 #include "io.h"
 #include "kvengine.h"
+#include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,7 +70,7 @@ static void seg_unmap_locked(struct seg *s)
 	const uint8_t *m = atomic_load_explicit(&s->map, memory_order_relaxed);
 
 	if (m != NULL)
-		munmap((void *)m, s->map_len);
+		s->h->t->st->ops->seg_unmap(s->h, m, s->map_len);
 	atomic_store_explicit(&s->map, NULL, memory_order_relaxed);
 	s->map_len = 0;
 }
@@ -79,17 +79,16 @@ static void seg_unmap_locked(struct seg *s)
  * leaves reads on pread). */
 static void seg_map_locked(struct seg *s)
 {
-	void *p;
+	const uint8_t *p;
 
 	if (atomic_load_explicit(&s->map, memory_order_relaxed) != NULL || s->map_hint == 0 ||
-	    s->fd < 0 || s->map_hint > SIZE_MAX)
+	    s->h == NULL || s->map_hint > SIZE_MAX || s->h->t->st->ops->seg_map == NULL)
 		return;
-	p = mmap(NULL, (size_t)s->map_hint, PROT_READ, MAP_SHARED, s->fd, 0);
-	if (p == MAP_FAILED)
+	if (s->h->t->st->ops->seg_map(s->h, (size_t)s->map_hint, &p) != 0)
 		return;
 	s->map_len = (size_t)s->map_hint;
 	/* readers that pinned before see the length once they see the map */
-	atomic_store_explicit(&s->map, (const uint8_t *)p, memory_order_release);
+	atomic_store_explicit(&s->map, p, memory_order_release);
 }
 
 const uint8_t *seg_map(struct seg *s, size_t *ret_len)
@@ -109,8 +108,8 @@ static void fdc_trim(size_t room)
 		struct seg *v = fdc.head;
 		lru_remove(v);
 		seg_unmap_locked(v);
-		close(v->fd);
-		v->fd = -1;
+		stor_seg_close(v->h);
+		v->h = NULL;
 		fdc.open--;
 	}
 }
@@ -146,11 +145,11 @@ size_t kv_open_segment_files(void)
 	return n;
 }
 
-static void fdc_adopt(struct seg *s, int fd)
+static void fdc_adopt(struct seg *s, struct kv_stor_seg *h)
 {
 	pthread_mutex_lock(&fdc.mu);
 	fdc_trim(1);
-	s->fd = fd;
+	s->h = h;
 	s->pins = 1;
 	fdc.open++;
 	pthread_mutex_unlock(&fdc.mu);
@@ -158,18 +157,14 @@ static void fdc_adopt(struct seg *s, int fd)
 
 int seg_pin(struct seg *s)
 {
-	int fd;
-
 	if (s->lost)
 		return KV_ECORRUPT;
 	pthread_mutex_lock(&fdc.mu);
-	if (s->fd < 0) {
-		char name[SEG_NAME_MAX];
+	if (s->h == NULL) {
+		uint64_t size;
+		int err;
 		fdc_trim(1);
-		seg_name(name, s->id, ".seg");
-		s->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
-		if (s->fd < 0) {
-			int err = -errno;
+		if ((err = stor_seg_open(s->tn, s->id, &s->h, &size)) != 0) {
 			pthread_mutex_unlock(&fdc.mu);
 			return err;
 		}
@@ -178,9 +173,8 @@ int seg_pin(struct seg *s)
 	lru_remove(s);
 	s->pins++;
 	seg_map_locked(s);
-	fd = s->fd;
 	pthread_mutex_unlock(&fdc.mu);
-	return fd;
+	return 0;
 }
 
 void seg_map_set(struct seg *s, uint64_t len)
@@ -197,7 +191,7 @@ void seg_map_set(struct seg *s, uint64_t len)
 void seg_unpin(struct seg *s)
 {
 	pthread_mutex_lock(&fdc.mu);
-	if (s->pins > 0 && --s->pins == 0 && s->fd >= 0) {
+	if (s->pins > 0 && --s->pins == 0 && s->h != NULL) {
 		lru_append(s);
 		fdc_trim(0);
 	}
@@ -222,68 +216,57 @@ static void seg_header_encode(uint8_t *p, uint32_t id, uint32_t flags, uint64_t 
 	put_le32(p + 60, crc32c(p, 60));
 }
 
-int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, uint64_t now_ms,
-               const char *suffix, struct kv_io_fault *f, struct seg **ret)
+int seg_create(struct kv_stor_tenant *tn, uint32_t id, uint32_t flags, uint64_t base_version,
+               uint64_t now_ms, unsigned stor_flags, struct seg **ret)
 {
-	char name[SEG_NAME_MAX + 8];
 	uint8_t hdr[SEG_HEADER_SIZE];
+	struct kv_stor_seg *h;
 	struct seg *s;
-	int fd, rv;
+	int rv;
 
-	snprintf(name, sizeof(name), "%08x.seg%s", id, suffix);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
-	fd = io_create(f, dirfd, name, O_RDWR | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rv = fd;
+	if ((rv = stor_seg_create(tn, id, stor_flags, &h)) != 0)
 		goto fail;
-	}
 	seg_header_encode(hdr, id, flags, base_version, now_ms);
-	if ((rv = io_pwrite_full(f, fd, hdr, sizeof(hdr), 0)) != 0)
+	if ((rv = stor_seg_write(h, hdr, sizeof(hdr), 0)) != 0)
 		goto fail_file;
-	if ((rv = io_fdatasync(f, fd)) != 0)
+	if ((rv = stor_seg_sync(h)) != 0)
 		goto fail_file;
 	s->id = id;
 	s->flags = flags;
-	s->dirfd = dirfd;
+	s->tn = tn;
 	s->size = SEG_HEADER_SIZE;
 	s->base_version = base_version;
 	atomic_init(&s->refs, 1);
-	fdc_adopt(s, fd);
+	fdc_adopt(s, h);
 	*ret = s;
 	return 0;
 fail_file:
-	close(fd);
-	io_unlink(f, dirfd, name);
+	stor_seg_close(h);
+	stor_seg_remove(tn, id, stor_flags);
 fail:
 	free(s);
 	return rv;
 }
 
-int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret)
+int seg_open(struct kv_stor_tenant *tn, uint32_t id, struct seg **ret)
 {
-	char name[SEG_NAME_MAX];
 	uint8_t hdr[SEG_HEADER_SIZE];
-	struct stat st;
+	struct kv_stor_seg *h;
+	uint64_t size;
 	struct seg *s;
-	int fd, rv;
+	int rv;
 
-	seg_name(name, id, ".seg");
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
-	if ((fd = openat(dirfd, name, O_RDWR | O_CLOEXEC)) < 0) {
-		rv = -errno;
+	if ((rv = stor_seg_open(tn, id, &h, &size)) != 0)
 		goto fail;
-	}
-	if (fstat(fd, &st) != 0) {
-		rv = -errno;
-		goto fail_fd;
-	}
-	if ((uint64_t)st.st_size < SEG_HEADER_SIZE) {
+	if (size < SEG_HEADER_SIZE) {
 		rv = KV_ECORRUPT;
 		goto fail_fd;
 	}
-	if ((rv = io_pread_full(f, fd, hdr, sizeof(hdr), 0)) != 0)
+	if ((rv = stor_seg_read(h, hdr, sizeof(hdr), 0)) != 0)
 		goto fail_fd;
 	if (memcmp(hdr, SEG_MAGIC, 8) != 0 || crc32c(hdr, 60) != get_le32(hdr + 60)) {
 		rv = KV_ECORRUPT;
@@ -296,51 +279,49 @@ int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret)
 	s->id = id;
 	s->flags = get_le32(hdr + 12);
 	s->base_version = get_le64(hdr + 24);
-	s->dirfd = dirfd;
-	s->size = (uint64_t)st.st_size;
+	s->tn = tn;
+	s->size = size;
 	atomic_init(&s->refs, 1);
-	fdc_adopt(s, fd);
+	fdc_adopt(s, h);
 	*ret = s;
 	return 0;
 fail_fd:
-	close(fd);
+	stor_seg_close(h);
 fail:
 	free(s);
 	return rv;
 }
 
-int seg_open_raw(int dirfd, uint32_t id, struct seg **ret)
+int seg_open_raw(struct kv_stor_tenant *tn, uint32_t id, struct seg **ret)
 {
-	char name[SEG_NAME_MAX];
-	struct stat st;
+	struct kv_stor_seg *h;
+	uint64_t size;
 	struct seg *s;
-	int fd;
+	int rv;
 
-	seg_name(name, id, ".seg");
-	if ((fd = openat(dirfd, name, O_RDWR | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || (s = calloc(1, sizeof(*s))) == NULL) {
-		close(fd);
+	if ((rv = stor_seg_open(tn, id, &h, &size)) != 0)
+		return rv;
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		stor_seg_close(h);
 		return -ENOMEM;
 	}
 	s->id = id;
-	s->dirfd = dirfd;
-	s->size = (uint64_t)st.st_size;
+	s->tn = tn;
+	s->size = size;
 	atomic_init(&s->refs, 1);
-	fdc_adopt(s, fd);
+	fdc_adopt(s, h);
 	*ret = s;
 	return 0;
 }
 
-int seg_new_lost(int dirfd, uint32_t id, uint64_t size, struct seg **ret)
+int seg_new_lost(struct kv_stor_tenant *tn, uint32_t id, uint64_t size, struct seg **ret)
 {
 	struct seg *s;
 
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	s->id = id;
-	s->dirfd = dirfd;
-	s->fd = -1;
+	s->tn = tn;
 	s->lost = true;
 	s->lost_size = size;
 	s->sealed = true;
@@ -364,8 +345,8 @@ void seg_unref(struct seg *s)
 	pthread_mutex_lock(&fdc.mu);
 	lru_remove(s);
 	seg_unmap_locked(s);
-	if (s->fd >= 0) {
-		close(s->fd);
+	if (s->h != NULL) {
+		stor_seg_close(s->h);
 		fdc.open--;
 	}
 	pthread_mutex_unlock(&fdc.mu);
@@ -377,8 +358,7 @@ void seg_unref(struct seg *s)
 #define SCAN_WINDOW (1u << 20)
 
 struct window {
-	struct kv_io_fault *f;
-	int fd;
+	struct kv_stor_seg *h;
 	uint64_t file_size;
 	uint8_t *buf;
 	size_t cap;
@@ -406,7 +386,7 @@ static int window_get(struct window *w, uint64_t off, size_t need, const uint8_t
 		w->buf = nb;
 		w->cap = want;
 	}
-	if ((rv = io_pread_full(w->f, w->fd, w->buf, want, off)) != 0)
+	if ((rv = stor_seg_read(w->h, w->buf, want, off)) != 0)
 		return rv;
 	w->start = off;
 	w->len = want;
@@ -494,11 +474,11 @@ static int marks_after(struct window *w, uint64_t off, uint32_t max_key, uint32_
 	return 0;
 }
 
-int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, unsigned flags, seg_scan_fn cb, seg_damage_fn damage, void *arg,
+int seg_scan(struct kv_stor_seg *h, uint64_t file_size, uint32_t max_key, uint32_t max_value,
+             unsigned flags, seg_scan_fn cb, seg_damage_fn damage, void *arg,
              struct seg_scan_result *ret)
 {
-	struct window w = {.f = f, .fd = fd, .file_size = file_size};
+	struct window w = {.h = h, .file_size = file_size};
 	struct seg_scan_result res = {.valid_end = SEG_HEADER_SIZE};
 	struct seg_scan_rec r;
 	uint64_t off = SEG_HEADER_SIZE;

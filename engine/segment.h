@@ -1,16 +1,18 @@
 /*
- * segment.h — segment files: a 64-byte header followed by records, named
- * <id as 8 hex digits>.seg in the database directory; and the scanner that
- * walks a segment record by record for recovery and hint generation.
+ * segment.h — segments: a 64-byte header followed by records, stored by id
+ * through the storage interface (storage.h; the files backend names them
+ * <id as 8 hex digits>.seg); the budget of open segment handles; and the
+ * scanner that walks a segment record by record for recovery and hint
+ * generation.
  *
  * Invariants:
  *   1. Segment ids are never reused; prev_seg == 0 means "none", so ids start at 1.
  *   2. Only the active segment is appended to; every other segment is sealed
  *      and immutable until merge retires it.
  *   3. A struct seg lives while refs > 0. The segment table holds one
- *      reference; every reader holds one while it uses fd. The file is closed
- *      when the last reference goes; a retired segment's file is unlinked
- *      by merge before that, which is safe for readers still holding fd.
+ *      reference; every reader holds one while it uses h. The handle
+ *      is closed when the last reference goes; a retired segment is removed
+ *      by merge before that, which is safe for readers still holding h.
  * Threads: refs is atomic; the other fields are set before the segment is
  * published in the table (under db->seg_mu) or by the write-path driver.
  */
@@ -25,6 +27,8 @@
 #include "record.h"
 
 struct kv_io_fault;
+struct kv_stor_seg;
+struct kv_stor_tenant;
 
 #define SEG_HEADER_SIZE 64u
 #define SEG_FORMAT_VERSION 1u
@@ -37,9 +41,9 @@ enum {
 struct seg {
 	uint32_t id;
 	uint32_t flags; /* SEG_F_* */
-	int fd;         /* -1 while the file budget keeps it closed; see seg_pin */
-	int dirfd;      /* the database directory (borrowed) */
-	uint32_t pins;  /* users of fd; guarded by the file budget's lock */
+	struct kv_stor_seg *h; /* open handle (storage.h); NULL while the budget keeps it closed */
+	struct kv_stor_tenant *tn; /* the database's storage (borrowed) */
+	uint32_t pins;             /* users of h; guarded by the file budget's lock */
 	struct seg *lru_prev, *lru_next;
 	bool in_lru;
 	uint64_t size;         /* bytes of valid data, header included */
@@ -54,9 +58,9 @@ struct seg {
 	bool lost;
 	uint64_t lost_size; /* its size as META last listed it */
 	uint64_t reserved; /* [driver] bytes of the active segment fallocate'd so far */
-	/* Mapped reads: while fd is open and map_hint is set, the first map_len
+	/* Mapped reads: while h is open and map_hint is set, the first map_len
 	 * (= map_hint) bytes of the file are mapped read-only at map, set up
-	 * by seg_pin and torn down with the descriptor (both under the file
+	 * by seg_pin and torn down with the handle (both under the file
 	 * budget's lock), so a reader holding a pin may read through it. */
 	uint64_t map_hint;
 	_Atomic(const uint8_t *) map; /* stored (release) after map_len */
@@ -67,19 +71,20 @@ struct seg {
 #define SEG_NAME_MAX 32
 void seg_name(char *buf, uint32_t id, const char *ext);
 
-/* Creates a segment file (name: id + ".seg" + suffix, suffix "" or ".tmp"),
- * writes and syncs its header. The directory is not synced here. */
-int seg_create(int dirfd, uint32_t id, uint32_t flags, uint64_t base_version, uint64_t now_ms,
-               const char *suffix, struct kv_io_fault *f, struct seg **ret);
+/* Creates a segment (storage.h seg_create; stor_flags KV_STOR_SEG_TEMP for
+ * one that is published later), writes and syncs its header. Its creation
+ * is not made durable here (tenant_sync). */
+int seg_create(struct kv_stor_tenant *tn, uint32_t id, uint32_t flags, uint64_t base_version,
+               uint64_t now_ms, unsigned stor_flags, struct seg **ret);
 
 /* Opens an existing segment and checks its header (KV_EFORMAT, KV_ECORRUPT). */
-int seg_open(int dirfd, uint32_t id, struct kv_io_fault *f, struct seg **ret);
+int seg_open(struct kv_stor_tenant *tn, uint32_t id, struct seg **ret);
 
 /* Opens a segment without checking its header (its header is damaged). */
-int seg_open_raw(int dirfd, uint32_t id, struct seg **ret);
+int seg_open_raw(struct kv_stor_tenant *tn, uint32_t id, struct seg **ret);
 
 /* A placeholder for a lost segment of `size` bytes (see `lost`). */
-int seg_new_lost(int dirfd, uint32_t id, uint64_t size, struct seg **ret);
+int seg_new_lost(struct kv_stor_tenant *tn, uint32_t id, uint64_t size, struct seg **ret);
 
 void seg_ref(struct seg *s);
 void seg_unref(struct seg *s);
@@ -91,7 +96,7 @@ void seg_unref(struct seg *s);
  * seg_create and seg_open return the segment pinned once. The active segment
  * stays pinned; readers pin around their preads.
  */
-int seg_pin(struct seg *s); /* the descriptor, -errno, or KV_ECORRUPT (lost) */
+int seg_pin(struct seg *s); /* 0 (s->h is open), -errno, or KV_ECORRUPT (lost) */
 void seg_unpin(struct seg *s);
 /* Asks for mapped reads of the first `len` bytes (0: none) from the next
  * seg_pin on. */
@@ -141,8 +146,8 @@ enum {
 typedef int (*seg_scan_fn)(void *arg, const struct seg_scan_rec *r);
 typedef int (*seg_damage_fn)(void *arg, uint64_t off, uint64_t len,
                              const struct seg_scan_rec *plausible);
-int seg_scan(struct kv_io_fault *f, int fd, uint64_t file_size, uint32_t max_key,
-             uint32_t max_value, unsigned flags, seg_scan_fn cb, seg_damage_fn damage,
-             void *arg, struct seg_scan_result *ret);
+int seg_scan(struct kv_stor_seg *h, uint64_t file_size, uint32_t max_key, uint32_t max_value,
+             unsigned flags, seg_scan_fn cb, seg_damage_fn damage, void *arg,
+             struct seg_scan_result *ret);
 
 #endif

@@ -16,7 +16,7 @@
 
 int db_fsync_dir(kv_db *db)
 {
-	return io_fsync(db->opt.fault, db->dirfd);
+	return stor_tenant_sync(db->tn);
 }
 
 /* ---- segment table ----------------------------------------------------- */
@@ -81,10 +81,10 @@ int db_seg_acquire(kv_db *db, uint64_t loc, struct seg **ret_seg, uint64_t *ret_
 	for (hops = 0; hops < 4; hops++) {
 		uint64_t to;
 		if ((s = segtab_find_locked(db, loc_seg(loc))) != NULL) {
-			int fd = seg_pin(s);
-			if (fd < 0) {
+			int rv = seg_pin(s);
+			if (rv < 0) {
 				pthread_mutex_unlock(&db->seg_mu);
-				return fd == -ENOENT ? -EIO : fd;
+				return rv == -ENOENT ? -EIO : rv;
 			}
 			seg_ref(s);
 			pthread_mutex_unlock(&db->seg_mu);
@@ -160,17 +160,15 @@ static int write_hint(kv_db *db, struct seg *s)
 	struct seg_scan_result res;
 	int rv;
 
-	int fd = seg_pin(s);
-
-	if (fd < 0)
-		return fd;
+	if ((rv = seg_pin(s)) < 0)
+		return rv;
 	hint_writer_init(&g.w);
 	/* a sealed segment was synced when it was sealed (write_roll, close) */
-	rv = seg_scan(db->opt.fault, fd, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false,
-	              hint_gen_rec, hint_gen_damage, &g, &res);
+	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, false, hint_gen_rec,
+	              hint_gen_damage, &g, &res);
 	seg_unpin(s);
 	if (rv == 0)
-		rv = hint_writer_finish(&g.w, db->dirfd, s->id, db->opt.fault);
+		rv = hint_writer_finish(&g.w, db->tn, s->id);
 	hint_writer_release(&g.w);
 	return rv;
 }

@@ -8,6 +8,11 @@
  *   <dir>/tenants/<name>/STATS        its statistics as of the last passivation
  *   <dir>/tenants/<name>/...          its database (see docs/FORMAT.md)
  *
+ * Tenants are listed, created (with their TENANT), dropped, and have their
+ * STATS written and read through the storage interface (storage.h), over
+ * tenants/ with the files backend, and a tenant's database is opened on it
+ * (db_open); reading TENANT (kv_tenant_file_read) still takes its path.
+ *
  * States of a tenant, all changed under s->mu:
  *
  *   (new) --create--> CREATING --directory and TENANT written--> PASSIVE
@@ -31,11 +36,12 @@
  *      last hold goes.
  *   3. t->why != NULL implies the state is PASSIVE; it is set only at open.
  */
+#include "db.h"
 #include "io.h"
 #include "kvengine.h"
+#include "storage.h"
 #include "tenant_file.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -73,6 +79,7 @@ struct kv_tenant {
 struct kv_store {
 	char *dir;
 	char *tdir;
+	struct kv_storage *stor; /* tenants/: their creation, TENANT, STATS and drop */
 	int lockfd;
 	struct kv_store_options opt;
 	pthread_mutex_t mu;
@@ -157,57 +164,21 @@ static int config_valid(const struct kv_tenant_config *c)
 
 /* ---- files ------------------------------------------------------------- */
 
-/* fsync of a directory, so the entries made or renamed in it last; through
- * the I/O layer, so the databases' fault hooks (tests) see it. */
-static int fsync_dir(struct kv_io_fault *f, const char *path)
+/* Replaces the blob `name` of tenant t (storage.h meta_put). */
+static int put_blob(const kv_store *s, struct kv_tenant *t, const char *name, const char *text,
+                    unsigned flags)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rv;
-
-	if (fd < 0)
-		return -errno;
-	rv = io_fsync(f, fd);
-	close(fd);
-	return rv;
-}
-
-/* Writes path/name from text: temp file, fsync, rename, directory fsync —
- * or, when !durable, just temp file and rename. */
-static int write_file(struct kv_io_fault *f, const char *dirpath, const char *name,
-                      const char *text, bool durable)
-{
-	char tmp[4096], dst[4096];
-	size_t len = strlen(text);
-	int fd, rv = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dirpath, name);
-	snprintf(dst, sizeof(dst), "%s/%s", dirpath, name);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		rv = errno ? -errno : -EIO;
-	else if (durable)
-		rv = io_fsync(f, fd);
-	close(fd);
-	if (rv == 0 && rename(tmp, dst) != 0)
-		rv = -errno;
-	if (rv == 0 && durable)
-		rv = fsync_dir(f, dirpath);
-	if (rv != 0)
-		unlink(tmp);
-	return rv;
-}
-
-static int write_config(const kv_store *s, struct kv_tenant *t)
-{
-	char text[512];
+	struct kv_stor_tenant *tn;
 	int rv;
 
-	if ((rv = tenant_file_format(&t->cfg, text, sizeof(text))) != 0)
+	if ((rv = stor_tenant_open(s->stor, t->name, 0, &tn)) != 0)
 		return rv;
-	return write_file(s->opt.base.fault, t->path, "TENANT", text, true);
+	rv = stor_meta_put(tn, name, text, strlen(text), flags);
+	stor_tenant_close(tn);
+	return rv;
 }
 
-static int write_stats(struct kv_tenant *t)
+static int write_stats(const kv_store *s, struct kv_tenant *t)
 {
 	char text[1024];
 
@@ -221,7 +192,7 @@ static int write_stats(struct kv_tenant *t)
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
 	         t->last_activation_ms, t->last_activation_us);
 	/* statistics only: a STATS file a crash damaged reads as zeros */
-	return write_file(NULL, t->path, "STATS", text, false);
+	return put_blob(s, t, "STATS", text, 0);
 }
 
 /* STATS, statistics only: what does not parse stays zero. */
@@ -258,6 +229,29 @@ static int ini_stats(void *user, const char *section, const char *name, const ch
 			t->last_activation_us = v;
 	}
 	return 1;
+}
+
+/* STATS into t->last and the activation counters: what does not parse, or
+ * a STATS that cannot be read, stays zero. */
+static void read_stats(const kv_store *s, struct kv_tenant *t)
+{
+	struct kv_stor_tenant *tn;
+	uint8_t *buf;
+	size_t len;
+	char *text;
+
+	if (stor_tenant_open(s->stor, t->name, 0, &tn) != 0)
+		return;
+	if (stor_meta_get(tn, "STATS", 1u << 20, &buf, &len) == 0) {
+		if ((text = malloc(len + 1)) != NULL) {
+			memcpy(text, buf, len);
+			text[len] = '\0';
+			ini_parse_string(text, ini_stats, t);
+			free(text);
+		}
+		free(buf);
+	}
+	stor_tenant_close(tn);
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -404,10 +398,13 @@ static int create_locked(kv_store *s, const char *name, const struct kv_tenant_c
 	}
 	t->hold++;
 	pthread_mutex_unlock(&s->mu);
-	if (mkdir(t->path, 0755) != 0 && errno != EEXIST)
-		rv = -errno;
-	else if ((rv = write_config(s, t)) == 0)
-		rv = fsync_dir(s->opt.base.fault, s->tdir); /* the tenant's directory entry, durably */
+	{
+		/* the tenant and its TENANT, durably */
+		char text[512];
+		if ((rv = tenant_file_format(&t->cfg, text, sizeof(text))) == 0)
+			rv = s->stor->ops->tenant_create(s->stor, t->name, "TENANT", text,
+			                                 strlen(text));
+	}
 	pthread_mutex_lock(&s->mu);
 	if (rv != 0) {
 		table_remove(s, t);
@@ -467,7 +464,7 @@ static int close_locked(kv_store *s, struct kv_tenant *t)
 	t->last.keydir_bytes = 0;
 	s->passivations++;
 	if (!t->dropped)
-		write_stats(t);
+		write_stats(s, t);
 	t->hold--;
 	pthread_cond_broadcast(&s->cv);
 	return rv;
@@ -545,7 +542,7 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 	db_options(s, t, &o);
 	pthread_mutex_unlock(&s->mu);
 	t0 = mono_us();
-	rv = kv_open(t->path, &o, &db);
+	rv = db_open(s->stor, false, t->name, &o, &db);
 	t0 = mono_us() - t0;
 	pthread_mutex_lock(&s->mu);
 	if (rv == 0) {
@@ -572,15 +569,13 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 
 /* ---- public ------------------------------------------------------------ */
 
-static int rmtree(const char *path);
-
 /* Reads tenants/<name>/TENANT (and STATS) of one directory entry into a
  * new table entry: sound, refused (t->why), or none (*ret NULL: not a
  * tenant, e.g. a creation cut short before its TENANT was written). */
 static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 {
 	struct kv_tenant *t;
-	char why[256], *stats;
+	char why[256];
 	int rv;
 
 	*ret = NULL;
@@ -607,44 +602,33 @@ static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 			tenant_free(t);
 			return -ENOMEM;
 		}
-	} else if (asprintf(&stats, "%s/STATS", t->path) >= 0) {
-		ini_parse(stats, ini_stats, t); /* missing or damaged: zeros */
-		free(stats);
+	} else {
+		read_stats(s, t); /* missing or damaged: zeros */
 	}
 	*ret = t;
 	return 0;
 }
 
+static int load_one(void *arg, const char *name)
+{
+	kv_store *s = arg;
+	struct kv_tenant *t;
+	int rv;
+
+	if (!kv_tenant_name_valid(name, strlen(name)))
+		return 0;
+	if ((rv = load_tenant(s, name, &t)) != 0)
+		return rv;
+	if (t != NULL && (rv = table_insert(s, t)) != 0)
+		tenant_free(t);
+	return rv;
+}
+
+/* Every tenant of tenants/ into the table (storage.h tenant_list, which
+ * also finishes drops a crash interrupted). */
 static int load_tenants(kv_store *s)
 {
-	DIR *d = opendir(s->tdir);
-	struct dirent *de;
-	int rv = 0;
-
-	if (d == NULL)
-		return -errno;
-	while ((de = readdir(d)) != NULL) {
-		struct kv_tenant *t;
-		if (strncmp(de->d_name, ".dropped-", 9) == 0) {
-			/* a drop interrupted by a crash: finish it */
-			char *gone;
-			if (asprintf(&gone, "%s/%s", s->tdir, de->d_name) >= 0) {
-				rmtree(gone);
-				free(gone);
-			}
-			continue;
-		}
-		if (!kv_tenant_name_valid(de->d_name, strlen(de->d_name)))
-			continue;
-		if ((rv = load_tenant(s, de->d_name, &t)) != 0)
-			break;
-		if (t != NULL && (rv = table_insert(s, t)) != 0) {
-			tenant_free(t);
-			break;
-		}
-	}
-	closedir(d);
-	return rv;
+	return s->stor->ops->tenant_list(s->stor, load_one, s);
 }
 
 int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **ret)
@@ -676,6 +660,8 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 		rv = -errno;
 		goto fail;
 	}
+	if ((rv = kv_storage_file_open(s->tdir, s->opt.base.fault, &s->stor)) != 0)
+		goto fail;
 	if ((s->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
 		rv = -errno;
 		goto fail;
@@ -733,6 +719,7 @@ int kv_store_close(kv_store *s)
 	free(s->t);
 	if (s->lockfd >= 0)
 		close(s->lockfd);
+	kv_storage_close(s->stor);
 	free(s->dir);
 	free(s->tdir);
 	pthread_mutex_destroy(&s->mu);
@@ -748,32 +735,6 @@ int kv_store_create(kv_store *s, const char *name, const struct kv_tenant_config
 	pthread_mutex_lock(&s->mu);
 	rv = create_locked(s, name, c, NULL);
 	pthread_mutex_unlock(&s->mu);
-	return rv;
-}
-
-static int rmtree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	int rv = 0;
-
-	if (d == NULL)
-		return -errno;
-	while ((de = readdir(d)) != NULL) {
-		char *p;
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (asprintf(&p, "%s/%s", path, de->d_name) < 0) {
-			rv = -ENOMEM;
-			break;
-		}
-		if (unlink(p) != 0 && rv == 0)
-			rv = -errno;
-		free(p);
-	}
-	closedir(d);
-	if (rmdir(path) != 0 && rv == 0)
-		rv = -errno;
 	return rv;
 }
 
@@ -808,22 +769,8 @@ int kv_store_drop(kv_store *s, const char *name)
 	table_remove(s, t);
 	if (t->state == T_ACTIVE)
 		close_locked(s, t);
-	{
-		/* rename first, so a crash never leaves half a tenant behind */
-		char *gone;
-		if (asprintf(&gone, "%s/.dropped-%s", s->tdir, t->name) < 0) {
-			rv = -ENOMEM;
-			goto out;
-		}
-		/* durably gone before its files are removed */
-		if (rename(t->path, gone) == 0) {
-			if ((rv = fsync_dir(s->opt.base.fault, s->tdir)) == 0)
-				rv = rmtree(gone);
-		} else {
-			rv = -errno;
-		}
-		free(gone);
-	}
+	/* durably gone before its files are removed (storage.h tenant_drop) */
+	rv = s->stor->ops->tenant_drop(s->stor, t->name);
 out:
 	if (--t->hold == 0 && t->dropped)
 		tenant_free(t);

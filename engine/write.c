@@ -5,9 +5,10 @@
  * request that fits, checks each against the key directory plus the changes
  * of the requests before it in the same batch (the overlay), gives versions,
  * encodes the records into one buffer (ended, now and then, by a sync mark:
- * add_sync_mark) and writes it with one pwrite, followed under
- * KV_SYNC_ALWAYS by one fdatasync on the ring (io_wr_uring.c says why the write
- * itself is not on the ring). When the write reported full length and the
+ * add_sync_mark) and appends it through the storage's writer (storage.h
+ * append_start/append_poll; with files, one pwrite, followed under
+ * KV_SYNC_ALWAYS by one fdatasync on the ring: io_wr_uring.c says why the
+ * write itself is not on the ring). When the write reported full length and the
  * sync succeeded it applies the overlay to the key directory and completes
  * the requests. Nothing is visible to readers and no request is answered
  * before its batch is as durable as the database's sync mode promises.
@@ -28,7 +29,7 @@
  *      may have dropped what the kernel could not write.
  *
  * State machine of the driver (drive_step):
- *   IDLE --form_and_start--> IN_FLIGHT --io_write_poll done--> batch_finish --> IDLE
+ *   IDLE --form_and_start--> IN_FLIGHT --append_poll done--> batch_finish --> IDLE
  *   IDLE --barrier at queue head--> runs barrier fn --> IDLE
  */
 #include "db.h"
@@ -302,7 +303,7 @@ int write_roll(kv_db *db)
 
 	if (old != NULL && db->opt.sync != KV_SYNC_ALWAYS &&
 	    atomic_load(&db->unsynced_bytes) > 0) {
-		if ((rv = io_fdatasync(db->opt.fault, old->fd)) != 0) {
+		if ((rv = stor_seg_sync(old->h)) != 0) {
 			atomic_store(&db->read_only, true);
 			return rv;
 		}
@@ -312,8 +313,7 @@ int write_roll(kv_db *db)
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
 	pthread_mutex_unlock(&db->seg_mu);
-	rv = seg_create(db->dirfd, id, 0, atomic_load(&db->committed_version), db_now(db), "",
-	                db->opt.fault, &ns);
+	rv = seg_create(db->tn, id, 0, atomic_load(&db->committed_version), db_now(db), 0, &ns);
 	if (rv != 0)
 		return rv;
 	if ((rv = db_fsync_dir(db)) != 0) {
@@ -332,7 +332,7 @@ int write_roll(kv_db *db)
 	}
 	pthread_mutex_unlock(&db->seg_mu);
 	if (old != NULL && old->reserved > db->tail && old->reserved != UINT64_MAX)
-		io_truncate(db->opt.fault, old->fd, db->tail); /* give back what was reserved */
+		stor_seg_truncate(old->h, db->tail); /* give back what was reserved */
 	if (old != NULL)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
@@ -369,13 +369,12 @@ static int reserve_space(kv_db *db, size_t len)
 	want = end - s->reserved;
 	if (want < RESERVE_CHUNK)
 		want = RESERVE_CHUNK;
-	rv = io_reserve(db->opt.fault, s->fd, s->reserved > db->tail ? s->reserved : db->tail,
-	                want);
+	rv = stor_seg_reserve(s->h, s->reserved > db->tail ? s->reserved : db->tail, want);
 	if (rv == -EOPNOTSUPP || rv == -ENOSYS) {
 		s->reserved = UINT64_MAX; /* not on this file system: plain writes */
 		return 0;
 	}
-	if (rv == -ENOSPC && (rv = io_reserve(db->opt.fault, s->fd, db->tail, len)) == 0) {
+	if (rv == -ENOSPC && (rv = stor_seg_reserve(s->h, db->tail, len)) == 0) {
 		/* not a whole chunk left, but enough for this batch */
 		s->reserved = end;
 		return 0;
@@ -532,7 +531,7 @@ fail:
 	return 0;
 }
 
-static void batch_finish(kv_db *db, const struct io_result *res)
+static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 {
 	struct batch *b = &db->batch;
 	struct kv_req *r;
@@ -571,7 +570,7 @@ static void batch_finish(kv_db *db, const struct io_result *res)
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it
 		 * could not write, so the database also stops taking writes. */
-		if (io_truncate(db->opt.fault, db->active->fd, db->tail) != 0 || res->sync_failed)
+		if (stor_seg_truncate(db->active->h, db->tail) != 0 || res->sync_failed)
 			atomic_store(&db->read_only, true);
 		db->next_version = b->first_version;
 	}
@@ -683,7 +682,7 @@ static bool form_and_start(kv_db *db)
 		add_sync_mark(db, now);
 	if (b->len == 0) {
 		/* only failed conditions and no-op deletes: nothing to write */
-		struct io_result ok = {0, false};
+		struct kv_stor_wres ok = {0, false};
 		db->in_flight = true;
 		batch_finish(db, &ok);
 		return true;
@@ -695,14 +694,14 @@ static bool form_and_start(kv_db *db)
 		if (rv == 0 && db->next_version - 1 > db->version_mark)
 			rv = manifest_write(db);
 		if (rv != 0) {
-			struct io_result full = {rv, false};
+			struct kv_stor_wres full = {rv, false};
 			batch_finish(db, &full);
 			return true;
 		}
 	}
-	if (io_write_start(db->io, db->active->fd, b->buf, b->len, db->tail,
-	                   db->opt.sync == KV_SYNC_ALWAYS) != 0) {
-		struct io_result fail = {-EIO, false};
+	if (stor_append_start(db->wr, db->active->h, b->buf, b->len, db->tail,
+	                      db->opt.sync == KV_SYNC_ALWAYS) != 0) {
+		struct kv_stor_wres fail = {-EIO, false};
 		batch_finish(db, &fail);
 	}
 	return true;
@@ -712,8 +711,8 @@ static bool form_and_start(kv_db *db)
 static bool drive_step(kv_db *db, bool wait)
 {
 	if (db->in_flight) {
-		struct io_result res;
-		int r = io_write_poll(db->io, wait, &res);
+		struct kv_stor_wres res;
+		int r = stor_append_poll(db->wr, wait, &res);
 		if (r == 0)
 			return false;
 		if (r < 0) {

@@ -1,4 +1,8 @@
-/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped reads agree with pread and survive a file losing its pages, failed fsync makes the database read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss. */
+/* test_io.c — the I/O backends: io_uring blocked by seccomp falls back to pread/pwrite, mapped
+ * reads agree with pread and survive a file losing its pages, failed fsync makes the database
+ * read-only, a failed write leaves nothing behind, interval sync and its failure, a failed seal
+ * sync, no read of a write before its sync, sync=none at seal and close, a read error as data loss,
+ * the files storage backend's contract (storage.h) with the fault layer under it. */
 #include "testutil.h"
 
 #include <linux/filter.h>
@@ -15,7 +19,9 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "fault.h"
 #include "io.h"
+#include "storage.h"
 
 static struct tu_clock clk = {1700000000000ull};
 
@@ -190,36 +196,6 @@ static void test_mapped_reads(void **state)
 	free(dir);
 }
 
-struct faults {
-	int fail_sync;  /* fail the next n fdatasyncs */
-	int fail_write; /* fail the next n writes */
-	int write_err;
-};
-
-static int f_write(void *arg, int fd, uint64_t off, size_t len)
-{
-	struct faults *f = arg;
-	(void)fd;
-	(void)off;
-	(void)len;
-	if (f->fail_write > 0) {
-		f->fail_write--;
-		return f->write_err;
-	}
-	return 0;
-}
-
-static int f_sync(void *arg, int fd)
-{
-	struct faults *f = arg;
-	(void)fd;
-	if (f->fail_sync > 0) {
-		f->fail_sync--;
-		return -EIO;
-	}
-	return 0;
-}
-
 static void test_fsync_failure_read_only(void **state)
 {
 	enum kv_io modes[] = {KV_IO_URING, KV_IO_PSYNC};
@@ -227,8 +203,7 @@ static void test_fsync_failure_read_only(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("fsyncfail");
-		struct faults fl = {0};
-		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct tf_fault fl;
 		struct kv_options o;
 		struct kv_value v;
 		struct kv_stats st;
@@ -236,7 +211,8 @@ static void test_fsync_failure_read_only(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&fl);
+		o.fault = &fl.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "safe", 4, "1", 1, NULL, NULL), 0);
 		fl.fail_sync = 1;
@@ -272,8 +248,7 @@ static void test_write_failure_recovers(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("enospc");
-		struct faults fl = {0};
-		struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+		struct tf_fault fl;
 		struct kv_options o;
 		struct kv_value v;
 		struct kv_stats st;
@@ -283,7 +258,8 @@ static void test_write_failure_recovers(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&fl);
+		o.fault = &fl.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, &v1), 0);
 		fl.fail_write = 1;
@@ -352,8 +328,7 @@ static void test_interval_sync(void **state)
 static void test_interval_sync_failure(void **state)
 {
 	char *dir = tu_mkdtemp("intervalfail");
-	struct faults fl = {0};
-	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct tf_fault fl;
 	struct kv_options o;
 	struct kv_stats st;
 	struct kv_value v;
@@ -363,7 +338,8 @@ static void test_interval_sync_failure(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_INTERVAL;
 	o.sync_interval_ms = 100;
-	o.fault = &f;
+	tf_fault_init(&fl);
+	o.fault = &fl.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_put(db, "k", 1, "v", 1, NULL, NULL), 0);
 	fl.fail_sync = 1;
@@ -389,8 +365,7 @@ static void test_interval_sync_failure(void **state)
 static void test_seal_sync_failure(void **state)
 {
 	char *dir = tu_mkdtemp("sealfail");
-	struct faults fl = {0};
-	struct kv_io_fault f = {.on_write = f_write, .on_sync = f_sync, .arg = &fl};
+	struct tf_fault fl;
 	struct kv_options o;
 	struct kv_stats st;
 	struct kv_value v;
@@ -402,7 +377,8 @@ static void test_seal_sync_failure(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_NONE;
 	o.segment_size = 4096;
-	o.fault = &f;
+	tf_fault_init(&fl);
+	o.fault = &fl.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	memset(val, 'v', sizeof(val));
 	fl.fail_sync = 1; /* under sync=none the first sync is the seal's */
@@ -465,7 +441,7 @@ static void test_not_visible_before_sync(void **state)
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("visible");
 		struct gate g = {0};
-		struct kv_io_fault f = {.on_sync = gate_sync, .arg = &g};
+		struct tf_fault f;
 		struct gated_put p = {0};
 		struct kv_options o;
 		struct kv_value v;
@@ -478,7 +454,10 @@ static void test_not_visible_before_sync(void **state)
 
 		tu_options(&o, &clk);
 		o.io = modes[m];
-		o.fault = &f;
+		tf_fault_init(&f);
+		f.on_sync = gate_sync;
+		f.arg = &g;
+		o.fault = &f.hooks;
 		assert_int_equal(kv_open(dir, &o, &p.db), 0);
 		assert_int_equal(kv_put(p.db, "old", 3, "v", 1, NULL, NULL), 0);
 		atomic_store(&g.armed, 1);
@@ -542,7 +521,7 @@ static void test_sync_none_at_seal_and_close(void **state)
 {
 	char *dir = tu_mkdtemp("nonesync");
 	static struct synclog y;
-	struct kv_io_fault f = {.record = record_syncs, .arg = &y};
+	struct tf_fault f;
 	struct kv_options o;
 	struct kv_stats st;
 	char k[16], val[200], names[64][64], *first, *last;
@@ -553,7 +532,10 @@ static void test_sync_none_at_seal_and_close(void **state)
 	tu_options(&o, &clk);
 	o.sync = KV_SYNC_NONE;
 	o.segment_size = 4096;
-	o.fault = &f;
+	tf_fault_init(&f);
+	f.record = record_syncs;
+	f.arg = &y;
+	o.fault = &f.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	memset(val, 'v', sizeof(val));
 	y.n = 0;
@@ -585,17 +567,6 @@ static void test_sync_none_at_seal_and_close(void **state)
 	free(dir);
 }
 
-static int f_read_eio(void *arg, int fd, uint64_t off, size_t len)
-{
-	atomic_int *left = arg;
-	(void)fd, (void)off, (void)len;
-	if (atomic_load(left) > 0) {
-		atomic_fetch_sub(left, 1);
-		return -EIO;
-	}
-	return 0;
-}
-
 /* An I/O error while reading a record is answered as a damaged record
  * (KV_ECORRUPT, DATA_LOSS over the wire), never as "not found" or another
  * value; the next read, without the error, gets the value (both backends). */
@@ -606,8 +577,7 @@ static void test_read_error_is_data_loss(void **state)
 	(void)state;
 	for (int m = 0; m < 2; m++) {
 		char *dir = tu_mkdtemp("readeio");
-		atomic_int left = 0;
-		struct kv_io_fault f = {.on_read = f_read_eio, .arg = &left};
+		struct tf_fault f;
 		struct kv_options o;
 		struct kv_value v;
 		kv_db *db;
@@ -615,12 +585,13 @@ static void test_read_error_is_data_loss(void **state)
 		tu_options(&o, &clk);
 		o.io = modes[m];
 		o.mmap_reads = false;
-		o.fault = &f;
+		tf_fault_init(&f);
+		o.fault = &f.hooks;
 		assert_int_equal(kv_open(dir, &o, &db), 0);
 		assert_int_equal(kv_put(db, "k", 1, "value", 5, NULL, NULL), 0);
-		atomic_store(&left, 1000);
+		atomic_store(&f.fail_read, 1000);
 		assert_int_equal(kv_get(db, "k", 1, NULL, &v), KV_ECORRUPT);
-		atomic_store(&left, 0);
+		atomic_store(&f.fail_read, 0);
 		assert_int_equal(kv_get(db, "k", 1, NULL, &v), 0);
 		assert_int_equal(v.len, 5);
 		assert_memory_equal(v.data, "value", 5);
@@ -684,21 +655,187 @@ static void test_file_budget(void **state)
 	kv_set_open_files_budget(0);
 }
 
+/* ---- the files storage backend (engine/storage.h) ------------------------ */
+
+struct names {
+	char v[16][64];
+	int kind[16];
+	uint32_t id[16];
+	int n;
+};
+
+static int collect_tenant(void *arg, const char *tenant)
+{
+	struct names *nm = arg;
+
+	if (nm->n < 16)
+		snprintf(nm->v[nm->n++], sizeof(nm->v[0]), "%s", tenant);
+	return 0;
+}
+
+static int collect_entry(void *arg, const struct kv_stor_entry *e)
+{
+	struct names *nm = arg;
+
+	if (nm->n < 16) {
+		nm->kind[nm->n] = e->kind;
+		nm->id[nm->n] = e->id;
+		snprintf(nm->v[nm->n], sizeof(nm->v[0]), "%s", e->name ? e->name : "");
+		nm->n++;
+	}
+	return 0;
+}
+
+static int count_kind(const struct names *nm, int kind)
+{
+	int n = 0;
+
+	for (int i = 0; i < nm->n; i++)
+		n += nm->kind[i] == kind;
+	return n;
+}
+
+/* The contract of storage.h on the files backend: a tenant is created with
+ * its first blob and listed; blobs and hints are read back whole, a blob
+ * over the caller's bound is damage, a missing one -ENOENT; a segment
+ * created unpublished lists as a leftover until published, and is read
+ * back; the lock is exclusive; a dropped tenant is gone. */
+static void test_storage_files_contract(void **state)
+{
+	char *dir = tu_mkdtemp("storage");
+	struct kv_storage *st;
+	struct kv_stor_tenant *t, *t2;
+	struct kv_stor_seg *s;
+	struct names nm = {0};
+	uint8_t *buf, rd[5];
+	size_t len, got;
+	uint64_t size;
+
+	(void)state;
+	assert_int_equal(kv_storage_file_open(dir, NULL, &st), 0);
+	assert_int_equal(st->ops->tenant_create(st, "a", "TENANT", "cfg", 3), 0);
+	assert_int_equal(st->ops->tenant_list(st, collect_tenant, &nm), 0);
+	assert_int_equal(nm.n, 1);
+	assert_string_equal(nm.v[0], "a");
+	assert_int_equal(st->ops->tenant_create(st, "../x", "TENANT", "cfg", 3), -EINVAL);
+
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), 0);
+	assert_int_equal(stor_meta_get(t, "TENANT", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "cfg", 3);
+	free(buf);
+	assert_int_equal(stor_meta_get(t, "TENANT", 2, &buf, &len), KV_ECORRUPT);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), -ENOENT);
+	assert_int_equal(stor_meta_put(t, "META", "m1", 2, KV_STOR_DURABLE), 0);
+	assert_int_equal(stor_meta_put(t, "META", "m22", 3, 0), 0);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	free(buf);
+	assert_int_equal(stor_hint_put(t, 7, "hint", 4), 0);
+	assert_int_equal(stor_hint_get(t, 7, 64, &buf, &len), 0);
+	assert_memory_equal(buf, "hint", 4);
+	free(buf);
+
+	assert_int_equal(stor_seg_create(t, 9, KV_STOR_SEG_TEMP, &s), 0);
+	assert_int_equal(stor_seg_write(s, "hello", 5, 0), 0);
+	assert_int_equal(stor_seg_sync(s), 0);
+	nm.n = 0;
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_SEGMENT), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_HINT), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_META), 2); /* TENANT, META */
+	assert_int_equal(stor_seg_publish(s), 0);
+	stor_seg_close(s);
+	nm.n = 0;
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_SEGMENT), 1);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 0);
+	assert_int_equal(stor_seg_open(t, 9, &s, &size), 0);
+	assert_int_equal(size, 5);
+	assert_int_equal(stor_seg_read(s, rd, 5, 0), 0);
+	assert_memory_equal(rd, "hello", 5);
+	assert_int_equal(stor_seg_read(s, rd, 5, 3), -EIO); /* past the end */
+	assert_int_equal(stor_seg_read_upto(s, rd, 5, 3, &got), 0);
+	assert_int_equal(got, 2);
+	{
+		struct kv_stor_rd r = {s, rd, 4, 1, 1};
+		assert_int_equal(stor_read_batch(st, &r, 1), 0);
+		assert_int_equal(r.res, 0);
+		assert_memory_equal(rd, "ello", 4);
+	}
+	stor_seg_close(s);
+	assert_int_equal(stor_seg_remove(t, 9, 0), 0);
+	assert_int_equal(stor_seg_open(t, 9, &s, &size), -ENOENT);
+
+	/* one writer at a time */
+	assert_int_equal(st->ops->tenant_lock(t, true), 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t2), 0);
+	assert_int_equal(st->ops->tenant_lock(t2, false), KV_ELOCKED);
+	stor_tenant_close(t2);
+	stor_tenant_close(t);
+
+	assert_int_equal(st->ops->tenant_drop(st, "a"), 0);
+	nm.n = 0;
+	assert_int_equal(st->ops->tenant_list(st, collect_tenant, &nm), 0);
+	assert_int_equal(nm.n, 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), -ENOENT);
+	kv_storage_close(st);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* The fault layer sits under the interface: an injected write error fails
+ * a put, the old blob stays whole, and nothing of the new one is left. */
+static void test_storage_faults_under_interface(void **state)
+{
+	char *dir = tu_mkdtemp("storagefault");
+	struct tf_fault f;
+	struct kv_storage *st;
+	struct kv_stor_tenant *t;
+	struct names nm = {0};
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	tf_fault_init(&f);
+	assert_int_equal(kv_storage_file_open(dir, &f.hooks, &st), 0);
+	assert_int_equal(st->ops->tenant_create(st, "a", "TENANT", "cfg", 3), 0);
+	assert_int_equal(stor_tenant_open(st, "a", 0, &t), 0);
+	assert_int_equal(stor_meta_put(t, "META", "old", 3, KV_STOR_DURABLE), 0);
+	f.fail_write = 1;
+	assert_int_equal(stor_meta_put(t, "META", "new!", 4, KV_STOR_DURABLE), -EIO);
+	f.fail_sync = 1;
+	assert_int_equal(stor_meta_put(t, "META", "new!", 4, KV_STOR_DURABLE), -EIO);
+	assert_int_equal(stor_meta_get(t, "META", 64, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "old", 3);
+	free(buf);
+	assert_int_equal(stor_list(t, collect_entry, &nm), 0);
+	assert_int_equal(count_kind(&nm, KV_STOR_PARTIAL), 0);
+	stor_tenant_close(t);
+	kv_storage_close(st);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_seccomp_fallback),
-		cmocka_unit_test(test_backends_agree),
-		cmocka_unit_test(test_mapped_reads),
-		cmocka_unit_test(test_fsync_failure_read_only),
-		cmocka_unit_test(test_write_failure_recovers),
-		cmocka_unit_test(test_interval_sync),
-		cmocka_unit_test(test_interval_sync_failure),
-		cmocka_unit_test(test_seal_sync_failure),
-		cmocka_unit_test(test_not_visible_before_sync),
-		cmocka_unit_test(test_sync_none_at_seal_and_close),
-		cmocka_unit_test(test_read_error_is_data_loss),
-		cmocka_unit_test(test_file_budget),
+	        cmocka_unit_test(test_seccomp_fallback),
+	        cmocka_unit_test(test_backends_agree),
+	        cmocka_unit_test(test_mapped_reads),
+	        cmocka_unit_test(test_fsync_failure_read_only),
+	        cmocka_unit_test(test_write_failure_recovers),
+	        cmocka_unit_test(test_interval_sync),
+	        cmocka_unit_test(test_interval_sync_failure),
+	        cmocka_unit_test(test_seal_sync_failure),
+	        cmocka_unit_test(test_not_visible_before_sync),
+	        cmocka_unit_test(test_sync_none_at_seal_and_close),
+	        cmocka_unit_test(test_read_error_is_data_loss),
+	        cmocka_unit_test(test_file_budget),
+	        cmocka_unit_test(test_storage_files_contract),
+	        cmocka_unit_test(test_storage_faults_under_interface),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "fault.h"
 #include "io.h"
 
 #include "oom.h"
@@ -563,33 +564,6 @@ static void test_merge_beside_writers(void **state)
 
 /* ---- a crash at every I/O step of a merge ------------------------------- */
 
-struct crash_at {
-	int armed;
-	int count;
-	int at;
-};
-
-static int crash_hook(struct crash_at *c)
-{
-	if (c->armed && ++c->count == c->at)
-		_exit(0);
-	return 0;
-}
-
-static int crash_write(void *arg, int fd, uint64_t off, size_t len)
-{
-	(void)fd;
-	(void)off;
-	(void)len;
-	return crash_hook(arg);
-}
-
-static int crash_sync(void *arg, int fd)
-{
-	(void)fd;
-	return crash_hook(arg);
-}
-
 /* Changes to the files, in order, as the I/O hook reports them. */
 struct evlog {
 	struct {
@@ -622,7 +596,7 @@ static void test_meta_durable_and_checked(void **state)
 	char *dir = tu_mkdtemp("meta");
 	char *meta = tu_path(dir, "META");
 	static struct evlog l;
-	struct kv_io_fault f = {.record = record_ev, .arg = &l};
+	struct tf_fault f;
 	struct kv_options o;
 	uint64_t ver = 0;
 	size_t create = 0, sync = 0, rename = 0, dsync = 0;
@@ -631,7 +605,10 @@ static void test_meta_durable_and_checked(void **state)
 
 	(void)state;
 	opts(&o);
-	o.fault = &f;
+	tf_fault_init(&f);
+	f.record = record_ev;
+	f.arg = &l;
+	o.fault = &f.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	putf(db, "a", NULL, "1");
 	putf(db, "a", &ver, "2");
@@ -726,8 +703,7 @@ static void test_crash_at_every_merge_step(void **state)
 	build_dataset(base, &o);
 	for (at = 1; !finished && at < 10000; at++) {
 		char *copy = tu_mkdtemp("mcrashcopy");
-		struct crash_at c = {0, 0, at};
-		struct kv_io_fault f = {.on_write = crash_write, .on_sync = crash_sync, .arg = &c};
+		struct tf_fault f;
 		struct kv_stats st;
 		kv_db *db;
 		pid_t pid;
@@ -738,10 +714,12 @@ static void test_crash_at_every_merge_step(void **state)
 		assert_true(pid >= 0);
 		if (pid == 0) {
 			struct kv_options co = o;
-			co.fault = &f;
+			tf_fault_init(&f);
+			f.crash_at = at;
+			co.fault = &f.hooks;
 			if (kv_open(copy, &co, &db) != 0)
 				_exit(10);
-			c.armed = 1;
+			f.crash_armed = true;
 			if (kv_merge(db) != 0)
 				_exit(11);
 			_exit(3); /* the merge ran to the end before step `at` */

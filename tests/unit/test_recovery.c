@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "fault.h"
 #include "io.h"
 
 static void opts(struct kv_options *o)
@@ -563,24 +564,11 @@ static void test_short_segment_removed(void **state)
 }
 
 /* A short write must be finished (io_uring) or failed, never acknowledged half done. */
-static int short_once(void *arg, int fd, uint64_t off, size_t len)
-{
-	int *left = arg;
-	(void)fd;
-	(void)off;
-	if (*left > 0 && len > 8) {
-		(*left)--;
-		return (int)(len / 2);
-	}
-	return 0;
-}
-
 static void test_short_write(void **state)
 {
 	char *dir = tu_mkdtemp("short");
 	struct kv_options o;
-	int left = 0;
-	struct kv_io_fault f = {.on_write = short_once, .arg = &left};
+	struct tf_fault f;
 	struct kv_value val;
 	struct kv_stats st;
 	kv_db *db;
@@ -588,10 +576,11 @@ static void test_short_write(void **state)
 
 	(void)state;
 	opts(&o);
-	o.fault = &f;
+	tf_fault_init(&f);
+	o.fault = &f.hooks;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_stats(db, &st), 0);
-	left = 1;
+	f.short_write = 1;
 	rv = kv_put(db, "k", 1, "0123456789abcdef", 16, NULL, NULL);
 	/* a write cut short by an error fails its request, and nothing of it
 	 * stays (a short write without error is finished by the write loop) */
