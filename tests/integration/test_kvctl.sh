@@ -632,7 +632,7 @@ status=$?
 KVD_PID=
 kill "$watchdog" 2>/dev/null
 checks=$((checks + 1))
-[ "$status" -eq 0 ] || fail "kvd exited $status after SIGTERM, want 0; its log: $(tail -n 5 "$TMP/kvd.log")"
+[ "$status" -eq 0 ] || fail "kvd exited $status after SIGTERM, want 0; its log: $(tail -n 60 "$TMP/kvd.log")"
 [ -s "$TMP/kvd.out" ] && fail "kvd printed on stdout: $(head -c 200 "$TMP/kvd.out")"
 within 3 4 "health after kvd stopped (exit 4, fast)" "$KVCTL" -e "$SOCK" health
 
