@@ -432,6 +432,59 @@ static const char *tenant_state(const struct tenant_row *t)
 	return "passive";
 }
 
+/* The engine's per-tenant histograms: fdatasync durations and batch sizes. */
+static void page_tenant_histograms(FILE *f, const struct tenant_row *rows, size_t nrows)
+{
+	size_t i, b;
+
+	head(f, "kvd_tenant_sync_duration_seconds", "histogram",
+	     "fdatasyncs of the log since the tenant was last activated, by duration (under "
+	     "sync=always a batch's write and fdatasync together).");
+	for (i = 0; i < nrows; i++) {
+		const struct kv_stats *st = &rows[i].info.stats;
+		uint64_t cum = 0;
+		if (rows[i].refused)
+			continue;
+		for (b = 0; b < KV_SYNC_BUCKETS; b++) {
+			cum += st->sync_hist[b];
+			fprintf(f, "kvd_tenant_sync_duration_seconds_bucket{tenant=\"%s\",le=\"",
+			        rows[i].name);
+			if (b < KV_SYNC_BUCKETS - 1)
+				put_seconds(f, kv_sync_bucket_us[b] * 1000, 1000000000);
+			else
+				fputs("+Inf", f);
+			fprintf(f, "\"} %" PRIu64 "\n", cum);
+		}
+		fprintf(f, "kvd_tenant_sync_duration_seconds_sum{tenant=\"%s\"} ", rows[i].name);
+		put_seconds(f, st->sync_us_sum * 1000, 1000000000);
+		fprintf(f, "\nkvd_tenant_sync_duration_seconds_count{tenant=\"%s\"} %" PRIu64 "\n",
+		        rows[i].name, cum);
+	}
+	head(f, "kvd_tenant_batch_writes", "histogram",
+	     "Write batches (group commits) since the tenant was last activated, by the writes "
+	     "each carried.");
+	for (i = 0; i < nrows; i++) {
+		const struct kv_stats *st = &rows[i].info.stats;
+		uint64_t cum = 0;
+		if (rows[i].refused)
+			continue;
+		for (b = 0; b < KV_BATCH_BUCKETS; b++) {
+			cum += st->batch_hist[b];
+			fprintf(f, "kvd_tenant_batch_writes_bucket{tenant=\"%s\",le=\"",
+			        rows[i].name);
+			if (b < KV_BATCH_BUCKETS - 1)
+				fprintf(f, "%" PRIu32, kv_batch_bucket_max[b]);
+			else
+				fputs("+Inf", f);
+			fprintf(f, "\"} %" PRIu64 "\n", cum);
+		}
+		fprintf(f,
+		        "kvd_tenant_batch_writes_sum{tenant=\"%s\"} %" PRIu64 "\n"
+		        "kvd_tenant_batch_writes_count{tenant=\"%s\"} %" PRIu64 "\n",
+		        rows[i].name, st->batched_writes, rows[i].name, cum);
+	}
+}
+
 /* Every family in one group, as the text format wants: the tenants are read
  * first, then written family by family. (Tenant names are [A-Za-z0-9._-]:
  * nothing to escape.) */
@@ -483,6 +536,7 @@ static void page_tenants(FILE *f, struct kvd *d)
 			fputc('\n', f);
 		}
 	}
+	page_tenant_histograms(f, rows, nrows);
 	free(rows);
 	metric(f, "kvd_metrics_tenants_omitted", "gauge",
 	       "Tenants past the first 1000 (by name), which have no kvd_tenant_* series.",

@@ -69,6 +69,44 @@ bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now)
 	return expiry_ms != 0 && expiry_ms <= now;
 }
 
+/* ---- durations ------------------------------------------------------- */
+
+const uint64_t kv_sync_bucket_us[KV_SYNC_BUCKETS - 1] = {
+	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000,
+};
+const uint32_t kv_batch_bucket_max[KV_BATCH_BUCKETS - 1] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+uint64_t db_clock_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void db_count_sync(kv_db *db, uint64_t start_us)
+{
+	uint64_t now = db_clock_us(), us = now > start_us ? now - start_us : 0;
+	size_t i = 0;
+
+	while (i < KV_SYNC_BUCKETS - 1 && us > kv_sync_bucket_us[i])
+		i++;
+	atomic_fetch_add_explicit(&db->sync_hist[i], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&db->sync_us_sum, us, memory_order_relaxed);
+	atomic_fetch_add(&db->syncs, 1);
+}
+
+void db_count_batch(kv_db *db, size_t nreqs)
+{
+	size_t i = 0;
+
+	while (i < KV_BATCH_BUCKETS - 1 && nreqs > kv_batch_bucket_max[i])
+		i++;
+	atomic_fetch_add_explicit(&db->batch_hist[i], 1, memory_order_relaxed);
+	atomic_fetch_add(&db->batches, 1);
+	atomic_fetch_add(&db->batched_writes, nreqs);
+}
+
 /* ---- stats and maintenance --------------------------------------------- */
 
 uint64_t db_reclaimable(kv_db *db)
@@ -103,6 +141,11 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	s.batches = atomic_load(&db->batches);
 	s.batched_writes = atomic_load(&db->batched_writes);
 	s.syncs = atomic_load(&db->syncs);
+	s.sync_us_sum = atomic_load(&db->sync_us_sum);
+	for (size_t i = 0; i < KV_SYNC_BUCKETS; i++)
+		s.sync_hist[i] = atomic_load(&db->sync_hist[i]);
+	for (size_t i = 0; i < KV_BATCH_BUCKETS; i++)
+		s.batch_hist[i] = atomic_load(&db->batch_hist[i]);
 	s.read_only = atomic_load(&db->read_only);
 	s.io_uring = db->stor->ops->writer_is_uring(db->wr);
 	*ret = s;
@@ -123,12 +166,13 @@ static int sync_active(kv_db *db, void *arg)
 	(void)arg;
 	if (db->active == NULL || pending == 0)
 		return 0;
+	uint64_t t0 = db_clock_us();
 	if ((rv = stor_seg_sync(db->active->h)) != 0) {
 		atomic_store(&db->read_only, true);
 		return rv;
 	}
 	atomic_fetch_sub(&db->unsynced_bytes, pending);
-	atomic_fetch_add(&db->syncs, 1);
+	db_count_sync(db, t0);
 	return 0;
 }
 
@@ -167,11 +211,12 @@ int kv_tick(kv_db *db)
 		}
 		pthread_mutex_unlock(&db->seg_mu);
 		if (pin == 0) {
+			uint64_t t0 = db_clock_us();
 			if ((rv = stor_seg_sync(s->h)) != 0)
 				atomic_store(&db->read_only, true);
 			else {
 				atomic_fetch_sub(&db->unsynced_bytes, pending);
-				atomic_fetch_add(&db->syncs, 1);
+				db_count_sync(db, t0);
 				/* what was written before the sync is durable */
 				if (s->id == loc_seg(written) && written > atomic_load(&db->durable_loc))
 					atomic_store(&db->durable_loc, written);

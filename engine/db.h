@@ -76,6 +76,7 @@ struct batch {
 	size_t htcap;
 	uint64_t first_version;
 	int64_t keys_delta;
+	uint64_t start_us; /* db_clock_us() when its write was submitted */
 };
 
 struct kv_db {
@@ -126,6 +127,9 @@ struct kv_db {
 	_Atomic uint64_t batches;
 	_Atomic uint64_t batched_writes;
 	_Atomic uint64_t syncs;
+	_Atomic uint64_t sync_us_sum;                  /* kv_stats */
+	_Atomic uint64_t sync_hist[KV_SYNC_BUCKETS];   /* kv_stats */
+	_Atomic uint64_t batch_hist[KV_BATCH_BUCKETS]; /* kv_stats */
 	_Atomic uint64_t retained_bytes; /* kept history after the last merge */
 	_Atomic uint64_t seg_epoch;      /* bumped when merge retires segments */
 	uint64_t last_sync_ms;
@@ -222,6 +226,12 @@ int chain_at_version(kv_db *db, const void *key, size_t key_len, const struct kd
 bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now);
 
 /* recovery.c */
+/* CLOCK_MONOTONIC in microseconds (the engine's durations). */
+uint64_t db_clock_us(void);
+/* Counts one fdatasync (or sync=always batch) that began at start_us. */
+void db_count_sync(kv_db *db, uint64_t start_us);
+/* Counts one batch of nreqs writes. */
+void db_count_batch(kv_db *db, size_t nreqs);
 int recovery_run(kv_db *db);
 
 #endif

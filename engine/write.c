@@ -303,12 +303,13 @@ int write_roll(kv_db *db)
 
 	if (old != NULL && db->opt.sync != KV_SYNC_ALWAYS &&
 	    atomic_load(&db->unsynced_bytes) > 0) {
+		uint64_t t0 = db_clock_us();
 		if ((rv = stor_seg_sync(old->h)) != 0) {
 			atomic_store(&db->read_only, true);
 			return rv;
 		}
 		atomic_store(&db->unsynced_bytes, 0);
-		atomic_fetch_add(&db->syncs, 1);
+		db_count_sync(db, t0);
 	}
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
@@ -561,11 +562,10 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		if (db->opt.sync == KV_SYNC_ALWAYS)
 			atomic_store(&db->durable_loc, atomic_load(&db->written_loc));
 		if (db->opt.sync == KV_SYNC_ALWAYS)
-			atomic_fetch_add(&db->syncs, 1);
+			db_count_sync(db, b->start_us);
 		else
 			atomic_fetch_add(&db->unsynced_bytes, b->len);
-		atomic_fetch_add(&db->batches, 1);
-		atomic_fetch_add(&db->batched_writes, b->nreqs);
+		db_count_batch(db, b->nreqs);
 	} else {
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it
@@ -699,6 +699,7 @@ static bool form_and_start(kv_db *db)
 			return true;
 		}
 	}
+	b->start_us = db_clock_us();
 	if (stor_append_start(db->wr, db->active->h, b->buf, b->len, db->tail,
 	                      db->opt.sync == KV_SYNC_ALWAYS) != 0) {
 		struct kv_stor_wres fail = {-EIO, false};

@@ -297,6 +297,11 @@ void kv_iter_close(kv_iter *it);
 
 /* ---- maintenance ------------------------------------------------------- */
 
+#define KV_SYNC_BUCKETS  15 /* kv_sync_bucket_us's bounds, and one above them */
+#define KV_BATCH_BUCKETS 10 /* kv_batch_bucket_max's bounds, and one above them */
+extern const uint64_t kv_sync_bucket_us[KV_SYNC_BUCKETS - 1];
+extern const uint32_t kv_batch_bucket_max[KV_BATCH_BUCKETS - 1];
+
 struct kv_stats {
 	uint64_t keys;           /* live keys (tombstones excluded; expired keys until merged) */
 	uint64_t tombstones;     /* deleted keys still indexed */
@@ -311,6 +316,17 @@ struct kv_stats {
 	uint64_t batches;        /* write batches (group commits) since open */
 	uint64_t batched_writes; /* writes carried by them */
 	uint64_t syncs;          /* fdatasync calls on the log since open */
+	/* How long those fdatasyncs took: under KV_SYNC_ALWAYS a batch's write
+	 * and its fdatasync together (one submission, from its start to its
+	 * completion), otherwise the fdatasync alone. sync_hist[i] counts the
+	 * ones of at most kv_sync_bucket_us[i] (and above the bucket before);
+	 * the last bucket, those above every bound. Not cumulative. */
+	uint64_t sync_us_sum;
+	uint64_t sync_hist[KV_SYNC_BUCKETS];
+	/* Batches by the writes they carried: batch_hist[i] counts those of at
+	 * most kv_batch_bucket_max[i] writes (above the bucket before); the
+	 * last, larger ones. */
+	uint64_t batch_hist[KV_BATCH_BUCKETS];
 	bool read_only;          /* set after a failed fsync */
 	bool io_uring;           /* io_uring in use (false: pread/pwrite) */
 };

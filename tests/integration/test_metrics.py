@@ -240,6 +240,22 @@ def main():
               "the tenant default is not active")
         check(value(after, "kvd_tenant_syncs_total", tenant="default") >= 1,
               "no fdatasync counted for the tenant default")
+        # the engine's histograms: every fdatasync and every batch in a bucket
+        syncs = value(after, "kvd_tenant_syncs_total", tenant="default")
+        check(value(after, "kvd_tenant_sync_duration_seconds",
+                    "kvd_tenant_sync_duration_seconds_count", tenant="default") == syncs,
+              "kvd_tenant_sync_duration_seconds_count is not kvd_tenant_syncs_total")
+        check(value(after, "kvd_tenant_sync_duration_seconds",
+                    "kvd_tenant_sync_duration_seconds_sum", tenant="default") > 0,
+              "the fdatasync durations sum to 0")
+        check(value(after, "kvd_tenant_batch_writes", "kvd_tenant_batch_writes_count",
+                    tenant="default") == value(after, "kvd_tenant_batches_total",
+                                               tenant="default"),
+              "kvd_tenant_batch_writes_count is not kvd_tenant_batches_total")
+        check(value(after, "kvd_tenant_batch_writes", "kvd_tenant_batch_writes_sum",
+                    tenant="default") == value(after, "kvd_tenant_batched_writes_total",
+                                               tenant="default"),
+              "kvd_tenant_batch_writes_sum is not kvd_tenant_batched_writes_total")
         for fam in ("kvd_uptime_seconds", "kvd_workers", "kvd_tenants", "kvd_merges_total",
                     "kvd_merge_duration_seconds", "kvd_tenant_dead_bytes",
                     "kvd_tenant_activations_total", "kvd_tenant_batches_total"):

@@ -807,6 +807,58 @@ static void test_submit_process(void **state)
 	/* 64 requests queued together went out in far fewer batches */
 	assert_true(st.batches < 64);
 	assert_int_equal(st.batched_writes, 64);
+	/* ... and the batch-size histogram shows one of more than one write */
+	{
+		uint64_t nb = 0, multi = 0;
+		for (i = 0; i < KV_BATCH_BUCKETS; i++) {
+			nb += st.batch_hist[i];
+			if (i > 0)
+				multi += st.batch_hist[i];
+		}
+		assert_int_equal(nb, st.batches);
+		assert_true(multi > 0);
+	}
+}
+
+/* The fdatasync histogram counts every sync: a batch's under sync=always,
+ * and kv_sync's under sync=none; its buckets add up to syncs. */
+static uint64_t sync_hist_total(const struct kv_stats *st)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < KV_SYNC_BUCKETS; i++)
+		n += st->sync_hist[i];
+	return n;
+}
+
+static void test_sync_histogram(void **state)
+{
+	struct fx *f = *state;
+	struct kv_stats st;
+
+	/* sync=always (the fixture's): one sync per batch, timed */
+	for (int i = 0; i < 20; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "s%02d", i);
+		assert_int_equal(kv_put(f->db, k, strlen(k), "v", 1, NULL, NULL), 0);
+	}
+	assert_int_equal(kv_stats(f->db, &st), 0);
+	assert_int_equal(st.syncs, st.batches);
+	assert_int_equal(sync_hist_total(&st), st.syncs);
+	assert_true(st.syncs >= 1);
+	assert_true(st.sync_us_sum > 0);
+	/* sync=none: nothing synced until kv_sync, which is one timed sync */
+	assert_int_equal(kv_close(f->db), 0);
+	f->o.sync = KV_SYNC_NONE;
+	assert_int_equal(kv_open(f->dir, &f->o, &f->db), 0);
+	assert_int_equal(kv_put(f->db, "n", 1, "v", 1, NULL, NULL), 0);
+	assert_int_equal(kv_stats(f->db, &st), 0);
+	assert_int_equal(st.syncs, 0);
+	assert_int_equal(sync_hist_total(&st), 0);
+	assert_int_equal(kv_sync(f->db), 0);
+	assert_int_equal(kv_stats(f->db, &st), 0);
+	assert_int_equal(st.syncs, 1);
+	assert_int_equal(sync_hist_total(&st), 1);
 }
 
 /* ---- group commit across threads ---------------------------------------- */
@@ -864,6 +916,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_put_get, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync_histogram, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_value_and_binary_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_and_cas, setup, teardown),
