@@ -63,50 +63,6 @@ uint64_t db_now(kv_db *db)
 	return db->opt.clock(db->opt.clock_arg);
 }
 
-bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now)
-{
-	(void)db;
-	return expiry_ms != 0 && expiry_ms <= now;
-}
-
-/* ---- durations ------------------------------------------------------- */
-
-const uint64_t kv_sync_bucket_us[KV_SYNC_BUCKETS - 1] = {
-	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000,
-};
-const uint32_t kv_batch_bucket_max[KV_BATCH_BUCKETS - 1] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-
-uint64_t db_clock_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-void db_count_sync(kv_db *db, uint64_t start_us)
-{
-	uint64_t now = db_clock_us(), us = now > start_us ? now - start_us : 0;
-	size_t i = 0;
-
-	while (i < KV_SYNC_BUCKETS - 1 && us > kv_sync_bucket_us[i])
-		i++;
-	atomic_fetch_add_explicit(&db->sync_hist[i], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&db->sync_us_sum, us, memory_order_relaxed);
-	atomic_fetch_add(&db->syncs, 1);
-}
-
-void db_count_batch(kv_db *db, size_t nreqs)
-{
-	size_t i = 0;
-
-	while (i < KV_BATCH_BUCKETS - 1 && nreqs > kv_batch_bucket_max[i])
-		i++;
-	atomic_fetch_add_explicit(&db->batch_hist[i], 1, memory_order_relaxed);
-	atomic_fetch_add(&db->batches, 1);
-	atomic_fetch_add(&db->batched_writes, nreqs);
-}
-
 /* ---- stats and maintenance --------------------------------------------- */
 
 uint64_t db_reclaimable(kv_db *db)

@@ -197,6 +197,12 @@ int write_barrier(kv_db *db, int (*fn)(kv_db *db, void *arg), void *arg);
 /* [driver] seals the active segment and starts a new one. */
 int write_roll(kv_db *db);
 void write_release(kv_db *db);
+/* CLOCK_MONOTONIC in microseconds (the engine's durations). */
+uint64_t db_clock_us(void);
+/* Counts one fdatasync (or sync=always batch) that began at start_us. */
+void db_count_sync(kv_db *db, uint64_t start_us);
+/* Counts one batch of nreqs writes. */
+void db_count_batch(kv_db *db, size_t nreqs);
 /* Keeps the accounting of a key-directory change (kd_lock exclusive). */
 void db_account(kv_db *db, const struct kd_entry *e, const struct kd_entry *old, bool replaced);
 void db_account_remove(kv_db *db, const struct kd_entry *old);
@@ -223,15 +229,14 @@ void rec_read_release(struct rec_read *r);
  * the history. */
 int chain_at_version(kv_db *db, const void *key, size_t key_len, const struct kd_entry *head,
                      uint64_t version, bool want_value, struct rec_read *ret);
-bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now);
+/* Whether a record with expiry_ms has expired at now (0: it never does). */
+static inline bool db_expired(kv_db *db, uint64_t expiry_ms, uint64_t now)
+{
+	(void)db;
+	return expiry_ms != 0 && expiry_ms <= now;
+}
 
 /* recovery.c */
-/* CLOCK_MONOTONIC in microseconds (the engine's durations). */
-uint64_t db_clock_us(void);
-/* Counts one fdatasync (or sync=always batch) that began at start_us. */
-void db_count_sync(kv_db *db, uint64_t start_us);
-/* Counts one batch of nreqs writes. */
-void db_count_batch(kv_db *db, size_t nreqs);
 int recovery_run(kv_db *db);
 
 #endif
