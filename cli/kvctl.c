@@ -237,80 +237,7 @@ void kvctl_command_help(const struct kvctl_command *cmd)
 	     "-o text|json, --timeout MS (kvctl --help). See kvctl(1).");
 }
 
-/* ---- errors ------------------------------------------------------------------- */
-
-/* One line on stderr, and with -o json the error document on stdout. */
-static int report(struct kvctl *k, int code, int exit_code, const char *msg)
-{
-	if (k->what[0] != '\0')
-		fprintf(stderr, "kvctl: %s: %s\n", k->what, msg);
-	else
-		fprintf(stderr, "kvctl: %s\n", msg);
-	if (k->json) {
-		json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:i}}", "error", "code", code, "name",
-		                        kvc_code_name(code), "message", msg, "exit", exit_code);
-
-		if (doc != NULL)
-			kvctl_emit_json(k, doc);
-	}
-	return exit_code;
-}
-
-static int exit_code_of(int rv)
-{
-	switch (-rv) {
-	case KVC_NOT_FOUND:
-		return KVCTL_EXIT_NOT_FOUND;
-	case KVC_FAILED_PRECONDITION:
-		return KVCTL_EXIT_PRECONDITION;
-	case KVC_UNAVAILABLE:
-	case KVC_DEADLINE_EXCEEDED: /* nothing answered in time */
-		return KVCTL_EXIT_UNAVAILABLE;
-	default:
-		return KVCTL_EXIT_ERROR;
-	}
-}
-
-int kvctl_fail(struct kvctl *k, int rv, const struct kvc_status *st)
-{
-	const char *msg = st != NULL && st->message[0] != '\0' ? st->message : kvc_code_name(rv);
-
-	return report(k, -rv, exit_code_of(rv), msg);
-}
-
-static int vreport(struct kvctl *k, int code, int exit_code, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	return report(k, code, exit_code, msg);
-}
-
-int kvctl_usage(struct kvctl *k, const char *fmt, ...)
-{
-	va_list ap;
-	int rv;
-
-	va_start(ap, fmt);
-	rv = vreport(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, fmt, ap);
-	va_end(ap);
-	if (!k->json && k->cmd != NULL)
-		fprintf(stderr, "Try 'kvctl %s --help'.\n", k->cmd->name);
-	else if (!k->json)
-		fputs("Try 'kvctl --help'.\n", stderr);
-	return rv;
-}
-
-int kvctl_error(struct kvctl *k, const char *fmt, ...)
-{
-	va_list ap;
-	int rv;
-
-	va_start(ap, fmt);
-	rv = vreport(k, KVC_INTERNAL, KVCTL_EXIT_ERROR, fmt, ap);
-	va_end(ap);
-	return rv;
-}
+/* ---- errors (reported by output.c) ---------------------------------------------- */
 
 void kvctl_what(struct kvctl *k, const char *cmd, const void *key, size_t key_len)
 {
@@ -353,7 +280,7 @@ static int token_file_error(struct kvctl *k, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	va_end(ap);
-	return report(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, msg);
+	return kvctl_report(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, msg);
 }
 
 /*

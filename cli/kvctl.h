@@ -95,13 +95,19 @@ int kvctl_parse_u64(struct kvctl *k, const char *opt, const char *s, uint64_t ma
 void kvctl_what(struct kvctl *k, const char *cmd, const void *key, size_t key_len);
 /* Reads --token-file when given, then opens the handle; an exit code. */
 int kvctl_connect(struct kvctl *k);
+/* Checks a key given on the command line. */
+int kvctl_check_key(struct kvctl *k, const char *key);
+
+/* ---- errors (output.c) ------------------------------------------------------ */
+
+/* One line on stderr ("kvctl: WHAT: msg"), and with -o json the error
+ * document on stdout; returns exit_code. */
+int kvctl_report(struct kvctl *k, int code, int exit_code, const char *msg);
 /* A failed call: rv its return, st its status. */
 int kvctl_fail(struct kvctl *k, int rv, const struct kvc_status *st);
 __attribute__((format(printf, 2, 3))) int kvctl_usage(struct kvctl *k, const char *fmt, ...);
 /* An error that is neither (an output or input failure): exit 5. */
 __attribute__((format(printf, 2, 3))) int kvctl_error(struct kvctl *k, const char *fmt, ...);
-/* Checks a key given on the command line. */
-int kvctl_check_key(struct kvctl *k, const char *key);
 
 /* ---- output (output.c) ------------------------------------------------------ */
 

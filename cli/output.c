@@ -1,5 +1,6 @@
 /*
- * output.c — kvctl's output: JSON documents, base64, times, raw bytes (and
+ * output.c — kvctl's output: JSON documents, error reports (the one line
+ * on stderr and its JSON document), base64, times, raw bytes (and
  * a value's newline on a terminal).
  *
  * JSON is built with libjansson, not printed by hand: it is a small,
@@ -10,6 +11,7 @@
  */
 #include "kvctl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,80 @@ int kvctl_finish(struct kvctl *k)
 		return kvctl_error(k, "cannot write the output");
 	}
 	return KVCTL_EXIT_OK;
+}
+
+/* ---- errors: one line on stderr, and a JSON document with -o json ---- */
+
+int kvctl_report(struct kvctl *k, int code, int exit_code, const char *msg)
+{
+	if (k->what[0] != '\0')
+		fprintf(stderr, "kvctl: %s: %s\n", k->what, msg);
+	else
+		fprintf(stderr, "kvctl: %s\n", msg);
+	if (k->json) {
+		json_t *doc = json_pack("{s:{s:i,s:s,s:s,s:i}}", "error", "code", code, "name",
+		                        kvc_code_name(code), "message", msg, "exit", exit_code);
+
+		if (doc != NULL)
+			kvctl_emit_json(k, doc);
+	}
+	return exit_code;
+}
+
+static int exit_code_of(int rv)
+{
+	switch (-rv) {
+	case KVC_NOT_FOUND:
+		return KVCTL_EXIT_NOT_FOUND;
+	case KVC_FAILED_PRECONDITION:
+		return KVCTL_EXIT_PRECONDITION;
+	case KVC_UNAVAILABLE:
+	case KVC_DEADLINE_EXCEEDED: /* nothing answered in time */
+		return KVCTL_EXIT_UNAVAILABLE;
+	default:
+		return KVCTL_EXIT_ERROR;
+	}
+}
+
+int kvctl_fail(struct kvctl *k, int rv, const struct kvc_status *st)
+{
+	const char *msg = st != NULL && st->message[0] != '\0' ? st->message : kvc_code_name(rv);
+
+	return kvctl_report(k, -rv, exit_code_of(rv), msg);
+}
+
+static int vreport(struct kvctl *k, int code, int exit_code, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	return kvctl_report(k, code, exit_code, msg);
+}
+
+int kvctl_usage(struct kvctl *k, const char *fmt, ...)
+{
+	va_list ap;
+	int rv;
+
+	va_start(ap, fmt);
+	rv = vreport(k, KVC_INVALID_ARGUMENT, KVCTL_EXIT_USAGE, fmt, ap);
+	va_end(ap);
+	if (!k->json && k->cmd != NULL)
+		fprintf(stderr, "Try 'kvctl %s --help'.\n", k->cmd->name);
+	else if (!k->json)
+		fputs("Try 'kvctl --help'.\n", stderr);
+	return rv;
+}
+
+int kvctl_error(struct kvctl *k, const char *fmt, ...)
+{
+	va_list ap;
+	int rv;
+
+	va_start(ap, fmt);
+	rv = vreport(k, KVC_INTERNAL, KVCTL_EXIT_ERROR, fmt, ap);
+	va_end(ap);
+	return rv;
 }
 
 /* jansson integers are signed 64-bit; a larger count is given as a string
