@@ -14,6 +14,7 @@
 #define KV_BENCH_RPC_BENCH_H
 
 #include "hist.h"
+#include "kvdrun.h"
 #include "proc.h"
 #include "report.h"
 
@@ -118,10 +119,8 @@ struct rb_bench {
 	char kvd_mtime[64];
 	char base[RB_PATH_MAX]; /* the run's directory, removed at the end */
 	char fs[64];
-	char config_text[256];
-	char ipc_url[RB_PATH_MAX + 16], tcp_url[64];
-	char kvipc_url[RB_PATH_MAX + 16], kvtcp_url[64];
-	struct bench_proc kvd;
+	const char *config_text; /* kvd's whole settings file; NULL until it starts */
+	struct kvd_run kvd;      /* this run's kvd and its four URLs */
 	bool kvd_started;
 	int kvd_stop_rv; /* the first failure to exit 0 */
 	char kvd_stop_err[RB_ERR_MAX];
