@@ -30,6 +30,7 @@
 #define KV_BENCH_YCSB_BACKEND_H
 
 #include "bench.h"
+#include "kvdrun.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,11 +55,8 @@ struct yb_env {
 	bool stream;            /* reach the kvd started here over kv+ipc:// and kv+tcp://
 	                           (kvd's stream framing), not nng's ipc:// and tcp:// */
 	/* the kvd, started on first use and stopped by yb_env_fini */
-	struct bench_proc kvd;
+	struct kvd_run kvd; /* its settings, URLs, command line and process */
 	bool kvd_started;
-	char kvd_ipc[YB_PATH_MAX + 16]; /* its URLs */
-	char kvd_tcp[64];
-	char kvd_config[256]; /* the whole config file it was given */
 	char kvd_version[32]; /* as StatsDaemon reports */
 	uint64_t kvd_workers;
 	/* the last redis-server started */
