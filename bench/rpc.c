@@ -9,8 +9,8 @@
  *
  * A run (--repeat R: R times, kvd restarted each time; rows report the
  * median run by ops/s and the spread):
- *   1. starts kvd (fork/exec; --kvd, default ../daemon/kvd next to this
- *      executable) on a fresh data directory, listening on ipc:// and
+ *   1. starts kvd (harness/kvdrun.h; --kvd, default ../daemon/kvd next to
+ *      this executable) on a fresh data directory, listening on ipc:// and
  *      tcp://127.0.0.1 (nng) and on kv+ipc:// and kv+tcp://127.0.0.1 (its
  *      stream framing), with a config file whose only setting is
  *      [tenant-defaults] sync = none; creates the tenant "durable" with

@@ -50,8 +50,6 @@
 #define RB_PRELOAD_BATCH    1000                 /* ops per Batch while preloading */
 #define RB_CALL_TIMEOUT_MS  10000                /* every call's deadline */
 #define RB_CELL_MAX_S       30.0                 /* a window waits this long for its first call */
-#define RB_START_TIMEOUT_MS 15000                /* kvd answers Health within this */
-#define RB_STOP_TIMEOUT_MS  60000                /* kvd exits within this after SIGTERM */
 #define RB_ECHO_CONTEXTS    (RB_THREADS_MAX + 8) /* nng echo server contexts */
 #define RB_POOL_BYTES       (1u << 20)           /* random bytes values are cut from */
 #define RB_PATH_MAX         4096

@@ -577,7 +577,7 @@ static int redis_open(const struct yb_backend *b, struct yb_env *env, const stru
 	db->env = env;
 	db->cfg = *cfg;
 	db->tcp = strcmp(b->name, "redis-tcp") == 0;
-	if ((db->port = bench_free_tcp_port()) < 0) {
+	if ((db->port = kvd_run_free_port()) < 0) {
 		yb_errf(err, errlen, "no free TCP port: %s", strerror(-db->port));
 		goto fail;
 	}
