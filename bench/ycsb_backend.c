@@ -925,7 +925,10 @@ static int emb_open(const struct yb_backend *b, struct yb_env *env, const struct
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&db->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	bench_fmt(db->dir, sizeof db->dir, "%s/%s-%u", env->base, b->name, ++env->seq);
+	if (cfg->path != NULL)
+		bench_fmt(db->dir, sizeof db->dir, "%s", cfg->path);
+	else
+		bench_fmt(db->dir, sizeof db->dir, "%s/%s-%u", env->base, b->name, ++env->seq);
 	pc.path = db->dir;
 	/* the engine has an interval mode of its own; the others get a syncer */
 	if (cfg->sync == YB_SYNC_INTERVAL && db->pb->sync == NULL)
@@ -1048,7 +1051,30 @@ static int emb_counters(struct yb_db *db, struct yb_counters *ret, char *err, si
 	ret->batches = pc.batches;
 	ret->writes = pc.writes;
 	ret->syncs = pc.syncs;
+	ret->merges = pc.merges;
 	return 0;
+}
+
+static int emb_scan_range(struct yb_worker *w, const char *start, const char *end, size_t key_size,
+                          size_t value_size, uint64_t *ret_records, uint64_t *ret_wrong)
+{
+	struct peer_worker *pw = w->priv;
+	struct peer_scan s;
+
+	if (w->db->pb->scan(pw, start, end, key_size, value_size, &s) != 0) {
+		yb_errf(w->err, sizeof w->err, "%s", pw->err);
+		return -1;
+	}
+	*ret_records = s.entries;
+	*ret_wrong = s.wrong;
+	return 0;
+}
+
+static void emb_describe_io(struct yb_db *db, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (db->pb->describe != NULL)
+		db->pb->describe(db->peer, buf, len);
 }
 
 /* ==== the list ================================================================== */
@@ -1088,7 +1114,8 @@ static void db_describe(struct yb_db *db, char *buf, size_t len)
 		.open = emb_open, .close = emb_close, .describe = db_describe,                     \
 		.worker_init = emb_worker_init, .worker_fini = emb_worker_fini, .read = emb_read,  \
 		.update = emb_write, .insert = emb_write, .scan = emb_scan,                        \
-		.counters = emb_counters,                                                          \
+		.counters = emb_counters, .scan_range = emb_scan_range,                            \
+		.describe_io = emb_describe_io,                                                    \
 	}
 
 static const struct yb_backend yb_kvd_ipc = KVD_BACKEND("kvd-ipc");
