@@ -1,11 +1,14 @@
 /*
  * bench/proc.c — the processes kvbench starts other than kvd (sockperf,
  * redis-server, its own echo server): fork/exec with the output to a log,
- * stopping with SIGTERM and judging the exit; and finding and pinning the
- * kvd binary. kvd itself is started through harness/kvdrun.h.
+ * stopping with SIGTERM and judging the exit (worded as harness/kvdrun.h
+ * words kvd's); and finding and pinning the kvd binary. kvd itself is
+ * started through harness/kvdrun.h.
  */
 #include "proc.h"
 #include "sys.h"
+
+#include "kvdrun.h" /* the exit status and log tail in messages */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,41 +114,6 @@ bool bench_proc_reaped(struct bench_proc *k)
 	return false;
 }
 
-static void kvd_status_text(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
-	else
-		snprintf(buf, len, "status 0x%x", st);
-}
-
-/* The last lines of the log, one line. */
-static void log_tail(const char *path, char *buf, size_t len)
-{
-	char tail[512] = "";
-	FILE *f = fopen(path, "r");
-	long sz;
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0) {
-		long from = sz > (long)sizeof tail - 1 ? sz - (long)sizeof tail + 1 : 0;
-		size_t n;
-		fseek(f, from, SEEK_SET);
-		n = fread(tail, 1, sizeof tail - 1, f);
-		tail[n] = '\0';
-		for (size_t i = 0; i < n; i++)
-			if (tail[i] == '\n' && i + 1 < n)
-				tail[i] = '|';
-		tail[strcspn(tail, "\n")] = '\0';
-	}
-	fclose(f);
-	snprintf(buf, len, "%s", tail);
-}
-
 int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
 {
 	double t0 = bench_now();
@@ -174,8 +142,8 @@ int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
 	k->stop_seconds = bench_now() - t0;
 	if (!WIFEXITED(k->status) || WEXITSTATUS(k->status) != 0) {
 		char s[64], tail[512];
-		kvd_status_text(k->status, s, sizeof s);
-		log_tail(k->log, tail, sizeof tail);
+		kvd_run_status_text(k->status, s, sizeof s);
+		kvd_run_log_tail(k->log, tail, sizeof tail);
 		bench_fmt(err, errlen, "%s %s; log: %s", s,
 		          gone ? "before SIGTERM" : "after SIGTERM", tail);
 		return -ECHILD;

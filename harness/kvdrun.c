@@ -265,10 +265,10 @@ void kvd_run_status_text(int st, char *buf, size_t len)
 		snprintf(buf, len, "status 0x%x", st);
 }
 
-void kvd_run_log_tail(const struct kvd_run *r, char *buf, size_t len)
+void kvd_run_log_tail(const char *log, char *buf, size_t len)
 {
 	char tail[512] = "";
-	FILE *f = fopen(r->log, "r");
+	FILE *f = fopen(log, "r");
 	long sz;
 
 	buf[0] = '\0';
@@ -316,7 +316,7 @@ int kvd_run_wait(struct kvd_run *r, char *err, size_t errlen)
 		if (kvd_run_reaped(r)) {
 			char s[64], tail[512];
 			kvd_run_status_text(r->status, s, sizeof s);
-			kvd_run_log_tail(r, tail, sizeof tail);
+			kvd_run_log_tail(r->log, tail, sizeof tail);
 			fmt(err, errlen, "kvd stopped before it answered (%s): %s", s, tail);
 			rv = -ECHILD;
 			break;
@@ -373,7 +373,7 @@ int kvd_run_stop(struct kvd_run *r, char *err, size_t errlen)
 	if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
 		char s[64], tail[512];
 		kvd_run_status_text(r->status, s, sizeof s);
-		kvd_run_log_tail(r, tail, sizeof tail);
+		kvd_run_log_tail(r->log, tail, sizeof tail);
 		fmt(err, errlen, "%s %s; log: %s", s, gone ? "before SIGTERM" : "after SIGTERM",
 		    tail);
 		return -ECHILD;

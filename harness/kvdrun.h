@@ -105,8 +105,9 @@ bool kvd_run_reaped(struct kvd_run *r);
 /* "exit 1", "killed by signal 9", for a wait status. */
 void kvd_run_status_text(int status, char *buf, size_t len);
 
-/* The last bytes of the log as one line ('|' between lines). */
-void kvd_run_log_tail(const struct kvd_run *r, char *buf, size_t len);
+/* The last bytes of a log file (r->log, or any process's) as one line
+ * ('|' between lines); "" when it cannot be read. */
+void kvd_run_log_tail(const char *log, char *buf, size_t len);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago, or -errno. */
 int kvd_run_free_port(void);
