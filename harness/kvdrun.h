@@ -15,8 +15,9 @@
  * <dir>/data, <dir>/kvd.sock for ipc://, <dir>/kv.sock for kv+ipc://, a free
  * port on 127.0.0.1 for tcp:// and kv+tcp://).
  *
- * Errors: every int-returning call gives 0, or a negative errno with a
- * one-line message in err (the log's last lines included when kvd ended).
+ * Errors: every int-returning call gives 0, or a negative errno (each call
+ * lists its own) with a one-line message in err (the log's last lines
+ * included when kvd ended).
  * Nothing here prints. One thread uses a struct kvd_run at a time.
  */
 #ifndef KV_HARNESS_KVDRUN_H
@@ -80,12 +81,17 @@ struct kvd_run {
 	char command[4096];     /* the command line, quoted for a shell */
 };
 
-/* Writes the settings file and starts kvd (no wait). 0 or -errno. */
+/* Fills the empty paths and URLs, writes the settings file and starts kvd
+ * (no wait); r must not have a kvd running. Errors: -EINVAL (no bin or
+ * dir), -ENAMETOOLONG (a path or socket name does not fit), a free port's
+ * -errno, and the -errno of writing the settings file, opening the log or
+ * fork. A kvd that cannot exec exits 127 (seen by kvd_run_wait). */
 int kvd_run_spawn(struct kvd_run *r, char *err, size_t errlen);
 
-/* Waits until kvd answers Health (start_timeout_ms at most). -ECHILD when
- * it ended first (reaped; r->status says how), -ETIMEDOUT when it runs but
- * did not answer (it is left running). */
+/* Waits until kvd answers Health on r->health_url (start_timeout_ms at
+ * most). Errors: -ECHILD when it ended first (reaped; r->status says how),
+ * -ETIMEDOUT when it runs but did not answer (it is left running), or
+ * kvc_open's negative KVC code when no client could be made. */
 int kvd_run_wait(struct kvd_run *r, char *err, size_t errlen);
 
 /* kvd_run_spawn, then kvd_run_wait. */
