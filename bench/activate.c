@@ -29,6 +29,7 @@
  * slowest. Exits 0 only when every step worked and every Get found its value.
  */
 #include "bench.h"
+#include "kvdrun.h"
 #include "opt.h"
 #include "report.h"
 #include "rng.h"
@@ -515,47 +516,33 @@ static int passivate(kvc *c, struct ab_size *z)
 
 static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, const char *tdir)
 {
-	char conf[AB_PATH_MAX + 32], log[AB_PATH_MAX + 32], url[AB_PATH_MAX + 32];
 	char err[AB_ERR_MAX], key[AB_KEY_SIZE];
-	const char *args[16];
-	struct bench_proc k;
+	struct kvd_run k = {.bin = b->kvd_bin,
+	                    .dir = b->base,
+	                    .config_text = "# kvbench activate: kvd's defaults\n",
+	                    .die_with_parent = true};
 	struct kvc_options o;
 	struct kvc_status st;
 	struct kvc_call call = {.timeout_ms = AB_TIMEOUT_MS, .status = &st};
 	struct kvc_health h;
 	kvc *c = NULL;
 	uint64_t s = 7, act_us = 0;
-	size_t n = 0;
 	int rv;
-	FILE *f;
 
-	snprintf(conf, sizeof conf, "%s/kvd.conf", b->base);
-	snprintf(log, sizeof log, "%s/kvd-%" PRIu64 ".log", b->base, z->keys);
-	snprintf(url, sizeof url, "ipc://%s/kvd.sock", b->base);
-	if ((f = fopen(conf, "w")) == NULL ||
-	    fputs("# kvbench activate: kvd's defaults\n", f) < 0 || fclose(f) != 0) {
-		bench_fmt(z->err, sizeof z->err, "writing %s: %s", conf, strerror(errno));
-		return -EIO;
-	}
-	args[n++] = "--data-dir";
-	args[n++] = dir;
-	args[n++] = "--listen";
-	args[n++] = url;
-	args[n++] = "--config";
-	args[n++] = conf;
-	args[n] = NULL;
-	if ((rv = bench_proc_start(&k, b->kvd_bin, args, log, err, sizeof err)) != 0) {
+	bench_fmt(k.data, sizeof k.data, "%s", dir);
+	bench_fmt(k.log, sizeof k.log, "%s/kvd-%" PRIu64 ".log", b->base, z->keys);
+	if ((rv = kvd_run_spawn(&k, err, sizeof err)) != 0) {
 		bench_fmt(z->err, sizeof z->err, "starting kvd: %s", err);
 		return rv;
 	}
 	bench_fmt(z->kvd_command, sizeof z->kvd_command, "%s", k.command);
 	z->kvd_ran = true;
-	if ((rv = bench_kvd_wait_ready(&k, url, err, sizeof err)) != 0) {
+	if ((rv = kvd_run_wait(&k, err, sizeof err)) != 0) {
 		bench_fmt(z->err, sizeof z->err, "%s", err);
 		goto stop;
 	}
 	kvc_options_init(&o);
-	o.endpoint = url;
+	o.endpoint = k.url[KVD_RUN_IPC];
 	o.timeout_ms = AB_TIMEOUT_MS;
 	o.contexts = 2;
 	if ((rv = kvc_open(&o, &c)) != 0 || (rv = kvc_health(c, &call, &h)) != 0) {
@@ -623,7 +610,7 @@ static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, c
 stop:
 	kvc_close(c);
 	{
-		int r2 = bench_proc_stop(&k, err, sizeof err);
+		int r2 = kvd_run_stop(&k, err, sizeof err);
 		z->kvd_exit_ok = r2 == 0;
 		if (r2 != 0 && rv == 0) {
 			bench_fmt(z->err, sizeof z->err, "kvd: %s", err);

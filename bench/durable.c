@@ -216,7 +216,7 @@ static void du_cell_run(struct du_cell *c, struct du_result *r)
 	const struct du_opts *o = &c->b->o;
 	struct du_client *th = calloc(c->nclients, sizeof(*th));
 	struct hist *all = calloc((size_t)c->nclients + 1, sizeof(struct hist));
-	struct yb_counters c0 = {0, 0, 0}, c1 = {0, 0, 0};
+	struct yb_counters c0 = {0}, c1 = {0};
 	uint64_t t_last = 0;
 	unsigned started = 0;
 	char e[DU_ERR_MAX] = "";

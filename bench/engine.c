@@ -25,6 +25,11 @@
  * own random stream (the others). Keys are the number zero-padded to the key
  * size, as db_bench's "%016d". Open and close are not timed.
  *
+ * Each database is opened and driven through bench/ycsb_backend.h (its
+ * embedded backends, which sit on bench/peers.h's library adapters), as
+ * ycsb, versions and durable drive theirs; the header's version and
+ * settings lines come from peers.h.
+ *
  * Every read checks the value length; a key that should exist and is not
  * found is a miss. The exit code is 0 only when every built backend
  * completed every workload with no miss and no wrong length; a backend
@@ -36,6 +41,7 @@
 #include "peers.h"
 #include "report.h"
 #include "rng.h"
+#include "ycsb_backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -92,7 +98,7 @@ struct eb_opts {
 	uint64_t repeat;        /* runs of everything; each cell reports its median run */
 	bool sync[SYNC_COUNT];  /* modes to run */
 	bool workload[W_COUNT]; /* workloads to report */
-	const struct peer_backend *backends[EB_BACKENDS_MAX];
+	const struct yb_backend *backends[EB_BACKENDS_MAX]; /* embedded ones */
 	size_t nbackends;
 	const char *dir; /* parent of the run's directory; NULL: /tmp */
 	bool quick;
@@ -117,8 +123,8 @@ struct eb_result {
 	uint64_t misses;       /* keys that should exist and were not found */
 	uint64_t wrong;        /* wrong key or value lengths, surplus scan entries */
 	bool have_counters;
-	struct peer_counters counters; /* delta over the workload */
-	char err[PEER_ERR_MAX];
+	struct yb_counters counters; /* delta over the workload */
+	char err[YB_ERR_MAX];
 };
 
 /* Results by sync mode, workload and backend (the index in eb_opts.backends). */
@@ -139,10 +145,11 @@ struct eb_bench {
 	uint64_t *exist;        /* key ids present after fillrandom (+ overwrite) */
 	uint64_t nexist;
 	struct eb_info info[EB_BACKENDS_MAX];
-	eb_table *runs; /* one table per repetition */
-	uint64_t rep;   /* the repetition running */
-	eb_table res;   /* the summary: per cell, its median repetition */
-	FILE *progress; /* rows as they complete: stdout; stderr with --json, --markdown */
+	struct yb_env env; /* base: the run's directory (yb_open's) */
+	eb_table *runs;    /* one table per repetition */
+	uint64_t rep;      /* the repetition running */
+	eb_table res;      /* the summary: per cell, its median repetition */
+	FILE *progress;    /* rows as they complete: stdout; stderr with --json, --markdown */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -186,8 +193,8 @@ static unsigned eb_digits(uint64_t v)
 
 struct eb_run {
 	struct eb_bench *b;
-	const struct peer_backend *pb;
-	struct peer *db;
+	const struct yb_backend *yb;
+	struct yb_db *db;
 	enum eb_workload w;
 	uint64_t num;
 	/* start gate: workers wait, ready, until go is 1 (run) or -1 (cancelled) */
@@ -201,7 +208,7 @@ struct eb_thread {
 	struct eb_run *run;
 	uint64_t idx;
 	pthread_t tid;
-	struct peer_worker w;
+	struct yb_worker w;
 	uint64_t ops, misses, wrong;
 	double start, end; /* CLOCK_MONOTONIC around the workload loop */
 	bool failed;
@@ -212,14 +219,14 @@ static void *eb_thread_main(void *arg)
 	struct eb_thread *t = arg;
 	struct eb_run *r = t->run;
 	const struct eb_opts *o = &r->b->o;
-	const struct peer_backend *pb = r->pb;
+	const struct yb_backend *yb = r->yb;
 	const size_t ks = o->key_size, vs = o->value_size;
 	char key[EB_KEY_MAX], end[EB_KEY_MAX];
 	uint64_t lo, hi, rng, vpos, i;
 	int rv = 0;
 
 	t->w.db = r->db;
-	if (pb->worker_init != NULL && pb->worker_init(&t->w) != 0)
+	if (yb->worker_init(&t->w) != 0)
 		t->failed = true;
 	vpos = (t->idx * 4099 * 64) % EB_POOL_BYTES;
 	pthread_mutex_lock(&r->mu);
@@ -230,8 +237,8 @@ static void *eb_thread_main(void *arg)
 	int go = r->go;
 	pthread_mutex_unlock(&r->mu);
 	if (t->failed || go < 0) {
-		if (!t->failed && pb->worker_fini != NULL)
-			pb->worker_fini(&t->w);
+		if (!t->failed)
+			yb->worker_fini(&t->w);
 		return NULL;
 	}
 
@@ -241,7 +248,7 @@ static void *eb_thread_main(void *arg)
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
 		for (i = lo; i < hi; i++) {
 			eb_key(key, ks, i);
-			if ((rv = pb->put(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
+			if ((rv = yb->update(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
 				break;
 			if ((vpos += vs) >= EB_POOL_BYTES)
 				vpos -= EB_POOL_BYTES;
@@ -254,7 +261,7 @@ static void *eb_thread_main(void *arg)
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
 			eb_key(key, ks, bench_rng_below(&rng, r->num));
-			if ((rv = pb->put(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
+			if ((rv = yb->update(&t->w, key, ks, r->b->pool + vpos, vs)) != 0)
 				break;
 			if ((vpos += vs) >= EB_POOL_BYTES)
 				vpos -= EB_POOL_BYTES;
@@ -267,54 +274,49 @@ static void *eb_thread_main(void *arg)
 		for (i = lo; i < hi; i++) {
 			size_t len = 0;
 			eb_key(key, ks, r->b->exist[bench_rng_below(&rng, r->b->nexist)]);
-			if ((rv = pb->get(&t->w, key, ks, &len)) < 0)
+			if ((rv = yb->read(&t->w, key, ks, NULL, 0, &len)) < 0)
 				break;
-			if (rv == PEER_NOTFOUND)
+			if (rv == YB_NOTFOUND)
 				t->misses++;
 			else if (len != vs)
 				t->wrong++;
 			t->ops++;
 		}
 		break;
-	case W_READSEQ: {
-		struct peer_scan s;
+	case W_READSEQ:
 		eb_share(r->num, o->threads, t->idx, &lo, &hi);
 		eb_key(key, ks, lo);
 		eb_key(end, ks, hi);
-		rv = pb->scan(&t->w, t->idx > 0 ? key : NULL, t->idx + 1 < o->threads ? end : NULL,
-		              ks, vs, &s);
-		if (rv == 0) {
-			t->ops = s.entries;
-			t->wrong = s.wrong;
-		}
+		rv = yb->scan_range(&t->w, t->idx > 0 ? key : NULL,
+		                    t->idx + 1 < o->threads ? end : NULL, ks, vs, &t->ops,
+		                    &t->wrong);
 		break;
-	}
 	case W_COUNT:
 		break;
 	}
 	t->end = bench_now();
 	if (rv < 0)
 		t->failed = true;
-	if (pb->worker_fini != NULL)
-		pb->worker_fini(&t->w);
+	yb->worker_fini(&t->w);
 	return NULL;
 }
 
 /* Runs workload w on the open database db with o->threads workers. */
-static void eb_run_workload(struct eb_bench *b, const struct peer_backend *pb, struct peer *db,
+static void eb_run_workload(struct eb_bench *b, const struct yb_backend *yb, struct yb_db *db,
                             enum eb_workload w, uint64_t num, struct eb_result *res)
 {
 	const uint64_t nt = b->o.threads;
 	struct eb_run run = {
 	        .b = b,
-	        .pb = pb,
+	        .yb = yb,
 	        .db = db,
 	        .w = w,
 	        .num = num,
 	        .mu = PTHREAD_MUTEX_INITIALIZER,
 	        .cv = PTHREAD_COND_INITIALIZER,
 	};
-	struct peer_counters c0, c1;
+	struct yb_counters c0, c1;
+	char cerr[YB_ERR_MAX];
 	struct eb_thread *th;
 	uint64_t started = 0;
 	double t0 = 0, t1 = 0;
@@ -325,7 +327,7 @@ static void eb_run_workload(struct eb_bench *b, const struct peer_backend *pb, s
 		peer_errf(res->err, sizeof res->err, "out of memory for %" PRIu64 " threads", nt);
 		return;
 	}
-	bool have_c0 = pb->counters != NULL && pb->counters(db, &c0) == 0;
+	bool have_c0 = yb->counters != NULL && yb->counters(db, &c0, cerr, sizeof cerr) == 0;
 	for (started = 0; started < nt; started++) {
 		th[started].run = &run;
 		th[started].idx = started;
@@ -378,7 +380,7 @@ static void eb_run_workload(struct eb_bench *b, const struct peer_backend *pb, s
 		else
 			res->wrong += res->ops - b->nexist;
 	}
-	if (have_c0 && pb->counters(db, &c1) == 0) {
+	if (have_c0 && yb->counters(db, &c1, cerr, sizeof cerr) == 0) {
 		res->have_counters = true;
 		res->counters.batches = c1.batches - c0.batches;
 		res->counters.writes = c1.writes - c0.writes;
@@ -484,13 +486,13 @@ static void eb_header(const struct eb_bench *b, struct report *rep)
 		        o->repeat);
 	EB_LINE("kvd build", "%s", bench_build());
 	for (size_t i = 0; i < o->nbackends; i++) {
-		const struct peer_backend *pb = o->backends[i];
-		if (!peer_built(pb)) {
-			EB_LINE(pb->name, "not built (library not found at configure time)");
+		const struct peer_backend *lib = peer_find(o->backends[i]->peer);
+		if (!peer_built(lib)) {
+			EB_LINE(lib->name, "not built (library not found at configure time)");
 			continue;
 		}
-		EB_LINE(pb->name, "%s%s%s; %s", b->info[i].version,
-		        b->info[i].describe[0] ? "; " : "", b->info[i].describe, pb->settings);
+		EB_LINE(lib->name, "%s%s%s; %s", b->info[i].version,
+		        b->info[i].describe[0] ? "; " : "", b->info[i].describe, lib->settings);
 	}
 	for (size_t i = 0; i < sizeof eb_fairness / sizeof eb_fairness[0]; i++)
 		EB_LINE("fairness", "%s", eb_fairness[i]);
@@ -710,23 +712,24 @@ static void eb_group_state(struct eb_bench *b, int s, const enum eb_workload *ws
  * its data (fillrandom before the reads), unreported. */
 static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size_t nw, size_t bi)
 {
-	const struct peer_backend *pb = b->o.backends[bi];
+	const struct yb_backend *yb = b->o.backends[bi];
 	uint64_t num = s == SYNC_ALWAYS ? b->o.num_sync : b->o.num;
-	struct peer_config cfg = {
-	        .sync = s == SYNC_ALWAYS,
-	        .num = num * 2,
+	struct yb_config cfg = {
+	        .sync = s == SYNC_ALWAYS ? YB_SYNC_ALWAYS : YB_SYNC_NONE,
+	        .threads = (unsigned)b->o.threads,
+	        .records = num * 2,
 	        .key_size = b->o.key_size,
 	        .value_size = b->o.value_size,
 	};
-	char path[EB_PATH_MAX], err[PEER_ERR_MAX] = "";
-	struct peer *db = NULL;
+	char path[EB_PATH_MAX], err[YB_ERR_MAX] = "";
+	struct yb_db *db = NULL;
 	int rv;
 
-	if (!peer_built(pb)) {
+	if (!peer_built(peer_find(yb->peer))) {
 		eb_group_state(b, s, ws, nw, bi, RES_NOT_BUILT, "");
 		return;
 	}
-	rv = snprintf(path, sizeof path, "%s/%s-%s-%s", b->base, pb->name, eb_sync_names[s],
+	rv = snprintf(path, sizeof path, "%s/%s-%s-%s", b->base, yb->name, eb_sync_names[s],
 	              eb_workload_names[ws[0]]);
 	if (rv < 0 || (size_t)rv >= sizeof path) {
 		eb_group_state(b, s, ws, nw, bi, RES_FAILED, "database path too long");
@@ -738,18 +741,19 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 		eb_group_state(b, s, ws, nw, bi, RES_FAILED, err);
 		return;
 	}
-	if (pb->open(&cfg, &db, err, sizeof err) != 0) {
+	if (yb->open(yb, &b->env, &cfg, &db, err, sizeof err) != 0) {
 		eb_group_state(b, s, ws, nw, bi, RES_FAILED, err);
 		return;
 	}
-	if (b->info[bi].describe[0] == '\0' && pb->describe != NULL) {
-		pb->describe(db, b->info[bi].describe, sizeof b->info[bi].describe);
-		if (b->progress == stdout && !b->o.json && !b->o.markdown)
-			fprintf(b->progress, "# %s: %s\n", pb->name, b->info[bi].describe);
+	if (b->info[bi].describe[0] == '\0') {
+		yb->describe_io(db, b->info[bi].describe, sizeof b->info[bi].describe);
+		if (b->info[bi].describe[0] != '\0' && b->progress == stdout && !b->o.json &&
+		    !b->o.markdown)
+			fprintf(b->progress, "# %s: %s\n", yb->name, b->info[bi].describe);
 	}
 	for (size_t i = 0; i < nw; i++) {
 		struct eb_result *r = &b->runs[b->rep][s][ws[i]][bi];
-		eb_run_workload(b, pb, db, ws[i], num, r);
+		eb_run_workload(b, yb, db, ws[i], num, r);
 		if (!b->o.workload[ws[i]] && r->state == RES_OK) {
 			r->state = RES_NONE; /* ran only to load the data */
 			continue;
@@ -761,7 +765,8 @@ static void eb_group(struct eb_bench *b, int s, const enum eb_workload *ws, size
 			break;
 		}
 	}
-	pb->close(db);
+	if (yb->close(db, err, sizeof err) != 0)
+		fprintf(stderr, "kvbench engine: closing %s: %s\n", path, err);
 	if ((rv = bench_rmtree(path)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", path, strerror(-rv));
 }
@@ -886,9 +891,9 @@ static int eb_backend_list(struct eb_opts *o, const char *list)
 	strcpy(buf, list);
 	o->nbackends = 0;
 	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-		const struct peer_backend *pb = peer_find(t);
+		const struct yb_backend *pb = yb_find(t);
 		bool dup = false;
-		if (pb == NULL) {
+		if (pb == NULL || strcmp(pb->kind, "embedded") != 0) {
 			fprintf(stderr, "kvbench engine: unknown backend '%s'\n", t);
 			return -EINVAL;
 		}
@@ -904,7 +909,7 @@ static int eb_backend_list(struct eb_opts *o, const char *list)
 	/* the engine first: it is the reference of every ratio */
 	for (size_t i = 1; i < o->nbackends; i++) {
 		if (strcmp(o->backends[i]->name, "engine") == 0) {
-			const struct peer_backend *e = o->backends[i];
+			const struct yb_backend *e = o->backends[i];
 			memmove(&o->backends[1], &o->backends[0], i * sizeof(o->backends[0]));
 			o->backends[0] = e;
 		}
@@ -1107,17 +1112,20 @@ int bench_engine(int argc, char **argv)
 	o->sync[SYNC_NONE] = o->sync[SYNC_ALWAYS] = true;
 	for (int w = 0; w < W_COUNT; w++)
 		o->workload[w] = true;
-	for (size_t i = 0; i < peer_backend_count && i < EB_BACKENDS_MAX; i++)
-		o->backends[o->nbackends++] = peer_backends[i];
+	for (size_t i = 0; i < yb_backend_count && o->nbackends < EB_BACKENDS_MAX; i++)
+		if (strcmp(yb_backends[i]->kind, "embedded") == 0)
+			o->backends[o->nbackends++] = yb_backends[i];
 	if ((rv = eb_parse(argc, argv, o)) != 0) {
 		free(b);
 		report_fini(&rep);
 		return rv > 0 ? 0 : 2;
 	}
 	bench_command_line(b->command, sizeof b->command, argc, argv);
-	for (size_t i = 0; i < o->nbackends; i++)
-		if (peer_built(o->backends[i]))
-			o->backends[i]->version(b->info[i].version, sizeof b->info[i].version);
+	for (size_t i = 0; i < o->nbackends; i++) {
+		const struct peer_backend *lib = peer_find(o->backends[i]->peer);
+		if (peer_built(lib))
+			lib->version(b->info[i].version, sizeof b->info[i].version);
+	}
 
 	if ((b->runs = calloc(o->repeat, sizeof(*b->runs))) == NULL ||
 	    (b->pool = malloc(EB_POOL_BYTES + o->value_size)) == NULL) {
@@ -1127,6 +1135,7 @@ int bench_engine(int argc, char **argv)
 	bench_rng_bytes(b->pool, EB_POOL_BYTES + o->value_size, o->seed ^ 0x5eed);
 	if (eb_make_base(b) != 0)
 		goto out;
+	b->env.base = b->base;
 
 	b->progress = o->json || o->markdown ? stderr : stdout;
 	if (!o->json && !o->markdown) {

@@ -1,32 +1,29 @@
 /*
- * bench/proc.c — the processes kvbench starts (kvd, sockperf, redis-server,
- * its own echo server): fork/exec with the output to a log, waiting for kvd
- * to answer, stopping with SIGTERM and judging the exit, finding and pinning
- * the kvd binary, a free TCP port.
+ * bench/proc.c — the processes kvbench starts other than kvd (sockperf,
+ * redis-server, its own echo server): fork/exec with the output to a log,
+ * stopping with SIGTERM and judging the exit (worded as harness/kvdrun.h
+ * words kvd's); and finding and pinning the kvd binary. kvd itself is
+ * started through harness/kvdrun.h.
  */
 #include "proc.h"
 #include "sys.h"
 
-#include "kvclient.h"
+#include "kvdrun.h" /* the exit status and log tail in messages */
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PROC_START_TIMEOUT_MS 15000 /* kvd answers Health within this */
-#define PROC_STOP_TIMEOUT_MS  60000 /* a process exits within this after SIGTERM */
+#define PROC_STOP_TIMEOUT_MS 60000 /* a process exits within this after SIGTERM */
 
 int bench_kvd_path(const char *given, char *buf, size_t len)
 {
@@ -117,81 +114,6 @@ bool bench_proc_reaped(struct bench_proc *k)
 	return false;
 }
 
-static void kvd_status_text(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
-	else
-		snprintf(buf, len, "status 0x%x", st);
-}
-
-/* The last lines of the log, one line. */
-static void log_tail(const char *path, char *buf, size_t len)
-{
-	char tail[512] = "";
-	FILE *f = fopen(path, "r");
-	long sz;
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0) {
-		long from = sz > (long)sizeof tail - 1 ? sz - (long)sizeof tail + 1 : 0;
-		size_t n;
-		fseek(f, from, SEEK_SET);
-		n = fread(tail, 1, sizeof tail - 1, f);
-		tail[n] = '\0';
-		for (size_t i = 0; i < n; i++)
-			if (tail[i] == '\n' && i + 1 < n)
-				tail[i] = '|';
-		tail[strcspn(tail, "\n")] = '\0';
-	}
-	fclose(f);
-	snprintf(buf, len, "%s", tail);
-}
-
-int bench_kvd_wait_ready(struct bench_proc *k, const char *url, char *err, size_t errlen)
-{
-	struct kvc_options o;
-	struct kvc_health h;
-	struct kvc_status st;
-	struct kvc_call call = {.timeout_ms = 500, .status = &st};
-	double t0 = bench_now();
-	kvc *c;
-	int rv;
-
-	kvc_options_init(&o);
-	o.endpoint = url;
-	o.contexts = 1;
-	if ((rv = kvc_open(&o, &c)) != 0) {
-		bench_fmt(err, errlen, "kvc_open %s: %s", url, kvc_code_name(rv));
-		return rv;
-	}
-	for (;;) {
-		if ((rv = kvc_health(c, &call, &h)) == 0)
-			break;
-		if (bench_proc_reaped(k)) {
-			char s[64], tail[512];
-			kvd_status_text(k->status, s, sizeof s);
-			log_tail(k->log, tail, sizeof tail);
-			bench_fmt(err, errlen, "kvd stopped before it answered (%s): %s", s, tail);
-			rv = -ECHILD;
-			break;
-		}
-		if (bench_now() - t0 > PROC_START_TIMEOUT_MS / 1000.0) {
-			bench_fmt(err, errlen, "kvd did not answer Health on %s within %d s: %s",
-			          url, PROC_START_TIMEOUT_MS / 1000, st.message);
-			rv = -ETIMEDOUT;
-			break;
-		}
-		bench_sleep(0.02);
-	}
-	kvc_close(c);
-	return rv;
-}
-
 int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
 {
 	double t0 = bench_now();
@@ -220,8 +142,8 @@ int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen)
 	k->stop_seconds = bench_now() - t0;
 	if (!WIFEXITED(k->status) || WEXITSTATUS(k->status) != 0) {
 		char s[64], tail[512];
-		kvd_status_text(k->status, s, sizeof s);
-		log_tail(k->log, tail, sizeof tail);
+		kvd_run_status_text(k->status, s, sizeof s);
+		kvd_run_log_tail(k->log, tail, sizeof tail);
 		bench_fmt(err, errlen, "%s %s; log: %s", s,
 		          gone ? "before SIGTERM" : "after SIGTERM", tail);
 		return -ECHILD;
@@ -269,20 +191,4 @@ out:
 	if (out >= 0)
 		close(out);
 	return rv;
-}
-
-int bench_free_tcp_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t al = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd < 0)
-		return -errno;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
 }

@@ -1,6 +1,6 @@
 /*
  * bench/proc.h — starting and stopping the processes a benchmark drives
- * (bench/proc.c).
+ * other than kvd (bench/proc.c; kvd: harness/kvdrun.h).
  */
 #ifndef KV_BENCH_PROC_H
 #define KV_BENCH_PROC_H
@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* A child process (kvd, sockperf) started by bench_proc_start. */
+/* A child process (sockperf, redis-server, the echo server) started by
+ * bench_proc_start. */
 struct bench_proc {
 	pid_t pid;           /* > 0 running; < 0 reaped (-pid); 0 never started */
 	int status;          /* wait status once reaped */
@@ -33,10 +34,6 @@ int bench_proc_stop(struct bench_proc *k, char *err, size_t errlen);
 /* Whether the process exited (without waiting); fills k->status. */
 bool bench_proc_reaped(struct bench_proc *k);
 
-/* Waits until kvd answers Health on url (15 s at most); fails at once when
- * the process exits. */
-int bench_kvd_wait_ready(struct bench_proc *k, const char *url, char *err, size_t errlen);
-
 /* The kvd binary: given (checked executable), or ../daemon/kvd next to
  * /proc/self/exe (the build tree). 0 or -errno; buf is filled either way. */
 int bench_kvd_path(const char *given, char *buf, size_t len);
@@ -45,8 +42,5 @@ int bench_kvd_path(const char *given, char *buf, size_t len);
  * run starts is the same build even if the tree is rebuilt meanwhile. */
 int bench_kvd_pin(const char *src, const char *dir, char *buf, size_t len, char *err,
                   size_t errlen);
-
-/* A TCP port on 127.0.0.1 free right now, or -errno. */
-int bench_free_tcp_port(void);
 
 #endif

@@ -9,8 +9,8 @@
  *
  * A run (--repeat R: R times, kvd restarted each time; rows report the
  * median run by ops/s and the spread):
- *   1. starts kvd (fork/exec; --kvd, default ../daemon/kvd next to this
- *      executable) on a fresh data directory, listening on ipc:// and
+ *   1. starts kvd (harness/kvdrun.h; --kvd, default ../daemon/kvd next to
+ *      this executable) on a fresh data directory, listening on ipc:// and
  *      tcp://127.0.0.1 (nng) and on kv+ipc:// and kv+tcp://127.0.0.1 (its
  *      stream framing), with a config file whose only setting is
  *      [tenant-defaults] sync = none; creates the tenant "durable" with
@@ -505,7 +505,7 @@ static int preload(struct rb_bench *b, const char *tenant, char *err, size_t err
 		bench_fmt(err, errlen, "out of memory");
 		goto out;
 	}
-	if ((rv = kvc_handle(b->ipc_url, 2, &c, err, errlen)) != 0)
+	if ((rv = kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, errlen)) != 0)
 		goto out;
 	for (uint64_t i = 0; i < b->o.keys;) {
 		size_t n = 0;
@@ -542,68 +542,41 @@ static const char *sync_name(enum kvc_sync s)
 /* Starts kvd, creates "durable", preloads both tenants. */
 static int kvd_up(struct rb_bench *b)
 {
-	char conf[RB_PATH_MAX + 16], data[RB_PATH_MAX + 16], log[RB_PATH_MAX + 16];
-	char listen_ipc[RB_PATH_MAX + 32], workers[16], err[1024];
-	const char *args[16];
-	size_t n = 0;
+	struct kvd_run *k = &b->kvd;
+	char err[1024];
 	struct kvc_tenant_opts to = {.sync = KVC_SYNC_ALWAYS};
 	struct kvc_tenant_info ti;
 	struct kvc_daemon_stats ds;
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	kvc *c = NULL;
-	int port, rv;
-	FILE *f;
+	int rv;
 
-	snprintf(conf, sizeof conf, "%s/kvd.conf", b->base);
-	snprintf(data, sizeof data, "%s/data-%u", b->base, b->rep + 1);
-	snprintf(log, sizeof log, "%s/kvd-%u.log", b->base, b->rep + 1);
-	snprintf(b->config_text, sizeof b->config_text, "[tenant-defaults]\nsync = none\n");
-	if ((f = fopen(conf, "w")) == NULL || fputs(b->config_text, f) < 0 || fclose(f) != 0) {
-		fprintf(stderr, "kvbench rpc: writing %s: %s\n", conf, strerror(errno));
-		return -1;
-	}
-	if ((port = bench_free_tcp_port()) < 0) {
-		fprintf(stderr, "kvbench rpc: no free TCP port: %s\n", strerror(-port));
-		return -1;
-	}
-	bench_fmt(b->ipc_url, sizeof b->ipc_url, "ipc://%s/kvd-%u.sock", b->base, b->rep + 1);
-	snprintf(b->tcp_url, sizeof b->tcp_url, "tcp://127.0.0.1:%d", port);
-	snprintf(listen_ipc, sizeof listen_ipc, "%s", b->ipc_url);
-	bench_fmt(b->kvipc_url, sizeof b->kvipc_url, "kv+ipc://%s/kv-%u.sock", b->base, b->rep + 1);
-	if ((port = bench_free_tcp_port()) < 0) {
-		fprintf(stderr, "kvbench rpc: no free TCP port: %s\n", strerror(-port));
-		return -1;
-	}
-	snprintf(b->kvtcp_url, sizeof b->kvtcp_url, "kv+tcp://127.0.0.1:%d", port);
-	args[n++] = "--data-dir";
-	args[n++] = data;
-	args[n++] = "--listen";
-	args[n++] = listen_ipc;
-	args[n++] = "--listen";
-	args[n++] = b->tcp_url;
-	args[n++] = "--listen";
-	args[n++] = b->kvipc_url;
-	args[n++] = "--listen";
-	args[n++] = b->kvtcp_url;
-	args[n++] = "--config";
-	args[n++] = conf;
-	if (b->o.kvd_workers) {
-		snprintf(workers, sizeof workers, "%u", b->o.kvd_workers);
-		args[n++] = "--workers";
-		args[n++] = workers;
-	}
-	args[n] = NULL;
-	if (bench_proc_start(&b->kvd, b->kvd_bin, args, log, err, sizeof err) != 0) {
+	memset(k, 0, sizeof(*k));
+	k->bin = b->kvd_bin;
+	k->dir = b->base;
+	k->config_text = b->config_text = "[tenant-defaults]\nsync = none\n";
+	k->listen = KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_TCP) |
+	            KVD_RUN_LISTEN(KVD_RUN_KVIPC) | KVD_RUN_LISTEN(KVD_RUN_KVTCP);
+	k->workers = b->o.kvd_workers;
+	k->die_with_parent = true;
+	/* every run (--repeat) has its own data, log and sockets */
+	bench_fmt(k->data, sizeof k->data, "%s/data-%u", b->base, b->rep + 1);
+	bench_fmt(k->log, sizeof k->log, "%s/kvd-%u.log", b->base, b->rep + 1);
+	bench_fmt(k->url[KVD_RUN_IPC], sizeof k->url[0], "ipc://%s/kvd-%u.sock", b->base,
+	          b->rep + 1);
+	bench_fmt(k->url[KVD_RUN_KVIPC], sizeof k->url[0], "kv+ipc://%s/kv-%u.sock", b->base,
+	          b->rep + 1);
+	if ((rv = kvd_run_spawn(k, err, sizeof err)) != 0) {
 		fprintf(stderr, "kvbench rpc: starting %s: %s\n", b->kvd_path, err);
 		return -1;
 	}
 	b->kvd_started = true;
-	if (bench_kvd_wait_ready(&b->kvd, b->ipc_url, err, sizeof err) != 0) {
+	if (kvd_run_wait(k, err, sizeof err) != 0) {
 		fprintf(stderr, "kvbench rpc: %s\n", err);
 		return -1;
 	}
-	if (kvc_handle(b->ipc_url, 2, &c, err, sizeof err) != 0) {
+	if (kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, sizeof err) != 0) {
 		fprintf(stderr, "kvbench rpc: %s\n", err);
 		return -1;
 	}
@@ -655,10 +628,9 @@ static void kvd_grid(struct rb_bench *b)
 	for (int tr = 0; tr < 4; tr++) {
 		static const char *const names[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
 		const char *name = names[tr];
-		const char *url = tr == 0   ? b->ipc_url
-		                  : tr == 1 ? b->tcp_url
-		                  : tr == 2 ? b->kvipc_url
-		                            : b->kvtcp_url;
+		static const enum kvd_run_kind kinds[4] = {KVD_RUN_IPC, KVD_RUN_TCP, KVD_RUN_KVIPC,
+		                                           KVD_RUN_KVTCP};
+		const char *url = b->kvd.url[kinds[tr]];
 		bool on = tr == 0 ? o->ipc : tr == 1 ? o->tcp : tr == 2 ? o->kvipc : o->kvtcp;
 		if (!on)
 			continue;
@@ -684,14 +656,14 @@ static void kvd_down(struct rb_bench *b)
 
 	if (!b->kvd_started)
 		return;
-	if (b->kvd.pid > 0 && kvc_handle(b->ipc_url, 2, &c, err, sizeof err) == 0) {
+	if (b->kvd.pid > 0 && kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, sizeof err) == 0) {
 		if (kvc_stats_daemon(c, NULL, &ds) == 0)
 			b->kvd_requests += ds.requests;
 		kvc_close(c);
 	}
 	{
 		char err2[RB_ERR_MAX];
-		int rv = bench_proc_stop(&b->kvd, err2, sizeof err2);
+		int rv = kvd_run_stop(&b->kvd, err2, sizeof err2);
 		if (rv != 0) {
 			fprintf(stderr, "kvbench rpc: kvd: %s\n", err2);
 			if (b->kvd_stop_rv == 0) {

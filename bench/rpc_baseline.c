@@ -698,7 +698,7 @@ void rb_sockperf_cell(struct rb_bench *b)
 		rb_row_text(b->progress, c);
 		return;
 	}
-	if ((port = bench_free_tcp_port()) < 0 || (out = malloc(RB_SOCKPERF_OUT_MAX)) == NULL) {
+	if ((port = kvd_run_free_port()) < 0 || (out = malloc(RB_SOCKPERF_OUT_MAX)) == NULL) {
 		bench_fmt(c->err, sizeof c->err, "no free port or out of memory");
 		goto done;
 	}

@@ -14,6 +14,7 @@
 #define KV_BENCH_RPC_BENCH_H
 
 #include "hist.h"
+#include "kvdrun.h"
 #include "proc.h"
 #include "report.h"
 
@@ -49,8 +50,6 @@
 #define RB_PRELOAD_BATCH    1000                 /* ops per Batch while preloading */
 #define RB_CALL_TIMEOUT_MS  10000                /* every call's deadline */
 #define RB_CELL_MAX_S       30.0                 /* a window waits this long for its first call */
-#define RB_START_TIMEOUT_MS 15000                /* kvd answers Health within this */
-#define RB_STOP_TIMEOUT_MS  60000                /* kvd exits within this after SIGTERM */
 #define RB_ECHO_CONTEXTS    (RB_THREADS_MAX + 8) /* nng echo server contexts */
 #define RB_POOL_BYTES       (1u << 20)           /* random bytes values are cut from */
 #define RB_PATH_MAX         4096
@@ -118,10 +117,8 @@ struct rb_bench {
 	char kvd_mtime[64];
 	char base[RB_PATH_MAX]; /* the run's directory, removed at the end */
 	char fs[64];
-	char config_text[256];
-	char ipc_url[RB_PATH_MAX + 16], tcp_url[64];
-	char kvipc_url[RB_PATH_MAX + 16], kvtcp_url[64];
-	struct bench_proc kvd;
+	const char *config_text; /* kvd's whole settings file; NULL until it starts */
+	struct kvd_run kvd;      /* this run's kvd and its four URLs */
 	bool kvd_started;
 	int kvd_stop_rv; /* the first failure to exit 0 */
 	char kvd_stop_err[RB_ERR_MAX];

@@ -362,7 +362,8 @@ void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 	                     "keys", report_u64(o->keys), "key_size", RB_KEY_SIZE, "value_size",
 	                     RB_VALUE_SIZE, "window", (int)o->window, "repeat", (int)o->repeat,
 	                     "handles", o->per_thread_handles ? "thread" : "shared", "threads",
-	                     threads, "kvd_config", report_str(b->config_text)));
+	                     threads, "kvd_config",
+	                     report_str(b->config_text != NULL ? b->config_text : "")));
 	report_set(rep->doc, "kvd",
 	           json_pack("{s:o,s:o,s:o,s:o,s:i,s:b,s:o}", "command", report_str(b->kvd.command),
 	                     "version", report_str(b->kvd_version), "workers",

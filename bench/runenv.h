@@ -3,7 +3,7 @@
  * share (ycsb some of it): their common options as entries of an option
  * table (bench/opt.h), the parsing of backend lists, the run's directory,
  * the kvd and redis-server binaries behind a struct yb_env
- * (bench/ycsb_backend.h, the one place that starts kvd and names its URLs),
+ * (bench/ycsb_backend.h, whose kvd is a struct kvd_run of harness/kvdrun.h),
  * and the report header's common lines and JSON arrays (bench/report.h).
  *
  * Every parse function prints its own one-line error ("kvbench CMD: …") to

@@ -152,60 +152,35 @@ static int kvc_connect(const char *url, uint32_t contexts, kvc **ret, char *err,
 
 /* Starts the run's kvd (once): ipc:// and tcp://127.0.0.1 listeners (nng),
  * or with env->stream kv+ipc:// and kv+tcp://127.0.0.1 (kvd's stream
- * framing); a data
- * directory of its own, a config file that sets nothing. */
+ * framing); a data directory of its own, a config file that sets nothing. */
 static int kvd_env_up(struct yb_env *env, char *err, size_t errlen)
 {
-	char conf[YB_PATH_MAX + 16], data[YB_PATH_MAX + 16], log[YB_PATH_MAX + 16];
+	struct kvd_run *k = &env->kvd;
 	char e[512];
-	const char *args[12];
 	struct kvc_daemon_stats ds;
-	size_t n = 0;
 	kvc *c = NULL;
-	FILE *f;
-	int port;
 
 	if (env->endpoint != NULL || env->kvd_started)
 		return 0;
-	bench_fmt(conf, sizeof conf, "%s/kvd.conf", env->base);
-	bench_fmt(data, sizeof data, "%s/kvd-data", env->base);
-	bench_fmt(log, sizeof log, "%s/kvd.log", env->base);
+	memset(k, 0, sizeof(*k));
+	k->bin = env->kvd_path;
+	k->dir = env->base;
 	/* tenants are created with their settings by TenantCreate */
-	bench_fmt(env->kvd_config, sizeof env->kvd_config, "[kvd]\n");
-	if ((f = fopen(conf, "w")) == NULL || fputs(env->kvd_config, f) < 0 || fclose(f) != 0) {
-		yb_errf(err, errlen, "writing %s: %s", conf, strerror(errno));
-		return -1;
-	}
-	if ((port = bench_free_tcp_port()) < 0) {
-		yb_errf(err, errlen, "no free TCP port: %s", strerror(-port));
-		return -1;
-	}
-	if (env->stream) {
-		bench_fmt(env->kvd_ipc, sizeof env->kvd_ipc, "kv+ipc://%s/kv.sock", env->base);
-		bench_fmt(env->kvd_tcp, sizeof env->kvd_tcp, "kv+tcp://127.0.0.1:%d", port);
-	} else {
-		bench_fmt(env->kvd_ipc, sizeof env->kvd_ipc, "ipc://%s/kvd.sock", env->base);
-		bench_fmt(env->kvd_tcp, sizeof env->kvd_tcp, "tcp://127.0.0.1:%d", port);
-	}
-	args[n++] = "--data-dir";
-	args[n++] = data;
-	args[n++] = "--listen";
-	args[n++] = env->kvd_ipc;
-	args[n++] = "--listen";
-	args[n++] = env->kvd_tcp;
-	args[n++] = "--config";
-	args[n++] = conf;
-	args[n] = NULL;
-	if (bench_proc_start(&env->kvd, env->kvd_path, args, log, e, sizeof e) != 0) {
+	k->config_text = "[kvd]\n";
+	k->listen = env->stream ? KVD_RUN_LISTEN(KVD_RUN_KVIPC) | KVD_RUN_LISTEN(KVD_RUN_KVTCP)
+	                        : KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_TCP);
+	k->die_with_parent = true;
+	bench_fmt(k->data, sizeof k->data, "%s/kvd-data", env->base);
+	if (kvd_run_spawn(k, e, sizeof e) != 0) {
 		yb_errf(err, errlen, "starting kvd: %s", e);
 		return -1;
 	}
 	env->kvd_started = true;
-	if (bench_kvd_wait_ready(&env->kvd, env->kvd_ipc, e, sizeof e) != 0) {
+	if (kvd_run_wait(k, e, sizeof e) != 0) {
 		yb_errf(err, errlen, "%s", e);
 		return -1;
 	}
-	if (kvc_connect(env->kvd_ipc, 1, &c, err, errlen) != 0)
+	if (kvc_connect(k->health_url, 1, &c, err, errlen) != 0)
 		return -1;
 	if (kvc_stats_daemon(c, NULL, &ds) == 0) {
 		bench_fmt(env->kvd_version, sizeof env->kvd_version, "%s", ds.version);
@@ -219,7 +194,9 @@ int yb_kvd_url(struct yb_env *env, bool tcp, const char **ret, char *err, size_t
 {
 	if (kvd_env_up(env, err, errlen) != 0)
 		return -1;
-	*ret = env->endpoint != NULL ? env->endpoint : tcp ? env->kvd_tcp : env->kvd_ipc;
+	*ret = env->endpoint != NULL ? env->endpoint
+	       : tcp                 ? env->kvd.url[env->stream ? KVD_RUN_KVTCP : KVD_RUN_TCP]
+	                             : env->kvd.url[env->stream ? KVD_RUN_KVIPC : KVD_RUN_IPC];
 	return 0;
 }
 
@@ -228,7 +205,7 @@ int yb_env_fini(struct yb_env *env, char *err, size_t errlen)
 	if (!env->kvd_started)
 		return 0;
 	env->kvd_started = false;
-	if (bench_proc_stop(&env->kvd, err, errlen) != 0)
+	if (kvd_run_stop(&env->kvd, err, errlen) != 0)
 		return -1;
 	return 0;
 }
@@ -600,7 +577,7 @@ static int redis_open(const struct yb_backend *b, struct yb_env *env, const stru
 	db->env = env;
 	db->cfg = *cfg;
 	db->tcp = strcmp(b->name, "redis-tcp") == 0;
-	if ((db->port = bench_free_tcp_port()) < 0) {
+	if ((db->port = kvd_run_free_port()) < 0) {
 		yb_errf(err, errlen, "no free TCP port: %s", strerror(-db->port));
 		goto fail;
 	}
@@ -948,7 +925,10 @@ static int emb_open(const struct yb_backend *b, struct yb_env *env, const struct
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&db->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	bench_fmt(db->dir, sizeof db->dir, "%s/%s-%u", env->base, b->name, ++env->seq);
+	if (cfg->path != NULL)
+		bench_fmt(db->dir, sizeof db->dir, "%s", cfg->path);
+	else
+		bench_fmt(db->dir, sizeof db->dir, "%s/%s-%u", env->base, b->name, ++env->seq);
 	pc.path = db->dir;
 	/* the engine has an interval mode of its own; the others get a syncer */
 	if (cfg->sync == YB_SYNC_INTERVAL && db->pb->sync == NULL)
@@ -1071,7 +1051,30 @@ static int emb_counters(struct yb_db *db, struct yb_counters *ret, char *err, si
 	ret->batches = pc.batches;
 	ret->writes = pc.writes;
 	ret->syncs = pc.syncs;
+	ret->merges = pc.merges;
 	return 0;
+}
+
+static int emb_scan_range(struct yb_worker *w, const char *start, const char *end, size_t key_size,
+                          size_t value_size, uint64_t *ret_records, uint64_t *ret_wrong)
+{
+	struct peer_worker *pw = w->priv;
+	struct peer_scan s;
+
+	if (w->db->pb->scan(pw, start, end, key_size, value_size, &s) != 0) {
+		yb_errf(w->err, sizeof w->err, "%s", pw->err);
+		return -1;
+	}
+	*ret_records = s.entries;
+	*ret_wrong = s.wrong;
+	return 0;
+}
+
+static void emb_describe_io(struct yb_db *db, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (db->pb->describe != NULL)
+		db->pb->describe(db->peer, buf, len);
 }
 
 /* ==== the list ================================================================== */
@@ -1111,7 +1114,8 @@ static void db_describe(struct yb_db *db, char *buf, size_t len)
 		.open = emb_open, .close = emb_close, .describe = db_describe,                     \
 		.worker_init = emb_worker_init, .worker_fini = emb_worker_fini, .read = emb_read,  \
 		.update = emb_write, .insert = emb_write, .scan = emb_scan,                        \
-		.counters = emb_counters,                                                          \
+		.counters = emb_counters, .scan_range = emb_scan_range,                            \
+		.describe_io = emb_describe_io,                                                    \
 	}
 
 static const struct yb_backend yb_kvd_ipc = KVD_BACKEND("kvd-ipc");

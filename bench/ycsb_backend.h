@@ -14,8 +14,9 @@
  *                      directory, AOF on), through hiredis over its Unix
  *                      socket or TCP on 127.0.0.1;
  *   engine, rocksdb, leveldb, lmdb
- *                      embedded, through bench/peers.h (the same backends
- *                      and settings as `kvbench engine`).
+ *                      embedded, through bench/peers.h, the libraries'
+ *                      adapters below this interface (`kvbench engine`
+ *                      drives them through here too).
  * Each backend's .c section says exactly which calls it makes.
  *
  * Threads: open and close from one thread; worker_init, the operations and
@@ -30,6 +31,7 @@
 #define KV_BENCH_YCSB_BACKEND_H
 
 #include "bench.h"
+#include "kvdrun.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,11 +56,8 @@ struct yb_env {
 	bool stream;            /* reach the kvd started here over kv+ipc:// and kv+tcp://
 	                           (kvd's stream framing), not nng's ipc:// and tcp:// */
 	/* the kvd, started on first use and stopped by yb_env_fini */
-	struct bench_proc kvd;
+	struct kvd_run kvd; /* its settings, URLs, command line and process */
 	bool kvd_started;
-	char kvd_ipc[YB_PATH_MAX + 16]; /* its URLs */
-	char kvd_tcp[64];
-	char kvd_config[256]; /* the whole config file it was given */
 	char kvd_version[32]; /* as StatsDaemon reports */
 	uint64_t kvd_workers;
 	/* the last redis-server started */
@@ -86,6 +85,8 @@ struct yb_config {
 	size_t value_size;         /* bytes of a value */
 	uint32_t history;          /* kvd: versions a tenant keeps per key; 0: kvd's default */
 	const char *name;          /* kvd: tenant names start with it; NULL: "ycsb" */
+	const char *path;          /* embedded: the database's directory, not there yet; NULL: one
+	                              of its own in the run's directory */
 };
 
 /* Write-path counters of a database since it was opened. */
@@ -93,6 +94,7 @@ struct yb_counters {
 	uint64_t batches; /* group commits */
 	uint64_t writes;  /* write requests they carried */
 	uint64_t syncs;   /* fdatasyncs of the log */
+	uint64_t merges;  /* background merges (compactions) completed, where counted */
 };
 
 struct yb_db; /* one fresh, empty database of one backend */
@@ -143,6 +145,16 @@ struct yb_backend {
 	 * value of another length than value_size. */
 	int (*scan)(struct yb_worker *w, const char *start, size_t start_len, uint64_t count,
 	            size_t value_size, uint64_t *ret_records, uint64_t *ret_wrong);
+
+	/* Optional (embedded; kvbench engine's readseq): a forward scan with the
+	 * library's iterator from start (NULL: the first key) up to end
+	 * exclusive (NULL: the last key); *ret_wrong counts records whose key is
+	 * not key_size or whose value is not value_size bytes. */
+	int (*scan_range)(struct yb_worker *w, const char *start, const char *end, size_t key_size,
+	                  size_t value_size, uint64_t *ret_records, uint64_t *ret_wrong);
+	/* Optional (embedded): what the library found when it opened the
+	 * database (I/O method…), one line; "" when nothing. */
+	void (*describe_io)(struct yb_db *db, char *buf, size_t len);
 
 	/* Optional (kvd; kvbench versions): the newest m versions of key in
 	 * one call, newest first, values included. Version i's value goes to

@@ -360,72 +360,51 @@ static int prepare_dir(const struct cl_opts *o, char **ret)
 static char config_text[512];
 
 /*
- * Starts kvd on dir and waits (bounded) until it answers Health. As
- * harness.h's kvd_start, whose fork/exec it repeats, but it says how a kvd
- * that did not come up ended: kvd_start reaps it and keeps no status, and
- * "did not start again after a SIGKILL" needs its exit status or signal.
- * ret_why gets that text on failure.
+ * Starts kvd on dir and waits (bounded) until it answers Health, through
+ * harness/kvdrun.h as harness.h's kvd_start, but it says how a kvd that did
+ * not come up ended: kvd_start keeps no status, and "did not start again
+ * after a SIGKILL" needs its exit status or signal. ret_why gets that text
+ * on failure.
  */
 static int start_kvd(struct kvd_proc *k, const char *dir, char *ret_why, size_t why_len)
 {
-	const char *bin = getenv("KVD_BIN");
-	const char *argv[16];
-	uint64_t t0;
-	int argc = 0, status;
-	FILE *f;
+	struct kvd_run r = {.bin = getenv("KVD_BIN"),
+	                    .dir = dir,
+	                    .config_text = config_text,
+	                    .listen = KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_KVIPC),
+	                    .log_append = true,
+	                    .start_timeout_ms = 30000,
+	                    .probe_timeout_ms = 300};
+	int rv;
 
 	memset(k, 0, sizeof(*k));
 	k->dir = strdup(dir);
 	if (k->dir == NULL || asprintf(&k->data, "%s/data", dir) < 0)
 		abort();
-	snprintf(k->url, sizeof(k->url), "ipc://%s/kvd.sock", dir);
-	snprintf(k->surl, sizeof(k->surl), "kv+ipc://%s/kv.sock", dir);
-	snprintf(k->log, sizeof(k->log), "%s/kvd.log", dir);
-	snprintf(k->config, sizeof(k->config), "%s/kvd.conf", dir);
-	if ((f = fopen(k->config, "w")) == NULL || fputs(config_text, f) < 0 || fclose(f) != 0) {
-		snprintf(ret_why, why_len, "cannot write the settings file: %s", strerror(errno));
+	if (kvd_run_spawn(&r, ret_why, why_len) != 0)
 		return -1;
-	}
-	argv[argc++] = bin;
-	argv[argc++] = "--data-dir";
-	argv[argc++] = k->data;
-	argv[argc++] = "--listen";
-	argv[argc++] = k->url;
-	argv[argc++] = "--listen";
-	argv[argc++] = k->surl;
-	argv[argc++] = "--config";
-	argv[argc++] = k->config;
-	argv[argc] = NULL;
-	if ((k->pid = fork()) < 0) {
-		snprintf(ret_why, why_len, "fork: %s", strerror(errno));
-		return -1;
-	}
-	if (k->pid == 0) {
-		int fd = open(k->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
+	h_copy(k->url, sizeof(k->url), r.url[KVD_RUN_IPC]);
+	h_copy(k->surl, sizeof(k->surl), r.url[KVD_RUN_KVIPC]);
+	h_copy(k->log, sizeof(k->log), r.log);
+	h_copy(k->config, sizeof(k->config), r.config);
+	k->pid = r.pid;
 	h_track(k->pid, true);
-	t0 = h_now_ms();
-	while (h_now_ms() - t0 < 30000) {
-		if (waitpid(k->pid, &status, WNOHANG) == k->pid) {
-			h_track(k->pid, false);
-			k->pid = 0;
-			if (WIFSIGNALED(status))
-				snprintf(ret_why, why_len, "kvd died of signal %d (%s)%s",
-				         WTERMSIG(status), strsignal(WTERMSIG(status)),
-				         WCOREDUMP(status) ? ", core dumped" : "");
-			else
-				snprintf(ret_why, why_len, "kvd exited %d", WEXITSTATUS(status));
-			return -1;
-		}
-		if (h_health_t(k->url, 300))
-			return 0;
-		poll(NULL, 0, 20);
+	if ((rv = kvd_run_wait(&r, ret_why, why_len)) == 0)
+		return 0;
+	if (rv == -ECHILD) {
+		int status = r.status;
+		h_track(k->pid, false);
+		k->pid = 0;
+		if (WIFSIGNALED(status))
+			snprintf(ret_why, why_len, "kvd died of signal %d (%s)%s", WTERMSIG(status),
+			         strsignal(WTERMSIG(status)),
+			         WCOREDUMP(status) ? ", core dumped" : "");
+		else
+			snprintf(ret_why, why_len, "kvd exited %d", WEXITSTATUS(status));
+		return -1;
 	}
+	if (rv != -ETIMEDOUT)
+		return -1;
 	{
 		/* leave its threads' stacks with the directory, for the report */
 		char cmd[1024];

@@ -5,8 +5,9 @@
  * The kvd binary comes from $KVD_BIN (meson sets it). Each daemon gets a
  * fresh data directory, an ipc:// (nng) and a kv+ipc:// (stream) socket
  * under $TMPDIR; its stderr goes to <dir>/kvd.log, printed when a test
- * fails. kvd opens its stream listeners before its nng ones, so the Health
- * probe over nng also means the stream socket is up.
+ * fails. kvd_start and kvd_stop run it through harness/kvdrun.h, as kvbench
+ * does; what is the tests' own here is the tracking of every kvd started
+ * (killed when the test program exits) and the log printed on failure.
  */
 #ifndef KV_TEST_HARNESS_H
 #define KV_TEST_HARNESS_H
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
+#include <netinet/in.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <poll.h>
@@ -24,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvdrun.h"
 #include "mp.h"
 #include "testutil.h"
 
@@ -42,7 +44,7 @@ struct kvd_proc {
 	char url[512];  /* ipc:// address (nng REQ/REP) */
 	char surl[512]; /* kv+ipc:// address (kvd's stream framing) */
 	char log[600];
-	char config[600];
+	char config[600]; /* always written, empty when the test gives no text */
 };
 
 struct kvd_opts {
@@ -217,8 +219,8 @@ static inline void h_req_args(struct h_req *q, uint32_t nargs)
 	msgpack_pack_map(&q->pk, nargs);
 }
 
-static inline void h_req_begin(struct h_req *q, const char *method, const char *tenant,
-                               uint64_t id, uint32_t nargs, uint32_t extra_fields)
+static inline void h_req_begin(struct h_req *q, const char *method, const char *tenant, uint64_t id,
+                               uint32_t nargs, uint32_t extra_fields)
 {
 	msgpack_sbuffer_init(&q->sb);
 	msgpack_packer_init(&q->pk, &q->sb, msgpack_sbuffer_write);
@@ -284,8 +286,8 @@ static inline int h_put(nng_socket s, const char *tenant, const char *key, const
 
 /* Get: status; the value copied into buf (NUL-terminated when it fits);
  * -1 when no reply came or an OK reply has no value. */
-static inline int h_get(nng_socket s, const char *tenant, const char *key, char *buf,
-                        size_t cap, uint64_t *ret_version)
+static inline int h_get(nng_socket s, const char *tenant, const char *key, char *buf, size_t cap,
+                        uint64_t *ret_version)
 {
 	struct h_req q;
 	struct h_reply2 r;
@@ -319,7 +321,7 @@ static inline int h_get(nng_socket s, const char *tenant, const char *key, char 
 
 /* Calls a tenant method with args {name}; returns the status. */
 static inline int h_tenant_call(nng_socket s, const char *method, const char *name,
-                                 struct h_reply2 *keep)
+                                struct h_reply2 *keep)
 {
 	struct h_req q;
 	struct h_reply2 r;
@@ -361,17 +363,9 @@ static inline bool h_health(const char *url)
 /* A TCP port on 127.0.0.1 that was free a moment ago (-1 on failure). */
 static inline int h_free_port(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	int port = kvd_run_free_port();
 
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
+	return port < 0 ? -1 : port;
 }
 
 /* Connects a plain socket to an ipc:// or tcp://127.0.0.1:port URL, waits
@@ -416,13 +410,22 @@ static inline int h_connect_and_leave(const char *url, size_t want)
 	return rv;
 }
 
+/* Copies a path that fits (the scratch directory's paths are short). */
+static inline void h_copy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= cap)
+		abort();
+	memcpy(dst, src, n + 1);
+}
+
 /* Starts kvd; waits (bounded) until it answers Health. */
 static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 {
 	const char *bin = getenv("KVD_BIN");
-	const char *argv[32];
-	int argc = 0;
-	uint64_t t0;
+	struct kvd_run r = {0};
+	char err[1024];
 
 	memset(k, 0, sizeof(*k));
 	if (bin == NULL)
@@ -431,87 +434,64 @@ static inline int kvd_start(struct kvd_proc *k, const struct kvd_opts *o)
 		k->dir = strdup(o->reuse_dir);
 	else
 		k->dir = tu_mkdtemp("kvd");
-	if (asprintf(&k->data, "%s/data", k->dir) < 0)
+	if (k->dir == NULL || asprintf(&k->data, "%s/data", k->dir) < 0)
 		abort();
-	snprintf(k->url, sizeof(k->url), "ipc://%s/kvd.sock", k->dir);
-	snprintf(k->surl, sizeof(k->surl), "kv+ipc://%s/kv.sock", k->dir);
-	snprintf(k->log, sizeof(k->log), "%s/kvd.log", k->dir);
-	argv[argc++] = bin;
-	argv[argc++] = "--data-dir";
-	argv[argc++] = k->data;
-	argv[argc++] = "--listen";
-	argv[argc++] = k->url;
-	argv[argc++] = "--listen";
-	argv[argc++] = k->surl;
-	/* always a file of the test's own (empty when it gives no settings):
-	 * without --config kvd reads /etc/kvd/kvd.conf when there is one */
-	{
-		FILE *f;
-		snprintf(k->config, sizeof(k->config), "%s/kvd.conf", k->dir);
-		if ((f = fopen(k->config, "w")) == NULL)
-			return -1;
-		if (o && o->config_text)
-			fputs(o->config_text, f);
-		fclose(f);
-		argv[argc++] = "--config";
-		argv[argc++] = k->config;
+	r.bin = bin;
+	r.dir = k->dir;
+	r.listen = KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_KVIPC);
+	/* a restart on reuse_dir adds to the log the test may search */
+	r.log_append = true;
+	r.start_timeout_ms = 20000;
+	r.probe_timeout_ms = o && o->health_timeout_ms ? o->health_timeout_ms : 300;
+	if (o) {
+		/* always a file of the test's own (empty when it gives no
+		 * settings): without --config kvd reads /etc/kvd/kvd.conf */
+		r.config_text = o->config_text;
+		for (int i = 0; i < 6 && o->extra[i]; i++)
+			r.extra[i] = o->extra[i];
+		for (int i = 0; i < 4 && o->env[i]; i++)
+			r.env[i] = o->env[i];
+		r.notify_socket = o->notify_socket;
+		r.nofile = o->nofile;
 	}
-	for (int i = 0; o && i < 6 && o->extra[i]; i++)
-		argv[argc++] = o->extra[i];
-	argv[argc] = NULL;
-	k->pid = fork();
-	if (k->pid < 0)
+	if (kvd_run_spawn(&r, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kvd_start: %s\n", err);
 		return -1;
-	if (k->pid == 0) {
-		int fd = open(k->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		/* nothing of kvd may hold the test's stdout (meson waits for it) */
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		for (int i = 0; o && i < 4 && o->env[i]; i++)
-			putenv((char *)o->env[i]);
-		if (o && o->notify_socket)
-			setenv("NOTIFY_SOCKET", o->notify_socket, 1);
-		if (o && o->nofile) {
-			struct rlimit rl = {o->nofile, o->nofile};
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-		execv(bin, (char *const *)argv);
-		_exit(127);
 	}
+	h_copy(k->url, sizeof(k->url), r.url[KVD_RUN_IPC]);
+	h_copy(k->surl, sizeof(k->surl), r.url[KVD_RUN_KVIPC]);
+	h_copy(k->log, sizeof(k->log), r.log);
+	h_copy(k->config, sizeof(k->config), r.config);
+	k->pid = r.pid;
 	h_track(k->pid, true);
-	t0 = h_now_ms();
-	while (h_now_ms() - t0 < 20000) {
-		int status;
-		if (waitpid(k->pid, &status, WNOHANG) == k->pid) {
+	if (kvd_run_wait(&r, err, sizeof(err)) != 0) {
+		if (r.pid < 0) { /* it ended, and was reaped */
 			h_track(k->pid, false);
 			k->pid = 0;
-			h_dump_log(k);
-			return -1;
 		}
-		if (h_health_t(k->url, o && o->health_timeout_ms ? o->health_timeout_ms : 300))
-			return 0;
-		poll(NULL, 0, 20);
+		h_dump_log(k);
+		return -1;
 	}
-	h_dump_log(k);
-	return -1;
+	return 0;
 }
 
-/* SIGTERM and wait; returns the exit status (or -1). */
+/* SIGTERM and wait (bounded); returns the exit status, 128 + the signal
+ * that ended it, or -1. */
 static inline int kvd_stop(struct kvd_proc *k)
 {
-	int status;
+	struct kvd_run r = {.pid = k->pid};
+	char err[1024];
 
 	if (k->pid <= 0)
 		return -1;
-	kill(k->pid, SIGTERM);
-	if (waitpid(k->pid, &status, 0) != k->pid)
-		return -1;
+	h_copy(r.log, sizeof(r.log), k->log);
+	if (kvd_run_stop(&r, err, sizeof(err)) != 0 && r.pid > 0)
+		return -1; /* SIGTERM could not be sent */
 	h_track(k->pid, false);
 	k->pid = 0;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
 		h_dump_log(k);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
 }
 
 static inline void kvd_cleanup(struct kvd_proc *k, bool keep_dir)
