@@ -544,7 +544,7 @@ static int kvd_up(struct rb_bench *b)
 {
 	char conf[RB_PATH_MAX + 16], data[RB_PATH_MAX + 16], log[RB_PATH_MAX + 16];
 	char listen_ipc[RB_PATH_MAX + 32], workers[16], err[1024];
-	const char *args[16];
+	const char *args[16 + RB_KVD_ARGS_MAX];
 	size_t n = 0;
 	struct kvc_tenant_opts to = {.sync = KVC_SYNC_ALWAYS};
 	struct kvc_tenant_info ti;
@@ -593,6 +593,8 @@ static int kvd_up(struct rb_bench *b)
 		args[n++] = "--workers";
 		args[n++] = workers;
 	}
+	for (size_t i = 0; i < b->o.nkvd_args; i++)
+		args[n++] = b->o.kvd_args[i];
 	args[n] = NULL;
 	if (bench_proc_start(&b->kvd, b->kvd_bin, args, log, err, sizeof err) != 0) {
 		fprintf(stderr, "kvbench rpc: starting %s: %s\n", b->kvd_path, err);
@@ -748,6 +750,19 @@ static int parse_handles(const char *cmd, const char *name, const char *arg, voi
 	return 0;
 }
 
+static int parse_kvd_arg(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct rb_opts *o = val;
+
+	if (o->nkvd_args == RB_KVD_ARGS_MAX) {
+		fprintf(stderr, "kvbench %s: %s given more than %d times\n", cmd, name,
+		        RB_KVD_ARGS_MAX);
+		return -EINVAL;
+	}
+	o->kvd_args[o->nkvd_args++] = arg;
+	return 0;
+}
+
 static int parse_sections(const char *cmd, const char *name, const char *arg, void *val)
 {
 	return bench_parse_names(cmd, name, arg, section_names, S_COUNT, val);
@@ -790,6 +805,10 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 	        {BENCH_OPT("kvd-workers", BENCH_OPT_UINT, &o->kvd_workers, "N",
 	                   "pass --workers N to kvd (default: kvd's, one per CPU)"),
 	         .lo = 1, .hi = 1024},
+	        {BENCH_OPT("kvd-arg", BENCH_OPT_FUNC, o, "ARG",
+	                   "pass ARG to kvd after kvbench's own flags (repeatable;\n"
+	                   "e.g. --kvd-arg --metrics-listen=127.0.0.1:0)"),
+	         .parse = parse_kvd_arg},
 	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
 	                   "make the run's directory in DIR (default /tmp)")},
 	        {BENCH_OPT("repeat", BENCH_OPT_UINT, &o->repeat, "R",

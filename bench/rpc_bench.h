@@ -90,6 +90,8 @@ struct rb_cell {
 	uint64_t p50_lo, p50_hi, p99_lo, p99_hi;
 };
 
+#define RB_KVD_ARGS_MAX 16 /* --kvd-arg given at most */
+
 struct rb_opts {
 	const char *kvd;
 	double seconds, warmup;
@@ -100,6 +102,8 @@ struct rb_opts {
 	unsigned window;
 	bool per_thread_handles;
 	unsigned kvd_workers; /* 0: kvd's default */
+	const char *kvd_args[RB_KVD_ARGS_MAX]; /* --kvd-arg, passed to kvd in order */
+	size_t nkvd_args;
 	const char *dir;
 	bool run[S_COUNT];  /* sections to run (--only) */
 	bool rows[R_COUNT]; /* kvd row groups to run (--kvd-rows) */
