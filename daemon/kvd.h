@@ -242,6 +242,9 @@ void metrics_request(struct job *j, size_t len);
 void metrics_reply(const struct job *j, const struct rpc_reply *rp);
 /* A merge maintenance ran (ok: it finished), taking ms milliseconds. */
 void metrics_merge(uint64_t ms, bool ok);
+/* The daemon-wide figures of a Stats reply (rpc_limits.figures; arg: the
+ * struct kvd): connections always, requests and bytes while metrics are on. */
+void metrics_figures(void *arg, struct rpc_daemon_fig *ret);
 
 /* maint.c */
 int maint_start(struct kvd *d);
