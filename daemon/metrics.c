@@ -13,7 +13,7 @@
  *     may be a request behind, never torn.
  *   - the merge counters (maintenance thread).
  * Everything else a scrape shows is read from the store, the stream
- * transport and nng at scrape time. A daemon
+ * transport and the nng listeners (listener.c) at scrape time. A daemon
  * Stats request reads the same counters (metrics_figures), also while
  * metrics are off: its connections then, its request figures stay 0.
  *
@@ -314,39 +314,20 @@ static void page_merges(FILE *f)
 _Static_assert(RPC_FIG_METHODS == NMETHODS, "Stats reports the methods the page does");
 _Static_assert(RPC_FIG_CONNS_MAX >= 2 * KVD_LISTEN_MAX, "room for every listener");
 
-/* The nng socket's open pipes (connections of every ipc://, tcp:// and
- * tls+tcp:// listener together), from nng's statistics; false when nng
- * keeps none. */
-static bool nng_pipes(struct kvd *d, uint64_t *ret)
-{
-	nng_stat *all, *sock, *st;
-	bool found = false;
-
-	if (nng_stats_get(&all) != 0)
-		return false;
-	if ((sock = nng_stat_find_socket(all, d->sock)) != NULL &&
-	    (st = nng_stat_find(sock, "pipes")) != NULL) {
-		*ret = nng_stat_value(st);
-		found = true;
-	}
-	nng_stats_free(all);
-	return found;
-}
-
 /* The open connections of every listener: kv+ ones (transport "stream"),
- * then the nng socket's (transport "nng", listen ""). */
+ * then nng's (transport "nng"), each in cfg.listen order. */
 static size_t connections(struct kvd *d, struct rpc_conn_fig *ret, size_t max)
 {
 	const char *url[KVD_LISTEN_MAX];
 	uint32_t open[KVD_LISTEN_MAX];
 	int n = stream_connections(d, url, open, KVD_LISTEN_MAX);
 	size_t k = 0;
-	uint64_t pipes;
 
 	for (int i = 0; i < n && k < max; i++)
 		ret[k++] = (struct rpc_conn_fig){"stream", url[i], open[i]};
-	if (d->nlisteners > 0 && k < max && nng_pipes(d, &pipes))
-		ret[k++] = (struct rpc_conn_fig){"nng", "", pipes};
+	n = listener_connections(d, url, open, KVD_LISTEN_MAX);
+	for (int i = 0; i < n && k < max; i++)
+		ret[k++] = (struct rpc_conn_fig){"nng", url[i], open[i]};
 	return k;
 }
 
@@ -356,8 +337,8 @@ static void page_connections(FILE *f, struct kvd *d)
 	size_t n = connections(d, c, RPC_FIG_CONNS_MAX);
 
 	head(f, "kvd_connections", "gauge",
-	     "Connections open: per kv+ listener (transport stream), and on the nng socket of "
-	     "every nng listener together (transport nng).");
+	     "Connections open, per listener: kv+ipc:// and kv+tcp:// (transport stream), "
+	     "ipc://, tcp:// and tls+tcp:// (transport nng).");
 	for (size_t i = 0; i < n; i++) {
 		fprintf(f, "kvd_connections{transport=\"%s\",listen=\"", c[i].transport);
 		put_label(f, c[i].listen);

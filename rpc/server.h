@@ -69,7 +69,7 @@ struct rpc_method_fig {
 
 struct rpc_conn_fig {
 	const char *transport; /* "stream" (kv+…://) or "nng" */
-	const char *listen;    /* its address ("": every nng listener); lives as long as kvd */
+	const char *listen;    /* the listener's address; lives as long as the daemon */
 	uint64_t open;
 };
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauges (kv+ipc and nng) and tenant figures move with puts and gets and agree with `kvctl stats`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
+"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauges (per kv+ipc and nng listener) and tenant figures move with puts and gets and agree with `kvctl stats`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
 
 usage: test_metrics.py KVD KVCTL   (meson passes them)
 
@@ -231,8 +231,8 @@ def main():
             check(value(after, fam) > value(before, fam), f"{fam} did not grow")
         check(value(after, "kvd_connections", transport="stream", listen=endpoint) >= 1,
               "kvd_connections of the kv+ipc listener did not count the open connection")
-        check(value(after, "kvd_connections", transport="nng", listen="") >= 1,
-              "kvd_connections of the nng socket did not count the open connection")
+        check(value(after, "kvd_connections", transport="nng", listen=f"ipc://{nng_sock}") >= 1,
+              "kvd_connections of the nng ipc:// listener did not count the open connection")
         check(value(after, "kvd_tenant_keys", tenant="default") == n,
               f"kvd_tenant_keys{{tenant=default}} is "
               f"{value(after, 'kvd_tenant_keys', tenant='default')}, want {n}")
