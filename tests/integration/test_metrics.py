@@ -161,7 +161,7 @@ def percentile_ns(families, method, pct):
     return None
 
 
-def compare_daemon_stats(st, page, endpoint, nng_url):
+def compare_daemon_stats(st, page, endpoint, nng_url, nng_idle):
     """`kvctl stats --daemon -o json` (st), taken just before the scrape
     (page) with nothing else sent in between, has the page's figures."""
     check(st.get("counting") is True, f"kvctl stats --daemon: counting is {st.get('counting')}")
@@ -197,8 +197,10 @@ def compare_daemon_stats(st, page, endpoint, nng_url):
     check(0 < st.get("sent_bytes", 0) < value(page, "kvd_sent_bytes_total"),
           f"sent_bytes {st.get('sent_bytes')}, the page's {value(page, 'kvd_sent_bytes_total')}")
     conns = {(c["transport"], c["listen"]): c["open"] for c in st.get("connections", [])}
-    check(set(conns) == {("stream", endpoint), ("nng", nng_url)},
+    check(set(conns) == {("stream", endpoint), ("nng", nng_url), ("nng", nng_idle)},
           f"kvctl stats --daemon lists the listeners {sorted(conns)}")
+    check(conns.get(("nng", nng_idle)) == 0,
+          f"kvctl stats --daemon: {conns.get(('nng', nng_idle))} connections on {nng_idle}")
     stream = value(page, "kvd_connections", transport="stream", listen=endpoint)
     # kvctl's own connection may be gone by the scrape
     check(stream <= conns.get(("stream", endpoint), -1) <= stream + 1,
@@ -229,8 +231,11 @@ def main():
         f.write(f"[kvd]\nmetrics_listen = 127.0.0.1:{port}\nmax_connections = {HELD + 100}\n")
     log = open(f"{tmp}/kvd.log", "w+")
     nng_sock = f"{tmp}/nng.sock"
+    # a second nng listener, which no one connects to: counted apart from the first
+    nng_tcp = f"tcp://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([kvd, "--config", f"{tmp}/kvd.conf", "--data-dir", f"{tmp}/data",
-                             "--listen", endpoint, "--listen", f"ipc://{nng_sock}"], stderr=log)
+                             "--listen", endpoint, "--listen", f"ipc://{nng_sock}",
+                             "--listen", nng_tcp], stderr=log)
 
     def kvctl_run(*args):
         return subprocess.run([kvctl, "-e", endpoint, *args], capture_output=True, text=True,
@@ -279,7 +284,7 @@ def main():
         held_nng.close()
         if check(r.returncode == 0, f"kvctl stats --daemon: {r.stderr}"):
             st_after = json.loads(r.stdout)
-            compare_daemon_stats(st_after, after, endpoint, f"ipc://{nng_sock}")
+            compare_daemon_stats(st_after, after, endpoint, f"ipc://{nng_sock}", nng_tcp)
             # and they moved: n puts, n + 1 gets
             for method, want in (("Put", n), ("Get", n + 1)):
                 moved = [sum(m["requests"] for m in st.get("methods", [])
@@ -315,6 +320,10 @@ def main():
               "kvd_connections of the kv+ipc listener did not count the open connection")
         check(value(after, "kvd_connections", transport="nng", listen=f"ipc://{nng_sock}") >= 1,
               "kvd_connections of the nng ipc:// listener did not count the open connection")
+        check(value(after, "kvd_connections", transport="nng", listen=nng_tcp) == 0 and
+              ("kvd_connections", frozenset({("transport", "nng"), ("listen", nng_tcp)}))
+              in after["kvd_connections"][1],
+              f"kvd_connections of the idle {nng_tcp} listener is not 0")
         check(value(after, "kvd_tenant_keys", tenant="default") == n,
               f"kvd_tenant_keys{{tenant=default}} is "
               f"{value(after, 'kvd_tenant_keys', tenant='default')}, want {n}")
