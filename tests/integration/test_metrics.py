@@ -206,7 +206,9 @@ def compare_daemon_stats(st, page, endpoint, nng_url, nng_idle):
     check(stream <= conns.get(("stream", endpoint), -1) <= stream + 1,
           f"stream connections {conns.get(('stream', endpoint))}, the page's {stream}")
     nng = value(page, "kvd_connections", transport="nng", listen=nng_url)
-    check(conns.get(("nng", nng_url)) == nng >= 1,
+    # kvd's own probe of an ipc:// listener (once a second, a few ms) may be
+    # in one of the two
+    check(nng >= 1 and abs(conns.get(("nng", nng_url), -9) - nng) <= 1,
           f"nng connections {conns.get(('nng', nng_url))}, the page's {nng}")
 
 
