@@ -559,6 +559,8 @@ static int kvd_up(struct rb_bench *b)
 	k->listen = KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_TCP) |
 	            KVD_RUN_LISTEN(KVD_RUN_KVIPC) | KVD_RUN_LISTEN(KVD_RUN_KVTCP);
 	k->workers = b->o.kvd_workers;
+	for (size_t i = 0; i < b->o.nkvd_args; i++) /* --kvd-arg, after kvd_run's own */
+		k->extra[i] = b->o.kvd_args[i];
 	k->die_with_parent = true;
 	/* every run (--repeat) has its own data, log and sockets */
 	bench_fmt(k->data, sizeof k->data, "%s/data-%u", b->base, b->rep + 1);
@@ -720,6 +722,19 @@ static int parse_handles(const char *cmd, const char *name, const char *arg, voi
 	return 0;
 }
 
+static int parse_kvd_arg(const char *cmd, const char *name, const char *arg, void *val)
+{
+	struct rb_opts *o = val;
+
+	if (o->nkvd_args == RB_KVD_ARGS_MAX) {
+		fprintf(stderr, "kvbench %s: %s given more than %d times\n", cmd, name,
+		        RB_KVD_ARGS_MAX);
+		return -EINVAL;
+	}
+	o->kvd_args[o->nkvd_args++] = arg;
+	return 0;
+}
+
 static int parse_sections(const char *cmd, const char *name, const char *arg, void *val)
 {
 	return bench_parse_names(cmd, name, arg, section_names, S_COUNT, val);
@@ -762,6 +777,10 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 	        {BENCH_OPT("kvd-workers", BENCH_OPT_UINT, &o->kvd_workers, "N",
 	                   "pass --workers N to kvd (default: kvd's, one per CPU)"),
 	         .lo = 1, .hi = 1024},
+	        {BENCH_OPT("kvd-arg", BENCH_OPT_FUNC, o, "ARG",
+	                   "pass ARG to kvd after kvbench's own flags (repeatable;\n"
+	                   "e.g. --kvd-arg --metrics-listen=127.0.0.1:0)"),
+	         .parse = parse_kvd_arg},
 	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
 	                   "make the run's directory in DIR (default /tmp)")},
 	        {BENCH_OPT("repeat", BENCH_OPT_UINT, &o->repeat, "R",

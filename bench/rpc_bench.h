@@ -89,6 +89,8 @@ struct rb_cell {
 	uint64_t p50_lo, p50_hi, p99_lo, p99_hi;
 };
 
+#define RB_KVD_ARGS_MAX KVD_RUN_EXTRA_MAX /* --kvd-arg given at most */
+
 struct rb_opts {
 	const char *kvd;
 	double seconds, warmup;
@@ -99,6 +101,8 @@ struct rb_opts {
 	unsigned window;
 	bool per_thread_handles;
 	unsigned kvd_workers; /* 0: kvd's default */
+	const char *kvd_args[RB_KVD_ARGS_MAX]; /* --kvd-arg, passed to kvd in order */
+	size_t nkvd_args;
 	const char *dir;
 	bool run[S_COUNT];  /* sections to run (--only) */
 	bool rows[R_COUNT]; /* kvd row groups to run (--kvd-rows) */

@@ -7,6 +7,7 @@
 #include "kvctl.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,6 +663,118 @@ int cmd_tenant_activate(struct kvctl *k, int argc, char **argv)
 
 /* ---- the daemon --------------------------------------------------------------------- */
 
+/* A latency percentile: its bucket's upper bound in ns, null past the last. */
+static json_t *latency_json(uint64_t ns)
+{
+	return ns == KVC_LATENCY_OVER ? json_null() : kvctl_json_u64(ns);
+}
+
+static json_t *daemon_json(const struct kvc_daemon_detail *dd)
+{
+	const struct kvc_daemon_stats *ds = &dd->daemon;
+	json_t *methods = json_array(), *conns = json_array();
+
+	for (size_t i = 0; i < dd->nmethods; i++) {
+		const struct kvc_method_stats *m = &dd->methods[i];
+		json_t *statuses = json_object();
+		for (int c = 0; c < KVC_STATUS_SLOTS; c++)
+			if (m->by_status[c] != 0)
+				json_object_set_new(statuses, kvc_code_name(c),
+				                    kvctl_json_u64(m->by_status[c]));
+		json_array_append_new(
+		        methods,
+		        json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "method", m->method,
+		                  "requests", kvctl_json_u64(m->requests), "errors",
+		                  kvctl_json_u64(m->errors), "statuses", statuses, "latency_count",
+		                  kvctl_json_u64(m->latency_count), "latency_sum_ns",
+		                  kvctl_json_u64(m->latency_sum_ns), "p50_ns",
+		                  latency_json(m->p50_ns), "p90_ns", latency_json(m->p90_ns),
+		                  "p99_ns", latency_json(m->p99_ns)));
+	}
+	for (size_t i = 0; i < dd->nconnections; i++)
+		json_array_append_new(conns, json_pack("{s:s,s:s,s:o}", "transport",
+		                                       dd->connections[i].transport, "listen",
+		                                       dd->connections[i].listen, "open",
+		                                       kvctl_json_u64(dd->connections[i].open)));
+	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o}", "version",
+	                 ds->version, "uptime_s", kvctl_json_u64(ds->uptime_s), "tenants",
+	                 kvctl_json_u64(ds->tenants), "active_tenants",
+	                 kvctl_json_u64(ds->active_tenants), "requests",
+	                 kvctl_json_u64(ds->requests), "in_flight", kvctl_json_u64(ds->in_flight),
+	                 "keydir_bytes", kvctl_json_u64(ds->keydir_bytes), "workers",
+	                 kvctl_json_u64(ds->workers), "counting", dd->counting, "received_bytes",
+	                 kvctl_json_u64(dd->received_bytes), "sent_bytes",
+	                 kvctl_json_u64(dd->sent_bytes), "methods", methods, "connections", conns);
+}
+
+/* A duration: "50us", "2.5ms", "10s"; ">10s" for KVC_LATENCY_OVER. */
+static void print_ns(const char *prefix, uint64_t ns)
+{
+	if (ns == KVC_LATENCY_OVER)
+		printf("%s>10s", prefix);
+	else if (ns < 1000000)
+		printf("%s%.3gus", prefix, (double)ns / 1e3);
+	else if (ns < 1000000000)
+		printf("%s%.3gms", prefix, (double)ns / 1e6);
+	else
+		printf("%s%.3gs", prefix, (double)ns / 1e9);
+}
+
+/* Text: the totals as "name: value" lines, then two lines per method
+ * ("requests Get: 6 (OK 5, NOT_FOUND 1)", "latency Get: p50 <=50us p90
+ * <=100us p99 <=250us mean 41.2us (6 timed)") and one per listener
+ * ("connections stream kv+ipc:///run/kvd/kv.sock: 3"). */
+static int print_daemon(struct kvctl *k, const struct kvc_daemon_detail *dd)
+{
+	json_t *obj = daemon_json(dd);
+
+	if (obj == NULL)
+		return kvctl_fail(k, -KVC_RESOURCE_EXHAUSTED, NULL);
+	if (k->json)
+		return kvctl_emit_json(k, obj);
+	json_object_del(obj, "methods");
+	json_object_del(obj, "connections");
+	{
+		const char *name;
+		json_t *v;
+		json_object_foreach(obj, name, v)
+		{
+			if (json_is_string(v))
+				printf("%s: %s\n", name, json_string_value(v));
+			else if (json_is_integer(v))
+				printf("%s: %" JSON_INTEGER_FORMAT "\n", name,
+				       json_integer_value(v));
+			else
+				printf("%s: %s\n", name, json_is_true(v) ? "true" : "false");
+		}
+	}
+	json_decref(obj);
+	for (size_t i = 0; i < dd->nmethods; i++) {
+		const struct kvc_method_stats *m = &dd->methods[i];
+		const char *sep = " (";
+		printf("requests %s: %" PRIu64, m->method, m->requests);
+		for (int c = 0; c < KVC_STATUS_SLOTS; c++)
+			if (m->by_status[c] != 0) {
+				printf("%s%s %" PRIu64, sep, kvc_code_name(c), m->by_status[c]);
+				sep = ", ";
+			}
+		printf("%s\n", sep[0] == ',' ? ")" : "");
+		if (m->latency_count == 0)
+			continue;
+		/* the percentiles are bucket bounds: "at most" */
+		printf("latency %s:", m->method);
+		print_ns(" p50 <=", m->p50_ns);
+		print_ns(" p90 <=", m->p90_ns);
+		print_ns(" p99 <=", m->p99_ns);
+		print_ns(" mean ", m->latency_sum_ns / m->latency_count);
+		printf(" (%" PRIu64 " timed)\n", m->latency_count);
+	}
+	for (size_t i = 0; i < dd->nconnections; i++)
+		printf("connections %s %s: %" PRIu64 "\n", dd->connections[i].transport,
+		       dd->connections[i].listen, dd->connections[i].open);
+	return kvctl_finish(k);
+}
+
 int cmd_stats(struct kvctl *k, int argc, char **argv)
 {
 	static const struct option own[] = {
@@ -672,7 +785,7 @@ int cmd_stats(struct kvctl *k, int argc, char **argv)
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	struct kvc_tenant_info ti;
-	struct kvc_daemon_stats ds;
+	struct kvc_daemon_detail *dd;
 	bool daemon = false;
 	int opt, rv;
 
@@ -690,15 +803,11 @@ int cmd_stats(struct kvctl *k, int argc, char **argv)
 			return kvctl_fail(k, rv, &st);
 		return print_fields(k, tenant_json(&ti, true));
 	}
-	if ((rv = kvc_stats_daemon(k->c, &call, &ds)) != 0)
+	if ((rv = kvc_stats_daemon_detail(k->c, &call, &dd)) != 0)
 		return kvctl_fail(k, rv, &st);
-	return print_fields(
-	        k, json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "version", ds.version, "uptime_s",
-	                     kvctl_json_u64(ds.uptime_s), "tenants", kvctl_json_u64(ds.tenants),
-	                     "active_tenants", kvctl_json_u64(ds.active_tenants), "requests",
-	                     kvctl_json_u64(ds.requests), "in_flight", kvctl_json_u64(ds.in_flight),
-	                     "keydir_bytes", kvctl_json_u64(ds.keydir_bytes), "workers",
-	                     kvctl_json_u64(ds.workers)));
+	rv = print_daemon(k, dd);
+	kvc_daemon_detail_free(dd);
+	return rv;
 }
 
 int cmd_compact(struct kvctl *k, int argc, char **argv)

@@ -78,7 +78,9 @@ static const struct kvctl_command commands[] = {
          cmd_tenant_activate},
         {"stats", "[--daemon]", "the tenant's statistics, or the daemon's",
          "  --daemon  the daemon's: version, uptime, tenants, requests, requests in\n"
-         "            flight, index memory, workers\n",
+         "            flight, index memory, workers; with metrics on, requests by\n"
+         "            method and status, latency percentiles, bytes; connections\n"
+         "            per listener\n",
          cmd_stats},
         {"compact", "[--revision V]", "merges the tenant's log",
          "  --revision V  first drops the history older than version V\n", cmd_compact},
@@ -182,7 +184,10 @@ static const char global_help[] =
         "  stats      tenant info plus dead_bytes, segments, tombstones, merges,\n"
         "              compact_revision, io_uring, batches, batched_writes, syncs,\n"
         "              last_activation_us, read_only; --daemon: {version, uptime_s,\n"
-        "              tenants, ...}\n"
+        "              tenants, ..., counting, received_bytes, sent_bytes, methods:\n"
+        "              [{method, requests, errors, statuses, latency_count,\n"
+        "              latency_sum_ns, p50_ns, p90_ns, p99_ns}], connections:\n"
+        "              [{transport, listen, open}]}\n"
         "  compact    {compact_revision, disk_bytes_before, disk_bytes_after}\n"
         "  health     {status, version, uptime_s}\n"
         "  failure    {error: {code, name, message, exit}}\n"

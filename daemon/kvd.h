@@ -181,6 +181,10 @@ uint64_t workers_oldest_beat(struct kvd *d);
 
 /* listener.c */
 int listeners_start(struct kvd *d, char *err, size_t errlen);
+/* The open connections of each nng listen address (those of its replaced
+ * ipc:// listeners still draining included), in cfg.listen order: up to
+ * max; returns how many. Any thread. */
+int listener_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max);
 void listeners_close(struct kvd *d);  /* stop accepting connections */
 /* Replaces listeners that stopped accepting (main thread, every second). */
 void listeners_watch(struct kvd *d);
@@ -242,6 +246,9 @@ void metrics_request(struct job *j, size_t len);
 void metrics_reply(const struct job *j, const struct rpc_reply *rp);
 /* A merge maintenance ran (ok: it finished), taking ms milliseconds. */
 void metrics_merge(uint64_t ms, bool ok);
+/* The daemon-wide figures of a Stats reply (rpc_limits.figures; arg: the
+ * struct kvd): connections always, requests and bytes while metrics are on. */
+void metrics_figures(void *arg, struct rpc_daemon_fig *ret);
 
 /* maint.c */
 int maint_start(struct kvd *d);

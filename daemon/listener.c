@@ -189,7 +189,7 @@ static void ensure_ipc_dir(const char *url)
 	}
 }
 
-static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
+static int listener_open(struct kvd *d, int i, const char *url, nng_listener *ret, char *err,
                          size_t errlen);
 static struct klog_limit lw_log[KVD_LISTEN_MAX];
 
@@ -330,6 +330,11 @@ static struct {
 	pthread_mutex_t mu;
 	uint32_t id[KVD_LISTEN_MAX * (LISTENER_DRAIN_MAX + 2)]; /* listener ids … */
 	int pipes[KVD_LISTEN_MAX * (LISTENER_DRAIN_MAX + 2)];   /* … and their connections */
+	/* per address: its open listeners' ids (the current one and those
+	 * draining; 0: a free entry), for listener_connections */
+	uint32_t addr_ids[KVD_LISTEN_MAX][LISTENER_DRAIN_MAX + 2];
+	const char *addr_url[KVD_LISTEN_MAX];
+	int naddr;
 	struct drain drain[KVD_LISTEN_MAX][LISTENER_DRAIN_MAX];
 	int ndrain[KVD_LISTEN_MAX];
 	bool first_replaced[KVD_LISTEN_MAX];
@@ -364,6 +369,51 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 	pthread_mutex_unlock(&lw.mu);
 }
 
+/* Listener id belongs to address i (before it starts: its first pipe
+ * event finds it), or no longer (lw_forget, before it is closed). */
+static void lw_remember(int i, uint32_t id)
+{
+	pthread_mutex_lock(&lw.mu);
+	for (size_t k = 0; k < LISTENER_DRAIN_MAX + 2; k++)
+		if (lw.addr_ids[i][k] == 0) {
+			lw.addr_ids[i][k] = id;
+			break;
+		} /* (full: cannot be, an address has at most the drains and one more) */
+	pthread_mutex_unlock(&lw.mu);
+}
+
+static void lw_forget(nng_listener l)
+{
+	uint32_t id = (uint32_t)nng_listener_id(l);
+
+	pthread_mutex_lock(&lw.mu);
+	for (int i = 0; i < KVD_LISTEN_MAX; i++)
+		for (size_t k = 0; k < LISTENER_DRAIN_MAX + 2; k++)
+			if (lw.addr_ids[i][k] == id)
+				lw.addr_ids[i][k] = 0;
+	pthread_mutex_unlock(&lw.mu);
+}
+
+int listener_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max)
+{
+	size_t nslots = sizeof(lw.id) / sizeof(lw.id[0]);
+	int n;
+
+	(void)d;
+	pthread_mutex_lock(&lw.mu);
+	for (n = 0; n < lw.naddr && n < max; n++) {
+		int open = 0;
+		for (size_t k = 0; k < LISTENER_DRAIN_MAX + 2; k++)
+			for (size_t j = 0; lw.addr_ids[n][k] != 0 && j < nslots; j++)
+				if (lw.id[j] == lw.addr_ids[n][k])
+					open += lw.pipes[j];
+		ret_url[n] = lw.addr_url[n];
+		ret_open[n] = (uint32_t)open;
+	}
+	pthread_mutex_unlock(&lw.mu);
+	return n;
+}
+
 static int listener_pipes(nng_listener l)
 {
 	uint32_t id = (uint32_t)nng_listener_id(l);
@@ -393,6 +443,7 @@ static void drain_reap(int i)
 				     "%d replaced nng listeners of one address still serve "
 				     "connections; closing the oldest and its %d connection(s)",
 				     lw.ndrain[i], listener_pipes(dr->l));
+			lw_forget(dr->l);
 			nng_listener_close(dr->l);
 			memmove(dr, dr + 1, (size_t)(lw.ndrain[i] - k - 1) * sizeof(*dr));
 			lw.ndrain[i]--;
@@ -416,14 +467,16 @@ static int listener_swap_ipc(struct kvd *d, int i, char *err, size_t errlen)
 	    lw.ndrain[i] >= LISTENER_DRAIN_MAX) {
 		/* no room for the name beside it, or for one more old listener:
 		 * replaced in place, which closes its connections */
+		lw_forget(d->listeners[i]);
 		nng_listener_close(d->listeners[i]);
-		return listener_open(d, d->listener_url[i], &d->listeners[i], err, errlen);
+		return listener_open(d, i, d->listener_url[i], &d->listeners[i], err, errlen);
 	}
 	snprintf(url, sizeof(url), "ipc://%s", tmp);
-	if ((rv = listener_open(d, url, &l, err, errlen)) != 0)
+	if ((rv = listener_open(d, i, url, &l, err, errlen)) != 0)
 		return rv;
 	if (rename(tmp, path) != 0) {
 		snprintf(err, errlen, "rename %s to %s: %s", tmp, path, strerror(errno));
+		lw_forget(l);
 		nng_listener_close(l);
 		return -errno;
 	}
@@ -465,8 +518,8 @@ void listeners_watch(struct kvd *d)
 	}
 }
 
-/* Creates and starts the listener for the configured address `url`. */
-static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char *err,
+/* Creates and starts the listener for `url`, of the configured address i. */
+static int listener_open(struct kvd *d, int i, const char *url, nng_listener *ret, char *err,
                          size_t errlen)
 {
 	nng_listener l;
@@ -489,8 +542,10 @@ static int listener_open(struct kvd *d, const char *url, nng_listener *ret, char
 		nng_listener_close(l);
 		return rv;
 	}
+	lw_remember(i, (uint32_t)nng_listener_id(l));
 	if ((rv = nng_listener_start(l, 0)) != 0) {
 		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
+		lw_forget(l);
 		nng_listener_close(l);
 		return -EADDRINUSE;
 	}
@@ -514,9 +569,14 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 		int n = d->nlisteners;
 		if (stream_url(d->cfg.listen[k]))
 			continue; /* stream.c's */
-		if ((rv = listener_open(d, d->cfg.listen[k], &d->listeners[n], err, errlen)) != 0)
+		rv = listener_open(d, n, d->cfg.listen[k], &d->listeners[n], err, errlen);
+		if (rv != 0)
 			return rv;
 		d->listener_url[n] = d->cfg.listen[k];
+		pthread_mutex_lock(&lw.mu);
+		lw.addr_url[n] = d->cfg.listen[k];
+		lw.naddr = n + 1;
+		pthread_mutex_unlock(&lw.mu);
 		d->nlisteners = n + 1;
 		klog(LOG_INFO, "listening on %s", d->cfg.listen[k]);
 	}
@@ -542,6 +602,10 @@ int listeners_start(struct kvd *d, char *err, size_t errlen)
 
 void listeners_close(struct kvd *d)
 {
+	pthread_mutex_lock(&lw.mu);
+	lw.naddr = 0;
+	memset(lw.addr_ids, 0, sizeof(lw.addr_ids));
+	pthread_mutex_unlock(&lw.mu);
 	for (int i = 0; i < d->nlisteners; i++) {
 		nng_listener_close(d->listeners[i]);
 		/* the old ones last: the first removes the socket file */

@@ -772,6 +772,8 @@ int main(int argc, char **argv)
 	d.lim.defaults = &d.cfg.defaults;
 	d.lim.token = d.cfg.token;
 	d.lim.version = KVD_VERSION;
+	d.lim.figures = metrics_figures; /* Stats (daemon) */
+	d.lim.figures_arg = &d;
 
 	rv = 1;
 	if ((sfd = signals_open()) < 0) {

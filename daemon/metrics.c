@@ -13,7 +13,9 @@
  *     may be a request behind, never torn.
  *   - the merge counters (maintenance thread).
  * Everything else a scrape shows is read from the store, the stream
- * transport and nng at scrape time.
+ * transport and the nng listeners (listener.c) at scrape time. A daemon
+ * Stats request reads the same counters (metrics_figures), also while
+ * metrics are off: its connections then, its request figures stay 0.
  *
  * Invariants:
  *   1. metrics_on is set before the endpoint serves and cleared after it
@@ -27,7 +29,7 @@
  *      /metrics get the page; per-tenant series for at most
  *      METRICS_TENANTS_MAX tenants (the rest are counted, not listed).
  *
- * Threads: metrics_request, metrics_reply any thread; metrics_merge the
+ * Threads: metrics_request, metrics_reply, metrics_figures any thread; metrics_merge the
  * maintenance thread; metrics_start and metrics_stop the main thread; the
  * page is written on libmicrohttpd's thread.
  */
@@ -191,28 +193,44 @@ static void put_seconds(FILE *f, uint64_t v, uint64_t per_second)
 	        v % per_second);
 }
 
-static void page_requests(FILE *f)
+/* The request counters of every shard, summed. */
+struct request_sums {
+	uint64_t replies[NMETHODS][WIRE_STATUS_COUNT];
+	uint64_t lat[NMETHODS][NLAT + 1]; /* per bucket, not cumulative */
+	uint64_t sum[NMETHODS];
+	uint64_t in, out;
+};
+
+static void sum_shards(struct request_sums *r)
 {
-	static uint64_t replies[NMETHODS][WIRE_STATUS_COUNT], lat[NMETHODS][NLAT + 1];
-	static uint64_t sum[NMETHODS]; /* (the page is written by one thread) */
-	uint64_t in = 0, out = 0;
 	unsigned m, st, b, i;
 
-	memset(replies, 0, sizeof(replies));
-	memset(lat, 0, sizeof(lat));
-	memset(sum, 0, sizeof(sum));
+	memset(r, 0, sizeof(*r));
 	for (i = 0; i < METRICS_SHARDS; i++) {
 		struct shard *s = &shards[i];
 		for (m = 0; m < NMETHODS; m++) {
 			for (st = 0; st < WIRE_STATUS_COUNT; st++)
-				replies[m][st] += atomic_load_explicit(&s->replies[m][st], RELAXED);
+				r->replies[m][st] +=
+				        atomic_load_explicit(&s->replies[m][st], RELAXED);
 			for (b = 0; b <= NLAT; b++)
-				lat[m][b] += atomic_load_explicit(&s->lat[m][b], RELAXED);
-			sum[m] += atomic_load_explicit(&s->lat_sum_ns[m], RELAXED);
+				r->lat[m][b] += atomic_load_explicit(&s->lat[m][b], RELAXED);
+			r->sum[m] += atomic_load_explicit(&s->lat_sum_ns[m], RELAXED);
 		}
-		in += atomic_load_explicit(&s->bytes_in, RELAXED);
-		out += atomic_load_explicit(&s->bytes_out, RELAXED);
+		r->in += atomic_load_explicit(&s->bytes_in, RELAXED);
+		r->out += atomic_load_explicit(&s->bytes_out, RELAXED);
 	}
+}
+
+static void page_requests(FILE *f)
+{
+	static struct request_sums r; /* (the page is written by one thread) */
+	uint64_t(*replies)[WIRE_STATUS_COUNT] = r.replies, (*lat)[NLAT + 1] = r.lat;
+	uint64_t *sum = r.sum, in, out;
+	unsigned m, st, b;
+
+	sum_shards(&r);
+	in = r.in;
+	out = r.out;
 	head(f, "kvd_requests_total", "counter",
 	     "Requests answered, by method and reply status (OK for every method, others once "
 	     "seen).");
@@ -293,45 +311,82 @@ static void page_merges(FILE *f)
 	fprintf(f, "\nkvd_merge_duration_seconds_count %" PRIu64 "\n", cum);
 }
 
-/* The nng socket's open pipes (connections of every ipc://, tcp:// and
- * tls+tcp:// listener together), from nng's statistics; false when nng
- * keeps none. */
-static bool nng_pipes(struct kvd *d, uint64_t *ret)
-{
-	nng_stat *all, *sock, *st;
-	bool found = false;
+_Static_assert(RPC_FIG_METHODS == NMETHODS, "Stats reports the methods the page does");
+_Static_assert(RPC_FIG_CONNS_MAX >= 2 * KVD_LISTEN_MAX, "room for every listener");
 
-	if (nng_stats_get(&all) != 0)
-		return false;
-	if ((sock = nng_stat_find_socket(all, d->sock)) != NULL &&
-	    (st = nng_stat_find(sock, "pipes")) != NULL) {
-		*ret = nng_stat_value(st);
-		found = true;
-	}
-	nng_stats_free(all);
-	return found;
-}
-
-static void page_connections(FILE *f, struct kvd *d)
+/* The open connections of every listener: kv+ ones (transport "stream"),
+ * then nng's (transport "nng"), each in cfg.listen order. */
+static size_t connections(struct kvd *d, struct rpc_conn_fig *ret, size_t max)
 {
 	const char *url[KVD_LISTEN_MAX];
 	uint32_t open[KVD_LISTEN_MAX];
 	int n = stream_connections(d, url, open, KVD_LISTEN_MAX);
-	uint64_t pipes;
+	size_t k = 0;
+
+	for (int i = 0; i < n && k < max; i++)
+		ret[k++] = (struct rpc_conn_fig){"stream", url[i], open[i]};
+	n = listener_connections(d, url, open, KVD_LISTEN_MAX);
+	for (int i = 0; i < n && k < max; i++)
+		ret[k++] = (struct rpc_conn_fig){"nng", url[i], open[i]};
+	return k;
+}
+
+static void page_connections(FILE *f, struct kvd *d)
+{
+	struct rpc_conn_fig c[RPC_FIG_CONNS_MAX];
+	size_t n = connections(d, c, RPC_FIG_CONNS_MAX);
 
 	head(f, "kvd_connections", "gauge",
-	     "Connections open: per kv+ listener (transport stream), and on the nng socket of "
-	     "every nng listener together (transport nng).");
-	for (int i = 0; i < n; i++) {
-		fprintf(f, "kvd_connections{transport=\"stream\",listen=\"");
-		put_label(f, url[i]);
-		fprintf(f, "\"} %" PRIu32 "\n", open[i]);
+	     "Connections open, per listener: kv+ipc:// and kv+tcp:// (transport stream), "
+	     "ipc://, tcp:// and tls+tcp:// (transport nng).");
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "kvd_connections{transport=\"%s\",listen=\"", c[i].transport);
+		put_label(f, c[i].listen);
+		fprintf(f, "\"} %" PRIu64 "\n", c[i].open);
 	}
-	if (d->nlisteners > 0 && nng_pipes(d, &pipes))
-		fprintf(f, "kvd_connections{transport=\"nng\",listen=\"\"} %" PRIu64 "\n", pipes);
 	metric(f, "kvd_listener_restarts_total", "counter",
 	       "nng ipc:// listeners replaced because they stopped accepting.",
 	       atomic_load(&d->listener_restarts));
+}
+
+/* The upper bound of the bucket that holds the pct-th percentile of a
+ * latency histogram (per bucket counts); 0 when it is empty. */
+static uint64_t percentile(const uint64_t *lat, uint64_t count, unsigned pct)
+{
+	uint64_t rank = (count * pct + 99) / 100, cum = 0;
+
+	if (count == 0)
+		return 0;
+	for (unsigned b = 0; b < NLAT; b++)
+		if ((cum += lat[b]) >= rank)
+			return lat_bounds[b];
+	return RPC_FIG_OVER;
+}
+
+void metrics_figures(void *arg, struct rpc_daemon_fig *ret)
+{
+	struct kvd *d = arg;
+	struct request_sums *r = malloc(sizeof(*r));
+
+	memset(ret, 0, sizeof(*ret));
+	ret->nconns = connections(d, ret->conns, RPC_FIG_CONNS_MAX);
+	if (r == NULL)
+		return; /* (the request figures stay 0, counting false) */
+	ret->counting = atomic_load_explicit(&metrics_on, RELAXED);
+	sum_shards(r);
+	ret->received_bytes = r->in;
+	ret->sent_bytes = r->out;
+	for (unsigned m = 0; m < NMETHODS; m++) {
+		struct rpc_method_fig *f = &ret->methods[m];
+		memcpy(f->replies, r->replies[m], sizeof(f->replies));
+		for (unsigned b = 0; b <= NLAT; b++)
+			f->lat_count += r->lat[m][b];
+		f->lat_sum_ns = r->sum[m];
+		f->p50_ns = percentile(r->lat[m], f->lat_count, 50);
+		f->p90_ns = percentile(r->lat[m], f->lat_count, 90);
+		f->p99_ns = percentile(r->lat[m], f->lat_count, 99);
+	}
+	free(r);
 }
 
 /* A tenant as a scrape sees it; refused: no info. */

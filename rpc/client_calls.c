@@ -353,6 +353,36 @@ int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stat
 	return rv;
 }
 
+int kvc_stats_daemon_detail(kvc *c, const struct kvc_call *call, struct kvc_daemon_detail **ret)
+{
+	struct client_op op;
+	struct kvc_daemon_detail *d = NULL;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_STATS);
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_stats(&op.pk, true);
+	if ((rv = client_op_run(&op)) == 0) {
+		rv = crep_daemon_detail(op.env.result, &d);
+		if (rv == -ENOMEM)
+			rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED, "out of memory");
+		else
+			rv = client_op_decoded(&op, rv);
+	}
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = d;
+	else
+		free(d);
+	return rv;
+}
+
+void kvc_daemon_detail_free(struct kvc_daemon_detail *d)
+{
+	free(d); /* (one block) */
+}
+
 int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
                 struct kvc_compact_result *ret)
 {

@@ -2,6 +2,7 @@
 #include "client_codec.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- requests ------------------------------------------------------------ */
@@ -442,6 +443,119 @@ int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret
 		return rv;
 	*ret = ds;
 	return 0;
+}
+
+// clang-format off
+#define MS(f) {#f, offsetof(struct kvc_method_stats, f)}
+// clang-format on
+
+static const char *const status_names[] = {
+#define STATUS_NAME(name, code) [WIRE_##name] = #name,
+        WIRE_STATUSES(STATUS_NAME)
+#undef STATUS_NAME
+};
+#define NSTATUS_NAMES (sizeof(status_names) / sizeof(status_names[0]))
+_Static_assert(NSTATUS_NAMES <= KVC_STATUS_SLOTS, "by_status holds every status");
+
+/* One entry of `methods`: the counts by status are a map of status names;
+ * a name this library does not know counts in requests and errors only. */
+static int read_method(const msgpack_object *o, struct kvc_method_stats *ret)
+{
+	static const struct uint_field fields[] = {
+	        MS(requests), MS(errors), MS(latency_count), MS(latency_sum_ns),
+	        MS(p50_ns),   MS(p90_ns), MS(p99_ns),        {NULL, 0},
+	};
+	const msgpack_object *name = mp_map_get(o, WIRE_F_METHOD);
+	const msgpack_object *st = mp_map_get(o, WIRE_F_STATUSES);
+	int rv;
+
+	if (o->type != MSGPACK_OBJECT_MAP || name == NULL ||
+	    mp_str_copy(name, ret->method, sizeof(ret->method)) != 0)
+		return -EINVAL;
+	if ((rv = read_uints(o, ret, fields)) != 0)
+		return rv;
+	if (st == NULL)
+		return 0;
+	if (st->type != MSGPACK_OBJECT_MAP)
+		return -EINVAL;
+	for (uint32_t i = 0; i < st->via.map.size; i++) {
+		const msgpack_object_kv *kv = &st->via.map.ptr[i];
+		if (kv->key.type != MSGPACK_OBJECT_STR ||
+		    kv->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return -EINVAL;
+		for (size_t c = 0; c < NSTATUS_NAMES; c++)
+			if (status_names[c] != NULL &&
+			    strlen(status_names[c]) == kv->key.via.str.size &&
+			    memcmp(status_names[c], kv->key.via.str.ptr, kv->key.via.str.size) == 0)
+				ret->by_status[c] = kv->val.via.u64;
+	}
+	return 0;
+}
+
+static int read_connection(const msgpack_object *o, struct kvc_connection_stats *ret)
+{
+	const msgpack_object *t = mp_map_get(o, WIRE_F_TRANSPORT);
+	const msgpack_object *l = mp_map_get(o, WIRE_F_LISTEN);
+
+	if (o->type != MSGPACK_OBJECT_MAP || t == NULL ||
+	    mp_str_copy(t, ret->transport, sizeof(ret->transport)) != 0 ||
+	    (l != NULL && mp_str_copy(l, ret->listen, sizeof(ret->listen)) != 0))
+		return -EINVAL;
+	return mp_field_uint(o, WIRE_F_OPEN, false, &ret->open);
+}
+
+/* An optional array field: NULL and 0 when absent. */
+static int read_array(const msgpack_object *map, const char *key, const msgpack_object **ret,
+                      uint32_t *ret_n)
+{
+	const msgpack_object *a = mp_map_get(map, key);
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (a == NULL)
+		return 0;
+	if (a->type != MSGPACK_OBJECT_ARRAY)
+		return -EINVAL;
+	*ret = a->via.array.ptr;
+	*ret_n = a->via.array.size;
+	return 0;
+}
+
+int crep_daemon_detail(const msgpack_object *result, struct kvc_daemon_detail **ret)
+{
+	struct kvc_daemon_detail *d = NULL;
+	const msgpack_object *methods, *conns;
+	uint32_t nm, nc;
+	size_t size;
+	int rv;
+
+	if ((rv = read_array(result, WIRE_F_METHODS, &methods, &nm)) != 0 ||
+	    (rv = read_array(result, WIRE_F_CONNECTIONS, &conns, &nc)) != 0)
+		return rv;
+	/* one block: the struct, then the methods, then the connections (the
+	 * counts are bounded by the reply's size, which the envelope bounds) */
+	size = sizeof(*d) + (size_t)nm * sizeof(*d->methods) + (size_t)nc * sizeof(*d->connections);
+	if ((d = calloc(1, size)) == NULL)
+		return -ENOMEM;
+	d->methods = (struct kvc_method_stats *)(d + 1);
+	d->connections = (struct kvc_connection_stats *)(d->methods + nm);
+	if ((rv = crep_daemon_stats(result, &d->daemon)) != 0 ||
+	    (rv = mp_field_bool(result, WIRE_F_COUNTING, false, &d->counting)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_RECEIVED_BYTES, false, &d->received_bytes)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_SENT_BYTES, false, &d->sent_bytes)) != 0)
+		goto fail;
+	for (d->nmethods = 0; d->nmethods < nm; d->nmethods++)
+		if ((rv = read_method(&methods[d->nmethods], &d->methods[d->nmethods])) != 0)
+			goto fail;
+	for (d->nconnections = 0; d->nconnections < nc; d->nconnections++)
+		if ((rv = read_connection(&conns[d->nconnections],
+		                          &d->connections[d->nconnections])) != 0)
+			goto fail;
+	*ret = d;
+	return 0;
+fail:
+	free(d);
+	return rv;
 }
 
 int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list)

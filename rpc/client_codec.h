@@ -101,6 +101,9 @@ int crep_compact(const msgpack_object *result, struct kvc_compact_result *ret);
 /* TenantInfo, and tenant-scope Stats (which adds the Stats-only fields). */
 int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret);
 int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret);
+/* Daemon-scope Stats with the metrics figures: *ret a new block
+ * (kvc_daemon_detail_free); -EINVAL for a malformed reply, -ENOMEM. */
+int crep_daemon_detail(const msgpack_object *result, struct kvc_daemon_detail **ret);
 int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list);
 int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret);
 int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us);

@@ -318,6 +318,50 @@ struct kvc_daemon_stats {
 	uint64_t workers;
 };
 
+/* ---- the daemon's detailed figures (kvc_stats_daemon_detail) ----------------
+ *
+ * The figures of kvd's metrics endpoint (docs/METRICS.md), per method and
+ * per listener. The library allocates struct kvc_daemon_detail and its
+ * arrays in one block (kvc_daemon_detail_free); callers never allocate or
+ * copy one, so a later version may append members to it without a new
+ * soname. kvc_method_stats and kvc_connection_stats keep their layout
+ * (callers index arrays of them): a new per-method figure would come as a
+ * new array. */
+#define KVC_STATUS_SLOTS 32         /* by_status[] entries: status codes 0..31 */
+#define KVC_LATENCY_OVER UINT64_MAX /* a percentile past the last bucket (10 s) */
+
+struct kvc_method_stats {
+	char method[32];   /* "Get", "Put", …; "invalid": requests that did not decode */
+	uint64_t requests; /* answered */
+	uint64_t errors;   /* answered with a status other than OK */
+	uint64_t by_status[KVC_STATUS_SLOTS]; /* answered, by KVC_* code */
+	uint64_t latency_count;  /* requests timed (= requests, bar one being counted) */
+	uint64_t latency_sum_ns; /* their time from arrival to reply, summed */
+	/* Percentiles of that time: upper bounds of the histogram bucket
+	 * (50 us, 100 us, 250 us, … 10 s) that holds them; KVC_LATENCY_OVER
+	 * past 10 s; 0 when nothing was timed. */
+	uint64_t p50_ns, p90_ns, p99_ns;
+};
+
+struct kvc_connection_stats {
+	char transport[16]; /* "stream" (kv+ipc://, kv+tcp://) or "nng" */
+	char listen[256];   /* the listener's address as configured ("": all nng listeners) */
+	uint64_t open;      /* connections open now */
+};
+
+struct kvc_daemon_detail {
+	struct kvc_daemon_stats daemon; /* what kvc_stats_daemon gives */
+	/* true: kvd counts requests (its metrics endpoint is on, metrics_listen);
+	 * false: the request, latency and byte figures are 0 */
+	bool counting;
+	uint64_t received_bytes; /* request messages, without transport framing */
+	uint64_t sent_bytes;     /* reply messages */
+	size_t nmethods;         /* methods with at least one request */
+	struct kvc_method_stats *methods;
+	size_t nconnections; /* one per listener */
+	struct kvc_connection_stats *connections;
+};
+
 struct kvc_health {
 	char status[16]; /* "serving" or "stopping" */
 	char version[32];
@@ -356,6 +400,15 @@ int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
  * its own besides -KVC_NOT_FOUND for the tenant. */
 int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret);
 int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret);
+/* The daemon's figures with those of its metrics endpoint: requests by
+ * method and status, latency percentiles, bytes, connections per listener.
+ * On success *ret is a new block for kvc_daemon_detail_free; untouched on
+ * failure. A kvd older than these figures answers with the daemon's totals
+ * only (counting false, no methods or connections).
+ * Errors: those of every call; -KVC_RESOURCE_EXHAUSTED (out of memory). */
+int kvc_stats_daemon_detail(kvc *c, const struct kvc_call *call, struct kvc_daemon_detail **ret);
+/* Frees what kvc_stats_daemon_detail gave; NULL is ignored. */
+void kvc_daemon_detail_free(struct kvc_daemon_detail *d);
 /* Merges the tenant's log, dropping versions older than revision (0:
  * merge only).
  * Errors: those of every call; -KVC_INVALID_ARGUMENT (revision in the

@@ -770,6 +770,66 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 	return 0;
 }
 
+static const char *const status_names[WIRE_STATUS_COUNT] = {
+#define STATUS_NAME(name, code) [code] = #name,
+        WIRE_STATUSES(STATUS_NAME)
+#undef STATUS_NAME
+};
+
+/* Stats (daemon): the five fields of the metrics endpoint's figures
+ * (PROTOCOL.md, "Stats"); methods without a request are left out. */
+static void pack_daemon_figures(msgpack_packer *pk, const struct rpc_daemon_fig *fig)
+{
+	uint32_t nm = 0;
+	unsigned m, st;
+
+	mp_kv_bool(pk, WIRE_F_COUNTING, fig->counting);
+	mp_kv_uint(pk, WIRE_F_RECEIVED_BYTES, fig->received_bytes);
+	mp_kv_uint(pk, WIRE_F_SENT_BYTES, fig->sent_bytes);
+	for (m = 0; m < RPC_FIG_METHODS; m++)
+		for (st = 0; st < WIRE_STATUS_COUNT; st++)
+			if (fig->methods[m].replies[st] != 0) {
+				nm++;
+				break;
+			}
+	mp_pack_cstr(pk, WIRE_F_METHODS);
+	msgpack_pack_array(pk, nm);
+	for (m = 0; m < RPC_FIG_METHODS; m++) {
+		const struct rpc_method_fig *f = &fig->methods[m];
+		uint64_t total = 0;
+		uint32_t nst = 0;
+		for (st = 0; st < WIRE_STATUS_COUNT; st++) {
+			total += f->replies[st];
+			nst += f->replies[st] != 0;
+		}
+		if (total == 0)
+			continue;
+		msgpack_pack_map(pk, 9);
+		mp_kv_str(pk, WIRE_F_METHOD,
+		          m < RPC_METHODS ? rpc_method_name((enum rpc_method)m) : "invalid");
+		mp_kv_uint(pk, WIRE_F_REQUESTS, total);
+		mp_kv_uint(pk, WIRE_F_ERRORS, total - f->replies[RPC_OK]);
+		mp_pack_cstr(pk, WIRE_F_STATUSES);
+		msgpack_pack_map(pk, nst);
+		for (st = 0; st < WIRE_STATUS_COUNT; st++)
+			if (f->replies[st] != 0)
+				mp_kv_uint(pk, status_names[st], f->replies[st]);
+		mp_kv_uint(pk, WIRE_F_LATENCY_COUNT, f->lat_count);
+		mp_kv_uint(pk, WIRE_F_LATENCY_SUM_NS, f->lat_sum_ns);
+		mp_kv_uint(pk, WIRE_F_P50_NS, f->p50_ns);
+		mp_kv_uint(pk, WIRE_F_P90_NS, f->p90_ns);
+		mp_kv_uint(pk, WIRE_F_P99_NS, f->p99_ns);
+	}
+	mp_pack_cstr(pk, WIRE_F_CONNECTIONS);
+	msgpack_pack_array(pk, (uint32_t)fig->nconns);
+	for (size_t i = 0; i < fig->nconns; i++) {
+		msgpack_pack_map(pk, 3);
+		mp_kv_str(pk, WIRE_F_TRANSPORT, fig->conns[i].transport);
+		mp_kv_str(pk, WIRE_F_LISTEN, fig->conns[i].listen);
+		mp_kv_uint(pk, WIRE_F_OPEN, fig->conns[i].open);
+	}
+}
+
 void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,
                    uint64_t uptime_s, uint64_t requests, uint64_t in_flight, uint32_t workers,
                    bool stopping, struct rpc_reply *out)
@@ -785,8 +845,17 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		break;
 	case RPC_STATS: {
 		struct kv_store_stats st;
+		struct rpc_daemon_fig *fig = NULL;
 		kv_store_stats(s, &st);
-		rpc_reply_ok(out, r->id, 8);
+		if (lim->figures != NULL) {
+			if ((fig = calloc(1, sizeof(*fig))) == NULL) {
+				rpc_reply_error(out, r->id, RPC_RESOURCE_EXHAUSTED,
+				                "out of memory");
+				break;
+			}
+			lim->figures(lim->figures_arg, fig);
+		}
+		rpc_reply_ok(out, r->id, fig != NULL ? 13 : 8);
 		mp_kv_str(&out->pk, WIRE_F_VERSION, lim->version);
 		mp_kv_uint(&out->pk, WIRE_F_UPTIME_S, uptime_s);
 		mp_kv_uint(&out->pk, WIRE_F_TENANTS, st.tenants);
@@ -795,6 +864,9 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		mp_kv_uint(&out->pk, WIRE_F_IN_FLIGHT, in_flight);
 		mp_kv_uint(&out->pk, WIRE_F_KEYDIR_BYTES, st.keydir_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_WORKERS, workers);
+		if (fig != NULL)
+			pack_daemon_figures(&out->pk, fig);
+		free(fig);
 		break;
 	}
 	case RPC_TENANT_CREATE: {

@@ -55,12 +55,42 @@ enum rpc_kind {
 #define RPC_VERSIONS_MAX 1000u
 #define RPC_BATCH_OPS_MAX 10000u
 
+/* The daemon-wide figures of a Stats reply with scope "daemon", as kvd's
+ * metrics endpoint counts them (daemon/metrics.c fills them in). */
+#define RPC_FIG_METHODS   (RPC_METHODS + 1) /* the last: requests that did not decode */
+#define RPC_FIG_CONNS_MAX 32                /* listeners reported at most */
+#define RPC_FIG_OVER      UINT64_MAX        /* a percentile past the last latency bound */
+
+struct rpc_method_fig {
+	uint64_t replies[WIRE_STATUS_COUNT]; /* by status */
+	uint64_t lat_count, lat_sum_ns;
+	uint64_t p50_ns, p90_ns, p99_ns; /* upper bounds of their buckets, or RPC_FIG_OVER */
+};
+
+struct rpc_conn_fig {
+	const char *transport; /* "stream" (kv+…://) or "nng" */
+	const char *listen;    /* the listener's address; lives as long as the daemon */
+	uint64_t open;
+};
+
+struct rpc_daemon_fig {
+	bool counting; /* the request figures are kept (metrics on); else they stay 0 */
+	uint64_t received_bytes, sent_bytes;
+	struct rpc_method_fig methods[RPC_FIG_METHODS];
+	size_t nconns;
+	struct rpc_conn_fig conns[RPC_FIG_CONNS_MAX];
+};
+
 /* Limits and identity of the server, set once by kvd. */
 struct rpc_limits {
 	uint32_t max_value_size;
 	const struct kv_tenant_config *defaults; /* TenantCreate starts from these */
 	const char *token; /* NULL or "": no authentication */
 	const char *version;
+	/* Fills in the daemon-wide figures for Stats (any thread); NULL: the
+	 * reply has only the daemon's totals. */
+	void (*figures)(void *arg, struct rpc_daemon_fig *ret);
+	void *figures_arg;
 };
 
 struct rpc_req {

@@ -177,6 +177,22 @@ enum wire_method {
 #define WIRE_F_SYNCS              "syncs"
 #define WIRE_F_TOMBSTONES         "tombstones"
 #define WIRE_F_WORKERS            "workers"
+/* Stats (daemon): the figures of the metrics endpoint */
+#define WIRE_F_COUNTING           "counting"
+#define WIRE_F_RECEIVED_BYTES     "received_bytes"
+#define WIRE_F_SENT_BYTES         "sent_bytes"
+#define WIRE_F_METHODS            "methods"
+#define WIRE_F_ERRORS             "errors"
+#define WIRE_F_STATUSES           "statuses"
+#define WIRE_F_LATENCY_COUNT      "latency_count"
+#define WIRE_F_LATENCY_SUM_NS     "latency_sum_ns"
+#define WIRE_F_P50_NS             "p50_ns"
+#define WIRE_F_P90_NS             "p90_ns"
+#define WIRE_F_P99_NS             "p99_ns"
+#define WIRE_F_CONNECTIONS        "connections"
+#define WIRE_F_TRANSPORT          "transport"
+#define WIRE_F_LISTEN             "listen"
+#define WIRE_F_OPEN               "open"
 
 /* ---- stream framing (PROTOCOL.md, "Stream framing") ---------------------- */
 

@@ -482,9 +482,12 @@ json "binary key" 'len(d["items"]) == 1 and b64(d["items"][0]["key_b64"]) == b"b
 run 0 "stats" kv -t hist stats && out_matches "stats text" '^[a-z_]+: .+$'
 run 0 "stats -o json" kv -t hist -o json stats
 json "stats document" 'd["name"] == "hist" and d["keys"] == 3 and d["last_version"] >= '"$h4"' and all(f in d for f in ("dead_bytes", "segments", "tombstones", "merges", "compact_revision", "disk_bytes"))'
-run 0 "stats --daemon" kv stats --daemon && out_matches "stats --daemon text" '^[a-z_]+: .+$'
+run 0 "stats --daemon" kv stats --daemon && out_matches "stats --daemon text" '^([a-z_]+|connections (stream|nng) [a-z+]+://[^ ]+): .+$'
+grep -qx "connections stream $SOCK: [1-9][0-9]*" "$TMP/out" || fail "stats --daemon text lacks its own connection on $SOCK"
 run 0 "stats --daemon -o json" kv -o json stats --daemon
 json "daemon stats document" 'd["workers"] == 2 and d["tenants"] >= 3 and d["requests"] > 0 and d["version"] and "uptime_s" in d and "keydir_bytes" in d and "in_flight" in d and "active_tenants" in d'
+# no metrics_listen here: nothing counted per method, connections per listener all the same
+json "daemon stats figures (metrics off)" 'd["counting"] is False and d["methods"] == [] and d["received_bytes"] == 0 and [(c["transport"], c["listen"]) for c in d["connections"]] == [("stream", "'"$SOCK"'"), ("nng", "'"$NSOCK"'")] and d["connections"][0]["open"] >= 1'
 run 0 "compact" kv -t hist compact && out_matches "compact text" '^(compact_revision|disk_bytes_before|disk_bytes_after): [0-9]+$'
 run 0 "compact --revision -o json" kv -t hist -o json compact --revision "$h2"
 json "compact document" 'd["compact_revision"] == '"$h2"' and isinstance(d["disk_bytes_before"], int) and isinstance(d["disk_bytes_after"], int)'

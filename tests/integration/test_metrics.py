@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauges (kv+ipc and nng) and tenant figures move with puts and gets and agree with `kvctl stats`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
+"""test_metrics.py — kvd with metrics_listen on a free port serves /metrics in the Prometheus text format (parsed strictly here), its request counters, latency histograms, byte counts, connection gauges (per kv+ipc and nng listener) and tenant figures move with puts and gets and agree with `kvctl stats` and `kvctl stats --daemon`, a scrape is served while kvd holds over 1024 descriptors, and other paths get 404, other methods 405.
 
 usage: test_metrics.py KVD KVCTL   (meson passes them)
 
@@ -144,6 +144,74 @@ def value(families, fam, name=None, **labels):
     return samples.get((name or fam, frozenset(labels.items())), 0.0)
 
 
+def percentile_ns(families, method, pct):
+    """The upper bound (ns) of the latency bucket holding the pct-th
+    percentile of method, as Stats computes it; None past the last bound."""
+    fam = "kvd_request_duration_seconds"
+    buckets = sorted((float("inf") if dict(labels)["le"] == "+Inf" else float(dict(labels)["le"]), v)
+                     for (name, labels), v in families.get(fam, (None, {}))[1].items()
+                     if name == fam + "_bucket" and dict(labels).get("method") == method)
+    count = buckets[-1][1] if buckets else 0
+    if count == 0:
+        return 0
+    rank = -(-count * pct // 100)
+    for le, cum in buckets:
+        if cum >= rank:
+            return None if le == float("inf") else round(le * 1e9)
+    return None
+
+
+def compare_daemon_stats(st, page, endpoint, nng_url, nng_idle):
+    """`kvctl stats --daemon -o json` (st), taken just before the scrape
+    (page) with nothing else sent in between, has the page's figures."""
+    check(st.get("counting") is True, f"kvctl stats --daemon: counting is {st.get('counting')}")
+    methods = {m["method"]: m for m in st.get("methods", [])}
+    for method in ("Put", "Get"):
+        m = methods.get(method)
+        if not check(m is not None, f"kvctl stats --daemon has no method {method}"):
+            continue
+        fam = "kvd_requests_total"
+        want = {dict(labels)["status"]: int(v) for (name, labels), v in page[fam][1].items()
+                if dict(labels)["method"] == method and v != 0}
+        check(m["statuses"] == want, f"{method}: statuses {m['statuses']}, the page's {want}")
+        check(m["requests"] == sum(want.values()),
+              f"{method}: requests {m['requests']}, the page's {sum(want.values())}")
+        check(m["errors"] == value(page, "kvd_request_errors_total", method=method),
+              f"{method}: errors {m['errors']}")
+        hist = "kvd_request_duration_seconds"
+        check(m["latency_count"] == value(page, hist, hist + "_count", method=method),
+              f"{method}: latency_count {m['latency_count']}, "
+              f"_count {value(page, hist, hist + '_count', method=method)}")
+        page_sum = value(page, hist, hist + "_sum", method=method)
+        check(abs(m["latency_sum_ns"] - page_sum * 1e9) < 2,
+              f"{method}: latency_sum_ns {m['latency_sum_ns']}, _sum {page_sum}")
+        for pct in (50, 90, 99):
+            want = percentile_ns(page, method, pct)
+            check(m[f"p{pct}_ns"] == want, f"{method}: p{pct}_ns {m[f'p{pct}_ns']}, the "
+                                             f"page's buckets give {want}")
+    # the Stats request's own bytes: received before its reply was built,
+    # sent after (so the page has them, the reply could not)
+    check(st.get("received_bytes") == value(page, "kvd_received_bytes_total"),
+          f"received_bytes {st.get('received_bytes')}, "
+          f"the page's {value(page, 'kvd_received_bytes_total')}")
+    check(0 < st.get("sent_bytes", 0) < value(page, "kvd_sent_bytes_total"),
+          f"sent_bytes {st.get('sent_bytes')}, the page's {value(page, 'kvd_sent_bytes_total')}")
+    conns = {(c["transport"], c["listen"]): c["open"] for c in st.get("connections", [])}
+    check(set(conns) == {("stream", endpoint), ("nng", nng_url), ("nng", nng_idle)},
+          f"kvctl stats --daemon lists the listeners {sorted(conns)}")
+    check(conns.get(("nng", nng_idle)) == 0,
+          f"kvctl stats --daemon: {conns.get(('nng', nng_idle))} connections on {nng_idle}")
+    stream = value(page, "kvd_connections", transport="stream", listen=endpoint)
+    # kvctl's own connection may be gone by the scrape
+    check(stream <= conns.get(("stream", endpoint), -1) <= stream + 1,
+          f"stream connections {conns.get(('stream', endpoint))}, the page's {stream}")
+    nng = value(page, "kvd_connections", transport="nng", listen=nng_url)
+    # kvd's own probe of an ipc:// listener (once a second, a few ms) may be
+    # in one of the two
+    check(nng >= 1 and abs(conns.get(("nng", nng_url), -9) - nng) <= 1,
+          f"nng connections {conns.get(('nng', nng_url))}, the page's {nng}")
+
+
 def scrape(port):
     status, headers, body = http(port, "GET", "/metrics")
     check(status == 200, f"GET /metrics: status {status} (0: closed without an answer)")
@@ -165,8 +233,11 @@ def main():
         f.write(f"[kvd]\nmetrics_listen = 127.0.0.1:{port}\nmax_connections = {HELD + 100}\n")
     log = open(f"{tmp}/kvd.log", "w+")
     nng_sock = f"{tmp}/nng.sock"
+    # a second nng listener, which no one connects to: counted apart from the first
+    nng_tcp = f"tcp://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([kvd, "--config", f"{tmp}/kvd.conf", "--data-dir", f"{tmp}/data",
-                             "--listen", endpoint, "--listen", f"ipc://{nng_sock}"], stderr=log)
+                             "--listen", endpoint, "--listen", f"ipc://{nng_sock}",
+                             "--listen", nng_tcp], stderr=log)
 
     def kvctl_run(*args):
         return subprocess.run([kvctl, "-e", endpoint, *args], capture_output=True, text=True,
@@ -187,6 +258,9 @@ def main():
             return 1
 
         before = scrape(port)
+        r = kvctl_run("-o", "json", "stats", "--daemon")
+        check(r.returncode == 0, f"kvctl stats --daemon: {r.stderr}")
+        st_before = json.loads(r.stdout) if r.returncode == 0 else {}
         n = 5
         for i in range(n):
             r = kvctl_run("put", f"k{i}", f"value {i}")
@@ -206,9 +280,24 @@ def main():
         held_nng.sendall(bytes([0, ord("S"), ord("P"), 0, 0, 0x30, 0, 0]))
         held_nng.recv(8)
         time.sleep(0.2)
+        r = kvctl_run("-o", "json", "stats", "--daemon")
         after = scrape(port)
         held.close()
         held_nng.close()
+        if check(r.returncode == 0, f"kvctl stats --daemon: {r.stderr}"):
+            st_after = json.loads(r.stdout)
+            compare_daemon_stats(st_after, after, endpoint, f"ipc://{nng_sock}", nng_tcp)
+            # and they moved: n puts, n + 1 gets
+            for method, want in (("Put", n), ("Get", n + 1)):
+                moved = [sum(m["requests"] for m in st.get("methods", [])
+                             if m["method"] == method) for st in (st_before, st_after)]
+                check(moved[1] - moved[0] == want, f"kvctl stats --daemon: {method} requests "
+                                                   f"moved by {moved[1] - moved[0]}, want {want}")
+            r = kvctl_run("stats", "--daemon")
+            check(r.returncode == 0 and "requests Get: " in r.stdout and
+                  "NOT_FOUND 1" in r.stdout and f"connections stream {endpoint}: " in r.stdout
+                  and "latency Put: p50 <=" in r.stdout,
+                  f"kvctl stats --daemon (text):\n{r.stdout}{r.stderr}")
 
         for method in ("Put", "Get"):
             d = (value(after, "kvd_requests_total", method=method, status="OK") -
@@ -231,8 +320,12 @@ def main():
             check(value(after, fam) > value(before, fam), f"{fam} did not grow")
         check(value(after, "kvd_connections", transport="stream", listen=endpoint) >= 1,
               "kvd_connections of the kv+ipc listener did not count the open connection")
-        check(value(after, "kvd_connections", transport="nng", listen="") >= 1,
-              "kvd_connections of the nng socket did not count the open connection")
+        check(value(after, "kvd_connections", transport="nng", listen=f"ipc://{nng_sock}") >= 1,
+              "kvd_connections of the nng ipc:// listener did not count the open connection")
+        check(value(after, "kvd_connections", transport="nng", listen=nng_tcp) == 0 and
+              ("kvd_connections", frozenset({("transport", "nng"), ("listen", nng_tcp)}))
+              in after["kvd_connections"][1],
+              f"kvd_connections of the idle {nng_tcp} listener is not 0")
         check(value(after, "kvd_tenant_keys", tenant="default") == n,
               f"kvd_tenant_keys{{tenant=default}} is "
               f"{value(after, 'kvd_tenant_keys', tenant='default')}, want {n}")

@@ -436,6 +436,16 @@ static void test_decode_examples(void **state)
 	assert_int_equal(ds.in_flight, 1);
 	assert_int_equal(ds.keydir_bytes, 4096);
 	assert_int_equal(ds.workers, 2);
+	/* a kvd without the figures: the totals, nothing else */
+	{
+		struct kvc_daemon_detail *dd = NULL;
+		assert_int_equal(crep_daemon_detail(p.env.result, &dd), 0);
+		assert_int_equal(dd->daemon.keydir_bytes, 4096);
+		assert_false(dd->counting);
+		assert_int_equal(dd->nmethods, 0);
+		assert_int_equal(dd->nconnections, 0);
+		kvc_daemon_detail_free(dd);
+	}
 	msgpack_zone_destroy(&p.zone);
 
 	parse_reply(&p,
@@ -512,6 +522,77 @@ static void test_decode_examples(void **state)
 }
 
 /* Replies of the wrong shape are refused, not half-read. */
+/* A daemon Stats result map packed by fill, parsed into p (its zone). */
+static const msgpack_object *daemon_result(struct parsed *p, void (*fill)(msgpack_packer *pk))
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	fill(&pk);
+	assert_true(sb.size <= sizeof(p->buf));
+	memcpy(p->buf, sb.data, sb.size);
+	msgpack_zone_init(&p->zone, 1024);
+	assert_int_equal(mp_parse(p->buf, sb.size, &p->zone, &p->root), 0);
+	msgpack_sbuffer_destroy(&sb);
+	return &p->root;
+}
+
+static void methods_not_array(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_uint(pk, "methods", 1);
+}
+
+static void method_without_name(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_pack_cstr(pk, "methods");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 1);
+	mp_kv_uint(pk, "requests", 1);
+}
+
+static void status_count_not_uint(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_pack_cstr(pk, "methods");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	mp_kv_str(pk, "method", "Get");
+	mp_pack_cstr(pk, "statuses");
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "OK", "1");
+}
+
+static void connection_open_not_uint(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_pack_cstr(pk, "connections");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	mp_kv_str(pk, "transport", "nng");
+	mp_kv_str(pk, "open", "3");
+}
+
+/* Malformed daemon figures make the reply malformed (nothing allocated is
+ * left behind: the ASan build checks). */
+static void test_decode_daemon_detail_malformed(void **state)
+{
+	void (*const fills[])(msgpack_packer *) = {methods_not_array, method_without_name,
+	                                           status_count_not_uint, connection_open_not_uint};
+	struct kvc_daemon_detail *dd = NULL;
+	struct parsed p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(fills) / sizeof(fills[0]); i++) {
+		assert_int_equal(crep_daemon_detail(daemon_result(&p, fills[i]), &dd), -EINVAL);
+		assert_null(dd); /* untouched */
+		msgpack_zone_destroy(&p.zone);
+	}
+}
+
 static void test_decode_malformed(void **state)
 {
 	struct parsed p;
@@ -725,6 +806,44 @@ static enum action store_handler(struct server *sv, const msgpack_object *req, m
 		mp_kv_uint(pk, "expiry_ms", 0);
 		return klen == 4 && memcmp(key, "slow", 4) == 0 ? LATE : REPLY;
 	}
+	if (method_is(req, "Stats")) {
+		/* the daemon's, with the metrics figures: a Get method with a
+		 * status this library does not know, two listeners */
+		pack_reply(pk, req, 0, NULL, true);
+		msgpack_pack_map(pk, 7);
+		mp_kv_str(pk, "version", "0.2.0");
+		mp_kv_uint(pk, "requests", 9);
+		mp_kv_bool(pk, "counting", true);
+		mp_kv_uint(pk, "received_bytes", 1000);
+		mp_kv_uint(pk, "sent_bytes", 2000);
+		mp_pack_cstr(pk, "methods");
+		msgpack_pack_array(pk, 1);
+		msgpack_pack_map(pk, 9);
+		mp_kv_str(pk, "method", "Get");
+		mp_kv_uint(pk, "requests", 7);
+		mp_kv_uint(pk, "errors", 5);
+		mp_pack_cstr(pk, "statuses");
+		msgpack_pack_map(pk, 3);
+		mp_kv_uint(pk, "OK", 2);
+		mp_kv_uint(pk, "NOT_FOUND", 1);
+		mp_kv_uint(pk, "SOMETHING_NEW", 4);
+		mp_kv_uint(pk, "latency_count", 7);
+		mp_kv_uint(pk, "latency_sum_ns", 700000);
+		mp_kv_uint(pk, "p50_ns", 50000);
+		mp_kv_uint(pk, "p90_ns", 250000);
+		mp_kv_uint(pk, "p99_ns", UINT64_MAX);
+		mp_pack_cstr(pk, "connections");
+		msgpack_pack_array(pk, 2);
+		msgpack_pack_map(pk, 3);
+		mp_kv_str(pk, "transport", "stream");
+		mp_kv_str(pk, "listen", "kv+tcp://127.0.0.1:7700");
+		mp_kv_uint(pk, "open", 3);
+		msgpack_pack_map(pk, 3);
+		mp_kv_str(pk, "transport", "nng");
+		mp_kv_str(pk, "listen", "ipc:///run/kvd/kvd.sock");
+		mp_kv_uint(pk, "open", 1);
+		return REPLY;
+	}
 	if (method_is(req, "Health")) {
 		pack_reply(pk, req, 0, NULL, true);
 		msgpack_pack_map(pk, 3);
@@ -758,6 +877,7 @@ static void test_round_trips_and_errors(void **state)
 	struct kvc_write w = KVC_WRITE_INIT;
 	struct kvc_value v = {0};
 	struct kvc_health h;
+	struct kvc_daemon_detail *dd = NULL;
 	uint64_t version = 0;
 	kvc *c;
 
@@ -798,6 +918,32 @@ static void test_round_trips_and_errors(void **state)
 
 	assert_int_equal(kvc_health(c, NULL, &h), 0);
 	assert_string_equal(h.status, "serving");
+
+	assert_int_equal(kvc_stats_daemon_detail(c, &call, &dd), 0);
+	assert_string_equal(dd->daemon.version, "0.2.0");
+	assert_int_equal(dd->daemon.requests, 9);
+	assert_true(dd->counting);
+	assert_int_equal(dd->received_bytes, 1000);
+	assert_int_equal(dd->sent_bytes, 2000);
+	assert_int_equal(dd->nmethods, 1);
+	assert_string_equal(dd->methods[0].method, "Get");
+	assert_int_equal(dd->methods[0].requests, 7);
+	assert_int_equal(dd->methods[0].errors, 5); /* SOMETHING_NEW's 4 among them */
+	assert_int_equal(dd->methods[0].by_status[KVC_OK], 2);
+	assert_int_equal(dd->methods[0].by_status[KVC_NOT_FOUND], 1);
+	assert_int_equal(dd->methods[0].latency_count, 7);
+	assert_int_equal(dd->methods[0].latency_sum_ns, 700000);
+	assert_int_equal(dd->methods[0].p50_ns, 50000);
+	assert_int_equal(dd->methods[0].p90_ns, 250000);
+	assert_true(dd->methods[0].p99_ns == KVC_LATENCY_OVER);
+	assert_int_equal(dd->nconnections, 2);
+	assert_string_equal(dd->connections[0].transport, "stream");
+	assert_string_equal(dd->connections[0].listen, "kv+tcp://127.0.0.1:7700");
+	assert_int_equal(dd->connections[0].open, 3);
+	assert_string_equal(dd->connections[1].transport, "nng");
+	assert_int_equal(dd->connections[1].open, 1);
+	kvc_daemon_detail_free(dd);
+	kvc_daemon_detail_free(NULL);
 	assert_string_equal(kvc_code_name(-KVC_NOT_FOUND), "NOT_FOUND");
 	assert_string_equal(kvc_code_name(99), "UNKNOWN");
 
@@ -1193,6 +1339,7 @@ int main(void)
 	        cmocka_unit_test(test_encode_envelope_and_ttl),
 	        cmocka_unit_test(test_decode_examples),
 	        cmocka_unit_test(test_decode_malformed),
+	        cmocka_unit_test(test_decode_daemon_detail_malformed),
 	        cmocka_unit_test(test_round_trips_and_errors),
 	        cmocka_unit_test(test_timeout_and_context_reuse),
 	        cmocka_unit_test(test_unreachable_fails_fast),

@@ -1,4 +1,6 @@
-/* test_server.c — rpc/server.c's replies are whole msgpack maps even when memory runs out while they are encoded: the reply that could not be written becomes a RESOURCE_EXHAUSTED error. */
+/* test_server.c — rpc/server.c's replies are whole msgpack maps even when memory runs out while
+ * they are encoded: the reply that could not be written becomes a RESOURCE_EXHAUSTED error; a
+ * daemon Stats packs the daemon's figures as PROTOCOL.md says. */
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -122,6 +124,156 @@ static void test_scan_reply_out_of_memory(void **state)
 	free(dir);
 }
 
+/* The figures a daemon would give: Get twice OK and once NOT_FOUND, one
+ * request that did not decode, two listeners. */
+static void fake_figures(void *arg, struct rpc_daemon_fig *ret)
+{
+	(void)arg;
+	memset(ret, 0, sizeof(*ret));
+	ret->counting = true;
+	ret->received_bytes = 300;
+	ret->sent_bytes = 200;
+	ret->methods[RPC_GET].replies[RPC_OK] = 2;
+	ret->methods[RPC_GET].replies[RPC_NOT_FOUND] = 1;
+	ret->methods[RPC_GET].lat_count = 3;
+	ret->methods[RPC_GET].lat_sum_ns = 150000;
+	ret->methods[RPC_GET].p50_ns = 50000;
+	ret->methods[RPC_GET].p90_ns = 100000;
+	ret->methods[RPC_GET].p99_ns = RPC_FIG_OVER;
+	ret->methods[RPC_METHODS].replies[RPC_INVALID_ARGUMENT] = 1;
+	ret->nconns = 2;
+	ret->conns[0] = (struct rpc_conn_fig){"stream", "kv+ipc:///run/kvd/kv.sock", 3};
+	ret->conns[1] = (struct rpc_conn_fig){"nng", "ipc:///run/kvd/kvd.sock", 0};
+}
+
+static const msgpack_object *array_of(const msgpack_object *map, const char *key, uint32_t n)
+{
+	const msgpack_object *a = mp_map_get(map, key);
+
+	assert_non_null(a);
+	assert_int_equal(a->type, MSGPACK_OBJECT_ARRAY);
+	assert_int_equal(a->via.array.size, n);
+	return a->via.array.ptr;
+}
+
+static void assert_str(const msgpack_object *map, const char *key, const char *want)
+{
+	const char *v;
+	size_t n;
+
+	assert_int_equal(mp_field_str(map, key, true, &v, &n), 0);
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(v, want, n);
+}
+
+static uint64_t uint_of(const msgpack_object *map, const char *key)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(mp_field_uint(map, key, true, &v), 0);
+	return v;
+}
+
+/* Stats with scope "daemon": the totals, then the figures of
+ * rpc_limits.figures (methods without requests left out, statuses by
+ * name); without the callback only the totals; out of memory a whole
+ * error reply. */
+static void test_stats_daemon_figures(void **state)
+{
+	char *dir = tu_mkdtemp("server");
+	struct rpc_limits lim = limits;
+	struct kv_store_options o;
+	struct rpc_req req;
+	struct rpc_reply rp;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_zone zone;
+	const msgpack_object *result, *m, *c, *st;
+	bool counting = false;
+	kv_store *s;
+
+	(void)state;
+	kv_store_options_init(&o);
+	assert_int_equal(kv_store_open(dir, &o, &s), 0);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	mp_kv_uint(&pk, "v", 1);
+	mp_kv_uint(&pk, "id", 11);
+	mp_kv_str(&pk, "method", "Stats");
+	mp_pack_cstr(&pk, "args");
+	msgpack_pack_map(&pk, 1);
+	mp_kv_str(&pk, "scope", "daemon");
+	decode(&sb, &req);
+
+	/* without figures: the eight totals */
+	rpc_reply_init(&rp);
+	rpc_run_local(s, &lim, &req, 5, 6, 1, 2, false, &rp);
+	assert_int_equal(rpc_reply_finish(&rp, req.id), 0);
+	msgpack_zone_init(&zone, 1024);
+	assert_int_equal(reply_of(&rp, 11, &zone, &result), RPC_OK);
+	assert_int_equal(result->via.map.size, 8);
+	assert_null(mp_map_get(result, "methods"));
+	msgpack_zone_destroy(&zone);
+	rpc_reply_release(&rp);
+
+	lim.figures = fake_figures;
+	rpc_reply_init(&rp);
+	rpc_run_local(s, &lim, &req, 5, 6, 1, 2, false, &rp);
+	assert_int_equal(rpc_reply_finish(&rp, req.id), 0);
+	msgpack_zone_init(&zone, 1024);
+	assert_int_equal(reply_of(&rp, 11, &zone, &result), RPC_OK);
+	assert_int_equal(result->via.map.size, 13);
+	assert_int_equal(uint_of(result, "requests"), 6);
+	assert_int_equal(uint_of(result, "workers"), 2);
+	assert_int_equal(mp_field_bool(result, "counting", true, &counting), 0);
+	assert_true(counting);
+	assert_int_equal(uint_of(result, "received_bytes"), 300);
+	assert_int_equal(uint_of(result, "sent_bytes"), 200);
+	m = array_of(result, "methods", 2);
+	assert_str(&m[0], "method", "Get");
+	assert_int_equal(uint_of(&m[0], "requests"), 3);
+	assert_int_equal(uint_of(&m[0], "errors"), 1);
+	st = mp_map_get(&m[0], "statuses");
+	assert_non_null(st);
+	assert_int_equal(st->type, MSGPACK_OBJECT_MAP);
+	assert_int_equal(st->via.map.size, 2);
+	assert_int_equal(uint_of(st, "OK"), 2);
+	assert_int_equal(uint_of(st, "NOT_FOUND"), 1);
+	assert_int_equal(uint_of(&m[0], "latency_count"), 3);
+	assert_int_equal(uint_of(&m[0], "latency_sum_ns"), 150000);
+	assert_int_equal(uint_of(&m[0], "p50_ns"), 50000);
+	assert_int_equal(uint_of(&m[0], "p90_ns"), 100000);
+	assert_true(uint_of(&m[0], "p99_ns") == UINT64_MAX);
+	assert_str(&m[1], "method", "invalid");
+	assert_int_equal(uint_of(&m[1], "errors"), 1);
+	assert_int_equal(uint_of(mp_map_get(&m[1], "statuses"), "INVALID_ARGUMENT"), 1);
+	c = array_of(result, "connections", 2);
+	assert_str(&c[0], "transport", "stream");
+	assert_str(&c[0], "listen", "kv+ipc:///run/kvd/kv.sock");
+	assert_int_equal(uint_of(&c[0], "open"), 3);
+	assert_str(&c[1], "transport", "nng");
+	assert_int_equal(uint_of(&c[1], "open"), 0);
+	msgpack_zone_destroy(&zone);
+	rpc_reply_release(&rp);
+
+	/* the figures' own allocation fails: a whole error reply */
+	rpc_reply_init(&rp);
+	oom_arm(1, 1);
+	rpc_run_local(s, &lim, &req, 5, 6, 1, 2, false, &rp);
+	oom_arm(0, 0);
+	assert_int_equal(rpc_reply_finish(&rp, req.id), 0);
+	msgpack_zone_init(&zone, 1024);
+	assert_int_equal(reply_of(&rp, 11, &zone, &result), RPC_RESOURCE_EXHAUSTED);
+	msgpack_zone_destroy(&zone);
+	rpc_reply_release(&rp);
+
+	rpc_req_release(&req);
+	assert_int_equal(kv_store_close(s), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* When the reply's buffer never got memory, rpc_reply_finish still writes
  * the error (into a buffer of its own size); when not even that can be
  * had, it says so and leaves nothing to send. */
@@ -186,6 +338,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_scan_reply_out_of_memory),
 	        cmocka_unit_test(test_finish_without_any_buffer),
+	        cmocka_unit_test(test_stats_daemon_figures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 #else
