@@ -145,5 +145,6 @@ void test_drop_waits_for_merge(void **state);
 /* test_client_kvd_nng.c */
 void test_tls_tcp(void **state);
 void test_resend_applied_once(void **state);
+void test_short_lived_handles(void **state);
 
 #endif

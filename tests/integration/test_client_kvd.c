@@ -202,6 +202,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest nng_tests[] = {
 	        cmocka_unit_test(test_tls_tcp),
 	        cmocka_unit_test(test_resend_applied_once),
+	        cmocka_unit_test(test_short_lived_handles),
 	};
 	int failed;
 

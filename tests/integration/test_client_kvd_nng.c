@@ -253,3 +253,31 @@ void test_resend_applied_once(void **state)
 	}
 	kvd_cleanup(&k, false);
 }
+
+/* ---- a handle closed right after its first call ------------------------------- */
+
+/* Handles opened, used once and closed at once, many times over (as a
+ * readiness probe or kvctl uses them): every open dials, every close tears
+ * the dial and its pipe down while nng's threads may still be at work on
+ * them. None may fail, and under the sanitizers none may leave anything
+ * behind or touch a freed handle. */
+void test_short_lived_handles(void **state)
+{
+	struct kvd_proc k;
+	struct kvc_options co;
+	struct kvc_health h;
+
+	(void)state;
+	assert_int_equal(kvd_start(&k, NULL), 0);
+	kvc_options_init(&co);
+	co.endpoint = k.url;
+	co.timeout_ms = 10000;
+	for (int i = 0; i < 300; i++) {
+		kvc *c = NULL;
+		assert_int_equal(kvc_open(&co, &c), 0);
+		assert_int_equal(kvc_health(c, NULL, &h), 0);
+		kvc_close(c);
+	}
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
