@@ -168,6 +168,22 @@ static void test_interval_sync_failure(void **state)
 	assert_int_equal(r.r.status, 0);
 	h_reply2_free(&r);
 	assert_int_equal(h_put(s, "intv", "a", "1", 1, NULL), 0); /* activated */
+	/* its interval sync first: one that comes after the fault is set would
+	 * turn the tenant read-only before the write below */
+	{
+		uint64_t syncs = 0;
+		t0 = h_now_ms();
+		while (syncs == 0 && h_now_ms() - t0 < 5000) {
+			h_req_begin(&q, "Stats", "intv", 2, 0, 0);
+			assert_int_equal(h_call(s, &q, &r), 0);
+			assert_int_equal(r.r.status, 0);
+			assert_int_equal(mp_field_uint(r.r.result, "syncs", true, &syncs), 0);
+			h_reply2_free(&r);
+			if (syncs == 0)
+				poll(NULL, 0, 20);
+		}
+		assert_true(syncs > 0);
+	}
 	set_fault(fault, "sync-eio");
 	/* acknowledged at once: the write itself does not sync */
 	assert_int_equal(h_put(s, "intv", "c", "3", 1, NULL), 0);
