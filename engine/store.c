@@ -122,14 +122,6 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void kv_tenant_config_init(struct kv_tenant_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->sync = KV_SYNC_ALWAYS;
-	c->sync_interval_ms = KV_SYNC_INTERVAL_MS_DEFAULT;
-	c->history_versions = 1;
-}
-
 void kv_store_options_init(struct kv_store_options *o)
 {
 	memset(o, 0, sizeof(*o));

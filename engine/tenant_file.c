@@ -32,6 +32,15 @@
 static const char crc_key[] = "crc32c";
 #define CRC_KEY_LEN (sizeof(crc_key) - 1)
 
+/* The settings of a tenant created without any (kvengine.h). */
+void kv_tenant_config_init(struct kv_tenant_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->sync = KV_SYNC_ALWAYS;
+	c->sync_interval_ms = KV_SYNC_INTERVAL_MS_DEFAULT;
+	c->history_versions = 1;
+}
+
 static const char *sync_name(enum kv_sync s)
 {
 	return s == KV_SYNC_ALWAYS ? "always" : s == KV_SYNC_INTERVAL ? "interval" : "none";
