@@ -1014,10 +1014,7 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 	                   "make the run's directory in DIR (default /tmp); removed\n"
 	                   "afterwards")},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
-	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
-	                   "print the header and a markdown table at the end")},
-	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
-	                   "print one JSON object at the end")},
+	        BENCH_OPTS_REPORT(&o->markdown, &o->json),
 	};
 	const struct bench_cmd cmd = {
 	        "engine",

@@ -58,6 +58,13 @@ struct bench_opt {
 #define BENCH_OPT(name_, type_, val_, arg_, help_)                                                 \
 	.name = (name_), .type = (type_), .val = (val_), .arg = (arg_), .help = (help_)
 
+/* The two report options every subcommand has: --markdown and --json, which
+ * set the bools md and js. */
+#define BENCH_OPTS_REPORT(md, js)                                                                  \
+	{BENCH_OPT("markdown", BENCH_OPT_FLAG, (md), NULL,                                         \
+	           "print the header and a markdown table at the end")},                           \
+	{BENCH_OPT("json", BENCH_OPT_FLAG, (js), NULL, "print one JSON object at the end")}
+
 /* A subcommand: its name, its options and the text around them. */
 struct bench_cmd {
 	const char *name;  /* "ycsb" */

@@ -800,10 +800,7 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 	                   "be the echo server process of the nng-proc baseline\n"
 	                   "(kvbench rpc starts it itself)")},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
-	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
-	                   "print the header and a markdown table at the end")},
-	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
-	                   "print one JSON object at the end")},
+	        BENCH_OPTS_REPORT(&o->markdown, &o->json),
 	};
 	const struct bench_cmd cmd = {
 	        "rpc",

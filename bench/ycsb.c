@@ -914,10 +914,7 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
 	                   "make the run's directory in DIR (default /tmp)")},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
-	        {BENCH_OPT("markdown", BENCH_OPT_FLAG, &o->markdown, NULL,
-	                   "print the header and a markdown table at the end")},
-	        {BENCH_OPT("json", BENCH_OPT_FLAG, &o->json, NULL,
-	                   "print one JSON object at the end")},
+	        BENCH_OPTS_REPORT(&o->markdown, &o->json),
 	};
 	const struct bench_cmd cmd = {
 	        "ycsb",
