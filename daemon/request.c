@@ -17,12 +17,64 @@
 
 #include "log.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* The connection a job came on, for counting its unknown tokens: the
+ * stream connection's address, or the nng pipe's id with the top bit set
+ * (addresses of user space never have it). peer names it in the log. */
+static uint64_t request_conn(const struct job *j, char *peer, size_t len)
+{
+	if (j->msg != NULL) {
+		nng_pipe p = nng_msg_get_pipe(j->msg);
+		snprintf(peer, len, "nng connection %d", nng_pipe_id(p));
+		return 1ull << 63 | (uint32_t)nng_pipe_id(p);
+	}
+	snprintf(peer, len, "stream connection %p", j->sink);
+	return (uint64_t)(uintptr_t)j->sink;
+}
+
+/* The token check: true when the request may go on (with its table held in
+ * *ret_table, for TenantList's filter), else answered. */
+static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **ret_table)
+{
+	struct auth_table *t = auth_acquire(&d->auth);
+	const struct auth_entry *e;
+	char msg[256], peer[64];
+	nng_pipe pipe = NNG_PIPE_INITIALIZER;
+	int status;
+
+	status = auth_check(t, &j->req, &e, msg, sizeof(msg));
+	if (status == RPC_OK) {
+		j->req.may_see = t != NULL ? auth_may_see : NULL;
+		j->req.grant = e;
+		*ret_table = t;
+		return true;
+	}
+	auth_release(t);
+	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL &&
+	    auth_failed(&d->auth, request_conn(j, peer, sizeof(peer)), peer, now_ms())) {
+		snprintf(msg, sizeof(msg), "unknown token, %u times: connection ended",
+		         AUTH_FAILS_MAX);
+		j->end_conn = true; /* the stream transport ends it after the reply */
+		if (j->msg != NULL)
+			pipe = nng_msg_get_pipe(j->msg);
+	} else if (status == RPC_PERMISSION_DENIED) {
+		klog(LOG_DEBUG, "denied: %s", msg);
+	}
+	job_reply_error(j, j->req.id, status, msg);
+	/* nng: the reply may not make it out; the client's socket sees its
+	 * connection closed and dials again */
+	if (nng_pipe_id(pipe) > 0)
+		nng_pipe_close(pipe);
+	return false;
+}
 
 int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
                      struct worker *self)
 {
 	const char *emsg = NULL;
+	struct auth_table *t = NULL;
 	uint32_t owner;
 	int status;
 
@@ -42,6 +94,8 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
 		return -1;
 	}
+	if (!request_allowed(d, j, &t))
+		return -1;
 	if (j->req.timeout_ms)
 		j->deadline_ms = now_ms() + j->req.timeout_ms;
 	switch (j->req.kind) {
@@ -51,13 +105,18 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		rpc_run_local(d->store, &d->lim, &j->req, (now_ms() - d->start_ms) / 1000,
 		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
 		              atomic_load(&d->stopping), &rp);
+		auth_release(t); /* j->req.grant points into it */
 		job_reply(j, &rp);
 		return -1;
 	}
 	case RPC_KIND_MAINT:
+		auth_release(t);
+		j->req.may_see = NULL, j->req.grant = NULL; /* not held past here */
 		maint_post(d, j);
 		return -1;
 	default:
+		auth_release(t);
+		j->req.may_see = NULL, j->req.grant = NULL; /* not held past here */
 		owner = worker_of(d, j->req.tenant);
 		if (self != NULL && worker_id(self) == owner) {
 			worker_run(self, j);

@@ -126,7 +126,7 @@ struct sconn {
 	uint32_t events;
 	bool backlog;   /* the reader stopped parsing at a pause, frames may wait */
 	bool eof;       /* the client will send no more: close once answered */
-	bool fatal;     /* bad framing: answer, shut down, drop the rest */
+	bool fatal;     /* bad framing (or auth's end_conn): answer, shut down, drop the rest */
 	bool wr_shut;   /* fatal: our side is shut down */
 	size_t discard; /* fatal: bytes dropped so far */
 	bool broken;    /* a write failed: the reader closes it */
@@ -535,13 +535,15 @@ static void sconn_job_reply(struct job *j, struct rpc_reply *rp)
 	struct stream *s = c->s;
 	struct kvd *d = j->d;
 	size_t granted = ((struct sjob *)j)->granted;
-	bool last;
+	bool last, end = j->end_conn;
 
 	job_release(j);
 	free(j);
 	pthread_mutex_lock(&c->mu);
 	sconn_send_frame_locked(c, rp->buf.data, rp->buf.size);
 	c->in_flight--;
+	if (end)
+		c->fatal = true; /* answered, then shut down as after bad framing (5) */
 	if (c->broken && !c->dead)
 		shutdown(c->fd, SHUT_RDWR); /* its reader sees EPOLLHUP and closes it */
 	sconn_update_events(c);
