@@ -41,7 +41,9 @@
  *      to be framed. Once that reply is out the server shuts its side down
  *      and reads and drops what the client still sends (at most
  *      STREAM_DISCARD_MAX bytes), so that a client still writing its
- *      request is not cut off with a reset before it read the answer.
+ *      request is not cut off with a reset before it read the answer. A
+ *      job with end_conn set (too many unknown tokens, auth.c) ends its
+ *      connection the same way after its reply.
  *   6. Memory a client can make kvd hold is bounded for all connections
  *      together, not only per connection: a frame larger than
  *      STREAM_SMALL_MAX is read only once input_budget granted its declared
