@@ -220,6 +220,9 @@ void stream_stop(struct kvd *d);
  * most max of them; returns how many (0 before stream_start). Any thread
  * while the transport runs. */
 int stream_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max);
+/* Who sent a stream job ("uid U pid P", "ADDRESS port P"), for the log;
+ * valid while the job is. */
+const char *stream_job_peer(const struct job *j);
 
 /* worker.c */
 int workers_start(struct kvd *d);

@@ -521,6 +521,13 @@ static void test_brute_force(void **state)
 	}
 	assert_true(log_within(&k, "unknown tokens within 60 s: connection ended"));
 	assert_true(h_log_has(&k, "auth: nng connection"));
+	{
+		/* the log names who sent them: the peer's uid on a Unix socket */
+		char who[64];
+		snprintf(who, sizeof(who), "of uid %u sent %u unknown tokens", (unsigned)getuid(),
+		         AUTH_FAILS_MAX);
+		assert_true(h_log_has(&k, who));
+	}
 	nng_socket_set_ms(c.s, NNG_OPT_RECVTIMEO, 5000);
 	{
 		uint64_t t1 = h_now_ms();
