@@ -12,8 +12,11 @@
  * Invariants:
  *   1. A table is never written after auth_table_parse/_load returned it;
  *      readers hold a reference (refs), the last release frees it.
- *   2. a->cur changes under a->mu only, and a reference is taken under
- *      a->mu, so a table is never freed between being read and held.
+ *   2. a->cur changes under a->lk written, and a reference is taken under
+ *      a->lk read, so a table is never freed between being read and held.
+ *      Requests only read-lock it (they do not wait for each other), and
+ *      not at all while no table is configured (a NULL needs no
+ *      reference). a->mu guards the failure slots alone.
  *   3. A token is compared with every entry, always: the scan has no early
  *      exit and the match is selected without a branch on the secret.
  */
@@ -410,25 +413,31 @@ nomem:
 void auth_init(struct auth *a, struct auth_table *t)
 {
 	memset(a, 0, sizeof(*a));
+	pthread_rwlock_init(&a->lk, NULL);
 	pthread_mutex_init(&a->mu, NULL);
-	a->cur = t;
+	atomic_store(&a->cur, t);
+	a->ready = true;
 }
 
 void auth_fini(struct auth *a)
 {
-	auth_release(a->cur);
-	a->cur = NULL;
+	if (!a->ready)
+		return;
+	auth_release(atomic_load(&a->cur));
+	atomic_store(&a->cur, NULL);
+	pthread_rwlock_destroy(&a->lk);
 	pthread_mutex_destroy(&a->mu);
+	a->ready = false;
 }
 
 void auth_swap(struct auth *a, struct auth_table *t)
 {
 	struct auth_table *old;
 
-	pthread_mutex_lock(&a->mu);
-	old = a->cur;
-	a->cur = t;
-	pthread_mutex_unlock(&a->mu);
+	pthread_rwlock_wrlock(&a->lk);
+	old = atomic_load(&a->cur);
+	atomic_store(&a->cur, t);
+	pthread_rwlock_unlock(&a->lk);
 	auth_release(old);
 }
 
@@ -436,10 +445,12 @@ struct auth_table *auth_acquire(struct auth *a)
 {
 	struct auth_table *t;
 
-	pthread_mutex_lock(&a->mu);
-	if ((t = a->cur) != NULL)
+	if (atomic_load_explicit(&a->cur, memory_order_acquire) == NULL)
+		return NULL; /* open: nothing to hold (invariant 2) */
+	pthread_rwlock_rdlock(&a->lk);
+	if ((t = atomic_load(&a->cur)) != NULL)
 		atomic_fetch_add(&t->refs, 1);
-	pthread_mutex_unlock(&a->mu);
+	pthread_rwlock_unlock(&a->lk);
 	return t;
 }
 

@@ -88,14 +88,16 @@ int auth_new_token(char out[2 * AUTH_TOKEN_BYTES + 1]);
 /* The daemon's access state: the current table and the failures of each
  * connection. */
 struct auth {
-	pthread_mutex_t mu;
-	struct auth_table *cur; /* NULL: no tokens configured, all open */
+	pthread_rwlock_t lk;            /* taking a reference to cur, replacing it */
+	struct auth_table *_Atomic cur; /* NULL: no tokens configured, all open */
+	pthread_mutex_t mu;             /* slots */
 	struct {
 		uint64_t conn; /* 0: free */
 		uint64_t since_ms;
 		unsigned fails;
 	} slots[AUTH_FAIL_SLOTS];
 	struct klog_limit fail_log, end_log;
+	bool ready; /* auth_init ran (auth_fini does nothing before) */
 };
 
 void auth_init(struct auth *a, struct auth_table *t);

@@ -876,7 +876,8 @@ int main(int argc, char **argv)
 	}
 	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts, %s", KVD_VERSION,
 	     d.cfg.data_dir, d.nworkers, d.nconns,
-	     d.auth.cur ? "tokens checked" : "no tokens (access by socket permissions)");
+	     atomic_load(&d.auth.cur) ? "tokens checked"
+	                              : "no tokens (access by socket permissions)");
 	if (d.notify)
 		sd_notifyf(0, "READY=1\nSTATUS=serving, data %s\nMAINPID=%ld", d.cfg.data_dir,
 		           (long)getpid());
