@@ -17,6 +17,7 @@
 
 #include "auth.h"
 #include "mp.h"
+#include "protocol_doc.h"
 
 /* sha256("tok-read"), ("tok-write"), ("tok-admin") … computed at run time */
 static char line_read[80], line_write[80], line_admin[80], line_daemon[80];
@@ -331,13 +332,29 @@ static void failures(void **state)
 	auth_fini(&a);
 }
 
+/* PROTOCOL.md states the limit auth.h has, and the role table wire.h has. */
+static void protocol_agrees(void **state)
+{
+	char text[160];
+
+	(void)state;
+	snprintf(text, sizeof(text),
+	         "A connection that sends %u unknown tokens within %u s is ended", AUTH_FAILS_MAX,
+	         AUTH_FAIL_WINDOW_MS / 1000);
+	if (!protocol_says(text))
+		fail_msg("PROTOCOL.md does not say \"%s\"", text);
+	assert_true(protocol_says("| Put, Delete, Batch | `write` on the request's `tenant` |"));
+	assert_true(protocol_says("| Health | nothing: no token needed |"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(hash_known), cmocka_unit_test(new_token_random),
-	        cmocka_unit_test(parse_good), cmocka_unit_test(parse_bad_lines),
-	        cmocka_unit_test(roles),      cmocka_unit_test(legacy_token),
-	        cmocka_unit_test(load_file),  cmocka_unit_test(failures),
+	        cmocka_unit_test(hash_known),      cmocka_unit_test(new_token_random),
+	        cmocka_unit_test(parse_good),      cmocka_unit_test(parse_bad_lines),
+	        cmocka_unit_test(roles),           cmocka_unit_test(legacy_token),
+	        cmocka_unit_test(load_file),       cmocka_unit_test(failures),
+	        cmocka_unit_test(protocol_agrees),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
