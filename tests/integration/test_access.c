@@ -576,13 +576,50 @@ static void test_brute_force(void **state)
 	free(tokens);
 }
 
+/* A bad tokens file stops kvd at start, naming its line; so does one that
+ * others may write. */
+static void test_refused_at_start(void **state)
+{
+	struct kvd_proc k;
+	struct kvd_opts o = {0};
+	char *dir = tu_mkdtemp("tokens"), *path = tu_path(dir, "tokens"), conf[1024], line[80];
+	FILE *f;
+
+	(void)state;
+	auth_hash_line("tok", 3, line);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%s tenant=a:read\n%s tenant=a:owner\n", line, line);
+	fclose(f);
+	chmod(path, 0640);
+	snprintf(conf, sizeof(conf), "[kvd]\ntokens_file = %s\n", path);
+	o.config_text = conf;
+	o.health_timeout_ms = 100;
+	assert_int_equal(kvd_start(&k, &o), -1);
+	assert_true(h_log_has(&k, "line 2: role 'owner' is not read, write or admin"));
+	kvd_cleanup(&k, false);
+	/* a good file that anyone may write is refused for its mode */
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%s tenant=a:read\n", line);
+	fclose(f);
+	chmod(path, 0666);
+	assert_int_equal(kvd_start(&k, &o), -1);
+	assert_true(h_log_has(&k, "writable by others"));
+	kvd_cleanup(&k, false);
+	chmod(path, 0644);
+	assert_int_equal(kvd_start(&k, &o), 0);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	tu_rmtree(dir);
+	free(dir);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_matrix),
-	        cmocka_unit_test(test_tenant_list),
-	        cmocka_unit_test(test_sighup),
-	        cmocka_unit_test(test_brute_force),
+	        cmocka_unit_test(test_matrix),           cmocka_unit_test(test_tenant_list),
+	        cmocka_unit_test(test_sighup),           cmocka_unit_test(test_brute_force),
+	        cmocka_unit_test(test_refused_at_start),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
