@@ -9,8 +9,10 @@
  */
 #include "harness.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -576,6 +578,78 @@ static void test_brute_force(void **state)
 	free(tokens);
 }
 
+/* Requests while SIGHUP replaces the table again and again: each is checked
+ * against a whole table (TenantList reads its grant while it lists), none is
+ * refused, none crashes kvd (run under ASan for the tables' lifetime). */
+struct loader {
+	const struct kvd_proc *k;
+	bool stream;
+	atomic_bool *stop;
+	unsigned calls, bad;
+};
+
+static void *load_main(void *arg)
+{
+	struct loader *l = arg;
+	struct tconn c;
+	char got[256];
+
+	tc_open(&c, l->k, l->stream);
+	while (!atomic_load(l->stop)) {
+		struct h_req q;
+		build(&q, M_GET, "default", "tok-old", 1);
+		if (tc_call(&c, &q, NULL, 0) != RPC_NOT_FOUND)
+			l->bad++;
+		list_of(&c, "tok-old", got, sizeof(got));
+		if (strcmp(got, "default") != 0)
+			l->bad++;
+		l->calls += 2;
+	}
+	tc_close(&c);
+	return NULL;
+}
+
+static void test_reload_under_load(void **state)
+{
+	struct kvd_proc k;
+	char *tokdir, *tokens, line[80], extra[256];
+	struct loader l[4];
+	pthread_t th[4];
+	atomic_bool stop = false;
+	unsigned calls = 0, bad = 0;
+
+	(void)state;
+	start(&k, &tokdir, &tokens);
+	auth_hash_line("tok-old", 7, line);
+	snprintf(extra, sizeof(extra), "%s tenant=default:read\n", line);
+	write_tokens(tokens, extra);
+	kill(k.pid, SIGHUP);
+	assert_true(log_within(&k, "reload: 8 token(s)"));
+	for (int i = 0; i < 4; i++) {
+		l[i] = (struct loader){&k, i % 2 == 0, &stop, 0, 0};
+		assert_int_equal(pthread_create(&th[i], NULL, load_main, &l[i]), 0);
+	}
+	for (unsigned n = 2; n <= 31; n++) {
+		write_tokens(tokens, extra);
+		kill(k.pid, SIGHUP);
+		assert_true(log_n_within(&k, "reload: 8 token(s)", n));
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		calls += l[i].calls;
+		bad += l[i].bad;
+	}
+	printf("# 30 reloads under %u requests: %u answered otherwise\n", calls, bad);
+	assert_true(calls > 0);
+	assert_int_equal(bad, 0);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	tu_rmtree(tokdir);
+	free(tokdir);
+	free(tokens);
+}
+
 /* A bad tokens file stops kvd at start, naming its line; so does one that
  * others may write. */
 static void test_refused_at_start(void **state)
@@ -619,7 +693,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_matrix),           cmocka_unit_test(test_tenant_list),
 	        cmocka_unit_test(test_sighup),           cmocka_unit_test(test_brute_force),
-	        cmocka_unit_test(test_refused_at_start),
+	        cmocka_unit_test(test_refused_at_start), cmocka_unit_test(test_reload_under_load),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
