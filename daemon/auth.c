@@ -538,7 +538,7 @@ bool auth_may_see(const void *arg, const char *tenant)
 	return e == NULL || e->daemon_admin || role_on(e, tenant) > 0;
 }
 
-bool auth_failed(struct auth *a, uint64_t conn, const char *peer, uint64_t now)
+bool auth_failed(struct auth *a, uint64_t conn, bool can_end, const char *peer, uint64_t now)
 {
 	size_t i = (size_t)((conn * 0x9e3779b97f4a7c15ull) >> 54) % AUTH_FAIL_SLOTS;
 	unsigned fails;
@@ -556,8 +556,9 @@ bool auth_failed(struct auth *a, uint64_t conn, const char *peer, uint64_t now)
 	pthread_mutex_unlock(&a->mu);
 	if (fails >= AUTH_FAILS_MAX)
 		klog_limited(&a->end_log, 10000, LOG_WARNING,
-		             "auth: %s sent %u unknown tokens within %u s: connection ended", peer,
-		             fails, AUTH_FAIL_WINDOW_MS / 1000);
+		             "auth: %s sent %u unknown tokens within %u s: %s", peer, fails,
+		             AUTH_FAIL_WINDOW_MS / 1000,
+		             can_end ? "connection ended" : "its transport cannot end it");
 	else
 		klog_limited(&a->fail_log, 10000, LOG_NOTICE, "auth: unknown token from %s", peer);
 	return fails >= AUTH_FAILS_MAX;

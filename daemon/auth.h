@@ -121,7 +121,8 @@ bool auth_may_see(const void *e, const char *tenant);
 
 /* Counts an unknown token on connection conn (a nonzero transport-chosen
  * id) at now_ms; true when it has now sent AUTH_FAILS_MAX of them within
- * AUTH_FAIL_WINDOW_MS, and is to be ended. Logs, rate-limited. */
-bool auth_failed(struct auth *a, uint64_t conn, const char *peer, uint64_t now_ms);
+ * AUTH_FAIL_WINDOW_MS, and is to be ended (can_end false: the transport
+ * cannot end it, which the log then says). Logs, rate-limited. */
+bool auth_failed(struct auth *a, uint64_t conn, bool can_end, const char *peer, uint64_t now_ms);
 
 #endif

@@ -61,7 +61,7 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 	struct auth_table *t = auth_acquire(&d->auth);
 	const struct auth_entry *e;
 	char msg[256], peer[128];
-	nng_pipe pipe = NNG_PIPE_INITIALIZER;
+	uint64_t conn;
 	int status;
 
 	status = auth_check(t, &j->req, &e, msg, sizeof(msg));
@@ -72,21 +72,21 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 		return true;
 	}
 	auth_release(t);
+	/* Only a stream connection is ended: closing an nng pipe from here (an
+	 * nng callback, its REP context about to send the reply on it) could
+	 * leave that context's send unfinished and kvd's nng_close waiting for
+	 * it at shutdown; and an nng client dials again by itself, so it would
+	 * gain little. nng connections are counted and logged. */
 	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL &&
-	    auth_failed(&d->auth, request_conn(j, peer, sizeof(peer)), peer, now_ms())) {
+	    (conn = request_conn(j, peer, sizeof(peer)), true) &&
+	    auth_failed(&d->auth, conn, j->msg == NULL, peer, now_ms()) && j->msg == NULL) {
 		snprintf(msg, sizeof(msg), "unknown token, %u times: connection ended",
 		         AUTH_FAILS_MAX);
 		j->end_conn = true; /* the stream transport ends it after the reply */
-		if (j->msg != NULL)
-			pipe = nng_msg_get_pipe(j->msg);
 	} else if (status == RPC_PERMISSION_DENIED) {
 		klog(LOG_DEBUG, "denied: %s", msg);
 	}
 	job_reply_error(j, j->req.id, status, msg);
-	/* nng: the reply may not make it out; the client's socket sees its
-	 * connection closed and dials again */
-	if (nng_pipe_id(pipe) > 0)
-		nng_pipe_close(pipe);
 	return false;
 }
 

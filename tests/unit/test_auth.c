@@ -320,14 +320,14 @@ static void failures(void **state)
 	log_set_level(LOG_ERR); /* the lines themselves are the integration test's */
 	auth_init(&a, NULL);
 	for (unsigned i = 1; i < AUTH_FAILS_MAX; i++)
-		assert_false(auth_failed(&a, 42, "c42", now + i));
-	assert_false(auth_failed(&a, 43, "c43", now)); /* another connection: its own count */
-	assert_true(auth_failed(&a, 42, "c42", now + 10));
+		assert_false(auth_failed(&a, 42, true, "c42", now + i));
+	assert_false(auth_failed(&a, 43, true, "c43", now)); /* another connection: its own count */
+	assert_true(auth_failed(&a, 42, true, "c42", now + 10));
 	/* ended: a connection with the same id later starts afresh */
-	assert_false(auth_failed(&a, 42, "c42", now + 11));
+	assert_false(auth_failed(&a, 42, true, "c42", now + 11));
 	/* failures spread beyond the window never end it */
 	for (unsigned i = 0; i < 3 * AUTH_FAILS_MAX; i++)
-		assert_false(auth_failed(&a, 44, "c44",
+		assert_false(auth_failed(&a, 44, true, "c44",
 		                         now + (uint64_t)i * (AUTH_FAIL_WINDOW_MS / 2 + 1)));
 	auth_fini(&a);
 }
