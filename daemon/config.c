@@ -199,6 +199,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_bool(v, &c->auto_create);
 		if (!strcmp(k, "token"))
 			return copy_str(c->token, sizeof(c->token), v);
+		if (!strcmp(k, "tokens_file"))
+			return copy_str(c->tokens_file, sizeof(c->tokens_file), v);
 		if (!strcmp(k, "tls_cert"))
 			return copy_str(c->tls_cert, sizeof(c->tls_cert), v);
 		if (!strcmp(k, "tls_key"))

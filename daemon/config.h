@@ -40,7 +40,8 @@ struct kvd_config {
 	uint64_t output_budget;    /* bytes of replies waiting for kv+ clients to read them,
 	                              all together, before connections holding some pause */
 	bool auto_create;
-	char token[256];
+	char token[256];          /* legacy: one token with daemon=admin, tenant=*:admin */
+	char tokens_file[4096];   /* tokens, their hashes and grants (auth.h); "": none */
 	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// */
 	char tls_key[4096];
 	uint32_t ipc_mode;        /* permissions of ipc:// and kv+ipc:// socket files */

@@ -5,7 +5,8 @@
  *   1. A transport takes its bytes: stream.c (kv+ipc://, kv+tcp://) on the
  *      worker that reads the connection, listener.c (nng ipc://, tcp://,
  *      tls+tcp://) on an nng thread, in an nng REP context.
- *   2. request.c decodes the envelope (the same for both transports) and by
+ *   2. request.c decodes the envelope (the same for both transports), checks
+ *      its token against the method's role (auth.c), and by
  *      the method's kind (server.h) answers at once (errors, Health, Stats,
  *      tenant bookkeeping), queues the job on the maintenance thread
  *      (Compact), or runs it on the worker that owns the tenant (hash of its
@@ -74,6 +75,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "config.h"
 #include "kvengine.h"
 #include "server.h"
@@ -108,6 +110,8 @@ struct job {
 	size_t nops;
 	struct job *dup_next;   /* repeats of this write waiting for its reply */
 	bool live;              /* req and msg are held */
+	bool end_conn;          /* the transport ends the connection after this reply
+	                           (auth.c: too many unknown tokens) */
 	/* metrics.c: when request_dispatch took it (CLOCK_MONOTONIC ns; 0: metrics are
 	 * off) and its method (RPC_METHODS until the request decoded) */
 	uint64_t start_ns;
@@ -144,6 +148,7 @@ struct kvd {
 	bool log_level_from_flag; /* --log-level wins over the file, also on reload */
 	kv_store *store;
 	struct rpc_limits lim;
+	struct auth auth; /* tokens and grants (auth.h); reloaded on SIGHUP */
 	nng_socket sock;
 	nng_listener listeners[KVD_LISTEN_MAX];
 	const char *listener_url[KVD_LISTEN_MAX]; /* its address, in cfg.listen */
@@ -219,6 +224,9 @@ void stream_stop(struct kvd *d);
  * most max of them; returns how many (0 before stream_start). Any thread
  * while the transport runs. */
 int stream_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max);
+/* Who sent a stream job ("uid U pid P", "ADDRESS port P"), for the log;
+ * valid while the job is. */
+const char *stream_job_peer(const struct job *j);
 
 /* worker.c */
 int workers_start(struct kvd *d);

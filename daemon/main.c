@@ -6,7 +6,9 @@
  * Start-up: settings (file, then flags), the store (refuses a locked data
  * directory), workers, the maintenance thread, listeners, the metrics
  * endpoint (metrics_listen); then READY=1.
- * SIGHUP reloads log_level, idle_timeout and memory_budget from the file.
+ * SIGHUP reloads log_level, idle_timeout and memory_budget from the file,
+ * and the tokens (tokens_file and token; a bad tokens file keeps the old
+ * ones). kvd --hash-token and --new-token make lines of a tokens file.
  * SIGTERM/SIGINT: STOPPING=1, the metrics endpoint stops, stop accepting
  * work (new requests get UNAVAILABLE), answer requests in flight, close the
  * listeners, finish maintenance, close every tenant (sync, hints), exit 0.
@@ -45,6 +47,7 @@ static void usage(FILE *f)
 	        "           [--help] [--version]\n"
 	        "       kvd --check DIR\n"
 	        "       kvd --check-config [FILE] [flags]\n"
+	        "       kvd --hash-token | --new-token\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
 	        "  -l, --listen URL      kv+ipc:///path or kv+tcp://host:port (kvd's own\n"
@@ -63,6 +66,8 @@ static void usage(FILE *f)
 	        "                        else %s) with the flags as kvd would start\n"
 	        "                        with them; print ok and exit 0, or the error (with its\n"
 	        "                        line) and exit 1\n"
+	        "      --hash-token      read a token on stdin, print its tokens_file hash\n"
+	        "      --new-token       print a new random token, then its tokens_file hash\n"
 	        "      --check DIR       read every file of a stopped kvd's data directory (or of\n"
 	        "                        one database), list what is damaged; exit 0 when\n"
 	        "                        nothing is, 1 when something is, 2 when it cannot\n"
@@ -70,7 +75,7 @@ static void usage(FILE *f)
 	        "\n"
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
-	        "idle_timeout and memory_budget from the settings file.\n",
+	        "idle_timeout, memory_budget and the tokens from the settings file.\n",
 	        KVD_DEFAULT_DATA, KVD_DEFAULT_LISTEN_STREAM, KVD_DEFAULT_LISTEN, KVD_DEFAULT_CONFIG,
 	        KVD_DEFAULT_CONFIG);
 }
@@ -181,6 +186,63 @@ static int run_check(const char *dir)
 	return worst;
 }
 
+/* Reads the tokens of cfg into d->auth; a bad tokens file keeps the old ones. */
+static void reload_tokens(struct kvd *d, struct kvd_config *fresh)
+{
+	struct auth_table *t;
+	char err[512];
+
+	if (auth_table_load(fresh->tokens_file, fresh->token, &t, err, sizeof(err)) != 0) {
+		klog(LOG_ERR, "SIGHUP: keeping the current tokens: %s", err);
+		return;
+	}
+	auth_swap(&d->auth, t);
+	memcpy(d->cfg.token, fresh->token, sizeof(d->cfg.token));
+	memcpy(d->cfg.tokens_file, fresh->tokens_file, sizeof(d->cfg.tokens_file));
+	klog(LOG_NOTICE, "reload: %zu token(s)%s", t ? t->n : 0,
+	     t ? "" : ": none configured, access is not checked");
+}
+
+/* kvd --hash-token: the first line of stdin (without its line end). */
+static int hash_token(void)
+{
+	char buf[4096], line[80];
+	size_t n;
+
+	if (fgets(buf, sizeof(buf), stdin) == NULL) {
+		kvd_say(stderr, LOG_ERR, "--hash-token: no token on stdin");
+		return 2;
+	}
+	n = strcspn(buf, "\r\n");
+	if (n == 0) {
+		kvd_say(stderr, LOG_ERR, "--hash-token: an empty token");
+		return 2;
+	}
+	if (n < 16)
+		kvd_say(stderr, LOG_WARNING,
+		        "--hash-token: a token of %zu characters can be guessed; kvd --new-token "
+		        "makes one of %u",
+		        n, 2 * AUTH_TOKEN_BYTES);
+	auth_hash_line(buf, n, line);
+	memset(buf, 0, sizeof(buf));
+	printf("%s\n", line);
+	return 0;
+}
+
+/* kvd --new-token: a token and its hash, one per line. */
+static int new_token(void)
+{
+	char tok[2 * AUTH_TOKEN_BYTES + 1], line[80];
+
+	if (auth_new_token(tok) != 0) {
+		kvd_say(stderr, LOG_ERR, "--new-token: no random bytes");
+		return 1;
+	}
+	auth_hash_line(tok, strlen(tok), line);
+	printf("%s\n%s\n", tok, line);
+	return 0;
+}
+
 static void reload(struct kvd *d)
 {
 	struct kvd_config fresh;
@@ -208,7 +270,6 @@ static void reload(struct kvd *d)
 		        {"max_value_size", n->max_value_size != o->max_value_size},
 		        {"contexts", n->contexts != o->contexts},
 		        {"auto_create", n->auto_create != o->auto_create},
-		        {"token", strcmp(n->token, o->token) != 0},
 		        {"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
 		        {"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
 		        {"ipc_mode", n->ipc_mode != o->ipc_mode},
@@ -248,6 +309,7 @@ static void reload(struct kvd *d)
 		d->cfg.memory_budget = fresh.memory_budget;
 	}
 	kv_store_set_limits(d->store, d->cfg.memory_budget, d->cfg.idle_timeout_s);
+	reload_tokens(d, &fresh);
 	klog(LOG_INFO, "reloaded %s", d->config_path);
 	config_release(&fresh);
 }
@@ -267,6 +329,8 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {"check", required_argument, NULL, 'K'},
 	        {"metrics-listen", required_argument, NULL, 'M'},
 	        {"check-config", optional_argument, NULL, 'T'},
+	        {"hash-token", no_argument, NULL, 'H'},
+	        {"new-token", no_argument, NULL, 'N'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0},
@@ -309,6 +373,10 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			break;
 		case 'K':
 			exit(run_check(optarg));
+		case 'H':
+			exit(hash_token());
+		case 'N':
+			exit(new_token());
 		case 'T':
 			/* --check-config[=FILE] or --check-config FILE */
 			check_config = true;
@@ -393,6 +461,14 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		else
 			kvd_say(stderr, LOG_ERR, "%s", err);
 		return 1;
+	}
+	{
+		struct auth_table *t;
+		if (auth_table_load(d->cfg.tokens_file, d->cfg.token, &t, err, sizeof(err)) != 0) {
+			kvd_say(stderr, LOG_ERR, "%s", err);
+			return 1;
+		}
+		auth_init(&d->auth, t);
 	}
 	if (check_config) {
 		kvd_say(stdout, LOG_INFO, "%s: ok", d->config_path);
@@ -757,6 +833,7 @@ int main(int argc, char **argv)
 	/* -1: --check-config found the settings sound */
 	if ((rv = parse_args(&d, argc, argv)) != 0) {
 		config_release(&d.cfg);
+		auth_fini(&d.auth);
 		return rv < 0 ? 0 : rv;
 	}
 	log_set_level(d.cfg.log_level);
@@ -770,7 +847,6 @@ int main(int argc, char **argv)
 		d.nworkers = 1;
 	d.lim.max_value_size = d.cfg.max_value_size;
 	d.lim.defaults = &d.cfg.defaults;
-	d.lim.token = d.cfg.token;
 	d.lim.version = KVD_VERSION;
 	d.lim.figures = metrics_figures; /* Stats (daemon) */
 	d.lim.figures_arg = &d;
@@ -800,8 +876,10 @@ int main(int argc, char **argv)
 		kvd_say(stderr, LOG_ERR, "%s", err);
 		goto out_transports;
 	}
-	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts", KVD_VERSION,
-	     d.cfg.data_dir, d.nworkers, d.nconns);
+	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts, %s", KVD_VERSION,
+	     d.cfg.data_dir, d.nworkers, d.nconns,
+	     atomic_load(&d.auth.cur) ? "tokens checked"
+	                              : "no tokens (access by socket permissions)");
 	if (d.notify)
 		sd_notifyf(0, "READY=1\nSTATUS=serving, data %s\nMAINPID=%ld", d.cfg.data_dir,
 		           (long)getpid());
@@ -844,6 +922,7 @@ out_threads:
 out_signals:
 	close(sfd);
 out_config:
+	auth_fini(&d.auth);
 	config_release(&d.cfg);
 	return rv;
 }

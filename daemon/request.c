@@ -17,12 +17,84 @@
 
 #include "log.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
+
+/* The connection a job came on, for counting its unknown tokens: the
+ * stream connection's address, or the nng pipe's id with the top bit set
+ * (addresses of user space never have it). peer names it and who is at its
+ * other end for the log. */
+static uint64_t request_conn(const struct job *j, char *peer, size_t len)
+{
+	nng_pipe p;
+	nng_sockaddr sa;
+	uint64_t uid;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (j->msg == NULL) {
+		snprintf(peer, len, "stream connection of %s", stream_job_peer(j));
+		return (uint64_t)(uintptr_t)j->sink;
+	}
+	p = nng_msg_get_pipe(j->msg);
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof(host));
+		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
+		         ntohs(sa.s_in.sa_port));
+	} else if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET6) {
+		inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof(host));
+		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
+		         ntohs(sa.s_in6.sa_port));
+	} else if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
+		snprintf(peer, len, "nng connection %d of uid %llu", nng_pipe_id(p),
+		         (unsigned long long)uid);
+	} else {
+		snprintf(peer, len, "nng connection %d", nng_pipe_id(p));
+	}
+	return 1ull << 63 | (uint32_t)nng_pipe_id(p);
+}
+
+/* The token check: true when the request may go on (with its table held in
+ * *ret_table, for TenantList's filter), else answered. */
+static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **ret_table)
+{
+	struct auth_table *t = auth_acquire(&d->auth);
+	const struct auth_entry *e;
+	char msg[256], peer[128];
+	uint64_t conn;
+	int status;
+
+	status = auth_check(t, &j->req, &e, msg, sizeof(msg));
+	if (status == RPC_OK) {
+		j->req.may_see = t != NULL ? auth_may_see : NULL;
+		j->req.grant = e;
+		*ret_table = t;
+		return true;
+	}
+	auth_release(t);
+	/* Only a stream connection is ended: closing an nng pipe from here (an
+	 * nng callback, its REP context about to send the reply on it) could
+	 * leave that context's send unfinished and kvd's nng_close waiting for
+	 * it at shutdown; and an nng client dials again by itself, so it would
+	 * gain little. nng connections are counted and logged. */
+	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL &&
+	    (conn = request_conn(j, peer, sizeof(peer)), true) &&
+	    auth_failed(&d->auth, conn, j->msg == NULL, peer, now_ms()) && j->msg == NULL) {
+		snprintf(msg, sizeof(msg), "unknown token, %u times: connection ended",
+		         AUTH_FAILS_MAX);
+		j->end_conn = true; /* the stream transport ends it after the reply */
+	} else if (status == RPC_PERMISSION_DENIED) {
+		klog(LOG_DEBUG, "denied: %s", msg);
+	}
+	job_reply_error(j, j->req.id, status, msg);
+	return false;
+}
 
 int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
                      struct worker *self)
 {
 	const char *emsg = NULL;
+	struct auth_table *t = NULL;
 	uint32_t owner;
 	int status;
 
@@ -42,6 +114,8 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		job_reply_error(j, j->req.id, RPC_UNAVAILABLE, "shutting down");
 		return -1;
 	}
+	if (!request_allowed(d, j, &t))
+		return -1;
 	if (j->req.timeout_ms)
 		j->deadline_ms = now_ms() + j->req.timeout_ms;
 	switch (j->req.kind) {
@@ -51,13 +125,18 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		rpc_run_local(d->store, &d->lim, &j->req, (now_ms() - d->start_ms) / 1000,
 		              atomic_load(&d->requests), atomic_load(&d->in_flight), d->nworkers,
 		              atomic_load(&d->stopping), &rp);
+		auth_release(t); /* j->req.grant points into it */
 		job_reply(j, &rp);
 		return -1;
 	}
 	case RPC_KIND_MAINT:
+		auth_release(t);
+		j->req.may_see = NULL, j->req.grant = NULL; /* not held past here */
 		maint_post(d, j);
 		return -1;
 	default:
+		auth_release(t);
+		j->req.may_see = NULL, j->req.grant = NULL; /* not held past here */
 		owner = worker_of(d, j->req.tenant);
 		if (self != NULL && worker_id(self) == owner) {
 			worker_run(self, j);

@@ -41,7 +41,9 @@
  *      to be framed. Once that reply is out the server shuts its side down
  *      and reads and drops what the client still sends (at most
  *      STREAM_DISCARD_MAX bytes), so that a client still writing its
- *      request is not cut off with a reset before it read the answer.
+ *      request is not cut off with a reset before it read the answer. A
+ *      job with end_conn set (too many unknown tokens, auth.c) ends its
+ *      connection the same way after its reply.
  *   6. Memory a client can make kvd hold is bounded for all connections
  *      together, not only per connection: a frame larger than
  *      STREAM_SMALL_MAX is read only once input_budget granted its declared
@@ -126,7 +128,7 @@ struct sconn {
 	uint32_t events;
 	bool backlog;   /* the reader stopped parsing at a pause, frames may wait */
 	bool eof;       /* the client will send no more: close once answered */
-	bool fatal;     /* bad framing: answer, shut down, drop the rest */
+	bool fatal;     /* bad framing (or auth's end_conn): answer, shut down, drop the rest */
 	bool wr_shut;   /* fatal: our side is shut down */
 	size_t discard; /* fatal: bytes dropped so far */
 	bool broken;    /* a write failed: the reader closes it */
@@ -138,6 +140,7 @@ struct sconn {
 	struct sconn *wnext;       /* s->wait_head's queue */
 	struct sconn *prev, *next; /* s->conns */
 	int li;                    /* the listener that accepted it */
+	char peer[96];             /* who is at the other end, for the log (set at accept) */
 	/* written by the reader, read by the acceptor's sweep (timeouts) */
 	_Atomic uint64_t active_ms; /* the last bytes read from the client */
 	_Atomic uint64_t frame_ms;  /* since when a hello or frame is incomplete; 0: none */
@@ -535,13 +538,15 @@ static void sconn_job_reply(struct job *j, struct rpc_reply *rp)
 	struct stream *s = c->s;
 	struct kvd *d = j->d;
 	size_t granted = ((struct sjob *)j)->granted;
-	bool last;
+	bool last, end = j->end_conn;
 
 	job_release(j);
 	free(j);
 	pthread_mutex_lock(&c->mu);
 	sconn_send_frame_locked(c, rp->buf.data, rp->buf.size);
 	c->in_flight--;
+	if (end)
+		c->fatal = true; /* answered, then shut down as after bad framing (5) */
 	if (c->broken && !c->dead)
 		shutdown(c->fd, SHUT_RDWR); /* its reader sees EPOLLHUP and closes it */
 	sconn_update_events(c);
@@ -1024,6 +1029,25 @@ static const char *listener_name(struct stream *s, int k)
 	return s->url[k];
 }
 
+/* "uid U pid P" of a Unix socket's peer, "ADDRESS port P" of a TCP one. */
+static void peer_name(int fd, bool tcp, char *out, size_t len)
+{
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof(sa);
+	char host[INET6_ADDRSTRLEN], port[8];
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+
+	if (!tcp && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
+		snprintf(out, len, "uid %u pid %d", (unsigned)uc.uid, (int)uc.pid);
+	else if (tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+	         getnameinfo((struct sockaddr *)&sa, sl, host, sizeof(host), port, sizeof(port),
+	                     NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		snprintf(out, len, "%s port %s", host, port);
+	else
+		snprintf(out, len, "an unknown peer");
+}
+
 /* A new connection on listener k: the server's hello, then a worker to
  * read it. Each listener has its own max_connections, so that clients of
  * one (remote kv+tcp://) cannot lock out those of another (the local
@@ -1058,6 +1082,7 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 	c->s = s;
 	c->fd = fd;
 	c->li = k;
+	peer_name(fd, tcp, c->peer, sizeof(c->peer));
 	c->refs = 1;
 	c->events = EPOLLIN | EPOLLRDHUP;
 	c->foreign_owner = -1;
@@ -1078,6 +1103,11 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
 		sconn_free(c);
 	}
+}
+
+const char *stream_job_peer(const struct job *j)
+{
+	return ((const struct sconn *)j->sink)->peer;
 }
 
 /* The acceptor, every STREAM_SWEEP_MS: ends connections past a deadline —

@@ -34,6 +34,8 @@
  *   -KVC_CANCELLED            the handle is being closed
  *   -KVC_UNAUTHENTICATED      the server wants a token and this one is
  *                             missing or wrong (never Health)
+ *   -KVC_PERMISSION_DENIED    the token lacks the role the call needs on
+ *                             its tenant (or daemon admin)
  *   -KVC_UNIMPLEMENTED        the server does not know the method
  *   -KVC_INTERNAL             a malformed reply, or a bug in the server
  *   -KVC_UNKNOWN              a status this library does not know

@@ -36,7 +36,7 @@ enum rpc_status {
 };
 
 enum rpc_method {
-#define RPC_METHOD_ENUM(id, name) RPC_##id = WIRE_METHOD_##id,
+#define RPC_METHOD_ENUM(id, name, role) RPC_##id = WIRE_METHOD_##id,
 	WIRE_METHODS(RPC_METHOD_ENUM)
 #undef RPC_METHOD_ENUM
 	        RPC_METHODS = WIRE_METHOD_COUNT
@@ -85,7 +85,6 @@ struct rpc_daemon_fig {
 struct rpc_limits {
 	uint32_t max_value_size;
 	const struct kv_tenant_config *defaults; /* TenantCreate starts from these */
-	const char *token; /* NULL or "": no authentication */
 	const char *version;
 	/* Fills in the daemon-wide figures for Stats (any thread); NULL: the
 	 * reply has only the daemon's totals. */
@@ -104,6 +103,12 @@ struct rpc_req {
 	char tenant[KV_TENANT_NAME_MAX + 1]; /* where it runs: the tenant, or args.name */
 	uint64_t timeout_ms;
 	const msgpack_object *args;
+	const char *token; /* the request's token (into its bytes), NULL: none */
+	size_t token_len;
+	/* Set by whoever checked the request's token: TenantList lists only the
+	 * tenants may_see(grant, name) is true of; NULL: all. */
+	bool (*may_see)(const void *grant, const char *tenant);
+	const void *grant;
 	char errbuf[160]; /* a decode error message that names what was wrong */
 };
 
@@ -135,6 +140,9 @@ void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields);
 int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *body, size_t len,
                    int *ret_status, const char **ret_msg);
 void rpc_req_release(struct rpc_req *r);
+/* The role (enum wire_role) a decoded request needs: its method's, and
+ * WIRE_ROLE_DAEMON for Stats with scope "daemon". */
+int rpc_req_role(const struct rpc_req *r);
 
 /* Maps an engine or store error to a status code and a message. */
 int rpc_status_of(int err);

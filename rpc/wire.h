@@ -3,11 +3,11 @@
  * rpc/PROTOCOL.md defines, for the client library, kvctl and the server.
  *
  * What is here: the protocol version, the status codes (gRPC's canonical
- * codes) and their names, the method table, the field names of requests
- * and replies, the key size PROTOCOL.md promises, and the stream framing's
- * hello and frame header. What is not here: settings and defaults (each
- * side's own header), and how a message is packed (rpc/mp.h,
- * rpc/client_codec.c, rpc/server.c).
+ * codes) and their names, the method table (with the role each needs),
+ * the field names of requests and replies, the key size PROTOCOL.md
+ * promises, and the stream framing's hello and frame header. What is not
+ * here: settings and defaults (each side's own header), and how a message
+ * is packed (rpc/mp.h, rpc/client_codec.c, rpc/server.c).
  *
  * Header only, no state; any thread. A new method is a row in WIRE_METHODS,
  * the server's body and the client's call.
@@ -71,26 +71,40 @@ enum wire_status {
 #define WIRE_M_TENANT_ACTIVATE  "TenantActivate"
 #define WIRE_M_HEALTH           "Health"
 
-/* X(id, name): every method; enum wire_method numbers them in this order. */
+/* Who may call a method when kvd checks tokens (PROTOCOL.md,
+ * "Authentication and roles"). READ < WRITE < ADMIN are roles on a tenant,
+ * each including the ones before; DAEMON is daemon=admin. */
+enum wire_role {
+	WIRE_ROLE_NONE,   /* anyone, no token needed */
+	WIRE_ROLE_ANY,    /* any known token (what it sees is filtered) */
+	WIRE_ROLE_READ,   /* read on the request's tenant */
+	WIRE_ROLE_WRITE,  /* write on the request's tenant */
+	WIRE_ROLE_ADMIN,  /* admin of the request's tenant */
+	WIRE_ROLE_DAEMON, /* daemon admin */
+};
+
+/* X(id, name, role): every method and the role it needs (Stats with scope
+ * "daemon" needs WIRE_ROLE_DAEMON); enum wire_method numbers them in this
+ * order. */
 #define WIRE_METHODS(X)                                                                            \
-	X(PUT, WIRE_M_PUT)                                                                         \
-	X(GET, WIRE_M_GET)                                                                         \
-	X(DELETE, WIRE_M_DELETE)                                                                   \
-	X(SCAN, WIRE_M_SCAN)                                                                       \
-	X(VERSIONS, WIRE_M_VERSIONS)                                                               \
-	X(BATCH, WIRE_M_BATCH)                                                                     \
-	X(COMPACT, WIRE_M_COMPACT)                                                                 \
-	X(STATS, WIRE_M_STATS)                                                                     \
-	X(TENANT_CREATE, WIRE_M_TENANT_CREATE)                                                     \
-	X(TENANT_DROP, WIRE_M_TENANT_DROP)                                                         \
-	X(TENANT_LIST, WIRE_M_TENANT_LIST)                                                         \
-	X(TENANT_INFO, WIRE_M_TENANT_INFO)                                                         \
-	X(TENANT_PASSIVATE, WIRE_M_TENANT_PASSIVATE)                                               \
-	X(TENANT_ACTIVATE, WIRE_M_TENANT_ACTIVATE)                                                 \
-	X(HEALTH, WIRE_M_HEALTH)
+	X(PUT, WIRE_M_PUT, WIRE_ROLE_WRITE)                                                        \
+	X(GET, WIRE_M_GET, WIRE_ROLE_READ)                                                         \
+	X(DELETE, WIRE_M_DELETE, WIRE_ROLE_WRITE)                                                  \
+	X(SCAN, WIRE_M_SCAN, WIRE_ROLE_READ)                                                       \
+	X(VERSIONS, WIRE_M_VERSIONS, WIRE_ROLE_READ)                                               \
+	X(BATCH, WIRE_M_BATCH, WIRE_ROLE_WRITE)                                                    \
+	X(COMPACT, WIRE_M_COMPACT, WIRE_ROLE_ADMIN)                                                \
+	X(STATS, WIRE_M_STATS, WIRE_ROLE_READ)                                                     \
+	X(TENANT_CREATE, WIRE_M_TENANT_CREATE, WIRE_ROLE_DAEMON)                                   \
+	X(TENANT_DROP, WIRE_M_TENANT_DROP, WIRE_ROLE_DAEMON)                                       \
+	X(TENANT_LIST, WIRE_M_TENANT_LIST, WIRE_ROLE_ANY)                                          \
+	X(TENANT_INFO, WIRE_M_TENANT_INFO, WIRE_ROLE_ADMIN)                                        \
+	X(TENANT_PASSIVATE, WIRE_M_TENANT_PASSIVATE, WIRE_ROLE_ADMIN)                              \
+	X(TENANT_ACTIVATE, WIRE_M_TENANT_ACTIVATE, WIRE_ROLE_ADMIN)                                \
+	X(HEALTH, WIRE_M_HEALTH, WIRE_ROLE_NONE)
 
 enum wire_method {
-#define WIRE_METHOD_ENUM(id, name) WIRE_METHOD_##id,
+#define WIRE_METHOD_ENUM(id, name, role) WIRE_METHOD_##id,
 	WIRE_METHODS(WIRE_METHOD_ENUM)
 #undef WIRE_METHOD_ENUM
 	        WIRE_METHOD_COUNT

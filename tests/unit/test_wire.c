@@ -31,7 +31,7 @@ _Static_assert((int)RPC_INTERNAL == (int)WIRE_INTERNAL, "INTERNAL");
 _Static_assert((int)RPC_UNAVAILABLE == (int)WIRE_UNAVAILABLE, "UNAVAILABLE");
 _Static_assert((int)RPC_DATA_LOSS == (int)WIRE_DATA_LOSS, "DATA_LOSS");
 _Static_assert((int)RPC_UNAUTHENTICATED == (int)WIRE_UNAUTHENTICATED, "UNAUTHENTICATED");
-#define METHOD_SAME(id, name) _Static_assert((int)RPC_##id == (int)WIRE_METHOD_##id, #id);
+#define METHOD_SAME(id, name, role) _Static_assert((int)RPC_##id == (int)WIRE_METHOD_##id, #id);
 WIRE_METHODS(METHOD_SAME)
 #undef METHOD_SAME
 _Static_assert((int)RPC_METHODS == (int)WIRE_METHOD_COUNT, "method count");
@@ -66,7 +66,7 @@ static void method_names(void **state)
 		int id;
 		const char *name;
 	} methods[] = {
-#define METHOD_ROW(id, name) {WIRE_METHOD_##id, name},
+#define METHOD_ROW(id, name, role) {WIRE_METHOD_##id, name},
 	        WIRE_METHODS(METHOD_ROW)
 #undef METHOD_ROW
 	};
@@ -91,6 +91,7 @@ static void status_table(void **state)
 	        {RPC_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"},
 	        {RPC_NOT_FOUND, "NOT_FOUND"},
 	        {RPC_ALREADY_EXISTS, "ALREADY_EXISTS"},
+	        {RPC_PERMISSION_DENIED, "PERMISSION_DENIED"},
 	        {RPC_RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"},
 	        {RPC_FAILED_PRECONDITION, "FAILED_PRECONDITION"},
 	        {RPC_OUT_OF_RANGE, "OUT_OF_RANGE"},
@@ -117,7 +118,7 @@ static void status_table(void **state)
 static void method_sections(void **state)
 {
 	static const char *const names[] = {
-#define METHOD_NAME(id, name) name,
+#define METHOD_NAME(id, name, role) name,
 	        WIRE_METHODS(METHOD_NAME)
 #undef METHOD_NAME
 	};
