@@ -89,7 +89,8 @@ id kvd >/dev/null 2>&1 || die "no user kvd after install"
 	die "/etc/kvd/kvd.conf is $(stat -c '%a %U:%G' /etc/kvd/kvd.conf), not 640 root:kvd"
 # Files beside the programs, by package (docs may be compressed).
 for pf in kvd:/usr/share/doc/kvd/README.md kvd:/usr/share/doc/kvd/PROTOCOL.md \
-	kvd:/usr/share/doc/kvd/FORMAT.md kvd:/usr/share/man/man8/kvd.8 \
+	kvd:/usr/share/doc/kvd/FORMAT.md kvd:/usr/share/doc/kvd/METRICS.md \
+	kvd:/usr/share/doc/kvd/SECURITY.md kvd:/usr/share/man/man8/kvd.8 \
 	kvd:/usr/share/man/man5/kvd.conf.5 kvctl:/usr/share/man/man1/kvctl.1 \
 	kvctl:/usr/share/bash-completion/completions/kvctl \
 	libkvclient-dev:/usr/share/man/man3/libkvclient.3; do
