@@ -97,6 +97,10 @@ struct job {
 	/* JOB_REQUEST: sends the reply (taking its bytes); the job is not
 	 * touched by anyone after this returns. Set by the transport. */
 	void (*reply)(struct job *j, struct rpc_reply *rp);
+	/* JOB_REQUEST: the connection it came on, as an id that no other open
+	 * connection has (for counting its unknown tokens), and in peer who is
+	 * at its other end (for the log). Set by the transport. */
+	uint64_t (*conn_of)(const struct job *j, char *peer, size_t len);
 	void *sink;             /* the transport's: struct conn or struct sconn */
 	struct rpc_req req;
 	nng_msg *msg;           /* nng: the request bytes req points into */
@@ -226,7 +230,6 @@ void stream_stop(struct kvd *d);
 int stream_connections(struct kvd *d, const char **ret_url, uint32_t *ret_open, int max);
 /* Who sent a stream job ("uid U pid P", "ADDRESS port P"), for the log;
  * valid while the job is. */
-const char *stream_job_peer(const struct job *j);
 
 /* worker.c */
 int workers_start(struct kvd *d);

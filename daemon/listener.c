@@ -70,6 +70,34 @@ static void conn_reply(struct conn *c, struct rpc_reply *rp)
 	conn_send(c, m);
 }
 
+/* job->conn_of of an nng context's job: the pipe's id with the top bit set
+ * (the stream transport's ids are addresses, which never have it), and who
+ * is at its other end. */
+static uint64_t conn_job_conn(const struct job *j, char *peer, size_t len)
+{
+	nng_pipe p;
+	nng_sockaddr sa;
+	uint64_t uid;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	p = nng_msg_get_pipe(j->msg);
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof(host));
+		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
+		         ntohs(sa.s_in.sa_port));
+	} else if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET6) {
+		inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof(host));
+		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
+		         ntohs(sa.s_in6.sa_port));
+	} else if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
+		snprintf(peer, len, "nng connection %d of uid %llu", nng_pipe_id(p),
+		         (unsigned long long)uid);
+	} else {
+		snprintf(peer, len, "nng connection %d", nng_pipe_id(p));
+	}
+	return 1ull << 63 | (uint32_t)nng_pipe_id(p);
+}
+
 /* job->reply of an nng context's job. */
 static void conn_job_reply(struct job *j, struct rpc_reply *rp)
 {
@@ -83,6 +111,7 @@ static void handle_request(struct conn *c, nng_msg *msg)
 	memset(j, 0, sizeof(*j));
 	j->d = c->d;
 	j->reply = conn_job_reply;
+	j->conn_of = conn_job_conn;
 	j->sink = c;
 	j->msg = msg;
 	request_dispatch(c->d, j, nng_msg_body(msg), nng_msg_len(msg), NULL);

@@ -17,42 +17,8 @@
 
 #include "log.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
-
-/* The connection a job came on, for counting its unknown tokens: the
- * stream connection's address, or the nng pipe's id with the top bit set
- * (addresses of user space never have it). peer names it and who is at its
- * other end for the log. */
-static uint64_t request_conn(const struct job *j, char *peer, size_t len)
-{
-	nng_pipe p;
-	nng_sockaddr sa;
-	uint64_t uid;
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (j->msg == NULL) {
-		snprintf(peer, len, "stream connection of %s", stream_job_peer(j));
-		return (uint64_t)(uintptr_t)j->sink;
-	}
-	p = nng_msg_get_pipe(j->msg);
-	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
-		inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof(host));
-		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
-		         ntohs(sa.s_in.sa_port));
-	} else if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INET6) {
-		inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof(host));
-		snprintf(peer, len, "nng connection %d of %s port %u", nng_pipe_id(p), host,
-		         ntohs(sa.s_in6.sa_port));
-	} else if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
-		snprintf(peer, len, "nng connection %d of uid %llu", nng_pipe_id(p),
-		         (unsigned long long)uid);
-	} else {
-		snprintf(peer, len, "nng connection %d", nng_pipe_id(p));
-	}
-	return 1ull << 63 | (uint32_t)nng_pipe_id(p);
-}
 
 /* The token check: true when the request may go on (with its table held in
  * *ret_table, for TenantList's filter), else answered. */
@@ -77,8 +43,8 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 	 * leave that context's send unfinished and kvd's nng_close waiting for
 	 * it at shutdown; and an nng client dials again by itself, so it would
 	 * gain little. nng connections are counted and logged. */
-	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL &&
-	    (conn = request_conn(j, peer, sizeof(peer)), true) &&
+	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL && j->conn_of != NULL &&
+	    (conn = j->conn_of(j, peer, sizeof(peer)), true) &&
 	    auth_failed(&d->auth, conn, j->msg == NULL, peer, now_ms()) && j->msg == NULL) {
 		snprintf(msg, sizeof(msg), "unknown token, %u times: connection ended",
 		         AUTH_FAILS_MAX);

@@ -576,6 +576,13 @@ static void sconn_fatal(struct sconn *c, int status, const char *msg)
 	rpc_reply_release(&rp);
 }
 
+/* job->conn_of of a stream job: the connection's address, and its peer. */
+static uint64_t sconn_job_conn(const struct job *j, char *peer, size_t len)
+{
+	snprintf(peer, len, "stream connection of %s", ((const struct sconn *)j->sink)->peer);
+	return (uint64_t)(uintptr_t)j->sink;
+}
+
 /* One whole frame's body (malloc'd; the request takes it, with the input
  * budget it holds): a job, dispatched. false: out of memory (the body is
  * freed; the caller gives the budget back and ends the connection). */
@@ -595,6 +602,7 @@ static bool sconn_request(struct worker *w, struct sconn *c, uint8_t *body, size
 	j = &sj->j;
 	j->d = d;
 	j->reply = sconn_job_reply;
+	j->conn_of = sconn_job_conn;
 	j->sink = c;
 	j->body = body;
 	pthread_mutex_lock(&c->mu);
@@ -1103,11 +1111,6 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 		klog(LOG_ERR, "stream connection: epoll_ctl: %m");
 		sconn_free(c);
 	}
-}
-
-const char *stream_job_peer(const struct job *j)
-{
-	return ((const struct sconn *)j->sink)->peer;
 }
 
 /* The acceptor, every STREAM_SWEEP_MS: ends connections past a deadline —
