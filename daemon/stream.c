@@ -1294,6 +1294,7 @@ void stream_stop_accepting(struct kvd *d)
 {
 	struct stream *s = d->stream;
 	uint64_t one = 1;
+	int nl;
 
 	if (s == NULL)
 		return;
@@ -1303,7 +1304,12 @@ void stream_stop_accepting(struct kvd *d)
 		pthread_join(s->acceptor, NULL);
 		s->acceptor_running = false;
 	}
-	for (int k = 0; k < s->nl; k++) {
+	/* stream_connections (Stats, /metrics: any thread) lists none from here on */
+	pthread_mutex_lock(&s->mu);
+	nl = s->nl;
+	s->nl = 0;
+	pthread_mutex_unlock(&s->mu);
+	for (int k = 0; k < nl; k++) {
 		close(s->lfd[k]);
 		if (s->path[k] != NULL) {
 			unlink(s->path[k]);
@@ -1311,7 +1317,6 @@ void stream_stop_accepting(struct kvd *d)
 			s->path[k] = NULL;
 		}
 	}
-	s->nl = 0;
 }
 
 void stream_stop(struct kvd *d)
