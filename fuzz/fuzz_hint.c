@@ -33,6 +33,7 @@
 #include "kvengine.h"
 #include "record.h"
 #include "segment.h"
+#include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -127,27 +128,34 @@ static int ref_parse(const uint8_t *b, size_t len, uint32_t seg_id, uint64_t seg
 	return off == end ? 0 : KV_ECORRUPT;
 }
 
+/* The files storage backend on a scratch directory, one tenant "h". */
 static char dir[64];
-static int dirfd_ = -1;
+static struct kv_storage *stor;
+static struct kv_stor_tenant *tenant;
 
 static void dir_setup(void)
 {
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 
-	if (dirfd_ >= 0)
+	if (tenant != NULL)
 		return;
 	snprintf(dir, sizeof(dir), "%s/fuzz_hint.XXXXXX", base);
 	FZ_CHECK(mkdtemp(dir) != NULL);
-	dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	FZ_CHECK(dirfd_ >= 0);
+	FZ_CHECK(kv_storage_file_open(dir, NULL, &stor) == 0);
+	FZ_CHECK(stor_tenant_open(stor, "h", KV_STOR_CREATE, &tenant) == 0);
 }
 
 __attribute__((destructor)) static void dir_cleanup(void)
 {
-	if (dirfd_ >= 0) {
-		close(dirfd_);
-		rmdir(dir);
-	}
+	char path[96];
+
+	if (tenant == NULL)
+		return;
+	stor_tenant_close(tenant);
+	kv_storage_close(stor);
+	snprintf(path, sizeof(path), "%s/h", dir);
+	rmdir(path);
+	rmdir(dir);
 }
 
 struct counter {
@@ -164,24 +172,19 @@ static int count_visit(void *arg, const struct hint_ent *e)
 	return c->stop_after >= 0 && (long)c->n > c->stop_after ? STOP_ERR : 0;
 }
 
-/* hint_load of the same bytes from a file answers as hint_parse did. */
+/* hint_load of the same bytes stored as a hint answers as hint_parse did. */
 static void load_and_compare(const uint8_t *buf, size_t len, uint32_t seg_id, uint64_t seg_size,
                              uint32_t max_key, long stop_after, int want_rv, size_t want_n)
 {
 	struct counter c = {0, stop_after};
-	char name[SEG_NAME_MAX];
-	int fd, rv;
+	int rv;
 
 	dir_setup();
-	seg_name(name, seg_id, ".hint");
-	fd = openat(dirfd_, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	FZ_CHECK(fd >= 0);
-	FZ_CHECK(len == 0 || write(fd, buf, len) == (ssize_t)len);
-	close(fd);
-	rv = hint_load(dirfd_, seg_id, seg_size, max_key, NULL, count_visit, &c);
+	FZ_CHECK(stor_hint_put(tenant, seg_id, buf, len) == 0);
+	rv = hint_load(tenant, seg_id, seg_size, max_key, count_visit, &c);
 	FZ_CHECK(rv == want_rv);
 	FZ_CHECK(c.n == want_n);
-	FZ_CHECK(unlinkat(dirfd_, name, 0) == 0);
+	FZ_CHECK(stor_hint_remove(tenant, seg_id) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

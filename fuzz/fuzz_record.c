@@ -7,7 +7,7 @@
  *                  mutations get past the checksum and reach the scanner's
  *                  resynchronisation and bounds logic)
  *          bits 1, 6 and 7 (all three, as this is slow: a megabyte
- *                  through the memfd per run) put a valid ~1 MiB record
+ *                  through the segment file per run) put a valid ~1 MiB record
  *                  before the body, so the body straddles the scanner's
  *                  1 MiB read window; bytes 1-2 say how far into the body
  *                  the window ends
@@ -16,7 +16,8 @@
  *          bit 4  the callback of the (n+1)-th record or damage stops the
  *                  scan (n = byte 1)
  *          bit 5  no damage callback
- * The record functions run on the body itself; seg_scan runs over a memfd
+ * The record functions run on the body itself; seg_scan runs over a
+ * temporary segment file of the files storage backend (engine/storage.h)
  * holding a valid 64-byte segment header, the optional filler record and
  * the body.
  *
@@ -41,8 +42,10 @@
 #include "kvengine.h"
 #include "record.h"
 #include "segment.h"
+#include "storage.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -57,10 +60,14 @@
 #define WINDOW (1u << 20) /* segment.c: SCAN_WINDOW */
 #define STOP_ERR (-ECANCELED)
 
-static int memfd = -1;
-static uint8_t *file;   /* what the memfd holds */
+static struct kv_io_fault fault; /* under the storage: a read fault per input */
+static struct kv_storage *stor;
+static char stor_dir[64];
+static struct kv_stor_tenant *tenant;
+static struct kv_stor_seg *seg; /* a temporary segment file */
+static uint8_t *file;           /* what seg holds */
 static size_t file_cap;
-static uint64_t filler_size; /* the filler record in file and memfd; 0: none */
+static uint64_t filler_size; /* the filler record in file and seg; 0: none */
 
 /* What the scanner reported, in order. */
 struct event {
@@ -228,6 +235,35 @@ static int on_read(void *arg, int fd, uint64_t off, size_t len)
 	return rf->reads++ == rf->fail_at ? -EIO : 0;
 }
 
+/* Removes the scratch segment, tenant and directory. */
+__attribute__((destructor)) static void close_segment(void)
+{
+	char path[96];
+
+	if (seg == NULL)
+		return;
+	stor_seg_close(seg);
+	stor_seg_remove(tenant, 1, KV_STOR_SEG_TEMP);
+	stor_tenant_close(tenant);
+	kv_storage_close(stor);
+	snprintf(path, sizeof(path), "%s/f", stor_dir);
+	rmdir(path);
+	rmdir(stor_dir);
+}
+
+/* The files backend on a scratch directory, with the fault layer under it,
+ * and one temporary segment file that every input is written into. */
+static void open_segment(void)
+{
+	const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+
+	snprintf(stor_dir, sizeof(stor_dir), "%s/fuzz_record-XXXXXX", tmp);
+	FZ_CHECK(mkdtemp(stor_dir) != NULL);
+	FZ_CHECK(kv_storage_file_open(stor_dir, &fault, &stor) == 0);
+	FZ_CHECK(stor_tenant_open(stor, "f", KV_STOR_CREATE, &tenant) == 0);
+	FZ_CHECK(stor_seg_create(tenant, 1, KV_STOR_SEG_TEMP, &seg) == 0);
+}
+
 static void check_records(const uint8_t *body, size_t len)
 {
 	struct rec_header h;
@@ -315,7 +351,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct scan_state st = {0};
 	struct seg_scan_result res, canary;
 	struct read_fault rf = {0, 0};
-	struct kv_io_fault fault = {0};
 	const uint8_t *body;
 	uint64_t fsize, pos, off, prev, gaps = 0, gap_bytes = 0, first_gap = 0, records = 0;
 	uint32_t max_key = KV_KEY_SIZE_MAX, max_value = KV_VALUE_SIZE_MAX;
@@ -341,11 +376,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* the file: header, optional filler record, body. The filler is built
-	 * (and written to the memfd) only when its size changes. */
-	if (memfd < 0) {
-		memfd = memfd_create("fuzz_record", MFD_CLOEXEC);
-		FZ_CHECK(memfd >= 0);
-	}
+	 * (and written to seg) only when its size changes. */
+	if (seg == NULL)
+		open_segment();
 	pos = SEG_HEADER_SIZE;
 	if (filler) {
 		uint32_t d = (uint32_t)a | (uint32_t)b << 8; /* body bytes before the window ends */
@@ -359,8 +392,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			file[SEG_HEADER_SIZE + REC_HEADER_SIZE] = 'f';
 			rec_encode(file + SEG_HEADER_SIZE, &h, file + SEG_HEADER_SIZE + REC_HEADER_SIZE,
 			           file + SEG_HEADER_SIZE + REC_HEADER_SIZE + 1);
-			FZ_CHECK(pwrite(memfd, file + SEG_HEADER_SIZE, fill, SEG_HEADER_SIZE) ==
-			         (ssize_t)fill);
+			FZ_CHECK(stor_seg_write(seg, file + SEG_HEADER_SIZE, fill, SEG_HEADER_SIZE) == 0);
 			filler_size = fill;
 		}
 		pos += fill;
@@ -375,9 +407,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fsize = pos + blen;
 	if (opt & OPT_FIX_CRC)
 		fix_crcs(file, fsize, pos, max_key, max_value);
-	FZ_CHECK(pwrite(memfd, file, SEG_HEADER_SIZE, 0) == SEG_HEADER_SIZE);
-	FZ_CHECK(blen == 0 || pwrite(memfd, file + pos, blen, (off_t)pos) == (ssize_t)blen);
-	FZ_CHECK(ftruncate(memfd, (off_t)fsize) == 0);
+	FZ_CHECK(stor_seg_write(seg, file, SEG_HEADER_SIZE, 0) == 0);
+	FZ_CHECK(blen == 0 || stor_seg_write(seg, file + pos, blen, pos) == 0);
+	FZ_CHECK(stor_seg_truncate(seg, fsize) == 0);
 
 	st.file = file;
 	st.size = fsize;
@@ -392,8 +424,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	memset(&res, 0x5a, sizeof(res));
 	canary = res;
-	rv = seg_scan((opt & OPT_READ_FAULT) ? &fault : NULL, memfd, fsize, max_key, max_value,
-	              false, scan_cb, (opt & OPT_NO_DAMAGE) ? NULL : damage_cb, &st, &res);
+	rv = seg_scan(seg, fsize, max_key, max_value, 0, scan_cb,
+	              (opt & OPT_NO_DAMAGE) ? NULL : damage_cb, &st, &res);
+	fault.on_read = NULL;
 	if (rv != 0) {
 		/* an error passes through as is, and *ret is untouched */
 		FZ_CHECK(memcmp(&res, &canary, sizeof(res)) == 0);

@@ -21,6 +21,7 @@
 #include "kvengine.h"
 #include "mp.h"
 #include "reloc.h"
+#include "storage.h"
 #include "segment.h"
 
 #include <dirent.h>
@@ -274,7 +275,9 @@ static void gen_engine(void)
 	struct reloc_ent relocs[2] = {{(1ull << 32) | 64, (9ull << 32) | 64},
 	                              {(2ull << 32) | 200, (9ull << 32) | 4000}};
 	kv_db *db;
-	int dfd;
+	struct kv_storage *stor;
+	struct kv_stor_tenant *ten;
+	char tdir[sizeof(dir) + 4];
 
 	if (mkdtemp(dir) == NULL)
 		die("mkdtemp: %s", strerror(errno));
@@ -302,20 +305,22 @@ static void gen_engine(void)
 	 * and an empty one */
 	if (mkdtemp(strcpy(dir, "/tmp/kvd-gen-corpus.XXXXXX")) == NULL)
 		die("mkdtemp: %s", strerror(errno));
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY)) < 0)
-		die("%s: %s", dir, strerror(errno));
+	check(kv_storage_file_open(dir, NULL, &stor), "kv_storage_file_open");
+	check(stor_tenant_open(stor, "t", KV_STOR_CREATE, &ten), "stor_tenant_open");
 	mc.seq = 7;
 	mc.retired = retired;
 	mc.nretired = 3;
 	mc.relocs = relocs;
 	mc.nrelocs = 2;
-	check(commit_write(dfd, &mc, NULL), "commit_write");
+	check(commit_write(ten, &mc), "commit_write");
 	mc.seq = 8;
 	mc.nretired = 0;
 	mc.nrelocs = 0;
-	check(commit_write(dfd, &mc, NULL), "commit_write");
-	close(dfd);
-	harvest(dir, "synthetic");
+	check(commit_write(ten, &mc), "commit_write");
+	stor_tenant_close(ten);
+	kv_storage_close(stor);
+	snprintf(tdir, sizeof(tdir), "%s/t", dir);
+	harvest(tdir, "synthetic");
 	rm_rf(dir);
 }
 
