@@ -269,13 +269,7 @@ static void *pl_thread_main(void *arg)
 		p.free = &p.slots[i];
 	}
 	t->c = r->shared;
-	pthread_mutex_lock(&r->mu);
-	r->ready++;
-	pthread_cond_broadcast(&r->cv);
-	while (r->go == 0)
-		pthread_cond_wait(&r->cv, &r->mu);
-	go = r->go;
-	pthread_mutex_unlock(&r->mu);
+	go = rb_gate(r);
 	while (!t->setup_failed && go > 0 && t->errors < RB_ERRORS_MAX) {
 		struct pl_slot *s;
 		struct kvc_status st;

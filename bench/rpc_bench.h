@@ -263,6 +263,9 @@ struct rb_run {
 	atomic_uint_fast64_t measured; /* calls counted so far (all threads) */
 };
 
+/* A cell thread's start: counts it ready, then waits for the runner's word
+ * (1 run, -1 cancelled), which it returns. */
+int rb_gate(struct rb_run *r);
 /* Runs one cell: r->nthreads threads of kind r->k through warm-up and
  * measurement; fills c. */
 void rb_run_cell(struct rb_bench *b, struct rb_run *r, struct rb_cell *c);

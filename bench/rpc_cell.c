@@ -18,6 +18,20 @@
 
 /* ---- cells of client threads ------------------------------------------------ */
 
+int rb_gate(struct rb_run *r)
+{
+	int go;
+
+	pthread_mutex_lock(&r->mu);
+	r->ready++;
+	pthread_cond_broadcast(&r->cv);
+	while (r->go == 0)
+		pthread_cond_wait(&r->cv, &r->mu);
+	go = r->go;
+	pthread_mutex_unlock(&r->mu);
+	return go;
+}
+
 static void *rb_thread_main(void *arg)
 {
 	struct rb_thread *t = arg;
@@ -26,13 +40,7 @@ static void *rb_thread_main(void *arg)
 
 	if (r->k->setup != NULL && r->k->setup(t) != 0)
 		t->setup_failed = true;
-	pthread_mutex_lock(&r->mu);
-	r->ready++;
-	pthread_cond_broadcast(&r->cv);
-	while (r->go == 0)
-		pthread_cond_wait(&r->cv, &r->mu);
-	go = r->go;
-	pthread_mutex_unlock(&r->mu);
+	go = rb_gate(r);
 	if (!t->setup_failed && go > 0) {
 		for (;;) {
 			int ph = atomic_load(&r->phase), rv;

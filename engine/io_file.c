@@ -125,28 +125,27 @@ int io_pwrite_full(struct kv_io_fault *f, int fd, const void *buf, size_t len, u
 	return rv < 0 ? rv : 0;
 }
 
-int io_fdatasync(struct kv_io_fault *f, int fd)
+/* fdatasync or fsync of fd, through the fault layer. */
+static int sync_with(struct kv_io_fault *f, int fd, int (*sync_fn)(int))
 {
 	int rv;
 
 	if (f != NULL && f->on_sync != NULL && (rv = f->on_sync(f->arg, fd)) < 0)
 		return rv;
-	if (fdatasync(fd) != 0)
+	if (sync_fn(fd) != 0)
 		return -errno;
 	io_record_sync(f, fd);
 	return 0;
 }
 
+int io_fdatasync(struct kv_io_fault *f, int fd)
+{
+	return sync_with(f, fd, fdatasync);
+}
+
 int io_fsync(struct kv_io_fault *f, int fd)
 {
-	int rv;
-
-	if (f != NULL && f->on_sync != NULL && (rv = f->on_sync(f->arg, fd)) < 0)
-		return rv;
-	if (fsync(fd) != 0)
-		return -errno;
-	io_record_sync(f, fd);
-	return 0;
+	return sync_with(f, fd, fsync);
 }
 
 static int dirop_check(struct kv_io_fault *f, const struct kv_io_event *ev)
