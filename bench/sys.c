@@ -5,6 +5,8 @@
  */
 #include "sys.h"
 
+#include "kvdrun.h"
+
 #include <errno.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -103,17 +105,8 @@ void bench_quote_argv(char *buf, size_t len, const char *raw, size_t n)
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < n; i += strlen(raw + i) + 1) {
-		const char *a = raw + i;
-		bool plain = a[0] != '\0' &&
-		             strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                       "0123456789_./=,:@%+-") == strlen(a);
-		int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "",
-		                 plain ? "" : "'", a, plain ? "" : "'");
-		if (w < 0 || (size_t)w >= len - used)
-			break;
-		used += (size_t)w;
-	}
+	for (size_t i = 0; i < n && used < len; i += strlen(raw + i) + 1)
+		used = kvd_run_quote_word(buf, len, used, raw + i);
 }
 
 void bench_machine(char *buf, size_t len)

@@ -135,24 +135,25 @@ static int write_config(const struct kvd_run *r, char *err, size_t errlen)
 	return rv;
 }
 
-/* The command line for a reader: words with other characters than these
- * in single quotes. */
+size_t kvd_run_quote_word(char *buf, size_t len, size_t used, const char *a)
+{
+	bool plain =
+	        a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                                  "0123456789_./=,:@%+-") == strlen(a);
+	int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "", plain ? "" : "'", a,
+	                 plain ? "" : "'");
+
+	return w < 0 || (size_t)w >= len - used ? len : used + (size_t)w;
+}
+
+/* The command line for a reader (kvd_run_quote_word, word by word). */
 static void quote_argv(char *buf, size_t len, const char *const *argv)
 {
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; argv[i] != NULL; i++) {
-		const char *a = argv[i];
-		bool plain = a[0] != '\0' &&
-		             strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                       "0123456789_./=,:@%+-") == strlen(a);
-		int w = snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "",
-		                 plain ? "" : "'", a, plain ? "" : "'");
-		if (w < 0 || (size_t)w >= len - used)
-			break;
-		used += (size_t)w;
-	}
+	for (size_t i = 0; argv[i] != NULL && used < len; i++)
+		used = kvd_run_quote_word(buf, len, used, argv[i]);
 }
 
 int kvd_run_spawn(struct kvd_run *r, char *err, size_t errlen)

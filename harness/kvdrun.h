@@ -117,5 +117,10 @@ void kvd_run_log_tail(const char *log, char *buf, size_t len);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago, or -errno. */
 int kvd_run_free_port(void);
+/* Appends word a to the command line in buf (len bytes, used of them taken):
+ * after a space unless first, in single quotes when it has characters other
+ * than letters, digits and _./=,:@%+-. Returns the bytes now used, or len
+ * when it does not fit (buf then ends before it). */
+size_t kvd_run_quote_word(char *buf, size_t len, size_t used, const char *a);
 
 #endif
