@@ -15,9 +15,10 @@
  *   1. A busy tenant holds one store reference, so it is not passivated
  *      while writes are in flight; it leaves the busy list (and epoll) once
  *      none have been in flight for BUSY_LINGER_MS (at most BUSY_LINGER_MAX
- *      idle ones linger so) and maintenance is not attached. (Staying registered for good would pin
- * idle tenants against the open-file budget's passivation; leaving at once cost an epoll_ctl pair
- * per write.)
+ *      idle ones linger so) and maintenance is not attached. (Staying
+ *      registered for good would pin idle tenants against the open-file
+ *      budget's passivation; leaving at once cost an epoll_ctl pair per
+ *      write.)
  *   2. A write with a client id is applied at most once per (client, id)
  *      while the worker's de-duplication table (dedup.c) remembers it: a
  *      repeat while the first is in flight waits for its reply, a repeat
