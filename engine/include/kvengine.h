@@ -388,6 +388,54 @@ int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summar
 /* Makes every acknowledged write durable now (useful under sync=interval|none). */
 int kv_sync(kv_db *db);
 
+/* ---- block devices -----------------------------------------------------------
+ *
+ * A raw block device (or a regular file standing in for one) holds every
+ * tenant of a store in fixed-size extents, with no file system in between
+ * (docs/FORMAT.md, "Device layout"): two superblock copies, a catalog in two
+ * slots, and extents each headed by a block that names its owner.
+ */
+
+#define KV_DEV_EXTENT_SIZE_DEFAULT (64ull << 20) /* 64 MiB */
+#define KV_DEV_EXTENT_SIZE_MIN (1ull << 20)      /* 1 MiB */
+#define KV_DEV_CACHE_DEFAULT (256ull << 20)      /* 256 MiB */
+
+struct kv_dev_format_options {
+	uint64_t extent_size; /* a power of two; 0: KV_DEV_EXTENT_SIZE_DEFAULT */
+	bool force;           /* format over a device that carries a known signature */
+};
+
+/* Formats device: refuses one that carries a file system, a partition
+ * table, LVM or another kvd (libblkid's probe) unless o->force, then zeroes
+ * its first and last MiB and writes the catalog and the superblocks (the
+ * end copy first). On failure err holds one line saying why.
+ * Errors: KV_EREFUSED (a signature, err names it), -EINVAL (extent size,
+ * a device too small), -EBUSY / KV_ELOCKED (in use), -errno. */
+int kv_dev_format(const char *device, const struct kv_dev_format_options *o, char *err,
+                  size_t errlen);
+
+/* What kv_dev_check found, one item per finding (damage false: a note). */
+struct kv_dev_check_item {
+	char where[96];   /* "superblock 0", "catalog slot 1", "extent 12", "tenant a seg 3"… */
+	uint64_t off;     /* byte offset on the device */
+	const char *what; /* one line */
+	bool damage;
+};
+typedef void (*kv_dev_check_fn)(void *arg, const struct kv_dev_check_item *it);
+struct kv_dev_check_summary {
+	uint32_t tenants;
+	uint32_t extents_used;
+	uint32_t extents_free;
+	uint64_t records; /* records that check out */
+	uint32_t damaged; /* damage items reported */
+	uint32_t notes;
+};
+/* Reads the whole device without changing it: both superblock copies, both
+ * catalog slots, every extent header and every record of every tenant.
+ * KV_ELOCKED while a kvd serves it. Damage is reported to fn, not an error. */
+int kv_dev_check(const char *device, kv_dev_check_fn fn, void *arg,
+                 struct kv_dev_check_summary *ret);
+
 
 /* ---- the multi-tenant store -------------------------------------------------
  *
@@ -427,6 +475,13 @@ struct kv_store_options {
 	void (*activated)(void *arg, const char *tenant, kv_db *db, uint64_t us);
 	void *activated_arg;
 	struct kv_tenant_config defaults;
+	/* A block device (or a file used as one) formatted by kv_dev_format:
+	 * the store keeps every tenant in its extents instead of directories
+	 * under dir (kv_store_open's dir is then unused and may be NULL). NULL:
+	 * the files backend. */
+	const char *device;
+	/* Bytes of the device backend's read cache; 0: KV_DEV_CACHE_DEFAULT. */
+	uint64_t device_cache_bytes;
 };
 void kv_store_options_init(struct kv_store_options *o);
 
