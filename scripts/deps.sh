@@ -8,6 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential meson ninja-build pkg-config cmake
  liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
  libisal-dev libxxhash-dev libinih-dev libjansson-dev libmicrohttpd-dev libssl-dev
+ libblkid-dev e2fsprogs fio
  librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server
  clang libclang-rt-14-dev"
 missing=""
