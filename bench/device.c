@@ -28,7 +28,9 @@
  *      has written its byte budget, half the device, whichever comes
  *      first, so no cell runs out of space); every put started in the
  *      recorded window is timed into a log-linear histogram; ops/s =
- *      recorded puts / (last put's end - warm-up end), MB/s = ops/s x
+ *      recorded puts / (last put's end - warm-up end) (every writer records
+ *      one put at least, so a cell may run past --seconds on a loaded
+ *      machine), MB/s = ops/s x
  *      value size / 1e6; the tenant's write counters (kv_stats) give puts
  *      per sync;
  *   3. the store is closed, then fio writes the same device: --rw=write
@@ -107,6 +109,7 @@ extern char **environ;
 #define DV_ERRORS_MAX       100 /* a thread stops after this many failed operations */
 #define DV_ERR_MAX          512
 #define DV_TENANT           "bench"
+#define DV_GRACE_NS         (30ull * 1000000000ull) /* a thread's first recorded op, at most */
 #define DV_FIO_ARGS         24
 
 static const uint64_t dv_sizes_default[] = {4096, 65536, 1048576};
@@ -376,9 +379,11 @@ static void *dv_writer_main(void *arg)
 		int kl = snprintf(key, sizeof key, "w%04u-%012" PRIu64, t->idx, j++);
 		uint64_t t0 = bench_now_ns(), t1;
 		int rv;
-		if (t0 >= r->g.t_stop)
+		/* every writer records one put at least, so that a loaded machine
+		 * does not leave a cell empty */
+		if (t0 >= r->g.t_stop && (t->ops > 0 || t0 >= r->g.t_stop + DV_GRACE_NS))
 			break;
-		if (atomic_load(&r->written) >= r->budget) {
+		if (atomic_load(&r->written) >= r->budget && t->ops > 0) {
 			t->budget_hit = true;
 			break;
 		}
@@ -444,7 +449,7 @@ static void *dv_reader_main(void *arg)
 		int kl = dv_get_key(key, sizeof key, k), rv;
 		struct kv_value v;
 		t0 = bench_now_ns();
-		if (t0 >= r->g.t_stop)
+		if (t0 >= r->g.t_stop && (t->ops > 0 || t0 >= r->g.t_stop + DV_GRACE_NS))
 			break;
 		if ((rv = kv_get(r->db, key, (size_t)kl, NULL, &v)) != 0) {
 			dv_error(t, "kv_get %s: %s", key, kv_strerror(rv));
