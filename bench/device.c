@@ -111,6 +111,7 @@ extern char **environ;
 #define DV_TENANT           "bench"
 #define DV_GRACE_NS         (30ull * 1000000000ull) /* a thread's first recorded op, at most */
 #define DV_FIO_ARGS         24
+#define DV_FIO_ALIGN        4096u /* fio's block sizes: whole 4 KiB sectors (O_DIRECT) */
 
 static const uint64_t dv_sizes_default[] = {4096, 65536, 1048576};
 static const uint64_t dv_writers_default[] = {1, 16, 64};
@@ -856,7 +857,14 @@ static void dv_put_cell(struct dv_bench *b, uint64_t size, enum dv_sync sync, un
 			bench_fmt(c->err, sizeof c->err, "no put completed in the recorded window");
 	}
 	dv_tenant_down(c, s, t);
-	dv_fio_run(b, "write", size, writers, sync == DV_SYNC_ALWAYS, b->budget, &c->fio);
+	if (size % DV_FIO_ALIGN != 0) {
+		c->fio.state = DV_SKIPPED;
+		bench_fmt(c->fio.err, sizeof c->fio.err,
+		          "%" PRIu64 " B is not a multiple of %u B, as O_DIRECT needs", size,
+		          DV_FIO_ALIGN);
+	} else {
+		dv_fio_run(b, "write", size, writers, sync == DV_SYNC_ALWAYS, b->budget, &c->fio);
+	}
 out:
 	dv_progress(b->progress, c);
 }
@@ -1480,6 +1488,15 @@ int bench_device(int argc, char **argv)
 		goto out;
 	}
 	runenv_fill_pool(b->pool, DV_POOL_BYTES, 0xde71ce);
+	/* the first format says at once whether the device may be formatted */
+	{
+		char err[DV_ERR_MAX];
+		if (dv_format(b, err, sizeof err) != 0) {
+			fprintf(stderr, "kvbench device: %s: %s\n", o->device, err);
+			(void)runenv_finish(&b->run, true, "");
+			goto out;
+		}
+	}
 	dv_fio_find(b);
 	fprintf(b->progress, "kvbench device: %s\n%s\n", b->run.command, b->dev_info);
 	if (b->fio_skip[0] != '\0')
