@@ -1071,8 +1071,9 @@ static void dv_header(const struct dv_bench *b, struct report *h)
 	            o->sync[DV_SYNC_ALWAYS] ? "always" : "", writers, o->warmup, o->seconds,
 	            b->budget >> 20);
 	report_line(h, "puts",
-	            "the store's read cache during puts: the default, %llu MiB "
-	            "(KV_DEV_CACHE_DEFAULT)",
+	            "puts/sync (sync=always cells): the tenant's kv_stats batched_writes / syncs "
+	            "over the whole cell, warm-up included; the store's read cache during puts: "
+	            "the default, %llu MiB (KV_DEV_CACHE_DEFAULT)",
 	            (unsigned long long)(KV_DEV_CACHE_DEFAULT >> 20));
 	report_line(h, "gets",
 	            "%" PRIu64 " keys of 4 KiB values filled by %u threads (sync=none), the store "
