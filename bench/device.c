@@ -1471,6 +1471,18 @@ int bench_device(int argc, char **argv)
 		b->budget = b->dev_bytes / 2 / (1u << 20) * (1u << 20);
 	}
 	for (size_t i = 0; i < o->nsizes; i++)
+		if (o->sizes[i] >
+		    (o->extent_size ? o->extent_size : KV_DEV_EXTENT_SIZE_DEFAULT) / 2) {
+			fprintf(stderr,
+			        "kvbench device: --sizes %" PRIu64
+			        ": a record lies in one extent; give an --extent-size of twice the "
+			        "value size at least\n",
+			        o->sizes[i]);
+			free(b);
+			report_fini(&rep);
+			return 2;
+		}
+	for (size_t i = 0; i < o->nsizes; i++)
 		if (o->sizes[i] > b->budget / 4) {
 			fprintf(stderr,
 			        "kvbench device: --sizes %" PRIu64
