@@ -139,6 +139,7 @@ struct dev_storage {
 	int cat_slot;
 	uint8_t *cat_buf;       /* a slot's worth, for cat_write [cat_mu] */
 	struct dev_cache *cache;
+	uint64_t cache_bytes;
 	uint8_t *zero; /* one block of zeros, aligned */
 };
 
@@ -1709,6 +1710,23 @@ static int dev_append_poll(struct kv_stor_writer *wh, bool wait, struct kv_stor_
 
 /* ---- the instance ------------------------------------------------------ */
 
+static void dev_stats(struct kv_storage *st, struct kv_stor_stats *ret)
+{
+	struct dev_storage *d = dev_of(st);
+	uint32_t i, nfree = 0;
+
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < d->sb.extent_count; i++)
+		nfree += d->ext[i].tenant == 0;
+	pthread_mutex_unlock(&d->mu);
+	memset(ret, 0, sizeof(*ret));
+	ret->extents = d->sb.extent_count;
+	ret->extents_free = nfree;
+	ret->extent_size = d->sb.extent_size;
+	ret->cache_bytes = d->cache_bytes;
+	dev_cache_counts(d->cache, &ret->cache_hits, &ret->cache_misses);
+}
+
 static void dev_destroy(struct kv_storage *st)
 {
 	struct dev_storage *d = dev_of(st);
@@ -1766,6 +1784,7 @@ static const struct kv_storage_ops dev_ops = {
         .append_start = dev_append_start,
         .append_poll = dev_append_poll,
         .seg_remove = dev_seg_remove,
+        .stats = dev_stats,
 };
 
 /* Reads the superblock: block 0, else the copy in the last block. */
@@ -1840,6 +1859,7 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 		cache_bytes = KV_DEV_CACHE_DEFAULT;
 	if ((rv = dev_cache_new(cache_bytes, &d->cache)) != 0)
 		goto fail;
+	d->cache_bytes = cache_bytes;
 	d->durable = d->changes;
 	*ret = &d->base;
 	return 0;

@@ -139,9 +139,21 @@ static void test_store_roundtrip(void **state)
 	assert_string_equal(buf, "v2");
 	{
 		kv_tenant *t;
+		struct kv_store_stats st;
 		assert_int_equal(kv_store_get(s, "a", &t), 0);
 		assert_int_equal(kv_tenant_config_of(t)->history_versions, 3);
 		kv_store_put(s, t);
+		/* the device's figures: its extents, and its cache, which served
+		 * the second read of the sealed record */
+		assert_int_equal(get(s, "a", "k1", buf, sizeof(buf)), 0);
+		assert_int_equal(kv_store_stats(s, &st), 0);
+		assert_true(st.device);
+		assert_int_equal(st.device_extent_size, 1u << 20);
+		assert_true(st.device_extents > 50);
+		assert_true(st.device_extents_free < st.device_extents);
+		assert_int_equal(st.device_cache_bytes, 1u << 20);
+		assert_true(st.device_cache_hits >= 1);
+		assert_true(st.device_cache_misses >= 1);
 	}
 	assert_int_equal(kv_store_close(s), 0);
 	{
