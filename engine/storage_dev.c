@@ -346,8 +346,36 @@ static int dev_list(struct kv_stor_tenant *th, kv_stor_list_fn fn, void *arg)
 
 /* ---- blobs ------------------------------------------------------------- */
 
+/* Whether the cache holds every block of [off, off+len): then copied to dst. */
+static bool cache_get(struct dev_storage *d, uint8_t *dst, size_t len, uint64_t off)
+{
+	uint64_t b = off - off % d->B;
+	size_t done = 0;
+
+	if (d->cache == NULL || len == 0)
+		return false;
+	for (; done < len; b += d->B) {
+		size_t in = done == 0 ? (size_t)(off - b) : 0, n = d->B - in;
+		if (n > len - done)
+			n = len - done;
+		if (!dev_cache_get(d->cache, b, in, dst + done, n))
+			return false;
+		done += n;
+	}
+	return true;
+}
+
+/* Keeps the blocks [a, e) read into buf. */
+static void cache_put(struct dev_storage *d, const uint8_t *buf, uint64_t a, uint64_t e)
+{
+	uint64_t b;
+
+	for (b = a; b < e && d->cache != NULL; b += d->B)
+		dev_cache_put(d->cache, b, buf + (b - a));
+}
+
 /* Reads len bytes at device offset off (any alignment) into dst, through
- * the cache when cacheable. */
+ * the cache when cacheable (sealed data, blobs: invariant 6). */
 static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, bool cacheable)
 {
 	uint8_t *out = dst, *bounce = NULL;
@@ -355,35 +383,18 @@ static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, 
 
 	if (len == 0)
 		return 0;
-	if (cacheable && d->cache != NULL) {
-		while (len > 0) {
-			uint64_t chunk = off - off % DEV_CACHE_CHUNK;
-			size_t in = (size_t)(off - chunk), n = DEV_CACHE_CHUNK - in;
-			if (n > len)
-				n = len;
-			if (!dev_cache_get(d->cache, chunk, in, out, n)) {
-				if (bounce == NULL && (bounce = balloc(d, DEV_CACHE_CHUNK)) == NULL)
-					return -ENOMEM;
-				rv = io_pread_full(d->base.fault, d->fd, bounce, DEV_CACHE_CHUNK, chunk);
-				if (rv != 0)
-					break;
-				dev_cache_put(d->cache, chunk, bounce);
-				memcpy(out, bounce + in, n);
-			}
-			out += n;
-			off += n;
-			len -= n;
-		}
-		free(bounce);
-		return rv;
-	}
+	if (cacheable && cache_get(d, out, len, off))
+		return 0;
 	{
 		uint64_t a = off - off % d->B, e = round_up(off + len, d->B);
 		if ((bounce = balloc(d, (size_t)(e - a))) == NULL)
 			return -ENOMEM;
 		rv = io_pread_full(d->base.fault, d->fd, bounce, (size_t)(e - a), a);
-		if (rv == 0)
+		if (rv == 0) {
 			memcpy(out, bounce + (off - a), len);
+			if (cacheable)
+				cache_put(d, bounce, a, e);
+		}
 		free(bounce);
 	}
 	return rv;
@@ -903,18 +914,61 @@ static int dev_seg_read_upto(struct kv_stor_seg *sh, void *buf, size_t len, uint
 	return rv;
 }
 
+#define READ_CHUNK 64
+
+/* What the cache does not hold goes to the device in one submission per
+ * READ_CHUNK reads (the calling thread's io_uring ring, io_ring.c). */
 static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 {
 	struct dev_storage *d = dev_of(st);
-	size_t i;
+	struct io_rd rd[READ_CHUNK];
+	size_t idx[READ_CHUNK], i = 0, m, j;
+	bool sealed[READ_CHUNK];
 	int first = 0;
 
-	/* sealed data mostly comes from the cache; the rest reads one by one */
-	for (i = 0; i < n; i++) {
-		v[i].res = seg_read_at(d, seg_of(v[i].s), v[i].buf, v[i].len, v[i].off);
+	while (i < n) {
+		for (m = 0; i < n && m < READ_CHUNK; i++) {
+			struct dev_segment *s = seg_of(v[i].s);
+			uint64_t size, off, a, e;
+			pthread_mutex_lock(&d->mu);
+			size = s->len_known ? s->len : d->cap;
+			sealed[m] = s->sealed;
+			pthread_mutex_unlock(&d->mu);
+			if (v[i].off > size || v[i].len > size - v[i].off) {
+				v[i].res = -EIO;
+				continue;
+			}
+			off = data_off(d, s->extent) + v[i].off;
+			if (sealed[m] && cache_get(d, v[i].buf, v[i].len, off)) {
+				v[i].res = 0;
+				continue;
+			}
+			a = off - off % d->B;
+			e = round_up(off + v[i].len, d->B);
+			rd[m] = (struct io_rd){d->fd, balloc(d, (size_t)(e - a)), (size_t)(e - a), a, 0};
+			if (rd[m].buf == NULL) {
+				v[i].res = -ENOMEM;
+				continue;
+			}
+			idx[m++] = i;
+		}
+		if (m > 0)
+			io_read_batch(d->base.fault, true, rd, m);
+		for (j = 0; j < m; j++) {
+			struct kv_stor_rd *r = &v[idx[j]];
+			uint64_t off = data_off(d, seg_of(r->s)->extent) + r->off;
+			r->res = rd[j].res;
+			if (r->res == 0) {
+				memcpy(r->buf, (uint8_t *)rd[j].buf + (off - rd[j].off), r->len);
+				if (sealed[j])
+					cache_put(d, rd[j].buf, rd[j].off, rd[j].off + rd[j].len);
+			}
+			free(rd[j].buf);
+		}
+	}
+	for (i = 0; i < n; i++)
 		if (v[i].res != 0 && first == 0)
 			first = v[i].res;
-	}
 	return first;
 }
 
@@ -1212,7 +1266,7 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 			d->ext[i].tenant = 0;
 	if (cache_bytes == 0)
 		cache_bytes = KV_DEV_CACHE_DEFAULT;
-	if ((rv = dev_cache_new(cache_bytes, &d->cache)) != 0)
+	if ((rv = dev_cache_new(cache_bytes, d->B, &d->cache)) != 0)
 		goto fail;
 	d->cache_bytes = cache_bytes;
 	d->durable = d->changes;
