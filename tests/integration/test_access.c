@@ -477,7 +477,7 @@ static void test_sighup(void **state)
 	}
 	kill(k.pid, SIGHUP);
 	assert_true(log_within(&k, "SIGHUP: keeping the current tokens"));
-	assert_true(h_log_has(&k, "line 9: a token line starts with sha256:"));
+	assert_true(h_log_has(&k, "line 9: a line starts with sha256:"));
 	for (int tr = 0; tr < 2; tr++) {
 		assert_int_equal(put_with(&c[tr], "tok-new"), RPC_OK);
 		tc_close(&c[tr]);
