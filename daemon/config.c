@@ -208,7 +208,9 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "tls_client_ca"))
 			return copy_str(c->tls_client_ca, sizeof(c->tls_client_ca), v);
 		if (!strcmp(k, "tls_client_auth")) {
-			if (!strcmp(v, "none"))
+			if (v[0] == '\0')
+				c->tls_client_auth = KVD_TLS_CLIENT_DEFAULT;
+			else if (!strcmp(v, "none"))
 				c->tls_client_auth = KVD_TLS_CLIENT_NONE;
 			else if (!strcmp(v, "optional"))
 				c->tls_client_auth = KVD_TLS_CLIENT_OPTIONAL;
