@@ -146,11 +146,13 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 	for (size_t i = 0; i < b->o.nthreads; i++)
 		if (b->o.threads[i] > top)
 			top = b->o.threads[i];
-	for (int tr = 0; tr < 4 && n + 1 < max; tr++) {
+	for (int tr = 0; tr < 6 && n + 1 < max; tr++) {
 		/* kvd's rows over nng (ipc, tcp) and over its stream framing
-		 * (kv+ipc, kv+tcp), each against the plain socket of its kind */
-		static const char *const kvd_tr[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
-		const char *t = kvd_tr[tr], *base = tr % 2 == 0 ? "ipc" : "tcp";
+		 * (kv+ipc, kv+tcp), each against the plain socket of its kind;
+		 * then over TLS (tls+tcp, kv+tls) against the plain TCP socket */
+		static const char *const kvd_tr[6] = {"ipc",    "tcp",     "kv+ipc",
+		                                      "kv+tcp", "tls+tcp", "kv+tls"};
+		const char *t = kvd_tr[tr], *base = tr % 2 == 0 && tr < 4 ? "ipc" : "tcp";
 		static const struct {
 			const char *section, *op, *sync, *label;
 		} steps[] = {
@@ -170,7 +172,7 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
 			bool kvd = strcmp(steps[i].section, "kvd") == 0;
 			const struct rb_cell *c;
-			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+			if (tr >= 2 && tr != 4 && strncmp(steps[i].section, "nng", 3) == 0)
 				continue;
 			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
 			              steps[i].sync, "blocking", 1);
@@ -200,7 +202,7 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
 			bool kvd = strcmp(steps[i].section, "kvd") == 0;
 			const struct rb_cell *c;
-			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+			if (tr >= 2 && tr != 4 && strncmp(steps[i].section, "nng", 3) == 0)
 				continue;
 			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
 			              steps[i].sync, "blocking", top);
@@ -218,8 +220,8 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 
 void rb_report_text(const struct rb_bench *b)
 {
-	char lines[8][512];
-	size_t n = overhead(b, lines, 8);
+	char lines[12][512];
+	size_t n = overhead(b, lines, 12);
 
 	if (b->o.repeat > 1) {
 		printf("\nmedian of %u runs by ops/s, [slowest-fastest ops/s; p50 range us]:\n",
@@ -245,8 +247,8 @@ void rb_report_text(const struct rb_bench *b)
 
 void rb_report_markdown(const struct rb_bench *b, const struct report *h)
 {
-	char lines[8][512];
-	size_t no = overhead(b, lines, 8);
+	char lines[12][512];
+	size_t no = overhead(b, lines, 12);
 
 	printf("```\n%s\n```\n\n", b->command);
 	report_lines_markdown(h, stdout);
