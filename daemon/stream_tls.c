@@ -17,6 +17,10 @@
  *   - SSL_MODE_RELEASE_BUFFERS: an idle connection gives its record buffers
  *     back, so that max_connections idle TLS clients cost little memory
  *     (invariant 6 of stream.c).
+ *   - OpenSSL's socket BIO writes with write(2), which raises SIGPIPE on a
+ *     connection the client closed: kvd ignores SIGPIPE (main.c), so the
+ *     plain BIO serves (libkvclient, which cannot assume that, has a BIO
+ *     of its own).
  *   - SSL_OP_IGNORE_UNEXPECTED_EOF: a client that closes without
  *     close_notify ends its stream as a plain EOF; frames carry their own
  *     lengths, so truncation cannot pass for a shorter message.

@@ -246,6 +246,60 @@ static bool cc_tls_pending(struct cconn *cc)
 	return p;
 }
 
+/* OpenSSL's socket BIO writes with write(2): a peer that closed would get
+ * the program SIGPIPE, which a library must not (the plain path sends with
+ * MSG_NOSIGNAL). This BIO is the socket BIO with send(MSG_NOSIGNAL) for its
+ * writes; made once (pthread_once), kept for the process's life. */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+	int fd = -1;
+	ssize_t n;
+
+	BIO_get_fd(b, &fd);
+	BIO_clear_retry_flags(b);
+	do
+		n = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_write(b);
+	return (int)n;
+}
+
+static void nosig_init(void)
+{
+	const BIO_METHOD *sock = BIO_s_socket();
+	BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "kvclient socket");
+
+	if (m == NULL)
+		return;
+	if (BIO_meth_set_write(m, nosig_write) != 1 ||
+	    BIO_meth_set_read(m, BIO_meth_get_read(sock)) != 1 ||
+	    BIO_meth_set_puts(m, BIO_meth_get_puts(sock)) != 1 ||
+	    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+	    BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
+	    BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1) {
+		BIO_meth_free(m);
+		return;
+	}
+	nosig_method = m;
+}
+
+/* ssl's BIO on fd (not owned): false without memory. */
+static bool tls_set_socket(SSL *ssl, int fd)
+{
+	BIO *b;
+
+	pthread_once(&nosig_once, nosig_init);
+	if (nosig_method == NULL || (b = BIO_new(nosig_method)) == NULL)
+		return false;
+	BIO_set_fd(b, fd, BIO_NOCLOSE);
+	SSL_set_bio(ssl, b, b);
+	return true;
+}
+
 /* The client context of a kv+tls:// handle: TLS 1.2 at least, the server
  * verified (tls_ca_file, else the system's CAs), the client certificate of
  * kvc_open_tls. -KVC_INVALID_ARGUMENT when a file cannot be used. */
@@ -290,7 +344,7 @@ static int cc_tls_connect(struct cstream *s, struct cconn *cc, struct client_op 
 	X509_VERIFY_PARAM *vp;
 	char why[200];
 
-	if ((cc->ssl = SSL_new(s->tls)) == NULL || SSL_set_fd(cc->ssl, cc->fd) != 1) {
+	if ((cc->ssl = SSL_new(s->tls)) == NULL || !tls_set_socket(cc->ssl, cc->fd)) {
 		SSL_free(cc->ssl);
 		cc->ssl = NULL;
 		ERR_clear_error();
