@@ -325,10 +325,18 @@ static json_t *rb_json_runs(const struct rb_bench *b, const struct rb_cell *c)
 void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 {
 	const struct rb_opts *o = &b->o;
-	json_t *threads = json_array(), *cells = json_array();
+	json_t *threads = json_array(), *cells = json_array(), *transports = json_array();
+	const struct {
+		bool on;
+		const char *name;
+	} trs[] = {{o->ipc, "ipc"},    {o->tcp, "tcp"},     {o->kvipc, "kv+ipc"},
+	           {o->kvtcp, "kv+tcp"}, {o->tls, "tls+tcp"}, {o->kvtls, "kv+tls"}};
 
 	for (size_t i = 0; i < o->nthreads; i++)
 		json_array_append_new(threads, json_integer(o->threads[i]));
+	for (size_t i = 0; i < sizeof trs / sizeof trs[0]; i++)
+		if (trs[i].on)
+			json_array_append_new(transports, json_string(trs[i].name));
 	for (size_t i = 0; i < b->nsum; i++) {
 		const struct rb_cell *c = &b->sum[i];
 		json_t *cell = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s}", "section", c->section,
@@ -359,12 +367,12 @@ void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 	report_set(rep->doc, "ok", json_boolean(ok));
 	report_set(rep->doc, "command", report_str(b->command));
 	report_set(rep->doc, "config",
-	           json_pack("{s:o,s:o,s:o,s:i,s:i,s:i,s:i,s:s,s:o,s:o}", "seconds",
+	           json_pack("{s:o,s:o,s:o,s:i,s:i,s:i,s:i,s:s,s:o,s:o,s:o}", "seconds",
 	                     report_real(o->seconds, 3), "warmup", report_real(o->warmup, 3),
 	                     "keys", report_u64(o->keys), "key_size", RB_KEY_SIZE, "value_size",
 	                     RB_VALUE_SIZE, "window", (int)o->window, "repeat", (int)o->repeat,
 	                     "handles", o->per_thread_handles ? "thread" : "shared", "threads",
-	                     threads, "kvd_config",
+	                     threads, "transports", transports, "kvd_config",
 	                     report_str(b->config_text != NULL ? b->config_text : "")));
 	report_set(rep->doc, "kvd",
 	           json_pack("{s:o,s:o,s:o,s:o,s:i,s:b,s:o}", "command", report_str(b->kvd.command),

@@ -149,13 +149,6 @@ struct sconn {
 	size_t discard; /* fatal: bytes dropped so far */
 	bool broken;    /* a write failed: the reader closes it */
 	bool dead;      /* closed by the reader */
-	SSL *ssl;       /* kv+tls://: the TLS connection (invariant 8); NULL: plain */
-	bool tls_ready; /* the handshake is done (the hello is queued) */
-	bool tls_wr_want_read;  /* a TLS write waits for the socket to be readable */
-	bool tls_rd_want_write; /* a TLS read (or the handshake) waits for it to be writable */
-	bool tls_pending;       /* OpenSSL holds decrypted bytes not read yet */
-	bool has_cert;          /* the client sent a certificate that verified: */
-	uint8_t cert_fp[STLS_FP_LEN]; /* its SHA-256 (auth.c's cert-sha256: lines) */
 	/* under s->mu and c->mu both (either suffices to read) */
 	bool in_wait; /* a large frame waits for the input budget (not read) */
 	/* s->mu guards these */
@@ -167,6 +160,16 @@ struct sconn {
 	/* written by the reader, read by the acceptor's sweep (timeouts) */
 	_Atomic uint64_t active_ms; /* the last bytes read from the client */
 	_Atomic uint64_t frame_ms;  /* since when a hello or frame is incomplete; 0: none */
+	/* kv+tls:// (last, so that a plain connection's fields lie as they
+	 * did before TLS); c->mu guards them (invariant 8) */
+	SSL *ssl;               /* the TLS connection; NULL: plain */
+	bool tls_ready;         /* the handshake is done (the hello is queued) */
+	bool tls_wr_want_read;  /* a TLS write waits for the socket to be readable */
+	bool tls_rd_want_write; /* a TLS read (or the handshake) waits for it to be writable */
+	bool tls_pending;       /* OpenSSL holds decrypted bytes not read yet */
+	bool has_cert;          /* the client sent a certificate that verified: */
+	uint8_t cert_fp[STLS_FP_LEN]; /* its SHA-256 (auth.c's cert-sha256: lines); written
+	                                 once, before the first request is read */
 };
 
 /* A stream request: the job, and the input budget its body holds. */
@@ -1113,9 +1116,11 @@ fail:
 	return -EADDRINUSE;
 }
 
-/* HOST:PORT, [V6]:PORT, or *:PORT / :PORT for every address. */
-static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
+/* url: kv+tcp:// or kv+tls://, then HOST:PORT, [V6]:PORT, or *:PORT / :PORT
+ * for every address. */
+static int listen_tcp(const char *url, int *ret, char *err, size_t errlen)
 {
+	const char *hostport = url + 9;
 	char host[256], port[16];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 	                         .ai_socktype = SOCK_STREAM,
@@ -1127,14 +1132,14 @@ static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
 		goto bad;
 	if ((rv = getaddrinfo(host[0] == '\0' || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
 	                      &res)) != 0) {
-		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, gai_strerror(rv));
+		snprintf(err, errlen, "listen %s: %s", url, gai_strerror(rv));
 		return -EINVAL;
 	}
 	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	            res->ai_protocol);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, STREAM_BACKLOG) != 0) {
-		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, strerror(errno));
+		snprintf(err, errlen, "listen %s: %s", url, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		freeaddrinfo(res);
@@ -1144,7 +1149,7 @@ static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
 	*ret = fd;
 	return 0;
 bad:
-	snprintf(err, errlen, "listen kv+tcp://%s: expected HOST:PORT or [ADDRESS]:PORT", hostport);
+	snprintf(err, errlen, "listen %s: expected HOST:PORT or [ADDRESS]:PORT", url);
 	return -EINVAL;
 }
 
@@ -1393,7 +1398,7 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 			if (s->is_tls[s->nl] && s->tls == NULL &&
 			    (rv = stls_ctx_new(&d->cfg, &s->tls, err, errlen)) != 0)
 				return rv;
-			rv = listen_tcp(u + 9, &fd, err, errlen);
+			rv = listen_tcp(u, &fd, err, errlen);
 		}
 		if (rv != 0)
 			return rv;
