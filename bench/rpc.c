@@ -17,9 +17,9 @@
  *      TLS) and kv+tls://127.0.0.1 (its stream framing over OpenSSL), the
  *      clients verifying it with --tls-ca, so that TLS and plain cells come
  *      from one kvd in one run — with a config file whose only setting
- *      (besides tls_cert and tls_key) is [tenant-defaults] sync = none; creates the tenant "durable" with
- *      sync=always (TenantCreate) and preloads N keys into both tenants
- *      (Batch);
+ *      (besides tls_cert and tls_key) is [tenant-defaults] sync = none;
+ *      creates the tenant "durable" with sync=always (TenantCreate) and
+ *      preloads N keys into both tenants (Batch);
  *   2. for each transport: Health (answered on kvd's nng thread, without the
  *      worker hop: the floor of a kvd call), Get and Put on "default"
  *      (sync=none) with T client threads, each with one request outstanding
@@ -535,9 +535,15 @@ static void kvd_grid(struct rb_bench *b)
 		const char *name = names[tr];
 		static const enum kvd_run_kind kinds[4] = {KVD_RUN_IPC, KVD_RUN_TCP, KVD_RUN_KVIPC,
 		                                           KVD_RUN_KVTCP};
-		const char *url = tr < 4 ? b->kvd.url[kinds[tr]] : tr == 4 ? b->tls_url : b->kvtls_url;
-		bool on = tr == 0 ? o->ipc : tr == 1 ? o->tcp : tr == 2 ? o->kvipc : tr == 3 ? o->kvtcp
-		          : tr == 4 ? o->tls : o->kvtls;
+		const char *url = tr < 4    ? b->kvd.url[kinds[tr]]
+		                  : tr == 4 ? b->tls_url
+		                            : b->kvtls_url;
+		bool on = tr == 0   ? o->ipc
+		          : tr == 1 ? o->tcp
+		          : tr == 2 ? o->kvipc
+		          : tr == 3 ? o->kvtcp
+		          : tr == 4 ? o->tls
+		                    : o->kvtls;
 		if (!on)
 			continue;
 		for (size_t i = 0; o->rows[R_HEALTH] && i < o->nthreads; i++)

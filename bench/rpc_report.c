@@ -329,7 +329,7 @@ void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 	const struct {
 		bool on;
 		const char *name;
-	} trs[] = {{o->ipc, "ipc"},    {o->tcp, "tcp"},     {o->kvipc, "kv+ipc"},
+	} trs[] = {{o->ipc, "ipc"},      {o->tcp, "tcp"},     {o->kvipc, "kv+ipc"},
 	           {o->kvtcp, "kv+tcp"}, {o->tls, "tls+tcp"}, {o->kvtls, "kv+tls"}};
 
 	for (size_t i = 0; i < o->nthreads; i++)

@@ -63,8 +63,9 @@ struct kvctl {
 /* ---- option parsing --------------------------------------------------------
  *
  * Every command accepts the global options too (-e, -t, --token,
- * --token-file, --tls-ca, --tls-cert, --tls-key, -o, --timeout, -h), before or after its arguments; `--` ends
- * the options. -h prints the help of k->cmd and exits 0. */
+ * --token-file, --tls-ca, --tls-cert, --tls-key, -o, --timeout, -h), before
+ * or after its arguments; `--` ends the options. -h prints the help of
+ * k->cmd and exits 0. */
 
 #define KVCTL_OPTS_MAX   32
 #define KVCTL_OPTS_USAGE (-2) /* a bad option; the message is out */

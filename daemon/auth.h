@@ -52,7 +52,7 @@ struct auth_grant {
 
 struct auth_entry {
 	uint8_t hash[AUTH_HASH_LEN]; /* of the token; of the certificate (DER) when cert */
-	bool cert;         /* a "cert-sha256:" line: a kv+tls:// client certificate */
+	bool cert;                   /* a "cert-sha256:" line: a kv+tls:// client certificate */
 	bool daemon_admin; /* daemon=admin: TenantCreate, TenantDrop, Stats scope daemon */
 	unsigned line;     /* in the tokens file; 0: the `token` setting */
 	size_t ngrants;

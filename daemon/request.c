@@ -1,10 +1,10 @@
 /*
  * request.c — what every transport does with a request once its bytes have
  * arrived: decode the envelope, check its token or its connection's client
- * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), then answer at once (errors, Health, tenant
- * bookkeeping), queue it on the maintenance thread (Compact), or run it on
- * the worker that owns its tenant — at once when the calling thread is that
- * worker, else through the worker's queue.
+ * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), then answer at
+ * once (errors, Health, tenant bookkeeping), queue it on the maintenance
+ * thread (Compact), or run it on the worker that owns its tenant — at once
+ * when the calling thread is that worker, else through the worker's queue.
  *
  * The transport fills in j->d, j->reply, j->conn_of and j->sink (and j->msg
  * or j->body, which the decoded request points into) before

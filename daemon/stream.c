@@ -194,8 +194,8 @@ struct stream {
 	uint32_t next_worker;
 	struct klog_limit refused_log[KVD_LISTEN_MAX];
 	struct klog_limit timeout_log, accept_log, out_log, tls_log;
-	SSL_CTX *tls;                 /* kv+tls:// listeners' context; NULL: none */
-	bool is_tls[KVD_LISTEN_MAX];  /* listener k is kv+tls:// */
+	SSL_CTX *tls;                /* kv+tls:// listeners' context; NULL: none */
+	bool is_tls[KVD_LISTEN_MAX]; /* listener k is kv+tls:// */
 	/* the input budget: bytes of large frames granted (counted at their
 	 * declared size), and the connections waiting for some, oldest first */
 	uint64_t in_budget, in_granted;
@@ -993,8 +993,8 @@ static void sconn_tls_handshake_locked(struct sconn *c)
 	c->tls_rd_want_write = rv == 0 && want == STLS_WANT_WRITE;
 	if (rv < 0) {
 		stls_why(c->ssl, why, sizeof(why));
-		klog_limited(&s->tls_log, 10000, LOG_NOTICE,
-		             "%s: TLS handshake with %s failed: %s", s->url[c->li], c->peer, why);
+		klog_limited(&s->tls_log, 10000, LOG_NOTICE, "%s: TLS handshake with %s failed: %s",
+		             s->url[c->li], c->peer, why);
 		c->broken = true;
 		return;
 	}

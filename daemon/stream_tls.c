@@ -82,7 +82,7 @@ int stls_ctx_new(const struct kvd_config *cfg, SSL_CTX **ret, char *err, size_t 
 	if (auth == KVD_TLS_CLIENT_DEFAULT)
 		auth = cfg->tls_client_ca[0] != '\0' ? KVD_TLS_CLIENT_REQUIRE : KVD_TLS_CLIENT_NONE;
 	if (auth != KVD_TLS_CLIENT_NONE) {
-		STACK_OF(X509_NAME) *names;
+		struct stack_st_X509_NAME *names; /* STACK_OF(X509_NAME) */
 		if (SSL_CTX_load_verify_locations(ctx, cfg->tls_client_ca, NULL) != 1 ||
 		    (names = SSL_load_client_CA_file(cfg->tls_client_ca)) == NULL) {
 			ossl_reason(why, sizeof(why), "no certificate in it");
@@ -242,8 +242,7 @@ bool stls_peer(SSL *ssl, uint8_t fp[STLS_FP_LEN], char *cn, size_t cnlen)
 		ERR_clear_error();
 		return false;
 	}
-	if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)cnlen) <
-	    0)
+	if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)cnlen) < 0)
 		snprintf(cn, cnlen, "(no CN)");
 	ERR_clear_error();
 	return true;

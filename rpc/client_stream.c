@@ -55,11 +55,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -80,8 +80,8 @@ static const uint8_t cs_hello[WIRE_HELLO_LEN] = WIRE_HELLO_INIT;
 
 struct cconn {
 	int fd;
-	SSL *ssl;             /* kv+tls://; NULL: plain */
-	pthread_mutex_t tmu;  /* ssl's (invariant 4) */
+	SSL *ssl;            /* kv+tls://; NULL: plain */
+	pthread_mutex_t tmu; /* ssl's (invariant 4) */
 	bool hello_sent;
 	bool hello_read;
 	bool got_bytes;        /* anything read from it yet */
@@ -170,7 +170,8 @@ static void tls_why(SSL *ssl, char *out, size_t len)
 	const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
 
 	if (v != X509_V_OK)
-		snprintf(out, len, "certificate verify failed: %s", X509_verify_cert_error_string(v));
+		snprintf(out, len, "certificate verify failed: %s",
+		         X509_verify_cert_error_string(v));
 	else
 		snprintf(out, len, "%s", r != NULL ? r : "the connection was closed");
 	ERR_clear_error();
@@ -566,8 +567,8 @@ static int wait_fd_until(int fd, short events, int64_t deadline_ms)
 static int cc_tls_send_msg(struct cconn *cc, const uint8_t *hdr, const struct client_buf *m,
                            int64_t deadline_ms)
 {
-	size_t pre = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + WIRE_FRAME_HDR,
-	       total = pre + m->len, off = 0;
+	size_t pre = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + WIRE_FRAME_HDR, total = pre + m->len,
+	       off = 0;
 	uint8_t small[4096], *buf = total <= sizeof(small) ? small : malloc(total);
 
 	if (buf == NULL)
@@ -1113,9 +1114,10 @@ static void *reader_main(void *arg)
 		}
 		for (;;) {
 			short ev = POLLIN;
-			ssize_t r = cc->ssl != NULL
-			                    ? cc_tls_read(cc, s->rbuf + s->rlen, s->rcap - s->rlen, &ev)
-			                    : read(cc->fd, s->rbuf + s->rlen, s->rcap - s->rlen);
+			ssize_t r =
+			        cc->ssl != NULL
+			                ? cc_tls_read(cc, s->rbuf + s->rlen, s->rcap - s->rlen, &ev)
+			                : read(cc->fd, s->rbuf + s->rlen, s->rcap - s->rlen);
 			s->rd_wait = ev;
 			if (r > 0) {
 				s->rlen += (size_t)r;

@@ -743,8 +743,7 @@ static int setup(void **state)
 	(void)state;
 	if (tls_certs_make(&certs))
 		return 0;
-	fprintf(stderr, "openssl could not make the certificates: see %s/openssl.log\n",
-	        certs.dir);
+	fprintf(stderr, "openssl could not make the certificates: see %s/openssl.log\n", certs.dir);
 	return -1;
 }
 

@@ -380,9 +380,9 @@ static void test_traffic(void **state)
 	c = client(t.url, certs.ca, certs.writer_cert, certs.writer_key, NULL);
 	for (unsigned i = 0; i < 500; i++) {
 		snprintf(key, sizeof(key), "a%u", i);
-		assert_int_equal(kvc_put_async(c, &call, key, strlen(key), "value-xx", 8, NULL,
-		                               on_done, &a),
-		                 0);
+		assert_int_equal(
+		        kvc_put_async(c, &call, key, strlen(key), "value-xx", 8, NULL, on_done, &a),
+		        0);
 	}
 	kvc_drain(c);
 	assert_int_equal(atomic_load(&a.ok), 500);
@@ -441,8 +441,8 @@ static void test_handshake_timeout(void **state)
 	assert_true(read(fd, b, sizeof(b)) <= 0); /* closed, not answered */
 	assert_true(h_now_ms() - t0 < 10000);
 	close(fd);
-	assert_true(log_within(&t.k, "did not finish a hello or frame within frame_timeout",
-	                       t.url));
+	assert_true(
+	        log_within(&t.k, "did not finish a hello or frame within frame_timeout", t.url));
 	stop(&t);
 }
 
@@ -463,7 +463,8 @@ static void test_refused_settings(void **state)
 	assert_int_equal(kvd_start(&k, &o), -1);
 	assert_true(h_log_has(&k, "needs tls_cert and tls_key"));
 	kvd_cleanup(&k, false);
-	snprintf(conf, sizeof(conf), "[kvd]\ntls_cert = %s\ntls_key = %s\ntls_client_auth = optional\n",
+	snprintf(conf, sizeof(conf),
+	         "[kvd]\ntls_cert = %s\ntls_key = %s\ntls_client_auth = optional\n",
 	         certs.server_cert, certs.server_key);
 	o.config_text = conf;
 	assert_int_equal(kvd_start(&k, &o), -1);
@@ -498,9 +499,9 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_read_only_cert),   cmocka_unit_test(test_untrusted_cert),
-	        cmocka_unit_test(test_expired_cert),     cmocka_unit_test(test_no_cert),
-	        cmocka_unit_test(test_server_verified),  cmocka_unit_test(test_traffic),
+	        cmocka_unit_test(test_read_only_cert),    cmocka_unit_test(test_untrusted_cert),
+	        cmocka_unit_test(test_expired_cert),      cmocka_unit_test(test_no_cert),
+	        cmocka_unit_test(test_server_verified),   cmocka_unit_test(test_traffic),
 	        cmocka_unit_test(test_handshake_timeout), cmocka_unit_test(test_refused_settings),
 	};
 

@@ -24,8 +24,8 @@
 
 struct tls_certs {
 	char *dir;
-	char ca[TC_PATH];                    /* the trusted CA */
-	char other_ca[TC_PATH];              /* a CA nobody trusts */
+	char ca[TC_PATH];       /* the trusted CA */
+	char other_ca[TC_PATH]; /* a CA nobody trusts */
 	char server_cert[TC_PATH], server_key[TC_PATH];
 	char reader_cert[TC_PATH], reader_key[TC_PATH];
 	char writer_cert[TC_PATH], writer_key[TC_PATH];

@@ -1,7 +1,7 @@
 /* test_auth.c — the tokens file is parsed as kvd.conf(5) says (every bad line refused with its line
  * number), tokens are known by their SHA-256 alone, each method needs its role, client certificates
- * get the roles of their cert-sha256: lines unless a token decides, and a connection's unknown tokens
- * are counted and ended at AUTH_FAILS_MAX. */
+ * get the roles of their cert-sha256: lines unless a token decides, and a connection's unknown
+ * tokens are counted and ended at AUTH_FAILS_MAX. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
