@@ -682,7 +682,7 @@ static int index_segment(struct recovery *r, struct seg *s, bool listed, bool se
 	kv_db *db = r->db;
 	struct rctx *c = &r->c;
 	struct seg_scan_result res;
-	bool active;
+	bool active, backend_sealed;
 	int rv;
 
 	c->seg = s->id;
@@ -709,8 +709,10 @@ static int index_segment(struct recovery *r, struct seg *s, bool listed, bool se
 	c->seg_base = s->base_version;
 	c->seg_size = s->size;
 	/* the segment being written: a hole past its last sync mark is where
-	 * unsynced writes were lost, not damage */
-	active = !sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
+	 * unsynced writes were lost, not damage (one the backend knows was
+	 * sealed at its length is not being written: storage.h kv_stor_seg.sealed) */
+	backend_sealed = s->h != NULL && s->h->sealed;
+	active = !sealed && !backend_sealed && !(s->flags & SEG_F_MERGED) && !damaged &&
 	         (r->have_man || s->id == r->l.segs[r->l.nsegs - 1]);
 	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
 	              active ? SEG_SCAN_ACTIVE : 0, scan_rec, scan_damage, c, &res);
@@ -727,7 +729,7 @@ static int index_segment(struct recovery *r, struct seg *s, bool listed, bool se
 		pend_clear(c);
 	}
 	if (res.valid_end < s->size) {
-		if (!listed && !(s->flags & SEG_F_MERGED) && !damaged) {
+		if (!listed && !backend_sealed && !(s->flags & SEG_F_MERGED) && !damaged) {
 			/* a torn write if this turns out to be the active
 			 * segment; decided after the loop */
 			r->junk_seg = s;

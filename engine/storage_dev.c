@@ -216,6 +216,9 @@ static void dev_tenant_close(struct kv_stor_tenant *th)
 	h->t->handles--;
 	pthread_mutex_unlock(&d->mu);
 	free(h);
+	/* what a database closed with (hints, STATS) lasts beyond the process,
+	 * as the page cache keeps a closed file's writes on files */
+	dev_cat_write(d);
 }
 
 static int dev_tenant_lock(struct kv_stor_tenant *th, bool exclusive)

@@ -143,9 +143,19 @@ static void test_store_roundtrip(void **state)
 		assert_int_equal(kv_store_get(s, "a", &t), 0);
 		assert_int_equal(kv_tenant_config_of(t)->history_versions, 3);
 		kv_store_put(s, t);
-		/* the device's figures: its extents, and its cache, which served
-		 * the second read of the sealed record */
-		assert_int_equal(get(s, "a", "k1", buf, sizeof(buf)), 0);
+		/* the device's figures: its extents, and its cache, which serves
+		 * the second read of a record of a sealed segment */
+		char val[3000];
+		memset(val, 'v', sizeof(val) - 1);
+		val[sizeof(val) - 1] = '\0';
+		for (int i = 0; i < 2000; i++) {
+			char k[16];
+			snprintf(k, sizeof(k), "fill%04d", i);
+			put(s, "a", k, val); /* 6 MB: segments of 1 MiB roll */
+		}
+		assert_int_equal(get(s, "a", "fill0000", val, sizeof(val)), 0);
+		assert_int_equal(get(s, "a", "fill0000", val, sizeof(val)), 0);
+		assert_int_equal(strlen(val), sizeof(val) - 1);
 		assert_int_equal(kv_store_stats(s, &st), 0);
 		assert_true(st.device);
 		assert_int_equal(st.device_extent_size, 1u << 20);
@@ -423,6 +433,49 @@ static void test_device_full(void **state)
 	assert_int_equal(check(f->img).damaged, 0);
 }
 
+/* A flipped byte in a record on the device: that key reads DATA_LOSS
+ * (KV_ECORRUPT), never a wrong value; the others read on; check reports it. */
+static void test_damaged_record(void **state)
+{
+	struct fx *f = *state;
+	static const char marker[] = "MARKER-VALUE-0123456789";
+	char buf[64];
+	kv_store *s = open_store(f->img);
+	uint8_t *img;
+	off_t size, at = -1;
+	int fd, i;
+
+	for (i = 0; i < 50; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%02d", i);
+		put(s, "default", k, i == 25 ? marker : "plain-value");
+	}
+	assert_int_equal(kv_store_close(s), 0);
+	/* find the marker's bytes on the device and flip one */
+	fd = open(f->img, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	size = lseek(fd, 0, SEEK_END);
+	img = malloc((size_t)size);
+	assert_int_equal(pread(fd, img, (size_t)size, 0), size);
+	for (off_t o = 0; o + (off_t)sizeof(marker) - 1 <= size; o++)
+		if (memcmp(img + o, marker, sizeof(marker) - 1) == 0) {
+			at = o;
+			break;
+		}
+	assert_true(at >= 0);
+	img[at + 3] ^= 0x20;
+	assert_int_equal(pwrite(fd, img + at + 3, 1, at + 3), 1);
+	close(fd);
+	free(img);
+	assert_true(check(f->img).damaged >= 1);
+	s = open_store(f->img);
+	assert_int_equal(get(s, "default", "k25", buf, sizeof(buf)), KV_ECORRUPT);
+	assert_int_equal(get(s, "default", "k24", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "plain-value");
+	assert_int_equal(get(s, "default", "k26", buf, sizeof(buf)), 0);
+	assert_int_equal(kv_store_close(s), 0);
+}
+
 /* ---- power cuts ----------------------------------------------------------
  *
  * A workload on a small device (puts under sync=always, segment rolls,
@@ -647,6 +700,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reuse_never_reads_old_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_activations_reuse_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
