@@ -38,6 +38,7 @@
  */
 #include "db.h"
 
+#include "endian_util.h"
 #include "hint.h"
 #include "manifest.h"
 
@@ -348,8 +349,10 @@ static int out_start(struct merge_ctx *m)
 	return 0;
 }
 
-/* Appends one record (already encoded) to the output; *ret_loc gets where. */
-static int out_append(struct merge_ctx *m, const uint8_t *rec, size_t size,
+/* Appends one record (already encoded, its crc made with seed: record.h
+ * invariant 1) to the output, restamping its crc for the output's seed
+ * (a damaged record stays damaged); *ret_loc gets where. */
+static int out_append(struct merge_ctx *m, uint8_t *rec, size_t size, uint32_t seed,
                       const struct hint_ent *he, uint64_t *ret_loc)
 {
 	struct hint_ent e = *he;
@@ -360,6 +363,8 @@ static int out_append(struct merge_ctx *m, const uint8_t *rec, size_t size,
 		return rv;
 	if (m->out == NULL && (rv = out_start(m)) != 0)
 		return rv;
+	if (seed != m->out->crc_seed)
+		put_le32(rec, get_le32(rec) ^ seed ^ m->out->crc_seed);
 	if (m->blen + size > OUT_BUF && (rv = out_flush(m)) != 0)
 		return rv;
 	if (size > OUT_BUF) {
@@ -597,7 +602,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 		struct seg *s;
 		uint64_t loc;
 		uint8_t *raw;
-		uint32_t size;
+		uint32_t size, seed;
 		struct kd_entry e;
 		pthread_rwlock_rdlock(&m->db->kd_lock);
 		rv = keydir_get(m->db->kd, key, len, &e);
@@ -612,6 +617,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 			return -ENOMEM;
 		}
 		rv = stor_seg_read(s->h, raw, size, loc_off(loc));
+		seed = s->crc_seed;
 		db_seg_release(s);
 		if (rv != 0) {
 			free(raw);
@@ -624,7 +630,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 			.expiry_ms = e.expiry_ms,
 			.key = key,
 		};
-		rv = out_append(m, raw, size, &he, &c->new_loc);
+		rv = out_append(m, raw, size, seed, &he, &c->new_loc);
 		free(raw);
 		return rv;
 	}
@@ -633,7 +639,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 		r.h.flags |= REC_F_HISTORY_CUT;
 	r.h.prev_seg = loc_seg(prev_new);
 	r.h.prev_off = loc_off(prev_new);
-	rec_encode(r.buf, &r.h, key, r.value);
+	rec_encode(r.buf, &r.h, key, r.value, 0);
 	he = (struct hint_ent){
 		.type = r.h.type,
 		.flags = r.h.flags,
@@ -642,7 +648,8 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 		.expiry_ms = r.h.expiry_ms,
 		.key = key,
 	};
-	rv = out_append(m, r.buf, (size_t)rec_size(r.h.key_len, r.h.value_len), &he, &c->new_loc);
+	rv = out_append(m, r.buf, (size_t)rec_size(r.h.key_len, r.h.value_len), 0, &he,
+	                &c->new_loc);
 	rec_read_release(&r);
 	return rv;
 }

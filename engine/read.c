@@ -101,7 +101,7 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 				return rv == -EIO ? KV_ECORRUPT : rv;
 			}
 		}
-		if ((rv = rec_verify(buf, size)) != 0) {
+		if ((rv = rec_verify(buf, size, s->crc_seed)) != 0) {
 			free(buf);
 			return rv;
 		}

@@ -21,7 +21,8 @@ static void put_header(uint8_t *p, const struct rec_header *h)
 	put_le32(p + 44, h->prev_off);
 }
 
-void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value)
+void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value,
+                uint32_t seed)
 {
 	put_header(dst, h);
 	/* key and value may already be in place (re-encoding a record) */
@@ -29,7 +30,7 @@ void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const
 		memcpy(dst + REC_HEADER_SIZE, key, h->key_len);
 	if (h->value_len && dst + REC_HEADER_SIZE + h->key_len != (const uint8_t *)value)
 		memcpy(dst + REC_HEADER_SIZE + h->key_len, value, h->value_len);
-	put_le32(dst, crc32c(dst + 4, rec_size(h->key_len, h->value_len) - 4));
+	put_le32(dst, crc32c(dst + 4, rec_size(h->key_len, h->value_len) - 4) ^ seed);
 }
 
 void rec_decode_header(const uint8_t *p, struct rec_header *ret)
@@ -69,11 +70,11 @@ int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_
 	return 0;
 }
 
-int rec_verify(const uint8_t *buf, size_t len)
+int rec_verify(const uint8_t *buf, size_t len, uint32_t seed)
 {
 	if (len < REC_HEADER_SIZE)
 		return KV_ECORRUPT;
-	return crc32c(buf + 4, len - 4) == get_le32(buf) ? 0 : KV_ECORRUPT;
+	return (crc32c(buf + 4, len - 4) ^ seed) == get_le32(buf) ? 0 : KV_ECORRUPT;
 }
 
 uint32_t rec_crc2(const uint8_t *head, size_t head_len, const uint8_t *value, size_t value_len)

@@ -3,7 +3,10 @@
  * the value. docs/FORMAT.md has the byte layout.
  *
  * Invariants:
- *   1. crc covers every byte after the crc field: header bytes 4..47, key, value.
+ *   1. crc covers every byte after the crc field: header bytes 4..47, key, value,
+ *      XORed with the segment's seed (kv_stor_seg.crc_seed: 0 on files, so
+ *      a record's crc is its plain CRC32C there; on a device, one per use of
+ *      an extent, so bytes a previous use left never pass for records).
  *   2. A header is trusted only after rec_check_header() accepted its type and
  *      lengths against the limits and the bytes left in the segment, and the
  *      whole record only after rec_verify() matched its crc.
@@ -54,8 +57,10 @@ static inline uint64_t rec_size(uint64_t key_len, uint64_t value_len)
 	return REC_HEADER_SIZE + key_len + value_len;
 }
 
-/* Writes header, key and value to dst (rec_size bytes) and fills in the crc. */
-void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value);
+/* Writes header, key and value to dst (rec_size bytes) and fills in the crc
+ * of a record of a segment whose seed is seed (invariant 1). */
+void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const void *value,
+                uint32_t seed);
 
 /* Parses the 48 header bytes without judging them. */
 void rec_decode_header(const uint8_t *src, struct rec_header *ret);
@@ -67,8 +72,9 @@ void rec_decode_header(const uint8_t *src, struct rec_header *ret);
 int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,
                      uint64_t avail);
 
-/* 0 when buf (a whole record of rec_size bytes) matches its crc. */
-int rec_verify(const uint8_t *buf, size_t len);
+/* 0 when buf (a whole record of rec_size bytes) matches its crc, read from a
+ * segment whose seed is seed. */
+int rec_verify(const uint8_t *buf, size_t len, uint32_t seed);
 
 /* CRC of a record given in two pieces (header+key, value), as stored. */
 uint32_t rec_crc2(const uint8_t *head, size_t head_len, const uint8_t *value, size_t value_len);

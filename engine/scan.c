@@ -30,6 +30,7 @@ struct page_ent {
 	struct kd_entry e;
 	bool pf; /* the record was read with its neighbours, at pbuf + pf_off */
 	size_t pf_off;
+	uint32_t pf_seed; /* its segment's crc seed (record.h) */
 };
 
 struct kv_iter {
@@ -426,6 +427,7 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 				for (size_t k = gfirst[g]; k < glast[g]; k++) {
 					struct page_ent *pe = &it->pe[it->order[k]];
 					pe->pf = true;
+					pe->pf_seed = segs[g]->crc_seed;
 					pe->pf_off = (size_t)((uint8_t *)rd[g].buf - it->pbuf) +
 					             (pe->e.off - rd[g].off);
 				}
@@ -468,7 +470,7 @@ again:
 			    rec_size(h.key_len, h.value_len) == e.size &&
 			    h.key_len == pe->key_len &&
 			    memcmp(rec + REC_HEADER_SIZE, key, h.key_len) == 0 &&
-			    rec_verify(rec, e.size) == 0) {
+			    rec_verify(rec, e.size, pe->pf_seed) == 0) {
 				ret->key = key;
 				ret->key_len = pe->key_len;
 				ret->value = rec + REC_HEADER_SIZE + h.key_len;

@@ -147,6 +147,7 @@ size_t kv_open_segment_files(void)
 
 static void fdc_adopt(struct seg *s, struct kv_stor_seg *h)
 {
+	s->crc_seed = h->crc_seed; /* the same for every handle of the segment */
 	pthread_mutex_lock(&fdc.mu);
 	fdc_trim(1);
 	s->h = h;
@@ -412,7 +413,7 @@ static int record_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t 
 	size = rec_size(h->key_len, h->value_len);
 	if ((rv = window_get(w, off, (size_t)size, &p)) != 0)
 		return rv;
-	if ((rv = rec_verify(p, (size_t)size)) != 0)
+	if ((rv = rec_verify(p, (size_t)size, w->h->crc_seed)) != 0)
 		return rv;
 	*ret_rec = p;
 	*ret_size = size;

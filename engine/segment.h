@@ -48,6 +48,7 @@ struct seg {
 	bool in_lru;
 	uint64_t size;         /* bytes of valid data, header included */
 	uint64_t base_version; /* last version of the database when it was created */
+	uint32_t crc_seed;     /* its records' crc seed (record.h invariant 1) */
 	atomic_uint refs;
 	bool sealed;
 	bool has_hint;

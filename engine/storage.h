@@ -99,6 +99,11 @@ struct kv_stor_tenant {
 struct kv_stor_seg {
 	struct kv_stor_tenant *t;
 	uint32_t id;
+	/* XORed into the crc of every record of the segment (record.h): 0 on
+	 * files; on a device, one value per use of an extent, the same for every
+	 * handle of that use, so bytes an earlier use left never pass for
+	 * records. */
+	uint32_t crc_seed;
 };
 
 enum kv_stor_kind {

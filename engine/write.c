@@ -535,7 +535,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 			rh.prev_off = cur.off;
 		}
 		rec_off = (uint32_t)b->len;
-		rec_encode(b->buf + b->len, &rh, op->key, op->value);
+		rec_encode(b->buf + b->len, &rh, op->key, op->value, db->active->crc_seed);
 		b->len += rec_size(rh.key_len, rh.value_len);
 		last_rec = rec_off;
 
@@ -555,7 +555,8 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		struct rec_header rh;
 		rec_decode_header(p, &rh);
 		rh.flags &= (uint8_t)~REC_F_BATCH_MORE;
-		rec_encode(p, &rh, p + REC_HEADER_SIZE, p + REC_HEADER_SIZE + rh.key_len);
+		rec_encode(p, &rh, p + REC_HEADER_SIZE, p + REC_HEADER_SIZE + rh.key_len,
+		           db->active->crc_seed);
 	}
 	batch_add_req(b, req);
 	return 0;
@@ -647,7 +648,7 @@ static void add_sync_mark(kv_db *db, uint64_t now)
 	rh.value_len = 8;
 	rh.timestamp_ms = now;
 	put_le64(val, loc_off(durable));
-	rec_encode(b->buf + b->len, &rh, NULL, val);
+	rec_encode(b->buf + b->len, &rh, NULL, val, db->active->crc_seed);
 	b->len += REC_SYNC_SIZE;
 	db->mark_loc = durable;
 	db->mark_ms = now;

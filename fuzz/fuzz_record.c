@@ -289,7 +289,7 @@ static void check_records(const uint8_t *body, size_t len)
 		FZ_CHECK(rv == 0 && rec_size(h.key_len, h.value_len) <= len / 2);
 	/* rec_verify over every length the body offers agrees with our CRC */
 	for (size_t n = 0; n <= len && n < 4 * REC_HEADER_SIZE; n += 7)
-		FZ_CHECK((rec_verify(body, n) == 0) ==
+		FZ_CHECK((rec_verify(body, n, 0) == 0) ==
 		         (n >= REC_HEADER_SIZE && fz_crc32c(body + 4, n - 4) == fz_le32(body)));
 	if (rv != 0)
 		return;
@@ -297,11 +297,11 @@ static void check_records(const uint8_t *body, size_t len)
 	FZ_CHECK(rs <= len);
 	FZ_CHECK(rec_crc2(body, REC_HEADER_SIZE + h.key_len, body + REC_HEADER_SIZE + h.key_len,
 	                  h.value_len) == fz_crc32c(body + 4, rs - 4));
-	FZ_CHECK((rec_verify(body, rs) == 0) == (fz_crc32c(body + 4, rs - 4) == h.crc));
-	if (rec_verify(body, rs) == 0 && body[6] == 0 && body[7] == 0) {
+	FZ_CHECK((rec_verify(body, rs, 0) == 0) == (fz_crc32c(body + 4, rs - 4) == h.crc));
+	if (rec_verify(body, rs, 0) == 0 && body[6] == 0 && body[7] == 0) {
 		uint8_t *out = malloc(rs);
 		FZ_CHECK(out != NULL);
-		rec_encode(out, &h, body + REC_HEADER_SIZE, body + REC_HEADER_SIZE + h.key_len);
+		rec_encode(out, &h, body + REC_HEADER_SIZE, body + REC_HEADER_SIZE + h.key_len, 0);
 		FZ_CHECK(memcmp(out, body, rs) == 0);
 		free(out);
 	}
@@ -391,7 +391,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memset(file + SEG_HEADER_SIZE, 0, fill);
 			file[SEG_HEADER_SIZE + REC_HEADER_SIZE] = 'f';
 			rec_encode(file + SEG_HEADER_SIZE, &h, file + SEG_HEADER_SIZE + REC_HEADER_SIZE,
-			           file + SEG_HEADER_SIZE + REC_HEADER_SIZE + 1);
+			           file + SEG_HEADER_SIZE + REC_HEADER_SIZE + 1, 0);
 			FZ_CHECK(stor_seg_write(seg, file + SEG_HEADER_SIZE, fill, SEG_HEADER_SIZE) == 0);
 			filler_size = fill;
 		}
