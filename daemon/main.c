@@ -484,9 +484,10 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	}
 	if (data != NULL)
 		snprintf(d->cfg.data_dir, sizeof(d->cfg.data_dir), "%s", data);
-	if (device != NULL && snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", device) >=
-	                              (int)sizeof(d->cfg.device)) {
-		kvd_say(stderr, LOG_ERR, "--device takes at most %zu bytes",
+	if (device != NULL && (device[0] == '\0' ||
+	                       snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", device) >=
+	                               (int)sizeof(d->cfg.device))) {
+		kvd_say(stderr, LOG_ERR, "--device takes a path of 1 to %zu bytes",
 		        sizeof(d->cfg.device) - 1);
 		return 2;
 	}
