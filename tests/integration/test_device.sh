@@ -249,7 +249,7 @@ suite() {
 	run 0 "--format" "$KVD" --format "$DEV" --extent-size 1M || return
 	# (f) A fresh device checks clean.
 	run 0 "--check a fresh device" "$KVD" --check "$DEV" &&
-		out_has "--check's summary" "^0 tenant\(s\).*no damage$|no damage$"
+		out_has "--check's summary" "no damage$"
 	start serve1 || return
 	run 0 "tenant create" kv tenant create t1 --history 5
 	run 0 "put 1" kv -t t1 put k1 one
