@@ -16,6 +16,7 @@
 #include "kvengine.h"
 
 #include "crc.h"
+#include "db.h"
 #include "endian_util.h"
 #include "hint.h"
 #include "io.h"
@@ -322,21 +323,29 @@ static int ck_list_entry(void *arg, const struct kv_stor_entry *e)
 
 int kv_check(const char *path, kv_check_fn fn, void *arg, struct kv_check_summary *ret)
 {
+	struct kv_storage *st;
+	int rv;
+
+	if ((rv = kv_storage_file_open(NULL, NULL, &st)) != 0)
+		return rv;
+	rv = db_check(st, path, fn, arg, ret);
+	kv_storage_close(st);
+	return rv;
+}
+
+int db_check(struct kv_storage *st, const char *path, kv_check_fn fn, void *arg,
+             struct kv_check_summary *ret)
+{
 	struct ck c = {.fn = fn, .arg = arg};
 	struct idlist segs = {0}, hints = {0}, retired = {0}, all = {0};
 	struct manifest man = {0};
 	uint32_t newest_open = 0;
 	size_t i;
-	struct kv_storage *st;
 	struct kv_stor_tenant *tn;
 	int rv = 0, mr;
 
-	if ((rv = kv_storage_file_open(NULL, NULL, &st)) != 0)
+	if ((rv = st->ops->tenant_open(st, path, 0, &tn)) != 0)
 		return rv;
-	if ((rv = st->ops->tenant_open(st, path, 0, &tn)) != 0) {
-		kv_storage_close(st);
-		return rv;
-	}
 	if ((rv = st->ops->tenant_lock(tn, false)) != 0)
 		goto out;
 	{
@@ -422,7 +431,6 @@ out:
 	free(all.v);
 	manifest_release(&man);
 	st->ops->tenant_close(tn);
-	kv_storage_close(st);
 	if (rv == 0 && ret)
 		*ret = c.sum;
 	return rv;

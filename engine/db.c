@@ -338,6 +338,15 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
 		goto fail;
 	}
 	db->stor = st;
+	if (st->seg_max != 0) {
+		/* a segment fits in what the backend holds, a record in a segment */
+		uint64_t rec_max = st->seg_max - SEG_HEADER_SIZE - REC_HEADER_SIZE - REC_SYNC_SIZE -
+		                   db->opt.max_key_size;
+		if (db->opt.segment_size > st->seg_max)
+			db->opt.segment_size = st->seg_max;
+		if (db->opt.max_value_size > rec_max)
+			db->opt.max_value_size = (uint32_t)rec_max;
+	}
 	rv = stor_tenant_open(st, tenant, o.create_if_missing ? KV_STOR_CREATE : 0, &db->tn);
 	if (rv != 0)
 		goto fail;
@@ -392,11 +401,13 @@ static int seal_active(kv_db *db, void *arg)
 	db->active->size = db->tail;
 	db->active->sealed = true;
 	pthread_mutex_unlock(&db->seg_mu);
-	if (db->active->reserved > db->tail && db->active->reserved != UINT64_MAX)
-		stor_seg_truncate(db->active->h, db->tail); /* free the reserve */
+	/* its length final (and the reserve freed), durably */
+	rv = stor_seg_seal(db->active->h, db->tail);
+	if (rv == 0)
+		rv = db_fsync_dir(db);
 	seg_unpin(db->active);
 	db->active = NULL;
-	return 0;
+	return rv;
 }
 
 int kv_close(kv_db *db)

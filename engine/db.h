@@ -159,6 +159,11 @@ struct kv_db {
 };
 
 /* db.c */
+/* kv_check on the tenant `tenant` of the storage instance st (which it
+ * takes a shared lock of). */
+int db_check(struct kv_storage *st, const char *tenant, kv_check_fn fn, void *arg,
+             struct kv_check_summary *ret);
+
 /* kv_open on the tenant `tenant` of the storage instance st. own: once
  * the open succeeded, st belongs to the database and is closed with it;
  * after a failure it stays the caller's. Errors as kv_open. */

@@ -906,17 +906,19 @@ static void set_next(struct recovery *r)
 
 /* 8. The active segment: the newest one goes on being appended to when it
  * was the active one of a process that did not close it (it has no hint
- * and META does not list it as sealed); a segment that was sealed stays
+ * and META does not list it as sealed) and the backend allows it (on a
+ * device it is sealed at the length found instead); a segment that was sealed stays
  * sealed, with its hint, so that a damaged record in it is still known by
  * its key. Then META is written when it changed. */
 static int resume_active(struct recovery *r)
 {
 	kv_db *db = r->db;
 	struct seg *tail = r->tail;
+	bool was_active = tail != NULL && !tail->lost && !tail->has_hint &&
+	                  manifest_find(&r->man, tail->id) == NULL;
 	int rv;
 
-	if (tail != NULL && tail->size < db->opt.segment_size && !tail->has_hint &&
-	    manifest_find(&r->man, tail->id) == NULL) {
+	if (was_active && tail->size < db->opt.segment_size && db->stor->append_reopened) {
 		if ((rv = seg_pin(tail)) < 0)
 			return rv;
 		tail->sealed = false; /* the active segment stays pinned */
@@ -924,6 +926,15 @@ static int resume_active(struct recovery *r)
 		db->tail = tail->size;
 		atomic_store(&db->written_loc, loc_make(tail->id, (uint32_t)tail->size));
 	} else {
+		if (was_active && !db->stor->append_reopened) {
+			/* its length is what recovery found (storage.h append_reopened) */
+			if ((rv = seg_pin(tail)) < 0)
+				return rv;
+			rv = stor_seg_seal(tail->h, tail->size);
+			seg_unpin(tail);
+			if (rv != 0)
+				return rv;
+		}
 		db->tail = 0;
 		if ((rv = write_roll(db)) != 0)
 			return rv;

@@ -260,7 +260,8 @@ struct kv_storage_ops {
 	 * may fail with -ENOSPC). */
 	int (*seg_reserve)(struct kv_stor_seg *s, uint64_t off, uint64_t len);
 	/* Seals the segment at size bytes: its data synced and its length
-	 * final; no write follows. */
+	 * final (on a device, recorded durably with the next tenant_sync); no
+	 * write follows. */
 	int (*seg_seal)(struct kv_stor_seg *s, uint64_t size);
 	/* Gives a KV_STOR_SEG_TEMP segment its id in the namespace (durable
 	 * with the next tenant_sync). */
@@ -307,11 +308,27 @@ struct kv_storage {
 	const struct kv_storage_ops *ops;
 	struct kv_io_fault *fault; /* test hooks under every call; NULL: none */
 	size_t align;              /* see "Alignment" above */
+	/* Bytes a segment holds at most; 0: no limit of the backend's (files).
+	 * A database's segment size and largest record are bounded by it. */
+	uint64_t seg_max;
+	/* Whether a segment that was not sealed when its process ended may be
+	 * appended to again after recovery found its end (files: yes). A
+	 * device backend cannot tell bytes a crash left past that end from
+	 * records, so the engine seals such a segment and starts a new one. */
+	bool append_reopened;
 };
 
 /* The files backend. root: the directory tenant names are relative to;
  * NULL: tenant names are paths. fault: borrowed, may be NULL. */
 int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_storage **ret);
+
+/* The device backend (storage_dev.c) on a device kv_dev_format formatted.
+ * cache_bytes: its read cache (0: KV_DEV_CACHE_DEFAULT). readonly: for
+ * checking (a shared lock; nothing is written). KV_ELOCKED while another
+ * process serves the device; KV_ECORRUPT / KV_EFORMAT when neither
+ * superblock copy or neither catalog slot is sound. */
+int kv_storage_dev_open(const char *device, uint64_t cache_bytes, bool readonly,
+                        struct kv_io_fault *fault, struct kv_storage **ret);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {
@@ -444,6 +461,11 @@ static inline int stor_seg_truncate(struct kv_stor_seg *s, uint64_t size)
 static inline int stor_seg_reserve(struct kv_stor_seg *s, uint64_t off, uint64_t len)
 {
 	return s->t->st->ops->seg_reserve(s, off, len);
+}
+
+static inline int stor_seg_seal(struct kv_stor_seg *s, uint64_t size)
+{
+	return s->t->st->ops->seg_seal(s, size);
 }
 
 static inline int stor_seg_publish(struct kv_stor_seg *s)

@@ -362,7 +362,9 @@ static int file_seg_seal(struct kv_stor_seg *s, uint64_t size)
 
 	if (fstat(fd_of(s), &st) != 0)
 		return -errno;
-	if ((uint64_t)st.st_size > size && (rv = file_seg_truncate(s, size)) != 0)
+	/* also at the same size: that frees what seg_reserve allocated */
+	if (((uint64_t)st.st_size > size || (uint64_t)st.st_blocks * 512 > size) &&
+	    (rv = file_seg_truncate(s, size)) != 0)
 		return rv;
 	return file_seg_sync(s);
 }
@@ -735,6 +737,7 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
 	s->base.ops = &file_ops;
 	s->base.fault = fault;
 	s->base.align = 1;
+	s->base.append_reopened = true;
 	s->rootfd = AT_FDCWD;
 	if (root != NULL) {
 		if ((s->root = strdup(root)) == NULL) {

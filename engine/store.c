@@ -561,6 +561,47 @@ static int activate_locked(kv_store *s, struct kv_tenant *t)
 
 /* ---- public ------------------------------------------------------------ */
 
+static int has_any(void *arg, const struct kv_stor_entry *e)
+{
+	(void)e;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* kv_tenant_file_read's answers, for a tenant of a storage without paths
+ * (a device): its TENANT blob through the storage interface. */
+static int tenant_read_stor(kv_store *s, const char *name, char *why, size_t why_size,
+                            struct kv_tenant_config *ret)
+{
+	struct kv_stor_tenant *tn;
+	struct kv_tenant_config c = s->opt.defaults;
+	uint8_t *buf;
+	size_t len;
+	int rv;
+
+	if ((rv = stor_tenant_open(s->stor, name, 0, &tn)) != 0)
+		return rv;
+	rv = stor_meta_get(tn, "TENANT", TENANT_FILE_MAX, &buf, &len);
+	if (rv == -ENOENT) {
+		bool any = false;
+		stor_list(tn, has_any, &any);
+		if (any) {
+			snprintf(why, why_size, "no TENANT, but the tenant holds a database");
+			rv = KV_EREFUSED;
+		}
+	} else if (rv == KV_ECORRUPT) {
+		snprintf(why, why_size, "damaged (its checksum does not match)");
+		rv = KV_EREFUSED;
+	} else if (rv == 0) {
+		rv = tenant_file_parse((const char *)buf, len, why, why_size, &c);
+		free(buf);
+		if (rv == 0)
+			*ret = c;
+	}
+	stor_tenant_close(tn);
+	return rv;
+}
+
 /* Reads tenants/<name>/TENANT (and STATS) of one directory entry into a
  * new table entry: sound, refused (t->why), or none (*ret NULL: not a
  * tenant, e.g. a creation cut short before its TENANT was written). */
@@ -573,7 +614,10 @@ static int load_tenant(kv_store *s, const char *name, struct kv_tenant **ret)
 	*ret = NULL;
 	if ((t = tenant_new(s, name)) == NULL)
 		return -ENOMEM;
-	rv = kv_tenant_file_read(t->path, &s->opt.defaults, why, sizeof(why), &t->cfg);
+	if (s->opt.device != NULL)
+		rv = tenant_read_stor(s, name, why, sizeof(why), &t->cfg);
+	else
+		rv = kv_tenant_file_read(t->path, &s->opt.defaults, why, sizeof(why), &t->cfg);
 	if (rv == -ENOENT) {
 		tenant_free(t);
 		return 0;
@@ -642,6 +686,24 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 	idle_clock_arg = s->opt.base.clock_arg;
 	if ((rv = config_valid(&s->opt.defaults)) != 0)
 		goto fail;
+	if (s->opt.device != NULL) {
+		/* every tenant on the device, which the backend locks */
+		if ((s->dir = strdup(s->opt.device)) == NULL ||
+		    (s->tdir = strdup(s->opt.device)) == NULL) {
+			rv = -ENOMEM;
+			goto fail;
+		}
+		s->opt.device = s->dir; /* the caller's string need not outlive the call */
+		rv = kv_storage_dev_open(s->opt.device, s->opt.device_cache_bytes, false,
+		                         s->opt.base.fault, &s->stor);
+		if (rv != 0)
+			goto fail;
+		goto load;
+	}
+	if (dir == NULL) {
+		rv = -EINVAL;
+		goto fail;
+	}
 	if ((s->dir = strdup(dir)) == NULL || asprintf(&s->tdir, "%s/tenants", dir) < 0 ||
 	    asprintf(&lock, "%s/LOCK", dir) < 0) {
 		rv = -ENOMEM;
@@ -670,6 +732,7 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 			goto fail;
 		}
 	}
+load:
 	if ((rv = load_tenants(s)) != 0)
 		goto fail;
 	if (find(s, "default") == NULL) {

@@ -350,6 +350,11 @@ int write_roll(kv_db *db)
 		atomic_store(&db->unsynced_bytes, 0);
 		db_count_sync(db, t0);
 	}
+	/* its length final (what was reserved given back), durable with the
+	 * new segment's creation below; a failure leaves a longer segment,
+	 * whose end recovery finds */
+	if (old != NULL)
+		stor_seg_seal(old->h, db->tail);
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
 	pthread_mutex_unlock(&db->seg_mu);
@@ -371,8 +376,6 @@ int write_roll(kv_db *db)
 		old->sealed = true;
 	}
 	pthread_mutex_unlock(&db->seg_mu);
-	if (old != NULL && old->reserved > db->tail && old->reserved != UINT64_MAX)
-		stor_seg_truncate(old->h, db->tail); /* give back what was reserved */
 	if (old != NULL)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;

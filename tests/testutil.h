@@ -192,6 +192,47 @@ static inline uint64_t tu_clock_read(void *arg)
 	return __atomic_load_n(&((struct tu_clock *)arg)->ms, __ATOMIC_SEQ_CST);
 }
 
+#ifdef TU_DEVICE
+/* Built with -DTU_DEVICE, a suite runs on the device backend: kv_open(dir)
+ * opens the tenant "t" of a device image dir/dev.img (1 GiB, sparse, 1 MiB
+ * extents), formatted on first use, so the same tests pass on both
+ * backends. */
+#include "storage.h"
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db);
+
+static inline int tu_device_open(const char *dir, const struct kv_options *o, kv_db **ret)
+{
+	struct kv_dev_format_options fo = {.extent_size = 1u << 20};
+	struct kv_storage *st;
+	char *img, err[256];
+	struct stat sb;
+	int rv;
+
+	mkdir(dir, 0755);
+	if (asprintf(&img, "%s/dev.img", dir) < 0)
+		abort();
+	if (stat(img, &sb) != 0) {
+		int fd = open(img, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 || ftruncate(fd, 1ll << 30) != 0)
+			abort();
+		close(fd);
+		if ((rv = kv_dev_format(img, &fo, err, sizeof(err))) != 0) {
+			fprintf(stderr, "kv_dev_format: %s\n", err);
+			abort();
+		}
+	}
+	rv = kv_storage_dev_open(img, 4u << 20, false, o ? o->fault : NULL, &st);
+	free(img);
+	if (rv != 0)
+		return rv;
+	if ((rv = db_open(st, true, "t", o, ret)) != 0)
+		kv_storage_close(st);
+	return rv;
+}
+#define kv_open tu_device_open
+#endif
+
 static inline void tu_options(struct kv_options *o, struct tu_clock *clk)
 {
 	kv_options_init(o);

@@ -1,0 +1,1940 @@
+/*
+ * storage_dev.c — the `device` storage backend (storage.h): every tenant of
+ * a store in the extents of one block device (or a regular file standing in
+ * for one), laid out as dev_layout.h and docs/FORMAT.md describe.
+ *
+ * What lives where:
+ *   - a segment is one extent (its data after the extent's header block);
+ *     the engine's segment size is bounded by what an extent holds
+ *     (kv_storage.seg_max);
+ *   - hint data and metadata blobs up to DEV_INLINE_MAX bytes live in the
+ *     catalog itself; larger ones are packed into the tenant's AUX extents
+ *     (one open for packing at a time; a blob larger than a quarter of an
+ *     extent gets extents of its own), each with its CRC32C in the catalog;
+ *   - the catalog (in memory here, written whole to the older slot by
+ *     cat_write) holds the tenants, their objects and the extent table.
+ *     Namespace changes (creating, publishing, sealing and removing
+ *     segments, blob puts and removals) change the memory copy and become
+ *     durable with the next catalog write: tenant_sync, a durable meta_put,
+ *     seg_seal, tenant_create and tenant_drop write it.
+ *
+ * Invariants:
+ *   1. Every write covers whole blocks. An append that starts inside a block
+ *      rewrites that block whole, from the segment's copy of its tail block
+ *      (dev_segment.tail), so the bytes before it are the same bytes.
+ *   2. A segment is written by one writer at a time (the engine's order);
+ *      no two writes of one block are ever in flight.
+ *   3. Each use of an extent has its own generation, above every earlier
+ *      one (the catalog's and the one its header block last carried), so its
+ *      records' crc seed (record.h) differs from every earlier use's: bytes
+ *      an earlier use left never pass for records.
+ *   4. An extent no catalog references any more is given to a new use only
+ *      once a catalog write that no longer references it is durable
+ *      (dev_extent.free_after), and only once no handle reads it.
+ *   5. A segment's length is exact once it is sealed (seg_seal, or
+ *      publishing a merge output, which is complete); a segment that was
+ *      not sealed when the process ended reports the extent's capacity, and
+ *      recovery finds where its records end (the crc seed stops it at the
+ *      first block an earlier use left). Such a segment is never appended
+ *      to again (kv_storage.append_reopened false): the engine seals it and
+ *      starts a new one.
+ *   6. Only sealed data and blobs go through the read cache (dev_cache.h);
+ *      the data of a segment still being written is read from the device.
+ *
+ * Threads: d->mu guards every structure in memory; d->cat_mu orders catalog
+ * writes (never taken under d->mu). I/O runs without d->mu held.
+ */
+#include "storage.h"
+
+#include "crc.h"
+#include "dev_cache.h"
+#include "dev_layout.h"
+#include "endian_util.h"
+#include "io.h"
+#include "kvengine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEV_INLINE_MAX 4096u
+#define NONE UINT32_MAX
+
+struct dev_segment {
+	uint32_t id;
+	uint32_t extent;
+	bool temp;
+	bool sealed;
+	bool listed;     /* in its tenant's table (false once removed) */
+	uint32_t refs;   /* handles + 1 while listed */
+	uint64_t len;    /* sealed: the length; else bytes written by this process */
+	bool len_known;  /* false: not sealed when the last process ended (invariant 5) */
+	uint32_t seed;
+	/* the block holding byte len (invariant 1); tail_ok: tail holds it */
+	uint8_t *tail;
+	bool tail_ok;
+};
+
+struct dev_blob {
+	uint8_t kind; /* KV_STOR_HINT, KV_STOR_META */
+	uint32_t id;
+	char name[KV_STOR_NAME_MAX + 1];
+	uint64_t len;
+	uint32_t crc;
+	uint8_t *data;   /* inline: the bytes (len ≤ DEV_INLINE_MAX) */
+	uint32_t *exts;  /* else: its extents (one when packed) */
+	uint32_t nexts;
+	uint64_t off;    /* where it starts in exts[0]'s data */
+};
+
+struct dev_tenant {
+	uint32_t id;
+	char name[KV_TENANT_NAME_MAX + 1];
+	uint32_t owner;
+	uint64_t epoch;
+	struct dev_segment **segs;
+	size_t nsegs, capsegs;
+	struct dev_blob *blobs;
+	size_t nblobs, capblobs;
+	uint32_t aux;     /* the AUX extent blobs are packed into; NONE */
+	uint64_t aux_off; /* bytes of its data used */
+	uint32_t aux_count;
+	int lock;          /* >0: shared holders, -1: exclusive */
+	uint32_t handles;
+	bool listed;
+};
+
+struct dev_extent {
+	uint32_t tenant; /* 0: free */
+	uint32_t position;
+	uint32_t generation;
+	uint8_t kind;
+	uint32_t users;      /* AUX: blobs in it (+1 while it is the packing extent) */
+	uint32_t readers;    /* segment handles still open on a removed segment */
+	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
+	bool pending;
+};
+
+struct dev_storage {
+	struct kv_storage base;
+	int fd;
+	struct dev_super sb;
+	uint32_t B;      /* block size */
+	uint64_t cap;    /* data bytes of an extent */
+	pthread_mutex_t mu;
+	struct dev_tenant **tenants;
+	size_t ntenants, captenants;
+	struct dev_extent *ext;
+	uint32_t next_tenant;
+	uint32_t free_hint; /* where the search for a free extent starts */
+	uint64_t changes;       /* bumped by every change to the catalog in memory */
+	uint64_t durable;       /* the change count the last durable catalog covers */
+	pthread_mutex_t cat_mu; /* orders catalog writes */
+	uint64_t cat_seq;       /* sequence of the newest valid slot */
+	int cat_slot;
+	uint8_t *cat_buf;       /* a slot's worth, for cat_write [cat_mu] */
+	struct dev_cache *cache;
+	uint8_t *zero; /* one block of zeros, aligned */
+};
+
+struct dev_tenant_h {
+	struct kv_stor_tenant base;
+	struct dev_tenant *t;
+	int lock; /* what this handle holds: 0, 1 shared, -1 exclusive */
+};
+
+struct dev_seg_h {
+	struct kv_stor_seg base;
+	struct dev_segment *seg;
+};
+
+struct dev_writer {
+	struct kv_stor_writer base;
+	struct io_backend *io;
+	struct dev_segment *seg; /* of the append in flight */
+	uint8_t *stage;
+	size_t stage_cap;
+	uint64_t end; /* segment length once it lands */
+	uint64_t blk_end; /* device offset of the block holding end, for the tail copy */
+	size_t tail_at;   /* offset of that block in stage */
+};
+
+static struct dev_storage *dev_of(struct kv_storage *st)
+{
+	return (struct dev_storage *)st;
+}
+
+static struct dev_tenant *ten_of(struct kv_stor_tenant *t)
+{
+	return ((struct dev_tenant_h *)t)->t;
+}
+
+static struct dev_segment *seg_of(struct kv_stor_seg *s)
+{
+	return ((struct dev_seg_h *)s)->seg;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t data_off(struct dev_storage *d, uint32_t extent)
+{
+	return dev_extent_off(&d->sb, extent) + d->B;
+}
+
+static void *balloc(struct dev_storage *d, size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, d->B, len ? len : d->B) != 0)
+		return NULL;
+	return p;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- extents ----------------------------------------------------------- */
+
+/* An extent given back (invariant 4). [d->mu] */
+static void ext_release(struct dev_storage *d, uint32_t i)
+{
+	struct dev_extent *e = &d->ext[i];
+
+	e->tenant = 0;
+	e->kind = DEV_EXT_FREE;
+	e->position = 0;
+	e->users = 0;
+	e->pending = true;
+	e->free_after = ++d->changes;
+}
+
+/* Extents whose release a durable catalog now covers become free. [d->mu] */
+static void ext_settle(struct dev_storage *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->sb.extent_count; i++)
+		if (d->ext[i].pending && d->ext[i].readers == 0 && d->ext[i].free_after <= d->durable)
+			d->ext[i].pending = false;
+}
+
+/* Takes a free extent for tenant t: its header written (not synced: the
+ * catalog write that names it syncs the device first). -ENOSPC when the
+ * device is full. */
+static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uint32_t position,
+                     uint32_t *ret)
+{
+	struct dev_ext_header h;
+	uint8_t *blk;
+	uint32_t i, n = d->sb.extent_count, gen;
+	int rv;
+
+	if ((blk = balloc(d, d->B)) == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < n; i++) {
+		uint32_t k = (d->free_hint + i) % n;
+		if (d->ext[k].tenant == 0 && !d->ext[k].pending)
+			break;
+	}
+	if (i == n) {
+		pthread_mutex_unlock(&d->mu);
+		free(blk);
+		return -ENOSPC;
+	}
+	i = (d->free_hint + i) % n;
+	d->free_hint = (i + 1) % n;
+	d->ext[i].tenant = t->id; /* taken: no other caller gets it */
+	d->ext[i].kind = kind;
+	d->ext[i].position = position;
+	gen = d->ext[i].generation;
+	pthread_mutex_unlock(&d->mu);
+
+	/* invariant 3: above what its header last said too */
+	if (io_pread_full(d->base.fault, d->fd, blk, d->B, dev_extent_off(&d->sb, i)) == 0 &&
+	    dev_ext_decode(blk, &h) == 0 && memcmp(h.uuid, d->sb.uuid, 16) == 0 && h.generation > gen)
+		gen = h.generation;
+	gen++;
+	memset(blk, 0, d->B);
+	h = (struct dev_ext_header){.tenant = t->id, .position = position, .generation = gen,
+	                            .kind = kind, .epoch = t->epoch, .node = t->owner};
+	memcpy(h.uuid, d->sb.uuid, 16);
+	dev_ext_encode(blk, &h);
+	rv = io_pwrite_full(d->base.fault, d->fd, blk, d->B, dev_extent_off(&d->sb, i));
+	free(blk);
+	dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, i), d->sb.extent_size);
+	pthread_mutex_lock(&d->mu);
+	if (rv != 0) {
+		d->ext[i].tenant = 0;
+		d->ext[i].kind = DEV_EXT_FREE;
+	} else {
+		d->ext[i].generation = gen;
+		d->ext[i].users = 0;
+		d->changes++;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (rv == 0)
+		*ret = i;
+	return rv;
+}
+
+/* ---- the catalog ------------------------------------------------------- */
+
+struct wbuf {
+	uint8_t *p;
+	size_t len, cap;
+	bool over;
+};
+
+static void w_bytes(struct wbuf *w, const void *b, size_t n)
+{
+	if (w->len + n > w->cap) {
+		w->over = true;
+		return;
+	}
+	memcpy(w->p + w->len, b, n);
+	w->len += n;
+}
+
+static void w8(struct wbuf *w, uint8_t v)
+{
+	w_bytes(w, &v, 1);
+}
+
+static void w32(struct wbuf *w, uint32_t v)
+{
+	uint8_t b[4];
+	put_le32(b, v);
+	w_bytes(w, b, 4);
+}
+
+static void w64(struct wbuf *w, uint64_t v)
+{
+	uint8_t b[8];
+	put_le64(b, v);
+	w_bytes(w, b, 8);
+}
+
+static void w_name(struct wbuf *w, const char *s)
+{
+	size_t n = strlen(s);
+	w8(w, (uint8_t)n);
+	w_bytes(w, s, n);
+}
+
+/* The body (docs/FORMAT.md, "Catalog"). [d->mu] */
+static void cat_encode(struct dev_storage *d, struct wbuf *w)
+{
+	size_t i, j;
+	uint32_t k;
+
+	w32(w, (uint32_t)d->ntenants);
+	w32(w, d->next_tenant);
+	w32(w, d->sb.extent_count);
+	for (i = 0; i < d->ntenants; i++) {
+		struct dev_tenant *t = d->tenants[i];
+		uint32_t nsegs = 0;
+		for (j = 0; j < t->nsegs; j++)
+			nsegs += !t->segs[j]->temp;
+		w32(w, t->id);
+		w_name(w, t->name);
+		w32(w, t->owner);
+		w64(w, t->epoch);
+		w32(w, t->aux);
+		w64(w, t->aux_off);
+		w32(w, t->aux_count);
+		w32(w, nsegs);
+		w32(w, (uint32_t)t->nblobs);
+		for (j = 0; j < t->nsegs; j++) {
+			struct dev_segment *s = t->segs[j];
+			if (s->temp)
+				continue; /* an unpublished merge output is not kept */
+			w32(w, s->id);
+			w32(w, s->extent);
+			w8(w, s->sealed);
+			w64(w, s->sealed ? s->len : 0);
+		}
+		for (j = 0; j < t->nblobs; j++) {
+			struct dev_blob *b = &t->blobs[j];
+			w8(w, b->kind);
+			w32(w, b->id);
+			w_name(w, b->name);
+			w64(w, b->len);
+			w32(w, b->crc);
+			w32(w, b->nexts);
+			for (k = 0; k < b->nexts; k++)
+				w32(w, b->exts[k]);
+			w64(w, b->off);
+			if (b->nexts == 0)
+				w_bytes(w, b->data, (size_t)b->len);
+		}
+	}
+	for (k = 0; k < d->sb.extent_count; k++) {
+		const struct dev_extent *e = &d->ext[k];
+		/* a temporary segment's extent is written as free: after a crash
+		 * it is free (and its generation still counts) */
+		bool used = e->tenant != 0 && !e->pending;
+		w32(w, used ? e->tenant : 0);
+		w32(w, used ? e->position : 0);
+		w32(w, e->generation);
+		w8(w, used ? e->kind : DEV_EXT_FREE);
+	}
+}
+
+/* Writes the catalog to the older slot, durably (the device flushed before,
+ * so every extent and blob it names is durable first, and after). */
+static int cat_write(struct dev_storage *d)
+{
+	struct dev_cat_header h = {0};
+	struct wbuf w;
+	uint64_t covers, off;
+	uint8_t *buf;
+	size_t total;
+	int slot, rv;
+
+	pthread_mutex_lock(&d->cat_mu);
+	pthread_mutex_lock(&d->mu);
+	if (d->durable == d->changes) {
+		pthread_mutex_unlock(&d->mu);
+		pthread_mutex_unlock(&d->cat_mu);
+		return 0;
+	}
+	buf = d->cat_buf;
+	w = (struct wbuf){.p = buf + DEV_CAT_HEADER,
+	                  .cap = (size_t)d->sb.catalog_slot - DEV_CAT_HEADER};
+	cat_encode(d, &w);
+	covers = d->changes;
+	pthread_mutex_unlock(&d->mu);
+	if (w.over) {
+		rv = -ENOSPC; /* more tenants and objects than a slot holds */
+		goto out;
+	}
+	h.seq = d->cat_seq + 1;
+	h.body_len = w.len;
+	h.node = 1;
+	h.epoch = 1;
+	memcpy(h.uuid, d->sb.uuid, 16);
+	dev_cat_header_encode(buf, &h, 0);
+	dev_cat_header_encode(buf, &h, dev_cat_crc(buf, buf + DEV_CAT_HEADER, w.len));
+	total = (size_t)round_up(DEV_CAT_HEADER + w.len, d->B);
+	memset(buf + DEV_CAT_HEADER + w.len, 0, total - DEV_CAT_HEADER - w.len);
+	slot = d->cat_slot ^ 1;
+	off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
+	/* what the catalog names first, then the catalog */
+	if ((rv = io_fdatasync(d->base.fault, d->fd)) != 0)
+		goto out;
+	if ((rv = io_pwrite_full(d->base.fault, d->fd, buf, total, off)) != 0)
+		goto out;
+	if ((rv = io_fdatasync(d->base.fault, d->fd)) != 0)
+		goto out;
+	d->cat_seq = h.seq;
+	d->cat_slot = slot;
+	pthread_mutex_lock(&d->mu);
+	d->durable = covers;
+	ext_settle(d);
+	pthread_mutex_unlock(&d->mu);
+out:
+	pthread_mutex_unlock(&d->cat_mu);
+	return rv;
+}
+
+struct rbuf {
+	const uint8_t *p;
+	size_t len, at;
+	bool bad;
+};
+
+static const uint8_t *r_bytes(struct rbuf *r, size_t n)
+{
+	const uint8_t *p;
+
+	if (r->bad || r->len - r->at < n) {
+		r->bad = true;
+		return NULL;
+	}
+	p = r->p + r->at;
+	r->at += n;
+	return p;
+}
+
+static uint8_t r8(struct rbuf *r)
+{
+	const uint8_t *p = r_bytes(r, 1);
+	return p ? p[0] : 0;
+}
+
+static uint32_t r32(struct rbuf *r)
+{
+	const uint8_t *p = r_bytes(r, 4);
+	return p ? get_le32(p) : 0;
+}
+
+static uint64_t r64(struct rbuf *r)
+{
+	const uint8_t *p = r_bytes(r, 8);
+	return p ? get_le64(p) : 0;
+}
+
+static void r_name(struct rbuf *r, char *dst, size_t cap)
+{
+	uint8_t n = r8(r);
+	const uint8_t *p = r_bytes(r, n);
+
+	if (p == NULL || n >= cap) {
+		r->bad = true;
+		dst[0] = '\0';
+		return;
+	}
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+}
+
+static void blob_clear(struct dev_blob *b)
+{
+	free(b->data);
+	free(b->exts);
+	b->data = NULL;
+	b->exts = NULL;
+}
+
+static void tenant_free(struct dev_tenant *t)
+{
+	size_t i;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->nsegs; i++) {
+		free(t->segs[i]->tail);
+		free(t->segs[i]);
+	}
+	for (i = 0; i < t->nblobs; i++)
+		blob_clear(&t->blobs[i]);
+	free(t->segs);
+	free(t->blobs);
+	free(t);
+}
+
+static int push(void **arr, size_t *n, size_t *cap, size_t size)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		void *p = realloc(*arr, nc * size);
+		if (p == NULL)
+			return -ENOMEM;
+		*arr = p;
+		*cap = nc;
+	}
+	(*n)++;
+	return 0;
+}
+
+static int tenant_add(struct dev_storage *d, struct dev_tenant *t)
+{
+	if (push((void **)&d->tenants, &d->ntenants, &d->captenants, sizeof(*d->tenants)) != 0)
+		return -ENOMEM;
+	d->tenants[d->ntenants - 1] = t;
+	t->listed = true;
+	return 0;
+}
+
+static int seg_add(struct dev_tenant *t, struct dev_segment *s)
+{
+	if (push((void **)&t->segs, &t->nsegs, &t->capsegs, sizeof(*t->segs)) != 0)
+		return -ENOMEM;
+	t->segs[t->nsegs - 1] = s;
+	s->listed = true;
+	s->refs++;
+	return 0;
+}
+
+/* Decodes a body into d (empty on entry). KV_ECORRUPT when it does not add up. */
+static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
+{
+	struct rbuf r = {.p = body, .len = len};
+	uint32_t nt, i, j, k;
+	int rv = -ENOMEM;
+
+	nt = r32(&r);
+	d->next_tenant = r32(&r);
+	if (r32(&r) != d->sb.extent_count)
+		return KV_ECORRUPT;
+	for (i = 0; i < nt && !r.bad; i++) {
+		struct dev_tenant *t = calloc(1, sizeof(*t));
+		uint32_t ns, nb;
+		if (t == NULL)
+			return -ENOMEM;
+		t->id = r32(&r);
+		r_name(&r, t->name, sizeof(t->name));
+		t->owner = r32(&r);
+		t->epoch = r64(&r);
+		t->aux = r32(&r);
+		t->aux_off = r64(&r);
+		t->aux_count = r32(&r);
+		ns = r32(&r);
+		nb = r32(&r);
+		if (tenant_add(d, t) != 0) {
+			tenant_free(t);
+			return -ENOMEM;
+		}
+		for (j = 0; j < ns && !r.bad; j++) {
+			struct dev_segment *s = calloc(1, sizeof(*s));
+			if (s == NULL || seg_add(t, s) != 0) {
+				free(s);
+				return -ENOMEM;
+			}
+			s->id = r32(&r);
+			s->extent = r32(&r);
+			s->sealed = r8(&r) != 0;
+			s->len = r64(&r);
+			s->len_known = s->sealed;
+			if (s->extent >= d->sb.extent_count)
+				r.bad = true;
+		}
+		for (j = 0; j < nb && !r.bad; j++) {
+			struct dev_blob *b;
+			const uint8_t *p;
+			if (push((void **)&t->blobs, &t->nblobs, &t->capblobs, sizeof(*b)) != 0)
+				return -ENOMEM;
+			b = &t->blobs[t->nblobs - 1];
+			memset(b, 0, sizeof(*b));
+			b->kind = r8(&r);
+			b->id = r32(&r);
+			r_name(&r, b->name, sizeof(b->name));
+			b->len = r64(&r);
+			b->crc = r32(&r);
+			b->nexts = r32(&r);
+			if (b->nexts > d->sb.extent_count) {
+				r.bad = true;
+				break;
+			}
+			if (b->nexts > 0 && (b->exts = calloc(b->nexts, sizeof(*b->exts))) == NULL)
+				return -ENOMEM;
+			for (k = 0; k < b->nexts; k++)
+				if ((b->exts[k] = r32(&r)) >= d->sb.extent_count)
+					r.bad = true;
+			b->off = r64(&r);
+			if (b->nexts == 0) {
+				if (b->len > DEV_INLINE_MAX || (p = r_bytes(&r, (size_t)b->len)) == NULL) {
+					r.bad = true;
+					break;
+				}
+				if ((b->data = malloc(b->len ? (size_t)b->len : 1)) == NULL)
+					return -ENOMEM;
+				memcpy(b->data, p, (size_t)b->len);
+			}
+		}
+	}
+	for (k = 0; k < d->sb.extent_count && !r.bad; k++) {
+		d->ext[k].tenant = r32(&r);
+		d->ext[k].position = r32(&r);
+		d->ext[k].generation = r32(&r);
+		d->ext[k].kind = r8(&r);
+	}
+	if (r.bad || r.at != r.len)
+		return KV_ECORRUPT;
+	/* AUX users, counted from the blobs */
+	for (i = 0; i < d->ntenants; i++) {
+		struct dev_tenant *t = d->tenants[i];
+		if (t->aux != NONE && t->aux < d->sb.extent_count)
+			d->ext[t->aux].users++;
+		for (j = 0; j < t->nblobs; j++)
+			for (k = 0; k < t->blobs[j].nexts; k++)
+				d->ext[t->blobs[j].exts[k]].users++;
+	}
+	rv = 0;
+	return rv;
+}
+
+/* Reads both slots; the valid one with the highest sequence wins. */
+static int cat_load(struct dev_storage *d)
+{
+	uint8_t *buf;
+	uint64_t best = 0;
+	int slot, best_slot = -1, rv = 0;
+
+	if ((buf = balloc(d, (size_t)d->sb.catalog_slot)) == NULL)
+		return -ENOMEM;
+	for (slot = 0; slot < 2; slot++) {
+		struct dev_cat_header h;
+		uint32_t crc;
+		uint64_t off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
+		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
+			goto out;
+		if (dev_cat_header_decode(buf, &h, &crc) != 0 || memcmp(h.uuid, d->sb.uuid, 16) != 0 ||
+		    h.body_len > d->sb.catalog_slot - DEV_CAT_HEADER)
+			continue;
+		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
+		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
+			goto out;
+		if (dev_cat_crc(buf, buf + DEV_CAT_HEADER, (size_t)h.body_len) != crc)
+			continue;
+		if (best_slot < 0 || h.seq > best) {
+			best = h.seq;
+			best_slot = slot;
+		}
+	}
+	if (best_slot < 0) {
+		rv = KV_ECORRUPT; /* neither slot: not a catalog */
+		goto out;
+	}
+	{
+		struct dev_cat_header h;
+		uint32_t crc;
+		uint64_t off = d->sb.catalog_off + (uint64_t)best_slot * d->sb.catalog_slot;
+		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
+			goto out;
+		dev_cat_header_decode(buf, &h, &crc);
+		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
+		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
+			goto out;
+		rv = cat_decode(d, buf + DEV_CAT_HEADER, (size_t)h.body_len);
+	}
+	d->cat_seq = best;
+	d->cat_slot = best_slot;
+out:
+	free(buf);
+	return rv;
+}
+
+/* ---- tenants ----------------------------------------------------------- */
+
+static struct dev_tenant *tenant_find(struct dev_storage *d, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < d->ntenants; i++)
+		if (strcmp(d->tenants[i]->name, name) == 0)
+			return d->tenants[i];
+	return NULL;
+}
+
+/* A tenant in memory only. [d->mu] */
+static int tenant_new(struct dev_storage *d, const char *name, struct dev_tenant **ret)
+{
+	struct dev_tenant *t;
+
+	if (strlen(name) > KV_TENANT_NAME_MAX || name[0] == '\0' || strchr(name, '/') != NULL)
+		return -EINVAL;
+	if ((t = calloc(1, sizeof(*t))) == NULL)
+		return -ENOMEM;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->id = d->next_tenant++;
+	t->owner = 1;
+	t->epoch = 1;
+	t->aux = NONE;
+	if (tenant_add(d, t) != 0) {
+		free(t);
+		return -ENOMEM;
+	}
+	d->changes++;
+	*ret = t;
+	return 0;
+}
+
+static struct dev_blob *blob_find(struct dev_tenant *t, uint8_t kind, uint32_t id,
+                                  const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < t->nblobs; i++) {
+		struct dev_blob *b = &t->blobs[i];
+		if (b->kind == kind && (kind == KV_STOR_HINT ? b->id == id : !strcmp(b->name, name)))
+			return b;
+	}
+	return NULL;
+}
+
+/* Gives back what blob b holds on the device. [d->mu] */
+static void blob_unref(struct dev_storage *d, struct dev_tenant *t, struct dev_blob *b)
+{
+	uint32_t k;
+
+	for (k = 0; k < b->nexts; k++) {
+		struct dev_extent *e = &d->ext[b->exts[k]];
+		if (e->users > 0 && --e->users == 0 && b->exts[k] != t->aux)
+			ext_release(d, b->exts[k]);
+	}
+	blob_clear(b);
+}
+
+static void blob_drop(struct dev_storage *d, struct dev_tenant *t, struct dev_blob *b)
+{
+	blob_unref(d, t, b);
+	*b = t->blobs[--t->nblobs];
+	d->changes++;
+}
+
+static int dev_tenant_create(struct kv_storage *st, const char *tenant, const char *meta_name,
+                             const void *buf, size_t len);
+static int dev_meta_put(struct kv_stor_tenant *t, const char *name, const void *buf, size_t len,
+                        unsigned flags);
+
+static int dev_tenant_open(struct kv_storage *st, const char *tenant, unsigned flags,
+                           struct kv_stor_tenant **ret)
+{
+	struct dev_storage *d = dev_of(st);
+	struct dev_tenant_h *h;
+	struct dev_tenant *t;
+	int rv = 0;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->mu);
+	t = tenant_find(d, tenant);
+	if (t == NULL && (flags & KV_STOR_CREATE))
+		rv = tenant_new(d, tenant, &t);
+	else if (t == NULL)
+		rv = -ENOENT;
+	if (rv == 0)
+		t->handles++;
+	pthread_mutex_unlock(&d->mu);
+	if (rv != 0) {
+		free(h);
+		return rv;
+	}
+	h->base.st = st;
+	h->t = t;
+	*ret = &h->base;
+	return 0;
+}
+
+static void dev_tenant_close(struct kv_stor_tenant *th)
+{
+	struct dev_storage *d;
+	struct dev_tenant_h *h = (struct dev_tenant_h *)th;
+
+	if (th == NULL)
+		return;
+	d = dev_of(th->st);
+	pthread_mutex_lock(&d->mu);
+	if (h->lock > 0)
+		h->t->lock--;
+	else if (h->lock < 0)
+		h->t->lock = 0;
+	h->t->handles--;
+	pthread_mutex_unlock(&d->mu);
+	free(h);
+}
+
+static int dev_tenant_lock(struct kv_stor_tenant *th, bool exclusive)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant_h *h = (struct dev_tenant_h *)th;
+	int rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	if (h->lock != 0)
+		rv = -EINVAL;
+	else if (exclusive ? h->t->lock != 0 : h->t->lock < 0)
+		rv = KV_ELOCKED;
+	else if (exclusive)
+		h->t->lock = h->lock = -1;
+	else
+		h->t->lock++, h->lock = 1;
+	pthread_mutex_unlock(&d->mu);
+	return rv;
+}
+
+static int dev_tenant_sync(struct kv_stor_tenant *t)
+{
+	return cat_write(dev_of(t->st));
+}
+
+static int dev_tenant_create(struct kv_storage *st, const char *tenant, const char *meta_name,
+                             const void *buf, size_t len)
+{
+	struct kv_stor_tenant *th;
+	int rv;
+
+	if ((rv = dev_tenant_open(st, tenant, KV_STOR_CREATE, &th)) != 0)
+		return rv;
+	rv = dev_meta_put(th, meta_name, buf, len, KV_STOR_DURABLE);
+	dev_tenant_close(th);
+	return rv;
+}
+
+static int dev_tenant_drop(struct kv_storage *st, const char *tenant)
+{
+	struct dev_storage *d = dev_of(st);
+	struct dev_tenant *t;
+	size_t i;
+
+	pthread_mutex_lock(&d->mu);
+	if ((t = tenant_find(d, tenant)) == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		return -ENOENT;
+	}
+	if (t->handles > 0) {
+		pthread_mutex_unlock(&d->mu);
+		return -EBUSY;
+	}
+	for (i = 0; i < t->nsegs; i++)
+		ext_release(d, t->segs[i]->extent);
+	while (t->nblobs > 0)
+		blob_drop(d, t, &t->blobs[0]);
+	if (t->aux != NONE)
+		ext_release(d, t->aux);
+	for (i = 0; i < d->ntenants; i++)
+		if (d->tenants[i] == t)
+			d->tenants[i] = d->tenants[--d->ntenants];
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	tenant_free(t);
+	return cat_write(d);
+}
+
+static int dev_tenant_list(struct kv_storage *st, int (*fn)(void *arg, const char *tenant),
+                           void *arg)
+{
+	struct dev_storage *d = dev_of(st);
+	char (*names)[KV_TENANT_NAME_MAX + 1];
+	size_t i, n;
+	int rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->ntenants;
+	if ((names = calloc(n ? n : 1, sizeof(*names))) == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		memcpy(names[i], d->tenants[i]->name, sizeof(names[i]));
+	pthread_mutex_unlock(&d->mu);
+	for (i = 0; i < n && rv == 0; i++)
+		rv = fn(arg, names[i]);
+	free(names);
+	return rv;
+}
+
+static int dev_list(struct kv_stor_tenant *th, kv_stor_list_fn fn, void *arg)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	struct kv_stor_entry *v;
+	char (*names)[KV_STOR_NAME_MAX + 1];
+	size_t i, n = 0, cap;
+	int rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	cap = t->nsegs + t->nblobs;
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	names = calloc(cap ? cap : 1, sizeof(*names));
+	if (v == NULL || names == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		free(v);
+		free(names);
+		return -ENOMEM;
+	}
+	for (i = 0; i < t->nsegs; i++)
+		if (!t->segs[i]->temp)
+			v[n++] = (struct kv_stor_entry){.kind = KV_STOR_SEGMENT, .id = t->segs[i]->id};
+	for (i = 0; i < t->nblobs; i++) {
+		memcpy(names[n], t->blobs[i].name, sizeof(names[n]));
+		v[n] = (struct kv_stor_entry){.kind = t->blobs[i].kind, .id = t->blobs[i].id,
+		                              .name = names[n]};
+		n++;
+	}
+	pthread_mutex_unlock(&d->mu);
+	for (i = 0; i < n && rv == 0; i++)
+		rv = fn(arg, &v[i]);
+	free(v);
+	free(names);
+	return rv;
+}
+
+/* ---- blobs ------------------------------------------------------------- */
+
+/* Reads len bytes at device offset off (any alignment) into dst, through
+ * the cache when cacheable. */
+static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, bool cacheable)
+{
+	uint8_t *out = dst, *bounce = NULL;
+	int rv = 0;
+
+	if (len == 0)
+		return 0;
+	if (cacheable && d->cache != NULL) {
+		while (len > 0) {
+			uint64_t chunk = off - off % DEV_CACHE_CHUNK;
+			size_t in = (size_t)(off - chunk), n = DEV_CACHE_CHUNK - in;
+			if (n > len)
+				n = len;
+			if (!dev_cache_get(d->cache, chunk, in, out, n)) {
+				if (bounce == NULL && (bounce = balloc(d, DEV_CACHE_CHUNK)) == NULL)
+					return -ENOMEM;
+				rv = io_pread_full(d->base.fault, d->fd, bounce, DEV_CACHE_CHUNK, chunk);
+				if (rv != 0)
+					break;
+				dev_cache_put(d->cache, chunk, bounce);
+				memcpy(out, bounce + in, n);
+			}
+			out += n;
+			off += n;
+			len -= n;
+		}
+		free(bounce);
+		return rv;
+	}
+	{
+		uint64_t a = off - off % d->B, e = round_up(off + len, d->B);
+		if ((bounce = balloc(d, (size_t)(e - a))) == NULL)
+			return -ENOMEM;
+		rv = io_pread_full(d->base.fault, d->fd, bounce, (size_t)(e - a), a);
+		if (rv == 0)
+			memcpy(out, bounce + (off - a), len);
+		free(bounce);
+	}
+	return rv;
+}
+
+/* Writes a blob of len bytes to extents of t; fills b's location. */
+static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *buf, size_t len,
+                      struct dev_blob *b)
+{
+	uint64_t alen = round_up(len, d->B), off = 0;
+	uint32_t n = 1, k, first = NONE;
+	uint8_t *a;
+	int rv = 0;
+
+	if ((a = balloc(d, (size_t)alen)) == NULL)
+		return -ENOMEM;
+	memcpy(a, buf, len);
+	memset(a + len, 0, (size_t)(alen - len));
+	if (alen > d->cap / 4) {
+		/* extents of its own */
+		n = (uint32_t)((alen + d->cap - 1) / d->cap);
+		if ((b->exts = calloc(n, sizeof(*b->exts))) == NULL) {
+			free(a);
+			return -ENOMEM;
+		}
+		for (k = 0; k < n && rv == 0; k++) {
+			uint64_t part = alen - (uint64_t)k * d->cap;
+			if (part > d->cap)
+				part = d->cap;
+			if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, &b->exts[k])) != 0)
+				break;
+			b->nexts = k + 1;
+			rv = io_pwrite_full(d->base.fault, d->fd, a + (uint64_t)k * d->cap, (size_t)part,
+			                    data_off(d, b->exts[k]));
+		}
+		pthread_mutex_lock(&d->mu);
+		for (k = 0; k < b->nexts; k++)
+			d->ext[b->exts[k]].users++;
+		pthread_mutex_unlock(&d->mu);
+		b->off = 0;
+		free(a);
+		return rv;
+	}
+	/* packed into the tenant's AUX extent */
+	pthread_mutex_lock(&d->mu);
+	if (t->aux == NONE || t->aux_off + alen > d->cap) {
+		uint32_t old = t->aux;
+		pthread_mutex_unlock(&d->mu);
+		if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, &first)) != 0) {
+			free(a);
+			return rv;
+		}
+		pthread_mutex_lock(&d->mu);
+		t->aux = first;
+		t->aux_off = 0;
+		d->ext[first].users++; /* the packing extent's own reference */
+		if (old != NONE && --d->ext[old].users == 0)
+			ext_release(d, old);
+	}
+	off = t->aux_off;
+	t->aux_off += alen;
+	first = t->aux;
+	d->ext[first].users++;
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	if ((b->exts = malloc(sizeof(*b->exts))) == NULL) {
+		rv = -ENOMEM;
+	} else {
+		b->exts[0] = first;
+		b->nexts = 1;
+		b->off = off;
+		rv = io_pwrite_full(d->base.fault, d->fd, a, (size_t)alen, data_off(d, first) + off);
+	}
+	if (rv != 0 && b->exts == NULL) {
+		pthread_mutex_lock(&d->mu);
+		d->ext[first].users--;
+		pthread_mutex_unlock(&d->mu);
+	}
+	free(a);
+	return rv;
+}
+
+static int blob_put(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const char *name,
+                    const void *buf, size_t len, bool durable)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	struct dev_blob nb = {.kind = kind, .id = id}, *old;
+	int rv = 0;
+
+	if (strlen(name) > KV_STOR_NAME_MAX || len > KV_STOR_META_MAX)
+		return -EINVAL;
+	snprintf(nb.name, sizeof(nb.name), "%s", name);
+	nb.len = len;
+	nb.crc = crc32c(buf, len);
+	if (len <= DEV_INLINE_MAX) {
+		if ((nb.data = malloc(len ? len : 1)) == NULL)
+			return -ENOMEM;
+		memcpy(nb.data, buf, len);
+	} else if ((rv = blob_write(d, t, buf, len, &nb)) != 0) {
+		pthread_mutex_lock(&d->mu);
+		blob_unref(d, t, &nb);
+		pthread_mutex_unlock(&d->mu);
+		return rv;
+	}
+	pthread_mutex_lock(&d->mu);
+	old = blob_find(t, kind, id, name);
+	if (old != NULL) {
+		blob_unref(d, t, old);
+		*old = nb;
+	} else if (push((void **)&t->blobs, &t->nblobs, &t->capblobs, sizeof(nb)) != 0) {
+		blob_unref(d, t, &nb);
+		rv = -ENOMEM;
+	} else {
+		t->blobs[t->nblobs - 1] = nb;
+	}
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	if (rv == 0 && durable)
+		rv = cat_write(d);
+	return rv;
+}
+
+static int blob_get(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const char *name,
+                    size_t max, uint8_t **ret_buf, size_t *ret_len)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	struct dev_blob *b, copy;
+	uint32_t exts[64], *ev = exts;
+	uint8_t *buf;
+	uint32_t k;
+	int rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	if ((b = blob_find(t, kind, id, name)) == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		return -ENOENT;
+	}
+	if (b->len > max) {
+		pthread_mutex_unlock(&d->mu);
+		return KV_ECORRUPT;
+	}
+	copy = *b;
+	if ((buf = malloc(b->len ? (size_t)b->len : 1)) == NULL ||
+	    (b->nexts > 64 && (ev = malloc(b->nexts * sizeof(*ev))) == NULL)) {
+		pthread_mutex_unlock(&d->mu);
+		free(buf);
+		return -ENOMEM;
+	}
+	if (b->nexts == 0)
+		memcpy(buf, b->data, (size_t)b->len);
+	else
+		memcpy(ev, b->exts, b->nexts * sizeof(*ev));
+	/* the extents stay ours while we read: a replaced blob's extents are
+	 * only reused after a catalog write, which waits for nothing we hold,
+	 * so pin them as readers */
+	for (k = 0; k < copy.nexts; k++)
+		d->ext[ev[k]].readers++;
+	pthread_mutex_unlock(&d->mu);
+	for (k = 0; k < copy.nexts && rv == 0; k++) {
+		uint64_t at = (uint64_t)k * d->cap, part = copy.len - at;
+		if (part > d->cap)
+			part = d->cap;
+		rv = dev_read(d, buf + at, (size_t)part, data_off(d, ev[k]) + (k == 0 ? copy.off : 0),
+		              true);
+	}
+	pthread_mutex_lock(&d->mu);
+	for (k = 0; k < copy.nexts; k++)
+		d->ext[ev[k]].readers--;
+	ext_settle(d);
+	pthread_mutex_unlock(&d->mu);
+	if (ev != exts)
+		free(ev);
+	if (rv == 0 && crc32c(buf, (size_t)copy.len) != copy.crc)
+		rv = KV_ECORRUPT;
+	if (rv != 0) {
+		free(buf);
+		return rv == -EIO ? KV_ECORRUPT : rv;
+	}
+	*ret_buf = buf;
+	*ret_len = (size_t)copy.len;
+	return 0;
+}
+
+static int blob_remove(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const char *name)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	struct dev_blob *b;
+
+	pthread_mutex_lock(&d->mu);
+	if ((b = blob_find(t, kind, id, name)) == NULL) {
+		pthread_mutex_unlock(&d->mu);
+		return -ENOENT;
+	}
+	blob_drop(d, t, b);
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+static int dev_meta_put(struct kv_stor_tenant *t, const char *name, const void *buf, size_t len,
+                        unsigned flags)
+{
+	return blob_put(t, KV_STOR_META, 0, name, buf, len, flags & KV_STOR_DURABLE);
+}
+
+static int dev_meta_get(struct kv_stor_tenant *t, const char *name, size_t max, uint8_t **ret_buf,
+                        size_t *ret_len)
+{
+	return blob_get(t, KV_STOR_META, 0, name, max, ret_buf, ret_len);
+}
+
+static int dev_meta_remove(struct kv_stor_tenant *t, const char *name)
+{
+	return blob_remove(t, KV_STOR_META, 0, name);
+}
+
+static int dev_hint_put(struct kv_stor_tenant *t, uint32_t id, const void *buf, size_t len)
+{
+	return blob_put(t, KV_STOR_HINT, id, "", buf, len, false);
+}
+
+static int dev_hint_get(struct kv_stor_tenant *t, uint32_t id, size_t max, uint8_t **ret_buf,
+                        size_t *ret_len)
+{
+	return blob_get(t, KV_STOR_HINT, id, "", max, ret_buf, ret_len);
+}
+
+static int dev_hint_remove(struct kv_stor_tenant *t, uint32_t id)
+{
+	return blob_remove(t, KV_STOR_HINT, id, "");
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+static struct dev_segment *seg_find(struct dev_tenant *t, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < t->nsegs; i++)
+		if (t->segs[i]->id == id)
+			return t->segs[i];
+	return NULL;
+}
+
+static int seg_handle(struct kv_stor_tenant *th, struct dev_segment *s, struct kv_stor_seg **ret)
+{
+	struct dev_seg_h *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return -ENOMEM;
+	h->base.t = th;
+	h->base.id = s->id;
+	h->base.crc_seed = s->seed;
+	h->seg = s;
+	s->refs++;
+	*ret = &h->base;
+	return 0;
+}
+
+static int dev_seg_create(struct kv_stor_tenant *th, uint32_t id, unsigned flags,
+                          struct kv_stor_seg **ret)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	struct dev_segment *s;
+	uint32_t ext;
+	int rv;
+
+	pthread_mutex_lock(&d->mu);
+	s = seg_find(t, id);
+	pthread_mutex_unlock(&d->mu);
+	if (s != NULL)
+		return -EEXIST;
+	if ((s = calloc(1, sizeof(*s))) == NULL || (s->tail = balloc(d, d->B)) == NULL) {
+		free(s);
+		return -ENOMEM;
+	}
+	if ((rv = ext_alloc(d, t, DEV_EXT_SEG, id, &ext)) != 0) {
+		free(s->tail);
+		free(s);
+		return rv;
+	}
+	s->id = id;
+	s->extent = ext;
+	s->temp = flags & KV_STOR_SEG_TEMP;
+	s->len_known = true;
+	s->tail_ok = true; /* an empty block */
+	memset(s->tail, 0, d->B);
+	pthread_mutex_lock(&d->mu);
+	s->seed = dev_seg_seed(d->sb.uuid, ext, d->ext[ext].generation);
+	if ((rv = seg_add(t, s)) == 0)
+		rv = seg_handle(th, s, ret);
+	if (rv != 0) {
+		ext_release(d, ext);
+		if (s->listed)
+			t->nsegs--;
+		free(s->tail);
+		free(s);
+	}
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	return rv;
+}
+
+static int dev_seg_open(struct kv_stor_tenant *th, uint32_t id, struct kv_stor_seg **ret,
+                        uint64_t *ret_size)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_segment *s;
+	int rv = -ENOENT;
+
+	pthread_mutex_lock(&d->mu);
+	if ((s = seg_find(ten_of(th), id)) != NULL && !s->temp) {
+		if (s->seed == 0)
+			s->seed = dev_seg_seed(d->sb.uuid, s->extent, d->ext[s->extent].generation);
+		if (s->tail == NULL && (s->tail = balloc(d, d->B)) == NULL)
+			rv = -ENOMEM;
+		else
+			rv = seg_handle(th, s, ret);
+		if (rv == 0)
+			*ret_size = s->len_known ? s->len : d->cap;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rv;
+}
+
+static void seg_put(struct dev_storage *d, struct dev_segment *s)
+{
+	if (--s->refs > 0)
+		return;
+	/* removed and no handle left: its extent goes (invariant 4) */
+	d->ext[s->extent].readers = 0;
+	ext_release(d, s->extent);
+	free(s->tail);
+	free(s);
+}
+
+static void dev_seg_close(struct kv_stor_seg *sh)
+{
+	struct dev_storage *d;
+
+	if (sh == NULL)
+		return;
+	d = dev_of(sh->t->st);
+	pthread_mutex_lock(&d->mu);
+	seg_put(d, seg_of(sh));
+	pthread_mutex_unlock(&d->mu);
+	free(sh);
+}
+
+static int dev_seg_remove(struct kv_stor_tenant *th, uint32_t id, unsigned flags)
+{
+	struct dev_storage *d = dev_of(th->st);
+	struct dev_tenant *t = ten_of(th);
+	size_t i;
+
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->nsegs; i++) {
+		struct dev_segment *s = t->segs[i];
+		if (s->id != id || s->temp != !!(flags & KV_STOR_SEG_TEMP))
+			continue;
+		t->segs[i] = t->segs[--t->nsegs];
+		s->listed = false;
+		d->changes++;
+		if (s->refs > 1)
+			d->ext[s->extent].readers = 1; /* not reused while read */
+		seg_put(d, s);
+		pthread_mutex_unlock(&d->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return -ENOENT;
+}
+
+static int dev_seg_publish(struct kv_stor_seg *sh)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+
+	pthread_mutex_lock(&d->mu);
+	s->temp = false;
+	/* a merge output is complete when published (invariant 5) */
+	s->sealed = true;
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* The device bytes [a, e) of s to write: stage holds them, laid out from
+ * a = the block holding off; its first block starts with the segment's own
+ * bytes before off (invariant 1). Returns the staged length. */
+static int stage_prepare(struct dev_storage *d, struct dev_segment *s, uint8_t **stage,
+                         size_t *cap, const void *buf, size_t len, uint64_t off, size_t *ret_len)
+{
+	uint64_t a = off - off % d->B, e = round_up(off + len, d->B);
+	size_t n = (size_t)(e - a), lead = (size_t)(off - a);
+	int rv;
+
+	if (off + len > d->cap)
+		return -ENOSPC; /* past the extent: the engine's segment size forbids it */
+	if (n > *cap) {
+		uint8_t *p = balloc(d, n);
+		if (p == NULL)
+			return -ENOMEM;
+		free(*stage);
+		*stage = p;
+		*cap = n;
+	}
+	if (lead > 0) {
+		if (!s->tail_ok || off != s->len || !s->len_known) {
+			/* the block as the device has it */
+			rv = io_pread_full(d->base.fault, d->fd, *stage, d->B, data_off(d, s->extent) + a);
+			if (rv != 0)
+				return rv;
+		} else {
+			memcpy(*stage, s->tail, lead);
+		}
+	}
+	memcpy(*stage + lead, buf, len);
+	memset(*stage + lead + len, 0, n - lead - len);
+	*ret_len = n;
+	return 0;
+}
+
+/* After a write of [off, off+len) of s landed. */
+static void stage_done(struct dev_storage *d, struct dev_segment *s, const uint8_t *stage,
+                       size_t staged, uint64_t off, size_t len)
+{
+	uint64_t a = off - off % d->B, end = off + len;
+
+	if (end % d->B != 0)
+		memcpy(s->tail, stage + (end - end % d->B - a), d->B);
+	else
+		memset(s->tail, 0, d->B);
+	(void)staged;
+	pthread_mutex_lock(&d->mu);
+	if (end > s->len || !s->len_known) {
+		s->len = end;
+		s->len_known = true;
+	}
+	s->tail_ok = end == s->len;
+	pthread_mutex_unlock(&d->mu);
+}
+
+static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, uint64_t off)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+	uint8_t *stage = NULL;
+	size_t cap = 0, n;
+	int rv;
+
+	if ((rv = stage_prepare(d, s, &stage, &cap, buf, len, off, &n)) == 0 &&
+	    (rv = io_pwrite_full(d->base.fault, d->fd, stage, n,
+	                         data_off(d, s->extent) + (off - off % d->B))) == 0)
+		stage_done(d, s, stage, n, off, len);
+	free(stage);
+	return rv;
+}
+
+static int seg_read_at(struct dev_storage *d, struct dev_segment *s, void *buf, size_t len,
+                       uint64_t off)
+{
+	bool sealed;
+	uint64_t size;
+
+	pthread_mutex_lock(&d->mu);
+	sealed = s->sealed;
+	size = s->len_known ? s->len : d->cap;
+	pthread_mutex_unlock(&d->mu);
+	if (off > size || len > size - off)
+		return -EIO;
+	return dev_read(d, buf, len, data_off(d, s->extent) + off, sealed);
+}
+
+static int dev_seg_read(struct kv_stor_seg *sh, void *buf, size_t len, uint64_t off)
+{
+	return seg_read_at(dev_of(sh->t->st), seg_of(sh), buf, len, off);
+}
+
+static int dev_seg_read_upto(struct kv_stor_seg *sh, void *buf, size_t len, uint64_t off,
+                             size_t *ret_got)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+	uint64_t size;
+	int rv;
+
+	pthread_mutex_lock(&d->mu);
+	size = s->len_known ? s->len : d->cap;
+	pthread_mutex_unlock(&d->mu);
+	if (off > size)
+		return -EIO;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if ((rv = seg_read_at(d, s, buf, len, off)) == 0)
+		*ret_got = len;
+	return rv;
+}
+
+static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
+{
+	struct dev_storage *d = dev_of(st);
+	size_t i;
+	int first = 0;
+
+	/* sealed data mostly comes from the cache; the rest reads one by one */
+	for (i = 0; i < n; i++) {
+		v[i].res = seg_read_at(d, seg_of(v[i].s), v[i].buf, v[i].len, v[i].off);
+		if (v[i].res != 0 && first == 0)
+			first = v[i].res;
+	}
+	return first;
+}
+
+static int dev_seg_sync(struct kv_stor_seg *sh)
+{
+	return io_fdatasync(sh->t->st->fault, dev_of(sh->t->st)->fd);
+}
+
+/* Cuts s to size: the bytes after it that this process wrote become zeros
+ * (so they never read as records again); a segment whose length the last
+ * process left unknown only gets its length. */
+static int dev_seg_truncate(struct kv_stor_seg *sh, uint64_t size)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+	uint64_t old;
+	bool known;
+	int rv = 0;
+
+	pthread_mutex_lock(&d->mu);
+	old = s->len;
+	known = s->len_known;
+	pthread_mutex_unlock(&d->mu);
+	if (known && old > size) {
+		uint64_t a = size - size % d->B, e = round_up(old, d->B);
+		uint8_t *z = balloc(d, (size_t)(e - a));
+		if (z == NULL)
+			return -ENOMEM;
+		memset(z, 0, (size_t)(e - a));
+		if (size > a)
+			rv = io_pread_full(d->base.fault, d->fd, z, d->B, data_off(d, s->extent) + a);
+		if (rv == 0) {
+			memset(z + (size - a), 0, (size_t)(e - size));
+			rv = io_pwrite_full(d->base.fault, d->fd, z, (size_t)(e - a),
+			                    data_off(d, s->extent) + a);
+		}
+		if (rv == 0)
+			memcpy(s->tail, z, d->B);
+		free(z);
+		if (rv != 0)
+			return rv;
+	} else if (!known) {
+		s->tail_ok = false;
+	}
+	pthread_mutex_lock(&d->mu);
+	s->len = size;
+	s->len_known = true;
+	s->tail_ok = known;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+static int dev_seg_reserve(struct kv_stor_seg *sh, uint64_t off, uint64_t len)
+{
+	/* the extent is the segment's whole: nothing to allocate */
+	return off + len <= dev_of(sh->t->st)->cap ? 0 : -ENOSPC;
+}
+
+static int dev_seg_seal(struct kv_stor_seg *sh, uint64_t size)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+	int rv;
+
+	if ((rv = dev_seg_truncate(sh, size)) != 0)
+		return rv;
+	pthread_mutex_lock(&d->mu);
+	s->sealed = true;
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	/* the length is durable with the next catalog write */
+	return io_fdatasync(d->base.fault, d->fd);
+}
+
+/* ---- appends ----------------------------------------------------------- */
+
+static int dev_writer_open(struct kv_storage *st, int mode, int efd, struct kv_stor_writer **ret)
+{
+	struct dev_writer *w;
+	int rv;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return -ENOMEM;
+	if ((rv = io_backend_open((enum kv_io)mode, efd, st->fault, &w->io)) != 0) {
+		free(w);
+		return rv;
+	}
+	w->base.st = st;
+	*ret = &w->base;
+	return 0;
+}
+
+static void dev_writer_close(struct kv_stor_writer *wh)
+{
+	struct dev_writer *w = (struct dev_writer *)wh;
+
+	if (w == NULL)
+		return;
+	io_backend_close(w->io);
+	free(w->stage);
+	free(w);
+}
+
+static bool dev_writer_is_uring(struct kv_stor_writer *w)
+{
+	return io_backend_is_uring(((struct dev_writer *)w)->io);
+}
+
+static int dev_append_start(struct kv_stor_writer *wh, struct kv_stor_seg *sh, const void *buf,
+                            size_t len, uint64_t off, bool sync)
+{
+	struct dev_writer *w = (struct dev_writer *)wh;
+	struct dev_storage *d = dev_of(wh->st);
+	struct dev_segment *s = seg_of(sh);
+	size_t n;
+	int rv;
+
+	if ((rv = stage_prepare(d, s, &w->stage, &w->stage_cap, buf, len, off, &n)) != 0)
+		return rv;
+	w->seg = s;
+	w->end = off + len;
+	w->tail_at = n;
+	rv = io_write_start(w->io, d->fd, w->stage, n, data_off(d, s->extent) + (off - off % d->B),
+	                    sync);
+	if (rv != 0)
+		w->seg = NULL;
+	else
+		w->blk_end = off; /* the append's start, for stage_done */
+	return rv;
+}
+
+static int dev_append_poll(struct kv_stor_writer *wh, bool wait, struct kv_stor_wres *ret)
+{
+	struct dev_writer *w = (struct dev_writer *)wh;
+	struct io_result r;
+	int rv = io_write_poll(w->io, wait, &r);
+
+	if (rv == 1) {
+		if (r.err == 0 && w->seg != NULL)
+			stage_done(dev_of(wh->st), w->seg, w->stage, w->tail_at, w->blk_end,
+			           (size_t)(w->end - w->blk_end));
+		w->seg = NULL;
+		ret->err = r.err;
+		ret->sync_failed = r.sync_failed;
+	}
+	return rv;
+}
+
+/* ---- the instance ------------------------------------------------------ */
+
+static void dev_destroy(struct kv_storage *st)
+{
+	struct dev_storage *d = dev_of(st);
+	size_t i;
+
+	if (st == NULL)
+		return;
+	for (i = 0; i < d->ntenants; i++)
+		tenant_free(d->tenants[i]);
+	free(d->tenants);
+	free(d->ext);
+	free(d->cat_buf);
+	dev_cache_free(d->cache);
+	free(d->zero);
+	if (d->fd >= 0)
+		close(d->fd);
+	pthread_mutex_destroy(&d->mu);
+	pthread_mutex_destroy(&d->cat_mu);
+	free(d);
+}
+
+static const struct kv_storage_ops dev_ops = {
+        .name = "device",
+        .destroy = dev_destroy,
+        .tenant_create = dev_tenant_create,
+        .tenant_drop = dev_tenant_drop,
+        .tenant_list = dev_tenant_list,
+        .tenant_open = dev_tenant_open,
+        .tenant_close = dev_tenant_close,
+        .tenant_lock = dev_tenant_lock,
+        .tenant_sync = dev_tenant_sync,
+        .list = dev_list,
+        .meta_put = dev_meta_put,
+        .meta_get = dev_meta_get,
+        .meta_remove = dev_meta_remove,
+        .hint_put = dev_hint_put,
+        .hint_get = dev_hint_get,
+        .hint_remove = dev_hint_remove,
+        .seg_create = dev_seg_create,
+        .seg_open = dev_seg_open,
+        .seg_write = dev_seg_write,
+        .seg_read = dev_seg_read,
+        .seg_read_upto = dev_seg_read_upto,
+        .read_batch = dev_read_batch,
+        .seg_sync = dev_seg_sync,
+        .seg_truncate = dev_seg_truncate,
+        .seg_reserve = dev_seg_reserve,
+        .seg_seal = dev_seg_seal,
+        .seg_publish = dev_seg_publish,
+        .seg_close = dev_seg_close,
+        .writer_open = dev_writer_open,
+        .writer_close = dev_writer_close,
+        .writer_is_uring = dev_writer_is_uring,
+        .append_start = dev_append_start,
+        .append_poll = dev_append_poll,
+        .seg_remove = dev_seg_remove,
+};
+
+/* Reads the superblock: block 0, else the copy in the last block. */
+static int read_super(struct dev_storage *d, const struct dev_geometry *g, bool *ret_fallback)
+{
+	uint8_t *b = balloc(d, g->block);
+	int rv;
+
+	if (b == NULL)
+		return -ENOMEM;
+	*ret_fallback = false;
+	rv = io_pread_full(d->base.fault, d->fd, b, g->block, 0);
+	if (rv == 0 && (rv = dev_super_decode(b, &d->sb)) == 0 && d->sb.block_size == g->block &&
+	    d->sb.device_size <= g->size) {
+		free(b);
+		return 0;
+	}
+	*ret_fallback = true;
+	if (g->size >= g->block &&
+	    (rv = io_pread_full(d->base.fault, d->fd, b, g->block, g->size - g->block)) == 0)
+		rv = dev_super_decode(b, &d->sb);
+	if (rv == 0 && (d->sb.block_size != g->block || d->sb.device_size != g->size))
+		rv = KV_EFORMAT;
+	free(b);
+	return rv;
+}
+
+int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
+                        struct kv_io_fault *fault, struct kv_storage **ret)
+{
+	struct dev_geometry g;
+	struct dev_storage *d;
+	bool fallback;
+	size_t i;
+	int rv;
+
+	if ((d = calloc(1, sizeof(*d))) == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_init(&d->cat_mu, NULL);
+	d->base.ops = &dev_ops;
+	d->base.fault = fault;
+	d->base.append_reopened = false;
+	if ((d->fd = dev_open_locked(path, readonly)) < 0) {
+		rv = d->fd;
+		goto fail;
+	}
+	if ((rv = dev_geometry(d->fd, &g)) != 0)
+		goto fail;
+	d->B = g.block;
+	if ((rv = read_super(d, &g, &fallback)) != 0)
+		goto fail;
+	d->B = d->sb.block_size;
+	d->cap = d->sb.extent_size - d->B;
+	d->base.align = d->B;
+	d->base.seg_max = d->cap;
+	if ((d->ext = calloc(d->sb.extent_count, sizeof(*d->ext))) == NULL ||
+	    (d->zero = balloc(d, d->B)) == NULL ||
+	    (!readonly && (d->cat_buf = balloc(d, (size_t)d->sb.catalog_slot)) == NULL)) {
+		rv = -ENOMEM;
+		goto fail;
+	}
+	memset(d->zero, 0, d->B);
+	if ((rv = cat_load(d)) != 0)
+		goto fail;
+	/* a crash may have left extents taken for objects the catalog never
+	 * named: they are free already (their generation was counted) */
+	for (i = 0; i < d->sb.extent_count; i++)
+		if (d->ext[i].kind == DEV_EXT_FREE)
+			d->ext[i].tenant = 0;
+	if (cache_bytes == 0)
+		cache_bytes = KV_DEV_CACHE_DEFAULT;
+	if ((rv = dev_cache_new(cache_bytes, &d->cache)) != 0)
+		goto fail;
+	d->durable = d->changes;
+	*ret = &d->base;
+	return 0;
+fail:
+	dev_destroy(&d->base);
+	return rv;
+}
+
+int dev_storage_check_extents(struct kv_storage *st,
+                              void (*report)(void *arg, uint32_t extent, uint64_t off,
+                                             const char *what),
+                              void *arg, uint32_t *ret_used, uint32_t *ret_free)
+{
+	struct dev_storage *d = dev_of(st);
+	uint8_t *blk = balloc(d, d->B);
+	uint32_t i, used = 0;
+	int rv = 0;
+
+	if (blk == NULL)
+		return -ENOMEM;
+	for (i = 0; i < d->sb.extent_count && rv == 0; i++) {
+		struct dev_extent e = d->ext[i];
+		struct dev_ext_header h;
+		uint64_t off = dev_extent_off(&d->sb, i);
+		if (e.tenant == 0)
+			continue;
+		used++;
+		if ((rv = io_pread_full(NULL, d->fd, blk, d->B, off)) != 0)
+			break;
+		if (dev_ext_decode(blk, &h) != 0)
+			report(arg, i, off, "extent header damaged (the catalog still names its use)");
+		else if (memcmp(h.uuid, d->sb.uuid, 16) != 0 || h.tenant != e.tenant ||
+		         h.generation != e.generation || h.kind != e.kind || h.position != e.position)
+			report(arg, i, off, "extent header names another use than the catalog");
+	}
+	free(blk);
+	if (rv == 0) {
+		*ret_used = used;
+		*ret_free = d->sb.extent_count - used;
+	}
+	return rv;
+}
+
+/* ---- format ------------------------------------------------------------ */
+
+int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, char *err,
+                    size_t errlen)
+{
+	struct dev_storage d = {.fd = fd, .B = g->block};
+	struct dev_super *sb = &d.sb;
+	uint64_t slot, span;
+	uint8_t *buf;
+	int rv = 0;
+
+	memset(sb, 0, sizeof(*sb));
+	sb->version = DEV_FORMAT_VERSION;
+	sb->block_size = g->block;
+	sb->logical_block = g->logical_block;
+	sb->physical_block = g->physical_block;
+	sb->device_size = g->size - g->size % g->block;
+	sb->extent_size = extent_size;
+	sb->max_nodes = 1;
+	sb->created_ms = now_ms();
+	{
+		FILE *f = fopen("/dev/urandom", "rb");
+		size_t got = f ? fread(sb->uuid, 1, 16, f) : 0;
+		if (f)
+			fclose(f);
+		if (got != 16) {
+			snprintf(err, errlen, "no random bytes for the device uuid");
+			return -EIO;
+		}
+	}
+	/* a catalog slot: 1/64 of the device, between 1 and 64 MiB, and room
+	 * for twice the extent table */
+	slot = sb->device_size / 64;
+	if (slot < (1u << 20))
+		slot = 1u << 20;
+	if (slot > (64u << 20))
+		slot = 64u << 20;
+	sb->catalog_off = g->block;
+	sb->catalog_slot = round_up(slot, g->block);
+	sb->data_off = round_up(sb->catalog_off + 2 * sb->catalog_slot, 1u << 20);
+	if (sb->device_size < sb->data_off + 2 * extent_size + g->block) {
+		snprintf(err, errlen,
+		         "the device (%llu bytes) is too small for two extents of %llu bytes",
+		         (unsigned long long)g->size, (unsigned long long)extent_size);
+		return -EINVAL;
+	}
+	sb->extent_count = (uint32_t)((sb->device_size - g->block - sb->data_off) / extent_size);
+	if ((uint64_t)sb->extent_count * 13 * 2 + 65536 > sb->catalog_slot) {
+		snprintf(err, errlen, "too many extents (%u) for the catalog: use a larger extent size",
+		         sb->extent_count);
+		return -EINVAL;
+	}
+	span = DEV_ZERO_SPAN;
+	if ((buf = balloc(&d, (size_t)span)) == NULL)
+		return -ENOMEM;
+	memset(buf, 0, (size_t)span);
+	/* the first and last MiB (old signatures), both catalog slot headers */
+	if ((rv = io_pwrite_full(NULL, fd, buf, (size_t)span, 0)) == 0)
+		rv = io_pwrite_full(NULL, fd, buf, (size_t)span, sb->device_size - span);
+	if (rv == 0)
+		rv = io_pwrite_full(NULL, fd, buf, g->block, sb->catalog_off + sb->catalog_slot);
+	if (rv == 0) {
+		/* the empty catalog, then the superblocks: the end copy first */
+		struct dev_cat_header h = {.seq = 1, .node = 1, .epoch = 1};
+		struct wbuf w = {.p = buf + DEV_CAT_HEADER, .cap = (size_t)span - DEV_CAT_HEADER};
+		uint32_t k;
+		w32(&w, 0);
+		w32(&w, 1);
+		w32(&w, sb->extent_count);
+		for (k = 0; k < sb->extent_count && !w.over; k++) {
+			w32(&w, 0);
+			w32(&w, 0);
+			w32(&w, 0);
+			w8(&w, 0);
+		}
+		if (w.over) {
+			rv = -EINVAL;
+			snprintf(err, errlen, "too many extents for the catalog");
+		} else {
+			h.body_len = w.len;
+			memcpy(h.uuid, sb->uuid, 16);
+			dev_cat_header_encode(buf, &h, 0);
+			dev_cat_header_encode(buf, &h, dev_cat_crc(buf, buf + DEV_CAT_HEADER, w.len));
+			rv = io_pwrite_full(NULL, fd, buf,
+			                    (size_t)round_up(DEV_CAT_HEADER + w.len, g->block),
+			                    sb->catalog_off);
+		}
+	}
+	if (rv == 0)
+		rv = io_fdatasync(NULL, fd);
+	if (rv == 0) {
+		memset(buf, 0, g->block);
+		dev_super_encode(buf, sb);
+		rv = io_pwrite_full(NULL, fd, buf, g->block, sb->device_size - g->block);
+		if (rv == 0)
+			rv = io_fdatasync(NULL, fd);
+		if (rv == 0)
+			rv = io_pwrite_full(NULL, fd, buf, g->block, 0);
+		if (rv == 0)
+			rv = io_fdatasync(NULL, fd);
+	}
+	if (rv != 0 && err[0] == '\0')
+		snprintf(err, errlen, "writing the device: %s", strerror(-rv));
+	free(buf);
+	return rv;
+}
