@@ -20,6 +20,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The largest extent kv_dev_format takes (engine/dev_format.c; kvengine.h
+ * names only the smallest). */
+#define DEVICE_EXTENT_SIZE_MAX (1ull << 30)
+
 /* "64M", "1G", "1536K": the largest unit that divides n. */
 static void size_text(uint64_t n, char *buf, size_t cap)
 {
@@ -45,10 +49,10 @@ int device_format(const char *device, const char *extent_size, bool force)
 	if (extent_size != NULL) {
 		uint64_t v;
 		if (parse_size(extent_size, &v) != 0 || v < KV_DEV_EXTENT_SIZE_MIN ||
-		    (v & (v - 1)) != 0) {
+		    v > DEVICE_EXTENT_SIZE_MAX || (v & (v - 1)) != 0) {
 			kvd_say(stderr, LOG_ERR,
-			        "--extent-size takes a power of two of at least 1M (like 1M, 64M, "
-			        "1G), not '%s'",
+			        "--extent-size takes a power of two from 1M to 1G (like 1M, 64M), "
+			        "not '%s'",
 			        extent_size);
 			return 2;
 		}
@@ -61,18 +65,23 @@ int device_format(const char *device, const char *extent_size, bool force)
 	err[0] = '\0';
 	rv = kv_dev_format(device, &o, err, sizeof(err));
 	if (rv != 0) {
+		/* the engine's line mostly names the device itself: "DEV: why"
+		 * is said once, "DEV carries ext4: …" as it is */
+		size_t n = strlen(device);
+		bool named = strncmp(err, device, n) == 0 && err[n] == ' ';
 		const char *why = err[0] ? err : kv_strerror(rv);
+		const char *hint = "";
+
+		if (strncmp(err, device, n) == 0 && err[n] == ':' && err[n + 1] == ' ')
+			why = err + n + 2;
 		if (rv == KV_EREFUSED && strstr(why, "force") == NULL)
-			kvd_say(stderr, LOG_ERR,
-			        "cannot format %s: %s (kvd --format --force formats over it, "
-			        "destroying what is there)",
-			        device, why);
+			hint = " (kvd --format --force formats over it, destroying what is there)";
 		else if ((rv == KV_ELOCKED || rv == -EBUSY) && err[0] == '\0')
-			kvd_say(stderr, LOG_ERR,
-			        "cannot format %s: it is in use (mounted, or served by a kvd)",
-			        device);
+			why = "it is in use (mounted, or served by a kvd)";
+		if (named)
+			kvd_say(stderr, LOG_ERR, "cannot format: %s%s", why, hint);
 		else
-			kvd_say(stderr, LOG_ERR, "cannot format %s: %s", device, why);
+			kvd_say(stderr, LOG_ERR, "cannot format %s: %s%s", device, why, hint);
 		return 1;
 	}
 	size_text(o.extent_size ? o.extent_size : KV_DEV_EXTENT_SIZE_DEFAULT, size, sizeof(size));
@@ -114,10 +123,10 @@ int device_check(const char *device)
 		        device);
 		return 2;
 	}
-	if (rv == KV_EFORMAT) {
+	if (rv == KV_EFORMAT || rv == KV_ECORRUPT) {
 		kvd_say(stderr, LOG_ERR,
-		        "cannot check %s: %s (no kvd superblock copy could be read; was it "
-		        "formatted with kvd --format?)",
+		        "cannot check %s: no superblock copy or no catalog slot is sound (%s): "
+		        "not a kvd device (kvd --format makes one), or damaged beyond them",
 		        device, kv_strerror(rv));
 		return 2;
 	}

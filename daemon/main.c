@@ -86,8 +86,8 @@ static void usage(FILE *f)
 	        "                        refuses one with a file system, a partition table\n"
 	        "                        or another kvd on it unless --force\n"
 	        "      --extent-size SIZE\n"
-	        "                        --format's extent size, a power of two of at least\n"
-	        "                        1M (default 64M)\n"
+	        "                        --format's extent size, a power of two from 1M to\n"
+	        "                        1G (default 64M)\n"
 	        "      --force           --format over whatever DEVICE holds\n"
 	        "\n"
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
@@ -778,10 +778,11 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 		        "device %s is in use: another kvd holds its lock (or it is mounted or "
 		        "open exclusively)",
 		        dev);
-	else if (rv == KV_EFORMAT)
+	else if (rv == KV_EFORMAT || rv == KV_ECORRUPT)
 		kvd_say(stderr, LOG_ERR,
-		        "device %s is not a kvd device or its format is not understood (%s); "
-		        "kvd --format DEVICE makes one",
+		        "cannot open device %s: no sound superblock copy or catalog slot (%s): "
+		        "not a kvd device (kvd --format DEVICE makes one), or damaged (kvd "
+		        "--check DEVICE says where)",
 		        dev, kv_strerror(rv));
 	else
 		kvd_say(stderr, LOG_ERR, "cannot open device %s: %s", dev, kv_strerror(rv));

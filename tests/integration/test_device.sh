@@ -201,7 +201,7 @@ stop() {
 	fi
 }
 
-# refused NAME PATTERN...: a second kvd on $DEV (on another socket) exits
+# refused NAME PATTERN...: a (second) kvd on $DEV (on another socket) exits
 # non-zero on its own, with one line naming PATTERNs; it is killed if it is
 # still up after 150 tries.
 refused() {
@@ -235,9 +235,9 @@ suite() {
 	# (a) A device carrying ext4 is refused, naming it; --force formats it.
 	new_device fs 64M
 	run 0 "mkfs.ext4" mkfs.ext4 -q -F "$DEV"
-	run 1 "--format over ext4" "$KVD" --format "$DEV"
+	run 1 "--format over ext4" "$KVD" --format "$DEV" --extent-size 1M
 	err_one_line "--format over ext4" "ext4" "force"
-	run 0 "--format --force over ext4" "$KVD" --format "$DEV" --force &&
+	run 0 "--format --force over ext4" "$KVD" --format "$DEV" --extent-size 1M --force &&
 		out_has "--format --force says so" "formatted"
 	run 0 "--check after --format --force" "$KVD" --check "$DEV" &&
 		out_has "--check's summary" "no damage$"
@@ -297,7 +297,7 @@ k1
 	# are refused.
 	refused "a second kvd on the device" "in use|lock" "another kvd|kvd holds|served"
 	run 1 "--format --force of a served device" "$KVD" --format "$DEV" --force
-	err_one_line "--format of a served device" "in use|lock|busy"
+	err_one_line "--format of a served device" "in use|lock|busy|serving"
 	run 2 "--check of a served device" "$KVD" --check "$DEV"
 	err_one_line "--check of a served device" "in use"
 	run 0 "still serving after the refusals" kv -t t1 get k1 && out_is "still serving" three
@@ -391,6 +391,14 @@ run 2 "--force without --format" "$KVD" --force
 err_one_line "--force without --format" "--format"
 run 1 "--format of a missing path" "$KVD" --format "$TMP/nothing"
 err_one_line "--format of a missing path" "does not exist"
+# A device never formatted: kvd and --check refuse it, saying so.
+DEV=$TMP/blank.img
+truncate -s 16M "$DEV"
+refused "kvd on a device never formatted" "not a kvd device" "kvd --format"
+run 2 "--check of a device never formatted" "$KVD" --check "$DEV"
+err_one_line "--check of a device never formatted" "not a kvd device"
+run 2 "--extent-size 2G" "$KVD" --format "$DEV" --extent-size 2G
+err_one_line "--extent-size 2G" "from 1M to 1G"
 
 if [ "$failures" -gt 0 ]; then
 	echo "$failures of $checks checks failed"
