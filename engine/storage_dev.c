@@ -208,6 +208,8 @@ static uint64_t now_ms(void)
 
 /* ---- extents ----------------------------------------------------------- */
 
+static int cat_write(struct dev_storage *d);
+
 /* An extent given back (invariant 4). [d->mu] */
 static void ext_release(struct dev_storage *d, uint32_t i)
 {
@@ -240,10 +242,12 @@ static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, 
 	struct dev_ext_header h;
 	uint8_t *blk;
 	uint32_t i, n = d->sb.extent_count, gen;
+	bool settling = false;
 	int rv;
 
 	if ((blk = balloc(d, d->B)) == NULL)
 		return -ENOMEM;
+again:
 	pthread_mutex_lock(&d->mu);
 	for (i = 0; i < n; i++) {
 		uint32_t k = (d->free_hint + i) % n;
@@ -251,7 +255,15 @@ static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, 
 			break;
 	}
 	if (i == n) {
+		bool waiting = false;
+		for (i = 0; i < n && !waiting; i++)
+			waiting = d->ext[i].pending && d->ext[i].readers == 0;
 		pthread_mutex_unlock(&d->mu);
+		if (waiting && !settling && (rv = cat_write(d)) == 0) {
+			/* extents given back wait for a catalog that no longer names them */
+			settling = true;
+			goto again;
+		}
 		free(blk);
 		return -ENOSPC;
 	}
