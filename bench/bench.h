@@ -73,4 +73,8 @@ int bench_durable(int argc, char **argv);
  * (bench/coldstart.c). */
 int bench_coldstart(int argc, char **argv);
 
+/* kvbench device: the block-device backend's puts and gets, each cell
+ * followed by fio on the same device (bench/device.c). */
+int bench_device(int argc, char **argv);
+
 #endif

@@ -8,6 +8,14 @@
  * the run's sync_interval_ms (the engine syncs on its own: no sync op).
  * Reads use kv_get (a malloc'd copy released with kv_value_release); scans
  * use kv_iter_*.
+ *
+ * Backend "engine-dev": the same engine in a store on a block device
+ * (kv_store_options.device). open formats peer_config.device
+ * (kv_dev_format, with its extent size and force), opens a store on it
+ * (kv_store_options_init defaults, the read cache at its default, and
+ * background on as kv_options_init has it for "engine"), creates one tenant
+ * "ycsb" with the run's sync mode and uses that tenant's database with the
+ * calls above; close releases the tenant and closes the store.
  */
 #include "peers.h"
 
@@ -19,7 +27,11 @@
 
 struct peer {
 	kv_db *db;
+	kv_store *store; /* engine-dev: the store on the device, and its tenant */
+	kv_tenant *tenant;
 };
+
+#define KVD_DEV_TENANT "ycsb"
 
 static void kvd_version(char *buf, size_t len)
 {
@@ -66,8 +78,77 @@ static void kvd_close(struct peer *p)
 {
 	if (p == NULL)
 		return;
-	kv_close(p->db);
+	if (p->store != NULL) {
+		if (p->tenant != NULL)
+			kv_store_put(p->store, p->tenant);
+		kv_store_close(p->store);
+	} else {
+		kv_close(p->db);
+	}
 	free(p);
+}
+
+static void kvd_dev_version(char *buf, size_t len)
+{
+	snprintf(buf, len,
+	         "kvd engine %s on a block device (a store's tenant; extents of %llu MiB unless "
+	         "given, read cache %llu MiB)",
+	         KV_ENGINE_VERSION, (unsigned long long)(KV_DEV_EXTENT_SIZE_DEFAULT >> 20),
+	         (unsigned long long)(KV_DEV_CACHE_DEFAULT >> 20));
+}
+
+static int kvd_dev_open(const struct peer_config *c, struct peer **ret_db, char *err, size_t errlen)
+{
+	struct kv_dev_format_options fo = {.extent_size = c->device_extent_size,
+	                                   .force = c->device_force};
+	struct kv_store_options so;
+	struct kv_tenant_config tc;
+	char e[256] = "";
+	struct peer *p;
+	int rv;
+
+	if (c->device == NULL) {
+		peer_errf(err, errlen, "no device to format (--device)");
+		return -1;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		peer_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((rv = kv_dev_format(c->device, &fo, e, sizeof e)) != 0) {
+		peer_errf(err, errlen, "kv_dev_format %s: %s%s%s%s", c->device, kv_strerror(rv),
+		          e[0] ? " (" : "", e, e[0] ? ")" : "");
+		goto fail;
+	}
+	kv_store_options_init(&so);
+	so.base.background = true;
+	so.device = c->device;
+	if ((rv = kv_store_open(NULL, &so, &p->store)) != 0) {
+		peer_errf(err, errlen, "kv_store_open on %s: %s", c->device, kv_strerror(rv));
+		p->store = NULL;
+		goto fail;
+	}
+	kv_tenant_config_init(&tc);
+	tc.sync = c->sync ? KV_SYNC_ALWAYS : KV_SYNC_NONE;
+	if (!c->sync && c->sync_interval_ms > 0) {
+		tc.sync = KV_SYNC_INTERVAL;
+		tc.sync_interval_ms = c->sync_interval_ms;
+	}
+	if ((rv = kv_store_create(p->store, KVD_DEV_TENANT, &tc)) != 0) {
+		peer_errf(err, errlen, "kv_store_create %s: %s", KVD_DEV_TENANT, kv_strerror(rv));
+		goto fail;
+	}
+	if ((rv = kv_store_get(p->store, KVD_DEV_TENANT, &p->tenant)) != 0) {
+		peer_errf(err, errlen, "kv_store_get %s: %s", KVD_DEV_TENANT, kv_strerror(rv));
+		p->tenant = NULL;
+		goto fail;
+	}
+	p->db = kv_tenant_db(p->tenant);
+	*ret_db = p;
+	return 0;
+fail:
+	kvd_close(p);
+	return -1;
 }
 
 static int kvd_put(struct peer_worker *w, const char *key, size_t key_len, const char *value,
@@ -205,6 +286,25 @@ const struct peer_backend peer_kvd = {
                     "(kv_value_release)",
         .version = kvd_version,
         .open = kvd_open,
+        .close = kvd_close,
+        .put = kvd_put,
+        .get = kvd_get,
+        .scan = kvd_scan,
+        .get_copy = kvd_get_copy,
+        .scan_count = kvd_scan_count,
+        .counters = kvd_counters,
+        .describe = kvd_describe,
+};
+
+const struct peer_backend peer_kvd_dev = {
+        .name = "engine-dev",
+        .settings =
+                "the device formatted for every database; a store on it, kv_store_options_init() "
+                "defaults with background on; one tenant with the run's sync; kv_get "
+                "returns a malloc'd copy (kv_value_release)",
+        .device = true,
+        .version = kvd_dev_version,
+        .open = kvd_dev_open,
         .close = kvd_close,
         .put = kvd_put,
         .get = kvd_get,

@@ -1,8 +1,9 @@
 /*
  * bench/peers.c — the list of backends `kvbench engine` knows.
  *
- * The engine is always built. A peer is built when meson found its library
- * (KVB_HAVE_<NAME> is then defined and bench/peer_<name>.c is compiled);
+ * The engine is always built, on files (engine) and on a block device
+ * (engine-dev, which needs a device to format: kvbench ycsb --device). A peer is built when meson
+ * found its library (KVB_HAVE_<NAME> is then defined and bench/peer_<name>.c is compiled);
  * otherwise it is listed here with no operations, and its rows say
  * "not built".
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 extern const struct peer_backend peer_kvd;
+extern const struct peer_backend peer_kvd_dev;
 
 #ifdef KVB_HAVE_ROCKSDB
 extern const struct peer_backend peer_rocksdb;
@@ -33,10 +35,7 @@ static const struct peer_backend peer_lmdb = {.name = "lmdb"};
 #endif
 
 const struct peer_backend *const peer_backends[] = {
-        &peer_kvd,
-        &peer_rocksdb,
-        &peer_leveldb,
-        &peer_lmdb,
+        &peer_kvd, &peer_kvd_dev, &peer_rocksdb, &peer_leveldb, &peer_lmdb,
 };
 const size_t peer_backend_count = sizeof peer_backends / sizeof peer_backends[0];
 

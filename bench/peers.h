@@ -40,6 +40,11 @@ struct peer_config {
 	/* With !sync: a backend whose sync op is NULL syncs this often on its
 	 * own (the engine's KV_SYNC_INTERVAL); 0: never. */
 	uint32_t sync_interval_ms;
+	/* A backend with `device` set (engine-dev) formats this block device
+	 * (or regular file) and keeps the database there; path is unused. */
+	const char *device;
+	uint64_t device_extent_size; /* 0: kv_dev_format's default */
+	bool device_force;           /* format over a known signature */
 };
 
 struct peer_worker {
@@ -70,6 +75,7 @@ struct peer_counters {
 struct peer_backend {
 	const char *name;     /* as given to --backends */
 	const char *settings; /* one line: the configuration open() applies */
+	bool device;          /* the database lives on peer_config.device, formatted by open() */
 
 	/* Fills buf with the library's version (and what open found, e.g. the
 	 * I/O method); NULL when the backend is not built. */

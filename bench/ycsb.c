@@ -8,6 +8,7 @@
  *                [--warmup S] [--max-seconds S] [--seed S] [--kvd PATH]
  *                [--endpoint URL] [--transport nng|stream]
  *                [--redis-server PATH] [--dir DIR]
+ *                [--device PATH --yes-format [--force]]
  *                [--quick] [--json | --markdown]
  *
  * The sequence is the one YCSB's documentation gives ("Running a Workload",
@@ -30,6 +31,11 @@
  * "user" + fnvhash64(keynum), inserts through an acknowledged counter,
  * records of fieldcount 10 × fieldlength 100. Departures from YCSB are
  * listed in docs/BENCHMARKS.md and in the report's header.
+ *
+ * engine-dev is the engine in a store on a block device (--device, formatted
+ * for every fresh database; bench/peer_kvd.c): `--device DEV --yes-format`
+ * alone runs engine (files) and engine-dev side by side, engine-dev's
+ * ratios against engine's.
  *
  * Every operation is timed with CLOCK_MONOTONIC into a log-linear histogram
  * per operation type (READ, UPDATE, INSERT, SCAN, READ-MODIFY-WRITE; as in
@@ -770,7 +776,7 @@ static int parse_backends(const char *cmd, const char *name, const char *arg, vo
 		if (be == NULL) {
 			fprintf(stderr,
 			        "kvbench %s: unknown backend '%s' (kvd-ipc, kvd-tcp, redis, "
-			        "redis-tcp, engine, rocksdb, leveldb, lmdb)\n",
+			        "redis-tcp, engine, rocksdb, leveldb, lmdb, engine-dev)\n",
 			        cmd, t);
 			return -EINVAL;
 		}
@@ -867,7 +873,8 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 	         .parse = parse_workloads},
 	        {BENCH_OPT("backend", BENCH_OPT_FUNC, o, "LIST",
 	                   "kvd-ipc,kvd-tcp,redis,redis-tcp,engine,rocksdb,\n"
-	                   "leveldb,lmdb (default kvd-ipc,redis); the first is the\n"
+	                   "leveldb,lmdb,engine-dev (default kvd-ipc,redis; with\n"
+	                   "--device engine,engine-dev); the first is the\n"
 	                   "reference of the ratios"),
 	         .set = &o->backends_set, .parse = parse_backends},
 	        {BENCH_OPT("records", BENCH_OPT_U64, &o->records, "N", "recordcount (default %D)"),
@@ -913,6 +920,14 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 	                   "redis-server binary (default: from PATH)")},
 	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
 	                   "make the run's directory in DIR (default /tmp)")},
+	        {BENCH_OPT("device", BENCH_OPT_STRING, &o->device, "PATH",
+	                   "engine-dev's block device (or regular file), FORMATTED\n"
+	                   "for every database it opens")},
+	        {BENCH_OPT("yes-format", BENCH_OPT_FLAG, &o->yes_format, NULL,
+	                   "agree that everything on --device is lost")},
+	        {BENCH_OPT("force", BENCH_OPT_FLAG, &o->force, NULL,
+	                   "format --device even over a known signature (a file\n"
+	                   "system, a partition table, LVM, another kvd)")},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
 	        BENCH_OPTS_REPORT(&o->markdown, &o->json),
 	};
@@ -938,6 +953,18 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 		fprintf(stderr, "kvbench ycsb: --json and --markdown exclude each other\n");
 		return -EINVAL;
 	}
+	if (o->device != NULL && !o->yes_format) {
+		fprintf(stderr,
+		        "kvbench ycsb: --device %s is formatted for every database engine-dev "
+		        "opens, and everything on it is lost: give --yes-format to go on\n",
+		        o->device);
+		return -EINVAL;
+	}
+	if (o->device != NULL && !o->backends_set && !o->quick) {
+		o->backends[0] = yb_find("engine");
+		o->backends[1] = yb_find("engine-dev");
+		o->nbackends = 2;
+	}
 
 	if (o->quick) {
 		if (!o->records_set)
@@ -960,6 +987,8 @@ static int parse(int argc, char **argv, struct yc_opts *o)
 			o->nbackends = 0;
 			for (size_t i = 0; i < yb_backend_count && i < YC_BACKENDS_MAX; i++)
 				o->backends[o->nbackends++] = yb_backends[i];
+			if (o->device != NULL && o->nbackends < YC_BACKENDS_MAX)
+				o->backends[o->nbackends++] = yb_find("engine-dev");
 		}
 	}
 	/* E's zipfian draws over records + operations/10 keys and draws again
@@ -1036,6 +1065,8 @@ int bench_ycsb(int argc, char **argv)
 	                need_kvd) != 0)
 		goto out;
 	b->run.env.stream = o->stream;
+	b->run.env.device = o->device;
+	b->run.env.device_force = o->force;
 	if ((b->pool = malloc(YC_POOL_BYTES + YC_FIELD_LEN)) == NULL ||
 	    (b->res = calloc(YC_RESULTS_MAX, sizeof(*b->res))) == NULL) {
 		fprintf(stderr, "kvbench ycsb: out of memory\n");

@@ -24,7 +24,8 @@
  *           the key as score, ZRANGEBYSCORE, and reads the scanned records
  *           one HGETALL at a time.) A hiredis connection per client thread.
  *   embedded  read: the peer's get (buf NULL) or get_copy; update, insert:
- *           put; scan: scan_count. sync=interval: the engine's own
+ *           put; scan: scan_count (engine-dev as engine, its database a
+ *           store's tenant on yb_env.device). sync=interval: the engine's own
  *           KV_SYNC_INTERVAL; for the others a thread of this file calls the
  *           peer's sync (an fdatasync of its log) every sync_interval_ms.
  *
@@ -832,9 +833,10 @@ static const char *emb_unavailable(const struct yb_backend *b, const struct yb_e
 {
 	const struct peer_backend *pb = peer_find(b->peer);
 
-	(void)env;
 	if (pb == NULL || !peer_built(pb))
 		return "not built (its library was missing at configure time)";
+	if (pb->device && env->device == NULL)
+		return "needs a device to format (--device PATH --yes-format)";
 	if (pb->get_copy == NULL || pb->scan_count == NULL)
 		return "its bench/peers.h backend lacks get_copy or scan_count";
 	return NULL;
@@ -930,6 +932,10 @@ static int emb_open(const struct yb_backend *b, struct yb_env *env, const struct
 	else
 		bench_fmt(db->dir, sizeof db->dir, "%s/%s-%u", env->base, b->name, ++env->seq);
 	pc.path = db->dir;
+	if (db->pb->device) {
+		pc.device = env->device;
+		pc.device_force = env->device_force || env->device_formatted;
+	}
 	/* the engine has an interval mode of its own; the others get a syncer */
 	if (cfg->sync == YB_SYNC_INTERVAL && db->pb->sync == NULL)
 		pc.sync_interval_ms = cfg->sync_interval_ms;
@@ -937,6 +943,8 @@ static int emb_open(const struct yb_backend *b, struct yb_env *env, const struct
 		db->peer = NULL;
 		goto fail;
 	}
+	if (db->pb->device)
+		env->device_formatted = true;
 	if (cfg->sync == YB_SYNC_INTERVAL && db->pb->sync != NULL) {
 		if (pthread_create(&db->syncer, NULL, emb_syncer_main, db) != 0) {
 			yb_errf(err, errlen, "pthread_create of the syncer failed");
@@ -1126,6 +1134,7 @@ static const struct yb_backend yb_engine = EMB_BACKEND("engine");
 static const struct yb_backend yb_rocksdb = EMB_BACKEND("rocksdb");
 static const struct yb_backend yb_leveldb = EMB_BACKEND("leveldb");
 static const struct yb_backend yb_lmdb = EMB_BACKEND("lmdb");
+static const struct yb_backend yb_engine_dev = EMB_BACKEND("engine-dev");
 
 const struct yb_backend *const yb_backends[] = {
         &yb_kvd_ipc, &yb_kvd_tcp, &yb_redis,   &yb_redis_tcp,
@@ -1138,5 +1147,7 @@ const struct yb_backend *yb_find(const char *name)
 	for (size_t i = 0; i < yb_backend_count; i++)
 		if (strcmp(yb_backends[i]->name, name) == 0)
 			return yb_backends[i];
+	if (strcmp(name, yb_engine_dev.name) == 0)
+		return &yb_engine_dev;
 	return NULL;
 }

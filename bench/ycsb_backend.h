@@ -16,7 +16,10 @@
  *   engine, rocksdb, leveldb, lmdb
  *                      embedded, through bench/peers.h, the libraries'
  *                      adapters below this interface (`kvbench engine`
- *                      drives them through here too).
+ *                      drives them through here too);
+ *   engine-dev         the engine in a store on yb_env.device, formatted for
+ *                      every database (not in yb_backends: it needs a
+ *                      device, `kvbench ycsb --device`; yb_find knows it).
  * Each backend's .c section says exactly which calls it makes.
  *
  * Threads: open and close from one thread; worker_init, the operations and
@@ -55,6 +58,11 @@ struct yb_env {
 	const char *redis_path; /* redis-server binary; NULL: not found */
 	bool stream;            /* reach the kvd started here over kv+ipc:// and kv+tcp://
 	                           (kvd's stream framing), not nng's ipc:// and tcp:// */
+	const char *device;     /* engine-dev: the block device (or file) it formats; NULL:
+	                           engine-dev cannot run */
+	bool device_force;      /* the first format goes over a known signature */
+	bool device_formatted;  /* set once a format of this run succeeded: later ones
+	                           force, over the run's own format */
 	/* the kvd, started on first use and stopped by yb_env_fini */
 	struct kvd_run kvd; /* its settings, URLs, command line and process */
 	bool kvd_started;

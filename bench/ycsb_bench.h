@@ -31,7 +31,7 @@
 #define YC_OPERATIONS_MAX     (1ull << 40)
 #define YC_THREADS_MAX        256u
 #define YC_TLIST_MAX          16  /* entries of --threads */
-#define YC_BACKENDS_MAX       8   /* entries of --backend */
+#define YC_BACKENDS_MAX       9   /* entries of --backend: every backend, engine-dev too */
 #define YC_FIELDS             10  /* YCSB's fieldcount */
 #define YC_FIELD_LEN          100 /* YCSB's fieldlength */
 #define YC_FIELD_NAME_MAX     16  /* bytes of "field<n>" */
@@ -60,7 +60,9 @@ struct yc_opts {
 	const struct yb_backend *backends[YC_BACKENDS_MAX];
 	size_t nbackends;
 	const char *kvd, *endpoint, *redis_server, *dir;
-	bool stream; /* --transport stream: kvd over kv+ipc:// and kv+tcp:// */
+	const char *device;     /* engine-dev's device, formatted for every database */
+	bool yes_format, force; /* --yes-format, --force */
+	bool stream;            /* --transport stream: kvd over kv+ipc:// and kv+tcp:// */
 	bool quick, json, markdown;
 	bool records_set, operations_set, threads_set, warmup_set, sync_set, backends_set;
 };

@@ -26,12 +26,9 @@ static int probe(const char *path, int fd, const struct dev_geometry *g, char *w
 	uint8_t *b = NULL;
 	int rv;
 
-	if ((pr = blkid_new_probe()) == NULL)
-		return -ENOMEM;
-	if (blkid_probe_set_device(pr, fd, 0, 0) != 0) {
-		blkid_free_probe(pr);
-		return -EIO;
-	}
+	/* its own descriptor: libblkid's reads are not aligned for O_DIRECT */
+	if ((pr = blkid_new_probe_from_filename(path)) == NULL)
+		return errno ? -errno : -EIO;
 	blkid_probe_enable_superblocks(pr, 1);
 	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE);
 	blkid_probe_enable_partitions(pr, 1);
@@ -55,7 +52,8 @@ static int probe(const char *path, int fd, const struct dev_geometry *g, char *w
 		snprintf(what, len, "signatures that contradict each other");
 		return 1;
 	}
-	(void)path;
+	if (rv < 0)
+		return -EIO;
 	/* another kvd: libblkid does not know our superblock */
 	if (posix_memalign((void **)&b, g->block, g->block) != 0)
 		return -ENOMEM;

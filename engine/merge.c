@@ -140,7 +140,10 @@ static int merge_start_fn(kv_db *db, void *arg)
 		}
 	}
 	pthread_mutex_unlock(&db->seg_mu);
-	if (db->active != NULL && db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0)
+	/* a full device still merges what is sealed (the active segment
+	 * waits for the next merge) */
+	if (db->active != NULL && db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) != 0 &&
+	    rv != -ENOSPC)
 		return rv;
 	/* META says a merge runs, before any output exists: recovery then
 	 * removes the outputs of one that never committed */

@@ -904,6 +904,45 @@ static void set_next(struct recovery *r)
 	atomic_store(&db->committed_version, db->next_version - 1);
 }
 
+/* On a backend that cannot append to a segment a crash left open: whether
+ * the newest segment was sealed at its end when its process closed it (a
+ * passivation), so that it is appended to again rather than a new one
+ * started for every activation. It leaves the hint and META first, then
+ * the backend's record of the seal (each durable before the next: a crash
+ * in between leaves it sealed, and it is resumed or rolled over next time). */
+static int resume_sealed(struct recovery *r, bool *ret)
+{
+	kv_db *db = r->db;
+	struct seg *tail = r->tail;
+	int rv;
+
+	*ret = false;
+	if (tail->size >= db->opt.segment_size || db->stor->ops->seg_reopen == NULL)
+		return 0;
+	if ((rv = seg_pin(tail)) < 0)
+		return rv;
+	if (!tail->h->sealed) {
+		seg_unpin(tail);
+		return 0;
+	}
+	if (tail->has_hint && (rv = stor_hint_remove(db->tn, tail->id)) != 0 && rv != -ENOENT)
+		goto out;
+	tail->has_hint = false;
+	pthread_mutex_lock(&db->seg_mu);
+	tail->sealed = false;
+	pthread_mutex_unlock(&db->seg_mu);
+	db->active = tail; /* META leaves it out from now on */
+	rv = manifest_write(db);
+	db->active = NULL;
+	if (rv == 0)
+		rv = db->stor->ops->seg_reopen(tail->h);
+	if (rv == 0)
+		*ret = true;
+out:
+	seg_unpin(tail);
+	return rv;
+}
+
 /* 8. The active segment: the newest one goes on being appended to when it
  * was the active one of a process that did not close it (it has no hint
  * and META does not list it as sealed) and the backend allows it (on a
@@ -916,9 +955,13 @@ static int resume_active(struct recovery *r)
 	struct seg *tail = r->tail;
 	bool was_active = tail != NULL && !tail->lost && !tail->has_hint &&
 	                  manifest_find(&r->man, tail->id) == NULL;
+	bool resume = was_active && db->stor->append_reopened;
 	int rv;
 
-	if (was_active && tail->size < db->opt.segment_size && db->stor->append_reopened) {
+	if (!db->stor->append_reopened && tail != NULL && !tail->lost &&
+	    (rv = resume_sealed(r, &resume)) != 0)
+		return rv;
+	if (resume && tail->size < db->opt.segment_size) {
 		if ((rv = seg_pin(tail)) < 0)
 			return rv;
 		tail->sealed = false; /* the active segment stays pinned */

@@ -104,6 +104,9 @@ struct kv_stor_seg {
 	 * handle of that use, so bytes an earlier use left never pass for
 	 * records. */
 	uint32_t crc_seed;
+	/* Set by seg_open when the backend knows the segment was sealed at the
+	 * size it reports (a device: seg_seal recorded it); never on files. */
+	bool sealed;
 };
 
 enum kv_stor_kind {
@@ -263,6 +266,10 @@ struct kv_storage_ops {
 	 * final (on a device, recorded durably with the next tenant_sync); no
 	 * write follows. */
 	int (*seg_seal)(struct kv_stor_seg *s, uint64_t size);
+	/* Makes a segment opened sealed (kv_stor_seg.sealed) writable again at
+	 * its end, durably: after a crash its length is found again by
+	 * recovery. Only backends without append_reopened have it. */
+	int (*seg_reopen)(struct kv_stor_seg *s);
 	/* Gives a KV_STOR_SEG_TEMP segment its id in the namespace (durable
 	 * with the next tenant_sync). */
 	int (*seg_publish)(struct kv_stor_seg *s);

@@ -233,11 +233,24 @@ static void ext_settle(struct dev_storage *d)
 			d->ext[i].pending = false;
 }
 
+/* Extents kept for merges, whose outputs must be written before the
+ * segments they replace are given back: a device full of ordinary writes
+ * can still be merged free, as long as what a merge writes (the live data
+ * of the tenant, its hints and its commit) fits in 1/16 of the device (at
+ * least 4 extents). */
+static uint32_t ext_reserve(const struct dev_storage *d)
+{
+	uint32_t r = d->sb.extent_count / 16;
+
+	return r < 4 ? 4 : r;
+}
+
 /* Takes a free extent for tenant t: its header written (not synced: the
- * catalog write that names it syncs the device first). -ENOSPC when the
- * device is full. */
+ * catalog write that names it syncs the device first). reserve: it may
+ * take one of the extents ext_reserve keeps. -ENOSPC when the device is
+ * full. */
 static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uint32_t position,
-                     uint32_t *ret)
+                     bool reserve, uint32_t *ret)
 {
 	struct dev_ext_header h;
 	uint8_t *blk;
@@ -249,7 +262,15 @@ static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, 
 		return -ENOMEM;
 again:
 	pthread_mutex_lock(&d->mu);
-	for (i = 0; i < n; i++) {
+	if (!reserve) {
+		uint32_t nfree = 0;
+		for (i = 0; i < n; i++)
+			nfree += d->ext[i].tenant == 0 && !d->ext[i].pending;
+		i = nfree > ext_reserve(d) ? 0 : n;
+	} else {
+		i = 0;
+	}
+	for (; i < n; i++) {
 		uint32_t k = (d->free_hint + i) % n;
 		if (d->ext[k].tenant == 0 && !d->ext[k].pending)
 			break;
@@ -1036,7 +1057,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 			uint64_t part = alen - (uint64_t)k * d->cap;
 			if (part > d->cap)
 				part = d->cap;
-			if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, &b->exts[k])) != 0)
+			if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &b->exts[k])) != 0)
 				break;
 			b->nexts = k + 1;
 			rv = io_pwrite_full(d->base.fault, d->fd, a + (uint64_t)k * d->cap, (size_t)part,
@@ -1055,7 +1076,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 	if (t->aux == NONE || t->aux_off + alen > d->cap) {
 		uint32_t old = t->aux;
 		pthread_mutex_unlock(&d->mu);
-		if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, &first)) != 0) {
+		if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &first)) != 0) {
 			free(a);
 			return rv;
 		}
@@ -1262,6 +1283,7 @@ static int seg_handle(struct kv_stor_tenant *th, struct dev_segment *s, struct k
 	h->base.t = th;
 	h->base.id = s->id;
 	h->base.crc_seed = s->seed;
+	h->base.sealed = s->sealed && s->len_known;
 	h->seg = s;
 	s->refs++;
 	*ret = &h->base;
@@ -1286,7 +1308,7 @@ static int dev_seg_create(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 		free(s);
 		return -ENOMEM;
 	}
-	if ((rv = ext_alloc(d, t, DEV_EXT_SEG, id, &ext)) != 0) {
+	if ((rv = ext_alloc(d, t, DEV_EXT_SEG, id, flags & KV_STOR_SEG_TEMP, &ext)) != 0) {
 		free(s->tail);
 		free(s);
 		return rv;
@@ -1381,6 +1403,22 @@ static int dev_seg_remove(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 	}
 	pthread_mutex_unlock(&d->mu);
 	return -ENOENT;
+}
+
+static int dev_seg_reopen(struct kv_stor_seg *sh)
+{
+	struct dev_storage *d = dev_of(sh->t->st);
+	struct dev_segment *s = seg_of(sh);
+
+	pthread_mutex_lock(&d->mu);
+	s->sealed = false;
+	s->tail_ok = false; /* its tail block is read again before the first append */
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
+	/* what the cache holds of it is about to change (invariant 6) */
+	dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, s->extent), d->sb.extent_size);
+	sh->sealed = false;
+	return cat_write(d);
 }
 
 static int dev_seg_publish(struct kv_stor_seg *sh)
@@ -1719,6 +1757,7 @@ static const struct kv_storage_ops dev_ops = {
         .seg_truncate = dev_seg_truncate,
         .seg_reserve = dev_seg_reserve,
         .seg_seal = dev_seg_seal,
+        .seg_reopen = dev_seg_reopen,
         .seg_publish = dev_seg_publish,
         .seg_close = dev_seg_close,
         .writer_open = dev_writer_open,

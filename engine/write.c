@@ -350,17 +350,17 @@ int write_roll(kv_db *db)
 		atomic_store(&db->unsynced_bytes, 0);
 		db_count_sync(db, t0);
 	}
-	/* its length final (what was reserved given back), durable with the
-	 * new segment's creation below; a failure leaves a longer segment,
-	 * whose end recovery finds */
-	if (old != NULL)
-		stor_seg_seal(old->h, db->tail);
 	pthread_mutex_lock(&db->seg_mu);
 	id = db->next_seg_id++;
 	pthread_mutex_unlock(&db->seg_mu);
 	rv = seg_create(db->tn, id, 0, atomic_load(&db->committed_version), db_now(db), 0, &ns);
 	if (rv != 0)
 		return rv;
+	/* the old one's length final (what was reserved given back), durable
+	 * with the new one's creation; a failure leaves a longer segment,
+	 * whose end recovery finds */
+	if (old != NULL)
+		stor_seg_seal(old->h, db->tail);
 	if ((rv = db_fsync_dir(db)) != 0) {
 		seg_unref(ns);
 		return rv;

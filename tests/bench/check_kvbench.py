@@ -12,6 +12,10 @@ counted at least as many requests as the cells report. For `ycsb`: every
 backend that was not skipped has every phase of every workload at every sync
 mode, the operations of a phase add up to what was planned, and the
 workloads that only read loaded records (A, B, C, F) found every one of them.
+For `device`: every put cell of the configuration (value size x sync x
+writers) and the get cell are there, each with operations, no errors and no
+wrong values; every fio run that was not skipped succeeded with I/O done; and
+each target is met, missed or said not measured.
 Exits 0 when all hold, 1 with one line per failed check otherwise.
 """
 import json
@@ -108,6 +112,39 @@ def check_ycsb(d):
                             latencies_in_order(o, oname)
 
 
+def check_device(d):
+    cfg = d["config"]
+    cells = d["cells"]
+    have = set()
+    for c in cells:
+        if c["op"] == "get":
+            name = "get %dB x%d" % (c["value_size"], c["threads"])
+            have.add(("get",))
+        else:
+            name = "put %dB %s x%d" % (c["value_size"], c["sync"], c["threads"])
+            have.add(("put", c["value_size"], c["sync"], c["threads"]))
+        if not check(c["state"] == "ok", "%s: state %s (%s)" % (name, c["state"], c["error"])):
+            continue
+        check(c["ops"] > 0 and c["ops_per_s"] > 0, "%s: no operations" % name)
+        check(c["errors"] == 0, "%s: %d errors" % (name, c["errors"]))
+        check(c["wrong"] == 0, "%s: %d wrong values" % (name, c["wrong"]))
+        check(0 < c["p50_us"] <= c["p99_us"] <= c["p999_us"] <= c["max_us"],
+              "%s: latencies out of order" % name)
+        f = c["fio"]
+        if f["state"] != "skipped":
+            if check(f["state"] == "ok", "%s: fio %s (%s)" % (name, f["state"], f.get("error"))):
+                check(f["iops"] > 0 and f["bw_bytes"] > 0, "%s: fio did no I/O" % name)
+    for size in cfg["sizes"]:
+        for sync in cfg["sync"]:
+            for w in cfg["writers"]:
+                check(("put", size, sync, w) in have,
+                      "put %dB %s x%d: cell missing" % (size, sync, w))
+    check(("get",) in have, "the get cell is missing")
+    for t in d["targets"]:
+        check(t["state"] in ("met", "missed", "not measured"),
+              "target %s: state %s" % (t["target"], t["state"]))
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "--file":
         with open(argv[2]) as f:
@@ -134,6 +171,8 @@ def main(argv):
         check_rpc(d)
     elif command == "ycsb":
         check_ycsb(d)
+    elif command == "device":
+        check_device(d)
     else:
         print("no checks for kvbench %s" % command)
         return 2
