@@ -5,6 +5,7 @@
  *   kvbench rpc [--kvd PATH] [--seconds S] [--warmup S] [--threads LIST]
  *               [--transports LIST] [--keys N] [--window W] [--handles MODE]
  *               [--kvd-workers N] [--dir DIR] [--only LIST] [--kvd-rows LIST]
+ *               [--tls-cert FILE --tls-key FILE --tls-ca FILE]
  *               [--repeat R] [--quick] [--json | --markdown]
  *
  * A run (--repeat R: R times, kvd restarted each time; rows report the
@@ -12,10 +13,13 @@
  *   1. starts kvd (harness/kvdrun.h; --kvd, default ../daemon/kvd next to
  *      this executable) on a fresh data directory, listening on ipc:// and
  *      tcp://127.0.0.1 (nng) and on kv+ipc:// and kv+tcp://127.0.0.1 (its
- *      stream framing), with a config file whose only setting is
- *      [tenant-defaults] sync = none; creates the tenant "durable" with
- *      sync=always (TenantCreate) and preloads N keys into both tenants
- *      (Batch);
+ *      stream framing) — with --tls-cert also on tls+tcp://127.0.0.1 (nng's
+ *      TLS) and kv+tls://127.0.0.1 (its stream framing over OpenSSL), the
+ *      clients verifying it with --tls-ca, so that TLS and plain cells come
+ *      from one kvd in one run — with a config file whose only setting
+ *      (besides tls_cert and tls_key) is [tenant-defaults] sync = none;
+ *      creates the tenant "durable" with sync=always (TenantCreate) and
+ *      preloads N keys into both tenants (Batch);
  *   2. for each transport: Health (answered on kvd's nng thread, without the
  *      worker hop: the floor of a kvd call), Get and Put on "default"
  *      (sync=none) with T client threads, each with one request outstanding
@@ -90,7 +94,13 @@ static const char *const row_names[R_COUNT] = {"health", "get", "put", "pipeline
 
 /* ---- kvd cells ------------------------------------------------------------ */
 
-static int kvc_handle(const char *url, uint32_t contexts, kvc **ret, char *err, size_t errlen)
+/* The CA and name a TLS url's server is verified with (NULL: none given). */
+struct rb_tls {
+	const char *ca, *name;
+};
+
+static int kvc_handle(const char *url, const struct rb_tls *tls, uint32_t contexts, kvc **ret,
+                      char *err, size_t errlen)
 {
 	struct kvc_options o;
 	struct kvc_status st;
@@ -103,6 +113,10 @@ static int kvc_handle(const char *url, uint32_t contexts, kvc **ret, char *err, 
 	o.endpoint = url;
 	o.timeout_ms = RB_CALL_TIMEOUT_MS;
 	o.contexts = contexts;
+	if (tls != NULL) {
+		o.tls_ca_file = tls->ca;
+		o.tls_server_name = tls->name;
+	}
 	if ((rv = kvc_open(&o, &c)) != 0) {
 		bench_fmt(err, errlen, "kvc_open %s: %s", url, kvc_code_name(rv));
 		return rv;
@@ -125,7 +139,9 @@ static int kvd_setup(struct rb_thread *t)
 		t->c = r->shared;
 		return 0;
 	}
-	return kvc_handle(r->url, 2, &t->c, t->err, sizeof t->err) == 0 ? 0 : -1;
+	struct rb_tls tls = {r->b->o.tls_ca, r->b->o.tls_name};
+
+	return kvc_handle(r->url, &tls, 2, &t->c, t->err, sizeof t->err) == 0 ? 0 : -1;
 }
 
 static void kvd_teardown(struct rb_thread *t)
@@ -343,7 +359,8 @@ static void kvd_cell(struct rb_bench *b, const char *tr, const char *url, const 
 	      : put    ? &kind_kvd_put
 	               : &kind_kvd_get;
 	if (window || !b->o.per_thread_handles) {
-		if (kvc_handle(url, contexts, &r.shared, c->err, sizeof c->err) != 0) {
+		struct rb_tls tls = {b->o.tls_ca, b->o.tls_name};
+		if (kvc_handle(url, &tls, contexts, &r.shared, c->err, sizeof c->err) != 0) {
 			rb_row_text(b->progress, c);
 			return;
 		}
@@ -368,7 +385,7 @@ static int preload(struct rb_bench *b, const char *tenant, char *err, size_t err
 		bench_fmt(err, errlen, "out of memory");
 		goto out;
 	}
-	if ((rv = kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, errlen)) != 0)
+	if ((rv = kvc_handle(b->kvd.url[KVD_RUN_IPC], NULL, 2, &c, err, errlen)) != 0)
 		goto out;
 	for (uint64_t i = 0; i < b->o.keys;) {
 		size_t n = 0;
@@ -422,8 +439,30 @@ static int kvd_up(struct rb_bench *b)
 	k->listen = KVD_RUN_LISTEN(KVD_RUN_IPC) | KVD_RUN_LISTEN(KVD_RUN_TCP) |
 	            KVD_RUN_LISTEN(KVD_RUN_KVIPC) | KVD_RUN_LISTEN(KVD_RUN_KVTCP);
 	k->workers = b->o.kvd_workers;
-	for (size_t i = 0; i < b->o.nkvd_args; i++) /* --kvd-arg, after kvd_run's own */
-		k->extra[i] = b->o.kvd_args[i];
+	{
+		size_t n = 0;
+		if (b->o.tls_cert != NULL) {
+			/* the TLS listeners (kvdrun knows the plain kinds only) */
+			int p1 = kvd_run_free_port(), p2 = kvd_run_free_port();
+			if (p1 < 0 || p2 < 0) {
+				fprintf(stderr, "kvbench rpc: no free TCP port\n");
+				return -1;
+			}
+			bench_fmt(b->tls_url, sizeof b->tls_url, "tls+tcp://127.0.0.1:%d", p1);
+			bench_fmt(b->kvtls_url, sizeof b->kvtls_url, "kv+tls://127.0.0.1:%d", p2);
+			bench_fmt(b->config_buf, sizeof b->config_buf,
+			          "[kvd]\ntls_cert = %s\ntls_key = %s\n[tenant-defaults]\nsync = "
+			          "none\n",
+			          b->o.tls_cert, b->o.tls_key);
+			k->config_text = b->config_text = b->config_buf;
+			k->extra[n++] = "--listen";
+			k->extra[n++] = b->tls_url;
+			k->extra[n++] = "--listen";
+			k->extra[n++] = b->kvtls_url;
+		}
+		for (size_t i = 0; i < b->o.nkvd_args; i++) /* --kvd-arg, after kvd_run's own */
+			k->extra[n++] = b->o.kvd_args[i];
+	}
 	k->die_with_parent = true;
 	/* every run (--repeat) has its own data, log and sockets */
 	bench_fmt(k->data, sizeof k->data, "%s/data-%u", b->base, b->rep + 1);
@@ -441,7 +480,7 @@ static int kvd_up(struct rb_bench *b)
 		fprintf(stderr, "kvbench rpc: %s\n", err);
 		return -1;
 	}
-	if (kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, sizeof err) != 0) {
+	if (kvc_handle(b->kvd.url[KVD_RUN_IPC], NULL, 2, &c, err, sizeof err) != 0) {
 		fprintf(stderr, "kvbench rpc: %s\n", err);
 		return -1;
 	}
@@ -490,13 +529,21 @@ static void kvd_grid(struct rb_bench *b)
 {
 	const struct rb_opts *o = &b->o;
 
-	for (int tr = 0; tr < 4; tr++) {
-		static const char *const names[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
+	for (int tr = 0; tr < 6; tr++) {
+		static const char *const names[6] = {"ipc",    "tcp",     "kv+ipc",
+		                                     "kv+tcp", "tls+tcp", "kv+tls"};
 		const char *name = names[tr];
 		static const enum kvd_run_kind kinds[4] = {KVD_RUN_IPC, KVD_RUN_TCP, KVD_RUN_KVIPC,
 		                                           KVD_RUN_KVTCP};
-		const char *url = b->kvd.url[kinds[tr]];
-		bool on = tr == 0 ? o->ipc : tr == 1 ? o->tcp : tr == 2 ? o->kvipc : o->kvtcp;
+		const char *url = tr < 4    ? b->kvd.url[kinds[tr]]
+		                  : tr == 4 ? b->tls_url
+		                            : b->kvtls_url;
+		bool on = tr == 0   ? o->ipc
+		          : tr == 1 ? o->tcp
+		          : tr == 2 ? o->kvipc
+		          : tr == 3 ? o->kvtcp
+		          : tr == 4 ? o->tls
+		                    : o->kvtls;
 		if (!on)
 			continue;
 		for (size_t i = 0; o->rows[R_HEALTH] && i < o->nthreads; i++)
@@ -521,7 +568,8 @@ static void kvd_down(struct rb_bench *b)
 
 	if (!b->kvd_started)
 		return;
-	if (b->kvd.pid > 0 && kvc_handle(b->kvd.url[KVD_RUN_IPC], 2, &c, err, sizeof err) == 0) {
+	if (b->kvd.pid > 0 &&
+	    kvc_handle(b->kvd.url[KVD_RUN_IPC], NULL, 2, &c, err, sizeof err) == 0) {
 		if (kvc_stats_daemon(c, NULL, &ds) == 0)
 			b->kvd_requests += ds.requests;
 		kvc_close(c);
@@ -562,16 +610,19 @@ static int parse_threads(const char *cmd, const char *name, const char *arg, voi
 
 static int parse_transports(const char *cmd, const char *name, const char *arg, void *val)
 {
-	static const char *const names[] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
+	static const char *const names[] = {"ipc", "tcp", "kv+ipc", "kv+tcp", "tls+tcp", "kv+tls"};
 	struct rb_opts *o = val;
-	bool on[4];
+	bool on[6];
 
-	if (bench_parse_names(cmd, name, arg, names, 4, on) != 0)
+	if (bench_parse_names(cmd, name, arg, names, 6, on) != 0)
 		return -EINVAL;
 	o->ipc = on[0];
 	o->tcp = on[1];
 	o->kvipc = on[2];
 	o->kvtcp = on[3];
+	o->tls = on[4];
+	o->kvtls = on[5];
+	o->transports_set = true;
 	return 0;
 }
 
@@ -625,8 +676,22 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 	                   "client threads per cell, comma-separated (default 1,4,16)"),
 	         .parse = parse_threads},
 	        {BENCH_OPT("transports", BENCH_OPT_FUNC, o, "LIST",
-	                   "ipc,tcp,kv+ipc,kv+tcp (default all)"),
+	                   "ipc,tcp,kv+ipc,kv+tcp,tls+tcp,kv+tls (default all; the\n"
+	                   "last two with --tls-cert only)"),
 	         .parse = parse_transports},
+	        {BENCH_OPT("tls-cert", BENCH_OPT_STRING, &o->tls_cert, "FILE",
+	                   "kvd's certificate (PEM) for tls+tcp:// and kv+tls://\n"
+	                   "listeners on 127.0.0.1: their cells run beside the plain\n"
+	                   "ones (needs --tls-key and --tls-ca)")},
+	        {BENCH_OPT("tls-key", BENCH_OPT_STRING, &o->tls_key, "FILE",
+	                   "its private key (PEM)")},
+	        {BENCH_OPT("tls-ca", BENCH_OPT_STRING, &o->tls_ca, "FILE",
+	                   "the CA the clients verify kvd's certificate with")},
+	        {BENCH_OPT("tls-server-name", BENCH_OPT_STRING, &o->tls_name, "NAME",
+	                   "the name kvd's certificate is checked for (default\n"
+	                   "127.0.0.1; nng's TLS, mbedtls, matches DNS names only:\n"
+	                   "for tls+tcp give a certificate for a name, e.g.\n"
+	                   "localhost, and that name here)")},
 	        {BENCH_OPT("keys", BENCH_OPT_U64, &o->keys, "N",
 	                   "keys preloaded per tenant (default %D)"),
 	         .lo = 1, .hi = RB_KEYS_MAX, .set = &o->keys_set},
@@ -684,6 +749,23 @@ static int parse(int argc, char **argv, struct rb_opts *o)
 		return rv;
 	if (o->json && o->markdown) {
 		fprintf(stderr, "kvbench rpc: --json and --markdown exclude each other\n");
+		return -EINVAL;
+	}
+	if ((o->tls_cert != NULL) != (o->tls_key != NULL) ||
+	    (o->tls_cert != NULL) != (o->tls_ca != NULL)) {
+		fprintf(stderr, "kvbench rpc: --tls-cert, --tls-key and --tls-ca go together\n");
+		return -EINVAL;
+	}
+	if (o->tls_cert == NULL && (o->tls || o->kvtls)) {
+		fprintf(stderr, "kvbench rpc: tls+tcp and kv+tls need --tls-cert, --tls-key and "
+		                "--tls-ca\n");
+		return -EINVAL;
+	}
+	if (o->tls_cert != NULL && !o->transports_set)
+		o->tls = o->kvtls = true;
+	if (o->nkvd_args + (o->tls_cert != NULL ? 4 : 0) > RB_KVD_ARGS_MAX) {
+		fprintf(stderr, "kvbench rpc: at most %d --kvd-arg with TLS listeners\n",
+		        RB_KVD_ARGS_MAX - 4);
 		return -EINVAL;
 	}
 	if (o->quick) {

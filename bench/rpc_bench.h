@@ -97,6 +97,11 @@ struct rb_opts {
 	unsigned threads[RB_TLIST_MAX];
 	size_t nthreads;
 	bool ipc, tcp, kvipc, kvtcp; /* --transports */
+	bool tls, kvtls;             /* … tls+tcp, kv+tls (they need --tls-cert) */
+	bool transports_set;
+	const char *tls_cert, *tls_key; /* kvd's certificate and key for its TLS listeners */
+	const char *tls_ca;             /* the CA the clients verify kvd with */
+	const char *tls_name;           /* the name its certificate is checked for */
 	uint64_t keys;
 	unsigned window;
 	bool per_thread_handles;
@@ -123,6 +128,9 @@ struct rb_bench {
 	char fs[64];
 	const char *config_text; /* kvd's whole settings file; NULL until it starts */
 	struct kvd_run kvd;      /* this run's kvd and its four URLs */
+	char tls_url[64];        /* with --tls-cert: its tls+tcp:// listener */
+	char kvtls_url[64];      /* … and its kv+tls:// one */
+	char config_buf[3 * RB_PATH_MAX];
 	bool kvd_started;
 	int kvd_stop_rv; /* the first failure to exit 0 */
 	char kvd_stop_err[RB_ERR_MAX];

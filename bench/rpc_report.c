@@ -146,11 +146,13 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 	for (size_t i = 0; i < b->o.nthreads; i++)
 		if (b->o.threads[i] > top)
 			top = b->o.threads[i];
-	for (int tr = 0; tr < 4 && n + 1 < max; tr++) {
+	for (int tr = 0; tr < 6 && n + 1 < max; tr++) {
 		/* kvd's rows over nng (ipc, tcp) and over its stream framing
-		 * (kv+ipc, kv+tcp), each against the plain socket of its kind */
-		static const char *const kvd_tr[4] = {"ipc", "tcp", "kv+ipc", "kv+tcp"};
-		const char *t = kvd_tr[tr], *base = tr % 2 == 0 ? "ipc" : "tcp";
+		 * (kv+ipc, kv+tcp), each against the plain socket of its kind;
+		 * then over TLS (tls+tcp, kv+tls) against the plain TCP socket */
+		static const char *const kvd_tr[6] = {"ipc",    "tcp",     "kv+ipc",
+		                                      "kv+tcp", "tls+tcp", "kv+tls"};
+		const char *t = kvd_tr[tr], *base = tr % 2 == 0 && tr < 4 ? "ipc" : "tcp";
 		static const struct {
 			const char *section, *op, *sync, *label;
 		} steps[] = {
@@ -170,7 +172,7 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
 			bool kvd = strcmp(steps[i].section, "kvd") == 0;
 			const struct rb_cell *c;
-			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+			if (tr >= 2 && tr != 4 && strncmp(steps[i].section, "nng", 3) == 0)
 				continue;
 			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
 			              steps[i].sync, "blocking", 1);
@@ -200,7 +202,7 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 		for (size_t i = 0; i < sizeof steps / sizeof steps[0] && used < 512; i++) {
 			bool kvd = strcmp(steps[i].section, "kvd") == 0;
 			const struct rb_cell *c;
-			if (tr >= 2 && strncmp(steps[i].section, "nng", 3) == 0)
+			if (tr >= 2 && tr != 4 && strncmp(steps[i].section, "nng", 3) == 0)
 				continue;
 			c = find_cell(b, steps[i].section, kvd ? t : base, steps[i].op,
 			              steps[i].sync, "blocking", top);
@@ -218,8 +220,8 @@ static size_t overhead(const struct rb_bench *b, char lines[][512], size_t max)
 
 void rb_report_text(const struct rb_bench *b)
 {
-	char lines[8][512];
-	size_t n = overhead(b, lines, 8);
+	char lines[12][512];
+	size_t n = overhead(b, lines, 12);
 
 	if (b->o.repeat > 1) {
 		printf("\nmedian of %u runs by ops/s, [slowest-fastest ops/s; p50 range us]:\n",
@@ -245,8 +247,8 @@ void rb_report_text(const struct rb_bench *b)
 
 void rb_report_markdown(const struct rb_bench *b, const struct report *h)
 {
-	char lines[8][512];
-	size_t no = overhead(b, lines, 8);
+	char lines[12][512];
+	size_t no = overhead(b, lines, 12);
 
 	printf("```\n%s\n```\n\n", b->command);
 	report_lines_markdown(h, stdout);
@@ -323,10 +325,18 @@ static json_t *rb_json_runs(const struct rb_bench *b, const struct rb_cell *c)
 void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 {
 	const struct rb_opts *o = &b->o;
-	json_t *threads = json_array(), *cells = json_array();
+	json_t *threads = json_array(), *cells = json_array(), *transports = json_array();
+	const struct {
+		bool on;
+		const char *name;
+	} trs[] = {{o->ipc, "ipc"},      {o->tcp, "tcp"},     {o->kvipc, "kv+ipc"},
+	           {o->kvtcp, "kv+tcp"}, {o->tls, "tls+tcp"}, {o->kvtls, "kv+tls"}};
 
 	for (size_t i = 0; i < o->nthreads; i++)
 		json_array_append_new(threads, json_integer(o->threads[i]));
+	for (size_t i = 0; i < sizeof trs / sizeof trs[0]; i++)
+		if (trs[i].on)
+			json_array_append_new(transports, json_string(trs[i].name));
 	for (size_t i = 0; i < b->nsum; i++) {
 		const struct rb_cell *c = &b->sum[i];
 		json_t *cell = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s}", "section", c->section,
@@ -357,12 +367,12 @@ void rb_report_json(const struct rb_bench *b, struct report *rep, bool ok)
 	report_set(rep->doc, "ok", json_boolean(ok));
 	report_set(rep->doc, "command", report_str(b->command));
 	report_set(rep->doc, "config",
-	           json_pack("{s:o,s:o,s:o,s:i,s:i,s:i,s:i,s:s,s:o,s:o}", "seconds",
+	           json_pack("{s:o,s:o,s:o,s:i,s:i,s:i,s:i,s:s,s:o,s:o,s:o}", "seconds",
 	                     report_real(o->seconds, 3), "warmup", report_real(o->warmup, 3),
 	                     "keys", report_u64(o->keys), "key_size", RB_KEY_SIZE, "value_size",
 	                     RB_VALUE_SIZE, "window", (int)o->window, "repeat", (int)o->repeat,
 	                     "handles", o->per_thread_handles ? "thread" : "shared", "threads",
-	                     threads, "kvd_config",
+	                     threads, "transports", transports, "kvd_config",
 	                     report_str(b->config_text != NULL ? b->config_text : "")));
 	report_set(rep->doc, "kvd",
 	           json_pack("{s:o,s:o,s:o,s:o,s:i,s:b,s:o}", "command", report_str(b->kvd.command),

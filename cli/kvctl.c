@@ -157,12 +157,19 @@ static void group_actions(const struct kvctl_command *group, char *buf, size_t s
 static const char global_help[] =
         "Global options, before or after a command's arguments ('--' ends them):\n"
         "  -e, --endpoint URL      the daemon: kv+ipc:///path, kv+tcp://host:port,\n"
-        "                          ipc:///path, tcp://host:port, tls+tcp://host:port\n"
+        "                          kv+tls://host:port, ipc:///path, tcp://host:port,\n"
+        "                          tls+tcp://host:port\n"
         "                          (default $KVD_ENDPOINT, else " KVC_DEFAULT_ENDPOINT ")\n"
         "  -t, --tenant NAME       the tenant (default $KVD_TENANT, else 'default')\n"
         "  --token-file FILE       the daemon's token: FILE's first line (refused\n"
         "                          when others may read FILE); else $KVD_TOKEN\n"
         "  --token T               the token (other users see it in ps)\n"
+        "  --tls-ca FILE           kv+tls://, tls+tcp://: the CA the server's\n"
+        "                          certificate is verified with (default\n"
+        "                          $KVD_TLS_CA, else the system's CAs)\n"
+        "  --tls-cert FILE         kv+tls://: a client certificate (PEM) for a server\n"
+        "                          that asks for one (default $KVD_TLS_CERT)\n"
+        "  --tls-key FILE          its private key (default $KVD_TLS_KEY)\n"
         "  -o, --output text|json  text (default), or one JSON document\n"
         "  --timeout MS            a request's deadline in ms (default 10000)\n"
         "  -h, --help              this help; after a command, the command's\n"
@@ -358,12 +365,21 @@ int kvctl_connect(struct kvctl *k)
 
 	if (k->token_file != NULL && (rv = read_token_file(k)) != 0)
 		return rv;
-	rv = kvc_open(&k->opts, &k->c);
+	if ((k->tls_cert == NULL) != (k->tls_key == NULL))
+		return kvctl_usage(k, "--tls-cert and --tls-key go together (or KVD_TLS_CERT and "
+		                      "KVD_TLS_KEY)");
+	rv = kvc_open_tls(&k->opts, k->tls_cert, k->tls_key, &k->c);
 
+	if (rv == -KVC_INVALID_ARGUMENT && strncmp(k->opts.endpoint, "kv+tls://", 9) == 0)
+		return kvctl_usage(k,
+		                   "cannot use endpoint '%s' with these TLS files (--tls-ca, "
+		                   "--tls-cert, --tls-key: readable PEM, a key that matches the "
+		                   "certificate)",
+		                   k->opts.endpoint);
 	if (rv == -KVC_INVALID_ARGUMENT)
 		return kvctl_usage(k,
 		                   "cannot use endpoint '%s' (a URL such as kv+ipc:///path, "
-		                   "kv+tcp://host:port, "
+		                   "kv+tcp://host:port, kv+tls://host:port, "
 		                   "ipc:///path, tcp://host:port or tls+tcp://host:port)",
 		                   k->opts.endpoint);
 	if (rv != 0)
@@ -395,6 +411,9 @@ static const struct option common_opts[] = {
         {"token-file", required_argument, NULL, KVCTL_OPT_TOKEN_FILE},
         {"output", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, KVCTL_OPT_TIMEOUT},
+        {"tls-ca", required_argument, NULL, KVCTL_OPT_TLS_CA},
+        {"tls-cert", required_argument, NULL, KVCTL_OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, KVCTL_OPT_TLS_KEY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -454,6 +473,15 @@ static int common_option(struct kvctl *k, int opt, const char *arg)
 		if (v == 0)
 			return kvctl_usage(k, "--timeout wants at least 1 ms");
 		k->opts.timeout_ms = (uint32_t)v;
+		return 0;
+	case KVCTL_OPT_TLS_CA:
+		k->opts.tls_ca_file = arg[0] != '\0' ? arg : NULL;
+		return 0;
+	case KVCTL_OPT_TLS_CERT:
+		k->tls_cert = arg[0] != '\0' ? arg : NULL;
+		return 0;
+	case KVCTL_OPT_TLS_KEY:
+		k->tls_key = arg[0] != '\0' ? arg : NULL;
 		return 0;
 	default:
 		return kvctl_usage(k, "unknown option");
@@ -536,6 +564,9 @@ int main(int argc, char **argv)
 	        {"token-file", required_argument, NULL, KVCTL_OPT_TOKEN_FILE},
 	        {"output", required_argument, NULL, 'o'},
 	        {"timeout", required_argument, NULL, KVCTL_OPT_TIMEOUT},
+	        {"tls-ca", required_argument, NULL, KVCTL_OPT_TLS_CA},
+	        {"tls-cert", required_argument, NULL, KVCTL_OPT_TLS_CERT},
+	        {"tls-key", required_argument, NULL, KVCTL_OPT_TLS_KEY},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -554,6 +585,12 @@ int main(int argc, char **argv)
 	/* Unlike --token, not shown by ps to other users. */
 	if ((env = getenv("KVD_TOKEN")) != NULL && env[0] != '\0')
 		k.opts.token = env;
+	if ((env = getenv("KVD_TLS_CA")) != NULL && env[0] != '\0')
+		k.opts.tls_ca_file = env;
+	if ((env = getenv("KVD_TLS_CERT")) != NULL && env[0] != '\0')
+		k.tls_cert = env;
+	if ((env = getenv("KVD_TLS_KEY")) != NULL && env[0] != '\0')
+		k.tls_key = env;
 
 	/* '+': the first word that is not an option is the command. */
 	opterr = 0;

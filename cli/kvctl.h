@@ -54,6 +54,8 @@ struct kvctl {
 	bool json;
 	const struct kvctl_command *cmd; /* the command running; NULL before */
 	const char *token_file;          /* --token-file, read by kvctl_connect */
+	const char *tls_cert;            /* --tls-cert or $KVD_TLS_CERT (kv+tls://) */
+	const char *tls_key;             /* --tls-key or $KVD_TLS_KEY */
 	char token[KVCTL_TOKEN_MAX + 1]; /* the token read from token_file */
 	char what[192];                  /* "get user:1": what failed, for the error line */
 };
@@ -61,10 +63,11 @@ struct kvctl {
 /* ---- option parsing --------------------------------------------------------
  *
  * Every command accepts the global options too (-e, -t, --token,
- * --token-file, -o, --timeout, -h), before or after its arguments; `--` ends
- * the options. -h prints the help of k->cmd and exits 0. */
+ * --token-file, --tls-ca, --tls-cert, --tls-key, -o, --timeout, -h), before
+ * or after its arguments; `--` ends the options. -h prints the help of
+ * k->cmd and exits 0. */
 
-#define KVCTL_OPTS_MAX   24
+#define KVCTL_OPTS_MAX   32
 #define KVCTL_OPTS_USAGE (-2) /* a bad option; the message is out */
 
 struct kvctl_opts {
@@ -83,6 +86,9 @@ enum {
 	KVCTL_OPT_TOKEN = 256,
 	KVCTL_OPT_TOKEN_FILE,
 	KVCTL_OPT_TIMEOUT,
+	KVCTL_OPT_TLS_CA,
+	KVCTL_OPT_TLS_CERT,
+	KVCTL_OPT_TLS_KEY,
 	KVCTL_OPT_OWN = 300,
 };
 

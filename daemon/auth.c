@@ -17,8 +17,10 @@
  *      Requests only read-lock it (they do not wait for each other), and
  *      not at all while no table is configured (a NULL needs no
  *      reference). a->mu guards the failure slots alone.
- *   3. A token is compared with every entry, always: the scan has no early
- *      exit and the match is selected without a branch on the secret.
+ *   3. A token (or a certificate's fingerprint) is compared with every
+ *      entry, always: the scan has no early exit and the match is selected
+ *      without a branch on the secret. A token matches token entries only,
+ *      a certificate certificate entries only.
  */
 #include "auth.h"
 
@@ -176,21 +178,44 @@ static int parse_line(struct auth_entry *e, const char *s, const char *end, char
 	bool zero = true;
 	int rv;
 
-	if (end - p < 7 + 2 * AUTH_HASH_LEN || memcmp(p, "sha256:", 7) != 0) {
-		snprintf(why, whylen, "a token line starts with sha256: and 64 hex digits");
-		return -EINVAL;
-	}
-	p += 7;
-	for (size_t i = 0; i < AUTH_HASH_LEN; i++) {
-		int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
-		if (hi < 0 || lo < 0) {
-			snprintf(why, whylen, "the hash is not 64 hex digits");
+	if (end - p >= 12 && memcmp(p, "cert-sha256:", 12) == 0) {
+		/* a certificate's fingerprint: 64 hex digits, or 32 pairs with
+		 * colons between them as `openssl x509 -fingerprint -sha256`
+		 * prints them */
+		e->cert = true;
+		p += 12;
+		for (size_t i = 0; i < AUTH_HASH_LEN; i++) {
+			int hi, lo;
+			if (i > 0 && p < end && *p == ':')
+				p++;
+			if (end - p < 2 || (hi = hexval(p[0])) < 0 || (lo = hexval(p[1])) < 0) {
+				snprintf(why, whylen,
+				         "the certificate's fingerprint is not 64 hex digits");
+				return -EINVAL;
+			}
+			e->hash[i] = (uint8_t)(hi << 4 | lo);
+			zero &= e->hash[i] == 0;
+			p += 2;
+		}
+	} else {
+		if (end - p < 7 + 2 * AUTH_HASH_LEN || memcmp(p, "sha256:", 7) != 0) {
+			snprintf(why, whylen,
+			         "a line starts with sha256: and 64 hex digits (a token's hash) "
+			         "or cert-sha256: and a certificate's fingerprint");
 			return -EINVAL;
 		}
-		e->hash[i] = (uint8_t)(hi << 4 | lo);
-		zero &= e->hash[i] == 0;
+		p += 7;
+		for (size_t i = 0; i < AUTH_HASH_LEN; i++) {
+			int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
+			if (hi < 0 || lo < 0) {
+				snprintf(why, whylen, "the hash is not 64 hex digits");
+				return -EINVAL;
+			}
+			e->hash[i] = (uint8_t)(hi << 4 | lo);
+			zero &= e->hash[i] == 0;
+		}
+		p += 2 * AUTH_HASH_LEN;
 	}
-	p += 2 * AUTH_HASH_LEN;
 	if (p < end && !field_blank(*p)) {
 		snprintf(why, whylen, "the hash is not 64 hex digits");
 		return -EINVAL;
@@ -287,9 +312,11 @@ int auth_table_parse(const char *text, size_t len, const char *name, struct auth
 			goto fail;
 		}
 		for (size_t i = 0; i + 1 < t->n; i++) {
-			if (memcmp(t->entries[i].hash, en->hash, AUTH_HASH_LEN) == 0) {
-				snprintf(err, errlen, "%s: line %u: the same token as line %u",
-				         name, line, t->entries[i].line);
+			if (t->entries[i].cert == en->cert &&
+			    memcmp(t->entries[i].hash, en->hash, AUTH_HASH_LEN) == 0) {
+				snprintf(err, errlen, "%s: line %u: the same %s as line %u", name,
+				         line, en->cert ? "certificate" : "token",
+				         t->entries[i].line);
 				rv = -EINVAL;
 				goto fail;
 			}
@@ -487,30 +514,50 @@ static const char *role_name(int role)
 	}
 }
 
-int auth_check(const struct auth_table *t, const struct rpc_req *r,
-               const struct auth_entry **ret_entry, char *msg, size_t msglen)
+/* The entry of kind cert whose hash is h, scanning every entry (invariant
+ * 3); SIZE_MAX: none. */
+static size_t table_match(const struct auth_table *t, const uint8_t h[AUTH_HASH_LEN], bool cert)
+{
+	size_t match = SIZE_MAX;
+
+	for (size_t i = 0; i < t->n; i++) {
+		size_t same = (size_t)(CRYPTO_memcmp(t->entries[i].hash, h, AUTH_HASH_LEN) == 0 &&
+		                       t->entries[i].cert == cert);
+		match = (match & (same - 1)) | (i & (0 - same));
+	}
+	return match;
+}
+
+int auth_check_peer(const struct auth_table *t, const struct rpc_req *r, const uint8_t *cert_fp,
+                    const struct auth_entry **ret_entry, char *msg, size_t msglen)
 {
 	uint8_t h[AUTH_HASH_LEN];
 	const struct auth_entry *e = NULL;
-	size_t match = SIZE_MAX;
+	size_t match;
 	int need = rpc_req_role(r);
+	const char *who = "token";
 
 	*ret_entry = NULL;
 	if (t == NULL || need == WIRE_ROLE_NONE)
 		return RPC_OK;
-	if (r->token == NULL) {
+	if (r->token != NULL) {
+		auth_hash(r->token, r->token_len, h);
+		match = table_match(t, h, false);
+		OPENSSL_cleanse(h, sizeof(h));
+		if (match == SIZE_MAX) {
+			snprintf(msg, msglen, "unknown token");
+			return RPC_UNAUTHENTICATED;
+		}
+	} else if (cert_fp != NULL) {
+		who = "certificate";
+		if ((match = table_match(t, cert_fp, true)) == SIZE_MAX) {
+			snprintf(msg, msglen,
+			         "this server requires a token or a client certificate it maps to "
+			         "roles (tokens_file's cert-sha256: lines); this one has none");
+			return RPC_UNAUTHENTICATED;
+		}
+	} else {
 		snprintf(msg, msglen, "this server requires a token (KVD_TOKEN or --token-file)");
-		return RPC_UNAUTHENTICATED;
-	}
-	auth_hash(r->token, r->token_len, h);
-	/* invariant 3: every entry, and the match taken without a branch */
-	for (size_t i = 0; i < t->n; i++) {
-		size_t same = (size_t)(CRYPTO_memcmp(t->entries[i].hash, h, AUTH_HASH_LEN) == 0);
-		match = (match & (same - 1)) | (i & (0 - same));
-	}
-	OPENSSL_cleanse(h, sizeof(h));
-	if (match == SIZE_MAX) {
-		snprintf(msg, msglen, "unknown token");
 		return RPC_UNAUTHENTICATED;
 	}
 	e = &t->entries[match];
@@ -520,15 +567,21 @@ int auth_check(const struct auth_table *t, const struct rpc_req *r,
 	if (need == WIRE_ROLE_DAEMON) {
 		if (e->daemon_admin)
 			return RPC_OK;
-		snprintf(msg, msglen, "%s needs daemon=admin, which this token does not have",
-		         rpc_method_name(r->method));
+		snprintf(msg, msglen, "%s needs daemon=admin, which this %s does not have",
+		         rpc_method_name(r->method), who);
 		return RPC_PERMISSION_DENIED;
 	}
 	if (role_on(e, r->tenant) >= need)
 		return RPC_OK;
-	snprintf(msg, msglen, "%s on tenant '%s' needs role %s, which this token does not have",
-	         rpc_method_name(r->method), r->tenant, role_name(need));
+	snprintf(msg, msglen, "%s on tenant '%s' needs role %s, which this %s does not have",
+	         rpc_method_name(r->method), r->tenant, role_name(need), who);
 	return RPC_PERMISSION_DENIED;
+}
+
+int auth_check(const struct auth_table *t, const struct rpc_req *r,
+               const struct auth_entry **ret_entry, char *msg, size_t msglen)
+{
+	return auth_check_peer(t, r, NULL, ret_entry, msg, msglen);
 }
 
 bool auth_may_see(const void *arg, const char *tenant)

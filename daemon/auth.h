@@ -4,7 +4,9 @@
  * every request passes before it runs (daemon/request.c, both transports).
  *
  * A token is known by its SHA-256 alone; the table never holds one in
- * plain text. A request's token is hashed and compared with every hash of
+ * plain text. A kv+tls:// client certificate is known by the SHA-256 of its
+ * DER encoding (its fingerprint, "cert-sha256:" lines), and gets the roles
+ * of its line as a token would. A request's token is hashed and compared with every hash of
  * the table in constant time (CRYPTO_memcmp, no early exit), so neither the
  * time of the answer nor which entry matched tells anything about the
  * secret. The method's required role is rpc/wire.h's (WIRE_METHODS'
@@ -49,7 +51,8 @@ struct auth_grant {
 };
 
 struct auth_entry {
-	uint8_t hash[AUTH_HASH_LEN];
+	uint8_t hash[AUTH_HASH_LEN]; /* of the token; of the certificate (DER) when cert */
+	bool cert;                   /* a "cert-sha256:" line: a kv+tls:// client certificate */
 	bool daemon_admin; /* daemon=admin: TenantCreate, TenantDrop, Stats scope daemon */
 	unsigned line;     /* in the tokens file; 0: the `token` setting */
 	size_t ngrants;
@@ -114,6 +117,16 @@ void auth_release(struct auth_table *t);
  * one-line message in msg. */
 int auth_check(const struct auth_table *t, const struct rpc_req *r,
                const struct auth_entry **ret_entry, char *msg, size_t msglen);
+/* auth_check for a request that came with a verified client certificate
+ * (cert_fp: the SHA-256 of its DER; NULL: none, as auth_check). A request
+ * with a token is checked by its token alone, as auth_check does: the
+ * token, when given, decides. A request without one is checked against
+ * the certificate's "cert-sha256:" entry; a certificate without an entry
+ * is UNAUTHENTICATED. Token entries never match a certificate and
+ * certificate entries never match a token (a certificate's DER is public:
+ * sent as a token, it would otherwise hash to its entry). */
+int auth_check_peer(const struct auth_table *t, const struct rpc_req *r, const uint8_t *cert_fp,
+                    const struct auth_entry **ret_entry, char *msg, size_t msglen);
 
 /* Whether the entry may see tenant in TenantList (any grant on it, or
  * daemon admin). e is a const struct auth_entry *. */

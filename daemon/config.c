@@ -209,6 +209,21 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return copy_str(c->tls_cert, sizeof(c->tls_cert), v);
 		if (!strcmp(k, "tls_key"))
 			return copy_str(c->tls_key, sizeof(c->tls_key), v);
+		if (!strcmp(k, "tls_client_ca"))
+			return copy_str(c->tls_client_ca, sizeof(c->tls_client_ca), v);
+		if (!strcmp(k, "tls_client_auth")) {
+			if (v[0] == '\0')
+				c->tls_client_auth = KVD_TLS_CLIENT_DEFAULT;
+			else if (!strcmp(v, "none"))
+				c->tls_client_auth = KVD_TLS_CLIENT_NONE;
+			else if (!strcmp(v, "optional"))
+				c->tls_client_auth = KVD_TLS_CLIENT_OPTIONAL;
+			else if (!strcmp(v, "require"))
+				c->tls_client_auth = KVD_TLS_CLIENT_REQUIRE;
+			else
+				return -EINVAL;
+			return 0;
+		}
 		if (!strcmp(k, "ipc_mode")) {
 			char *end;
 			unsigned long m = strtoul(v, &end, 8);
@@ -483,17 +498,28 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	for (int i = 0; i < c->nlisten; i++) {
 		const char *u = c->listen[i];
 		if (strncmp(u, "ipc://", 6) && strncmp(u, "tcp://", 6) && strncmp(u, "tls+tcp://", 10) &&
-		    strncmp(u, "kv+ipc://", 9) && strncmp(u, "kv+tcp://", 9)) {
+		    strncmp(u, "kv+ipc://", 9) && strncmp(u, "kv+tcp://", 9) &&
+		    strncmp(u, "kv+tls://", 9)) {
 			snprintf(err, errlen,
-			         "listen address '%s': use kv+ipc://, kv+tcp://, ipc://, tcp:// or "
-			         "tls+tcp://",
+			         "listen address '%s': use kv+ipc://, kv+tcp://, kv+tls://, ipc://, "
+			         "tcp:// or tls+tcp://",
 			         u);
 			return -EINVAL;
 		}
-		if (!strncmp(u, "tls+tcp://", 10) && (!c->tls_cert[0] || !c->tls_key[0])) {
+		if ((!strncmp(u, "tls+tcp://", 10) || !strncmp(u, "kv+tls://", 9)) &&
+		    (!c->tls_cert[0] || !c->tls_key[0])) {
 			snprintf(err, errlen, "listen address '%s' needs tls_cert and tls_key", u);
 			return -EINVAL;
 		}
+	}
+	if ((c->tls_client_auth == KVD_TLS_CLIENT_OPTIONAL ||
+	     c->tls_client_auth == KVD_TLS_CLIENT_REQUIRE) &&
+	    c->tls_client_ca[0] == '\0') {
+		snprintf(err, errlen,
+		         "tls_client_auth = %s needs tls_client_ca (the CA client certificates are "
+		         "verified with)",
+		         c->tls_client_auth == KVD_TLS_CLIENT_REQUIRE ? "require" : "optional");
+		return -EINVAL;
 	}
 	if (c->data_dir[0] == '\0' && c->device[0] == '\0') {
 		snprintf(err, errlen,

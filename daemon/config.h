@@ -47,14 +47,24 @@ struct kvd_config {
 	bool auto_create;
 	char token[256];          /* legacy: one token with daemon=admin, tenant=*:admin */
 	char tokens_file[4096];   /* tokens, their hashes and grants (auth.h); "": none */
-	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// */
+	char tls_cert[4096];      /* PEM certificate chain and key for tls+tcp:// and kv+tls:// */
 	char tls_key[4096];
+	char tls_client_ca[4096]; /* kv+tls://: CAs client certificates are verified with */
+	uint32_t tls_client_auth; /* kv+tls://: KVD_TLS_CLIENT_NONE, _OPTIONAL or _REQUIRE */
 	uint32_t ipc_mode;        /* permissions of ipc:// and kv+ipc:// socket files */
 	uint64_t segment_size;
 	uint32_t open_files;      /* segment files open at most; 0: half of RLIMIT_NOFILE */
 	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */
 	char metrics_listen[256]; /* HOST:PORT of the Prometheus endpoint (metrics.c); "": off */
 	struct kv_tenant_config defaults;
+};
+
+/* tls_client_auth: whether a kv+tls:// client is asked for a certificate. */
+enum {
+	KVD_TLS_CLIENT_DEFAULT,  /* not set: REQUIRE with tls_client_ca, else NONE */
+	KVD_TLS_CLIENT_NONE,     /* not asked for one */
+	KVD_TLS_CLIENT_OPTIONAL, /* asked; one that is sent must verify against tls_client_ca */
+	KVD_TLS_CLIENT_REQUIRE,  /* a handshake without a verified one fails */
 };
 
 void config_defaults(struct kvd_config *c);

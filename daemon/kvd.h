@@ -103,6 +103,8 @@ struct job {
 	 * at its other end (for the log). Set by the transport. */
 	uint64_t (*conn_of)(const struct job *j, char *peer, size_t len);
 	void *sink;             /* the transport's: struct conn or struct sconn */
+	const uint8_t *peer_cert; /* kv+tls://: the SHA-256 of the client's verified
+	                             certificate (held by the connection); NULL: none */
 	struct rpc_req req;
 	nng_msg *msg;           /* nng: the request bytes req points into */
 	uint8_t *body;          /* stream: the same, malloc'd */

@@ -58,8 +58,9 @@ static void usage(FILE *f)
 	        "      --device DEVICE   keep every tenant on DEVICE instead, a block device\n"
 	        "                        (or a regular file) made by kvd --format; data_dir\n"
 	        "                        is then not used\n"
-	        "  -l, --listen URL      kv+ipc:///path or kv+tcp://host:port (kvd's own\n"
-	        "                        framing), ipc:///path, tcp://host:port or\n"
+	        "  -l, --listen URL      kv+ipc:///path, kv+tcp://host:port or\n"
+	        "                        kv+tls://host:port (kvd's own framing),\n"
+	        "                        ipc:///path, tcp://host:port or\n"
 	        "                        tls+tcp://host:port (nng REQ/REP); repeat for\n"
 	        "                        several (default %s and %s)\n"
 	        "  -c, --config FILE     INI settings (default %s if it exists)\n"
@@ -293,6 +294,8 @@ static void reload(struct kvd *d)
 		        {"auto_create", n->auto_create != o->auto_create},
 		        {"tls_cert", strcmp(n->tls_cert, o->tls_cert) != 0},
 		        {"tls_key", strcmp(n->tls_key, o->tls_key) != 0},
+		        {"tls_client_ca", strcmp(n->tls_client_ca, o->tls_client_ca) != 0},
+		        {"tls_client_auth", n->tls_client_auth != o->tls_client_auth},
 		        {"ipc_mode", n->ipc_mode != o->ipc_mode},
 		        {"segment_size", n->segment_size != o->segment_size},
 		        {"device", strcmp(n->device, o->device) != 0},

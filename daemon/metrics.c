@@ -617,6 +617,18 @@ static void page_daemon(FILE *f, struct kvd *d)
 	       st.keydir_bytes);
 	metric(f, "kvd_activations_total", "counter", "Tenant activations.", st.activations);
 	metric(f, "kvd_passivations_total", "counter", "Tenant passivations.", st.passivations);
+	if (st.device) {
+		metric(f, "kvd_device_extents", "gauge", "Extents of the block device.",
+		       st.device_extents);
+		metric(f, "kvd_device_extents_free", "gauge", "Extents of the block device no tenant holds.",
+		       st.device_extents_free);
+		metric(f, "kvd_device_cache_bytes", "gauge", "Size of the block device's read cache.",
+		       st.device_cache_bytes);
+		metric(f, "kvd_device_cache_hits_total", "counter",
+		       "Reads of sealed data the device's read cache served.", st.device_cache_hits);
+		metric(f, "kvd_device_cache_misses_total", "counter",
+		       "Reads of sealed data that went to the device.", st.device_cache_misses);
+	}
 	metric(f, "kvd_open_segment_files", "gauge", "Segment files open.",
 	       kv_open_segment_files());
 	metric(f, "kvd_open_segment_files_limit", "gauge",

@@ -1,10 +1,10 @@
 /*
  * request.c — what every transport does with a request once its bytes have
- * arrived: decode the envelope, check its token (auth.c: UNAUTHENTICATED,
- * PERMISSION_DENIED), then answer at once (errors, Health, tenant
- * bookkeeping), queue it on the maintenance thread (Compact), or run it on
- * the worker that owns its tenant — at once when the calling thread is that
- * worker, else through the worker's queue.
+ * arrived: decode the envelope, check its token or its connection's client
+ * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), then answer at
+ * once (errors, Health, tenant bookkeeping), queue it on the maintenance
+ * thread (Compact), or run it on the worker that owns its tenant — at once
+ * when the calling thread is that worker, else through the worker's queue.
  *
  * The transport fills in j->d, j->reply, j->conn_of and j->sink (and j->msg
  * or j->body, which the decoded request points into) before
@@ -32,7 +32,7 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 	uint64_t conn;
 	int status;
 
-	status = auth_check(t, &j->req, &e, msg, sizeof(msg));
+	status = auth_check_peer(t, &j->req, j->peer_cert, &e, msg, sizeof(msg));
 	if (status == RPC_OK) {
 		j->req.may_see = t != NULL ? auth_may_see : NULL;
 		j->req.grant = e;

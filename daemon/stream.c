@@ -1,13 +1,16 @@
 /*
  * stream.c — kvd's own framing on stream sockets: kv+ipc://PATH (a Unix
- * socket) and kv+tcp://HOST:PORT. The same msgpack requests and replies as
+ * socket), kv+tcp://HOST:PORT and kv+tls://HOST:PORT (TLS over TCP, the
+ * OpenSSL calls in stream_tls.c). The same msgpack requests and replies as
  * over nng (rpc/PROTOCOL.md), each in a frame of a 4-byte big-endian length
  * and the body; many requests in flight on one connection, replies matched
  * by their id and sent as soon as each is ready (not in request order).
  *
  * Who does what:
  *   - the acceptor thread accepts on every kv+ listener, sends the server's
- *     hello and hands the connection to a worker, round robin;
+ *     hello (on kv+tls://: queues it behind the TLS handshake, which the
+ *     reading worker drives) and hands the connection to a worker, round
+ *     robin;
  *   - that worker reads it from its own loop (stream_event): frames are
  *     decoded and dispatched at once (request_dispatch runs the worker's own
  *     tenants' requests on the spot, queues the others on their owners);
@@ -55,7 +58,19 @@
  *      must be whole within frame_timeout of its first byte (while kvd
  *      reads it), and with client_timeout set a connection with nothing
  *      received, in flight or queued for that long is ended (stream_sweep).
- *      Each listener has its own max_connections.
+ *      Each listener has its own max_connections. On kv+tls:// the TLS
+ *      handshake counts as part of the hello: it too must be done within
+ *      frame_timeout of the connection's start.
+ *   8. kv+tls://: c->ssl is used (SSL_do_handshake, SSL_read, SSL_write,
+ *      SSL_shutdown) only with c->mu held, so no two threads ever use it at
+ *      once (the reader reads under c->mu; a replying thread writes under
+ *      it). A TLS call may need the other direction's socket event (a
+ *      write that wants to read, a read that wants to write): it says so in
+ *      c->tls_wr_want_read / c->tls_rd_want_write, sconn_update_events asks
+ *      epoll for that event too, and stream_event retries the call when it
+ *      comes. Decrypted bytes OpenSSL holds (c->tls_pending) wake the reader
+ *      through EPOLLOUT as c->backlog does, since the socket will not say
+ *      so. A plain connection (c->ssl NULL) takes none of these paths.
  *
  * Threads: the acceptor (which also sweeps deadlines); the workers (reading, writing queued
  * replies, answering); the maintenance thread (answering Compact); the main thread (stream_start,
@@ -65,6 +80,7 @@
 
 #include "hostport.h"
 #include "log.h"
+#include "stream_tls.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -144,6 +160,16 @@ struct sconn {
 	/* written by the reader, read by the acceptor's sweep (timeouts) */
 	_Atomic uint64_t active_ms; /* the last bytes read from the client */
 	_Atomic uint64_t frame_ms;  /* since when a hello or frame is incomplete; 0: none */
+	/* kv+tls:// (last, so that a plain connection's fields lie as they
+	 * did before TLS); c->mu guards them (invariant 8) */
+	SSL *ssl;               /* the TLS connection; NULL: plain */
+	bool tls_ready;         /* the handshake is done (the hello is queued) */
+	bool tls_wr_want_read;  /* a TLS write waits for the socket to be readable */
+	bool tls_rd_want_write; /* a TLS read (or the handshake) waits for it to be writable */
+	bool tls_pending;       /* OpenSSL holds decrypted bytes not read yet */
+	bool has_cert;          /* the client sent a certificate that verified: */
+	uint8_t cert_fp[STLS_FP_LEN]; /* its SHA-256 (auth.c's cert-sha256: lines); written
+	                                 once, before the first request is read */
 };
 
 /* A stream request: the job, and the input budget its body holds. */
@@ -167,7 +193,9 @@ struct stream {
 	uint32_t nconns_l[KVD_LISTEN_MAX]; /* per listener (max_connections each) */
 	uint32_t next_worker;
 	struct klog_limit refused_log[KVD_LISTEN_MAX];
-	struct klog_limit timeout_log, accept_log, out_log;
+	struct klog_limit timeout_log, accept_log, out_log, tls_log;
+	SSL_CTX *tls;                /* kv+tls:// listeners' context; NULL: none */
+	bool is_tls[KVD_LISTEN_MAX]; /* listener k is kv+tls:// */
 	/* the input budget: bytes of large frames granted (counted at their
 	 * declared size), and the connections waiting for some, oldest first */
 	uint64_t in_budget, in_granted;
@@ -180,7 +208,8 @@ struct stream {
 
 bool stream_url(const char *url)
 {
-	return strncmp(url, "kv+ipc://", 9) == 0 || strncmp(url, "kv+tcp://", 9) == 0;
+	return strncmp(url, "kv+ipc://", 9) == 0 || strncmp(url, "kv+tcp://", 9) == 0 ||
+	       strncmp(url, "kv+tls://", 9) == 0;
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -325,6 +354,7 @@ static void sconn_free(struct sconn *c)
 	pthread_mutex_unlock(&s->mu);
 	if (c->fd >= 0)
 		close(c->fd);
+	stls_free(c->ssl);
 	sconn_out_account(c, c->out_cap, 0);
 	pthread_mutex_destroy(&c->mu);
 	free(c->in);
@@ -384,9 +414,18 @@ static void sconn_update_events(struct sconn *c)
 	if (queued || (c->backlog && sconn_can_parse_locked(c) && !c->in_wait) ||
 	    sconn_finished_locked(c))
 		ev |= EPOLLOUT;
+	if (c->ssl != NULL) {
+		/* invariant 8: the other direction's event, and bytes OpenSSL holds */
+		if (c->tls_wr_want_read && queued)
+			ev |= EPOLLIN | EPOLLRDHUP;
+		if (c->tls_rd_want_write || (c->tls_pending && sconn_can_read_locked(c)))
+			ev |= EPOLLOUT;
+	}
 	if (c->dead)
 		return;
 	if (c->fatal && !queued && !c->wr_shut) {
+		if (c->ssl != NULL)
+			stls_close_notify(c->ssl);
 		shutdown(c->fd, SHUT_WR); /* invariant 5 */
 		c->wr_shut = true;
 	}
@@ -400,9 +439,18 @@ static void sconn_update_events(struct sconn *c)
 /* With c->mu held: writes queued bytes while the socket takes them. */
 static void sconn_flush_locked(struct sconn *c)
 {
+	if (c->ssl != NULL && !c->tls_ready)
+		return; /* the handshake first: the hello waits in the queue */
 	while (!c->broken && c->out_len > c->out_off) {
-		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-		                 MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n;
+		if (c->ssl != NULL) {
+			enum stls_want want;
+			n = stls_write(c->ssl, c->out + c->out_off, c->out_len - c->out_off, &want);
+			c->tls_wr_want_read = n < 0 && want == STLS_WANT_READ;
+		} else {
+			n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+			         MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -467,7 +515,9 @@ static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t le
 	wire_frame_hdr_put(hdr, (uint32_t)len);
 	if (c->dead || c->broken)
 		return;
-	if (c->out_len == c->out_off) {
+	/* TLS: the frame goes through the queue, so that header and body are
+	 * one write and, mostly, one record (flushed below) */
+	if (c->out_len == c->out_off && c->ssl == NULL) {
 		struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)body, len}};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
 		ssize_t n;
@@ -505,6 +555,8 @@ static void sconn_send_frame_locked(struct sconn *c, const void *body, size_t le
 	done = done > sizeof(hdr) ? done - sizeof(hdr) : 0;
 	if (done < len && !sconn_queue_locked(c, (const uint8_t *)body + done, len - done))
 		goto nomem;
+	if (c->ssl != NULL)
+		sconn_flush_locked(c);
 	return;
 nomem:
 	/* half a frame is on the wire or queued: the stream is lost */
@@ -604,6 +656,7 @@ static bool sconn_request(struct worker *w, struct sconn *c, uint8_t *body, size
 	j->reply = sconn_job_reply;
 	j->conn_of = sconn_job_conn;
 	j->sink = c;
+	j->peer_cert = c->has_cert ? c->cert_fp : NULL; /* set before the first request */
 	j->body = body;
 	pthread_mutex_lock(&c->mu);
 	c->in_flight++;
@@ -837,7 +890,20 @@ static void sconn_read(struct worker *w, struct sconn *c)
 			at = c->in + c->in_len;
 			room = c->in_cap - c->in_len;
 		}
-		n = read(c->fd, at, room);
+		if (c->ssl != NULL) {
+			enum stls_want want;
+			pthread_mutex_lock(&c->mu);
+			n = stls_read(c->ssl, at, room, &want);
+			c->tls_rd_want_write = n < 0 && want == STLS_WANT_WRITE;
+			if (n < 0 && errno == EPROTO) {
+				char why[300];
+				stls_why(c->ssl, why, sizeof(why));
+				klog(LOG_DEBUG, "stream connection of %s: TLS: %s", c->peer, why);
+			}
+			pthread_mutex_unlock(&c->mu);
+		} else {
+			n = read(c->fd, at, room);
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -872,10 +938,17 @@ static void sconn_read(struct worker *w, struct sconn *c)
 		pthread_mutex_lock(&c->mu);
 		paused = !sconn_can_read_locked(c);
 		pthread_mutex_unlock(&c->mu);
-		/* a short read drained the socket; epoll says when more comes */
-		if (paused || (size_t)n < room || budget <= (size_t)n)
+		/* a short read drained the socket; epoll says when more comes
+		 * (TLS: a short read is one record; read on until OpenSSL wants
+		 * more from the socket) */
+		if (paused || ((size_t)n < room && c->ssl == NULL) || budget <= (size_t)n)
 			break;
 		budget -= (size_t)n;
+	}
+	if (c->ssl != NULL) {
+		pthread_mutex_lock(&c->mu);
+		c->tls_pending = !c->dead && stls_pending(c->ssl);
+		pthread_mutex_unlock(&c->mu);
 	}
 	if (c->in_len == 0 && c->in_cap > STREAM_IN_KEEP) {
 		free(c->in);
@@ -907,6 +980,35 @@ static void sconn_migrate_locked(struct sconn *c)
 	c->worker = to;
 }
 
+/* With c->mu held, on the reader: drives a kv+tls:// connection's
+ * handshake; once done, takes the client's certificate (when it sent one
+ * that verified) and sends the hello queued at accept. */
+static void sconn_tls_handshake_locked(struct sconn *c)
+{
+	struct stream *s = c->s;
+	enum stls_want want;
+	char why[300], cn[128];
+	int rv = stls_handshake(c->ssl, &want);
+
+	c->tls_rd_want_write = rv == 0 && want == STLS_WANT_WRITE;
+	if (rv < 0) {
+		stls_why(c->ssl, why, sizeof(why));
+		klog_limited(&s->tls_log, 10000, LOG_NOTICE, "%s: TLS handshake with %s failed: %s",
+		             s->url[c->li], c->peer, why);
+		c->broken = true;
+		return;
+	}
+	if (rv == 0)
+		return;
+	c->tls_ready = true;
+	c->tls_pending = stls_pending(c->ssl);
+	c->has_cert = stls_peer(c->ssl, c->cert_fp, cn, sizeof(cn));
+	if (c->has_cert)
+		klog(LOG_DEBUG, "%s: %s presented the client certificate CN=%s", s->url[c->li],
+		     c->peer, cn);
+	sconn_flush_locked(c);
+}
+
 /* A worker's epoll reported events on one of the connections it reads. */
 static void stream_event(struct worker *w, struct watch *self, uint32_t events)
 {
@@ -914,16 +1016,34 @@ static void stream_event(struct worker *w, struct watch *self, uint32_t events)
 	bool parse, read, done;
 
 	pthread_mutex_lock(&c->mu);
+	if (c->ssl != NULL && !c->tls_ready && !c->broken) {
+		/* invariant 8; nothing else happens before the handshake is done */
+		if (events & (EPOLLERR | EPOLLHUP))
+			c->broken = true;
+		else
+			sconn_tls_handshake_locked(c);
+		if (!c->tls_ready) {
+			done = c->broken;
+			if (!done)
+				sconn_update_events(c);
+			pthread_mutex_unlock(&c->mu);
+			if (done)
+				sconn_close(c);
+			return;
+		}
+	}
 	/* Gone both ways: what is queued cannot be delivered. But after a
 	 * framing error both sides shut down is the orderly end (invariant 5):
 	 * what the client sent before its FIN is still to be read and dropped,
 	 * or closing with it unread would send a reset. */
 	if ((events & EPOLLERR) || ((events & EPOLLHUP) && !(c->fatal && c->wr_shut)))
 		c->broken = true;
-	if (events & EPOLLOUT)
+	if ((events & EPOLLOUT) || (c->tls_wr_want_read && (events & EPOLLIN)))
 		sconn_flush_locked(c);
 	parse = c->backlog && sconn_can_parse_locked(c) && !c->in_wait;
-	read = (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) && sconn_can_read_locked(c);
+	read = ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) || c->tls_pending ||
+	        (c->tls_rd_want_write && (events & EPOLLOUT))) &&
+	       sconn_can_read_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (parse)
 		sconn_parse(w, c);
@@ -996,9 +1116,11 @@ fail:
 	return -EADDRINUSE;
 }
 
-/* HOST:PORT, [V6]:PORT, or *:PORT / :PORT for every address. */
-static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
+/* url: kv+tcp:// or kv+tls://, then HOST:PORT, [V6]:PORT, or *:PORT / :PORT
+ * for every address. */
+static int listen_tcp(const char *url, int *ret, char *err, size_t errlen)
 {
+	const char *hostport = url + 9;
 	char host[256], port[16];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 	                         .ai_socktype = SOCK_STREAM,
@@ -1010,14 +1132,14 @@ static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
 		goto bad;
 	if ((rv = getaddrinfo(host[0] == '\0' || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
 	                      &res)) != 0) {
-		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, gai_strerror(rv));
+		snprintf(err, errlen, "listen %s: %s", url, gai_strerror(rv));
 		return -EINVAL;
 	}
 	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	            res->ai_protocol);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, STREAM_BACKLOG) != 0) {
-		snprintf(err, errlen, "listen kv+tcp://%s: %s", hostport, strerror(errno));
+		snprintf(err, errlen, "listen %s: %s", url, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		freeaddrinfo(res);
@@ -1027,7 +1149,7 @@ static int listen_tcp(const char *hostport, int *ret, char *err, size_t errlen)
 	*ret = fd;
 	return 0;
 bad:
-	snprintf(err, errlen, "listen kv+tcp://%s: expected HOST:PORT or [ADDRESS]:PORT", hostport);
+	snprintf(err, errlen, "listen %s: expected HOST:PORT or [ADDRESS]:PORT", url);
 	return -EINVAL;
 }
 
@@ -1079,15 +1201,30 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 	}
 	if (tcp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* a new socket's send buffer takes the 8 bytes at once */
-	if (send(fd, stream_hello, sizeof(stream_hello), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-	            (ssize_t)sizeof(stream_hello) ||
-	    (c = calloc(1, sizeof(*c))) == NULL) {
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->s = s;
+	if (s->is_tls[k]) {
+		/* the hello goes out once the handshake is done (invariant 8) */
+		if ((c->ssl = stls_new(s->tls, fd)) == NULL ||
+		    !sconn_queue_locked(c, stream_hello, sizeof(stream_hello))) {
+			stls_free(c->ssl);
+			free(c->out);
+			sconn_out_account(c, c->out_cap, 0);
+			free(c);
+			close(fd);
+			return;
+		}
+	} else if (send(fd, stream_hello, sizeof(stream_hello), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	           (ssize_t)sizeof(stream_hello)) {
+		/* a new socket's send buffer takes the 8 bytes at once */
+		free(c);
 		close(fd);
 		return;
 	}
 	c->watch.on_event = stream_event;
-	c->s = s;
 	c->fd = fd;
 	c->li = k;
 	peer_name(fd, tcp, c->peer, sizeof(c->peer));
@@ -1257,7 +1394,11 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 				return -ENOMEM;
 			}
 		} else {
-			rv = listen_tcp(u + 9, &fd, err, errlen);
+			s->is_tls[s->nl] = strncmp(u, "kv+tls://", 9) == 0;
+			if (s->is_tls[s->nl] && s->tls == NULL &&
+			    (rv = stls_ctx_new(&d->cfg, &s->tls, err, errlen)) != 0)
+				return rv;
+			rv = listen_tcp(u, &fd, err, errlen);
 		}
 		if (rv != 0)
 			return rv;
@@ -1376,6 +1517,7 @@ void stream_stop(struct kvd *d)
 		close(s->epfd);
 	if (s->stopfd >= 0)
 		close(s->stopfd);
+	stls_ctx_free(s->tls);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 	d->stream = NULL;

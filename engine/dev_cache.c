@@ -23,17 +23,18 @@ struct dev_cache {
 	uint32_t *heads;
 	uint32_t nheads; /* a power of two */
 	uint32_t hand;
+	uint32_t unit;
 	uint64_t hits, misses;
 };
 
 static uint32_t bucket(const struct dev_cache *c, uint64_t key)
 {
-	key /= DEV_CACHE_CHUNK;
+	key /= c->unit;
 	key *= 0x9e3779b97f4a7c15ull;
 	return (uint32_t)(key >> 32) & (c->nheads - 1);
 }
 
-int dev_cache_new(uint64_t bytes, struct dev_cache **ret)
+int dev_cache_new(uint64_t bytes, uint32_t unit, struct dev_cache **ret)
 {
 	struct dev_cache *c;
 	uint32_t i;
@@ -41,7 +42,8 @@ int dev_cache_new(uint64_t bytes, struct dev_cache **ret)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
-	c->n = (uint32_t)(bytes / DEV_CACHE_CHUNK);
+	c->unit = unit;
+	c->n = (uint32_t)(bytes / unit);
 	for (c->nheads = 1; c->nheads < c->n * 2u && c->nheads < (1u << 30); c->nheads <<= 1)
 		;
 	c->slots = calloc(c->n ? c->n : 1, sizeof(*c->slots));
@@ -131,9 +133,9 @@ void dev_cache_put(struct dev_cache *c, uint64_t chunk_off, const void *data)
 	}
 	if (c->slots[s].key != UINT64_MAX)
 		unchain(c, s);
-	if (c->slots[s].data == NULL && (c->slots[s].data = malloc(DEV_CACHE_CHUNK)) == NULL)
+	if (c->slots[s].data == NULL && (c->slots[s].data = malloc(c->unit)) == NULL)
 		goto out;
-	memcpy(c->slots[s].data, data, DEV_CACHE_CHUNK);
+	memcpy(c->slots[s].data, data, c->unit);
 	c->slots[s].key = chunk_off;
 	c->slots[s].ref = false;
 	h = bucket(c, chunk_off);
@@ -151,7 +153,16 @@ void dev_cache_drop_range(struct dev_cache *c, uint64_t off, uint64_t len)
 	if (c == NULL || c->n == 0)
 		return;
 	pthread_mutex_lock(&c->mu);
-	for (k = off - off % DEV_CACHE_CHUNK; k < off + len; k += DEV_CACHE_CHUNK)
+	if (len / c->unit > c->n) {
+		/* a range larger than the cache: look at every slot instead */
+		for (s = 0; s < c->n; s++)
+			if (c->slots[s].key != UINT64_MAX && c->slots[s].key >= off &&
+			    c->slots[s].key < off + len)
+				unchain(c, s);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	for (k = off - off % c->unit; k < off + len; k += c->unit)
 		if ((s = find(c, k)) != NIL)
 			unchain(c, s);
 	pthread_mutex_unlock(&c->mu);

@@ -1,7 +1,7 @@
 /*
  * dev_cache.h — the device backend's read cache. A device read with O_DIRECT
  * bypasses the page cache the files backend gets for free, so the backend
- * keeps recently read chunks (DEV_CACHE_CHUNK bytes, aligned on the device)
+ * keeps recently read chunks (one device block each, aligned on the device)
  * of immutable data — sealed segments and hint and metadata blobs — in
  * memory, evicted by CLOCK. Chunks are named by their device offset; a chunk
  * is dropped when its extent is given to a new use (dev_cache_drop_range),
@@ -16,16 +16,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DEV_CACHE_CHUNK (64u << 10)
-
 struct dev_cache;
 
-/* A cache of about bytes (0: none: every lookup misses, inserts do nothing). */
-int dev_cache_new(uint64_t bytes, struct dev_cache **ret);
+/* A cache of about bytes in chunks of unit bytes (bytes below one unit:
+ * none: every lookup misses, inserts do nothing). */
+int dev_cache_new(uint64_t bytes, uint32_t unit, struct dev_cache **ret);
 void dev_cache_free(struct dev_cache *c);
 /* Copies len bytes at off into the chunk at chunk_off to dst: true on a hit. */
 bool dev_cache_get(struct dev_cache *c, uint64_t chunk_off, size_t off, void *dst, size_t len);
-/* Keeps a copy of the chunk at chunk_off (DEV_CACHE_CHUNK bytes of data). */
+/* Keeps a copy of the chunk at chunk_off (unit bytes of data). */
 void dev_cache_put(struct dev_cache *c, uint64_t chunk_off, const void *data);
 /* Drops every chunk in [off, off+len). */
 void dev_cache_drop_range(struct dev_cache *c, uint64_t off, uint64_t len);

@@ -143,6 +143,12 @@ struct kv_stor_rd {
 	int res; /* out: 0 or -errno (-EIO past the end) */
 };
 
+/* An instance's figures (stats). */
+struct kv_stor_stats {
+	uint64_t extents, extents_free, extent_size;
+	uint64_t cache_bytes, cache_hits, cache_misses;
+};
+
 /* list's callback: 0 to go on, a negative error to stop the listing with. */
 typedef int (*kv_stor_list_fn)(void *arg, const struct kv_stor_entry *e);
 
@@ -305,6 +311,8 @@ struct kv_storage_ops {
 	 * written and, when asked, synced, or an error; 0 while it runs (only
 	 * without wait); -EINVAL when none was started. */
 	int (*append_poll)(struct kv_stor_writer *w, bool wait, struct kv_stor_wres *ret);
+	/* Figures of the instance (optional: NULL where there are none). */
+	void (*stats)(struct kv_storage *st, struct kv_stor_stats *ret);
 	/* Removes segment id: the published one, or with KV_STOR_SEG_TEMP
 	 * the unpublished one. Open handles stay readable until closed.
 	 * -ENOENT. Durable with the next tenant_sync. */

@@ -44,11 +44,9 @@
  * Threads: d->mu guards every structure in memory; d->cat_mu orders catalog
  * writes (never taken under d->mu). I/O runs without d->mu held.
  */
-#include "storage.h"
+#include "dev_internal.h"
 
 #include "crc.h"
-#include "dev_cache.h"
-#include "dev_layout.h"
 #include "endian_util.h"
 #include "io.h"
 #include "kvengine.h"
@@ -61,86 +59,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define DEV_INLINE_MAX 4096u
-#define NONE UINT32_MAX
-
-struct dev_segment {
-	uint32_t id;
-	uint32_t extent;
-	bool temp;
-	bool sealed;
-	bool listed;     /* in its tenant's table (false once removed) */
-	uint32_t refs;   /* handles + 1 while listed */
-	uint64_t len;    /* sealed: the length; else bytes written by this process */
-	bool len_known;  /* false: not sealed when the last process ended (invariant 5) */
-	uint32_t seed;
-	/* the block holding byte len (invariant 1); tail_ok: tail holds it */
-	uint8_t *tail;
-	bool tail_ok;
-};
-
-struct dev_blob {
-	uint8_t kind; /* KV_STOR_HINT, KV_STOR_META */
-	uint32_t id;
-	char name[KV_STOR_NAME_MAX + 1];
-	uint64_t len;
-	uint32_t crc;
-	uint8_t *data;   /* inline: the bytes (len ≤ DEV_INLINE_MAX) */
-	uint32_t *exts;  /* else: its extents (one when packed) */
-	uint32_t nexts;
-	uint64_t off;    /* where it starts in exts[0]'s data */
-};
-
-struct dev_tenant {
-	uint32_t id;
-	char name[KV_TENANT_NAME_MAX + 1];
-	uint32_t owner;
-	uint64_t epoch;
-	struct dev_segment **segs;
-	size_t nsegs, capsegs;
-	struct dev_blob *blobs;
-	size_t nblobs, capblobs;
-	uint32_t aux;     /* the AUX extent blobs are packed into; NONE */
-	uint64_t aux_off; /* bytes of its data used */
-	uint32_t aux_count;
-	int lock;          /* >0: shared holders, -1: exclusive */
-	uint32_t handles;
-	bool listed;
-};
-
-struct dev_extent {
-	uint32_t tenant; /* 0: free */
-	uint32_t position;
-	uint32_t generation;
-	uint8_t kind;
-	uint32_t users;      /* AUX: blobs in it (+1 while it is the packing extent) */
-	uint32_t readers;    /* segment handles still open on a removed segment */
-	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
-	bool pending;
-};
-
-struct dev_storage {
-	struct kv_storage base;
-	int fd;
-	struct dev_super sb;
-	uint32_t B;      /* block size */
-	uint64_t cap;    /* data bytes of an extent */
-	pthread_mutex_t mu;
-	struct dev_tenant **tenants;
-	size_t ntenants, captenants;
-	struct dev_extent *ext;
-	uint32_t next_tenant;
-	uint32_t free_hint; /* where the search for a free extent starts */
-	uint64_t changes;       /* bumped by every change to the catalog in memory */
-	uint64_t durable;       /* the change count the last durable catalog covers */
-	pthread_mutex_t cat_mu; /* orders catalog writes */
-	uint64_t cat_seq;       /* sequence of the newest valid slot */
-	int cat_slot;
-	uint8_t *cat_buf;       /* a slot's worth, for cat_write [cat_mu] */
-	struct dev_cache *cache;
-	uint8_t *zero; /* one block of zeros, aligned */
-};
 
 struct dev_tenant_h {
 	struct kv_stor_tenant base;
@@ -179,568 +97,6 @@ static struct dev_segment *seg_of(struct kv_stor_seg *s)
 	return ((struct dev_seg_h *)s)->seg;
 }
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
-static uint64_t data_off(struct dev_storage *d, uint32_t extent)
-{
-	return dev_extent_off(&d->sb, extent) + d->B;
-}
-
-static void *balloc(struct dev_storage *d, size_t len)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, d->B, len ? len : d->B) != 0)
-		return NULL;
-	return p;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* ---- extents ----------------------------------------------------------- */
-
-static int cat_write(struct dev_storage *d);
-
-/* An extent given back (invariant 4). [d->mu] */
-static void ext_release(struct dev_storage *d, uint32_t i)
-{
-	struct dev_extent *e = &d->ext[i];
-
-	e->tenant = 0;
-	e->kind = DEV_EXT_FREE;
-	e->position = 0;
-	e->users = 0;
-	e->pending = true;
-	e->free_after = ++d->changes;
-}
-
-/* Extents whose release a durable catalog now covers become free. [d->mu] */
-static void ext_settle(struct dev_storage *d)
-{
-	uint32_t i;
-
-	for (i = 0; i < d->sb.extent_count; i++)
-		if (d->ext[i].pending && d->ext[i].readers == 0 && d->ext[i].free_after <= d->durable)
-			d->ext[i].pending = false;
-}
-
-/* Extents kept for merges, whose outputs must be written before the
- * segments they replace are given back: a device full of ordinary writes
- * can still be merged free, as long as what a merge writes (the live data
- * of the tenant, its hints and its commit) fits in 1/16 of the device (at
- * least 4 extents). */
-static uint32_t ext_reserve(const struct dev_storage *d)
-{
-	uint32_t r = d->sb.extent_count / 16;
-
-	return r < 4 ? 4 : r;
-}
-
-/* Takes a free extent for tenant t: its header written (not synced: the
- * catalog write that names it syncs the device first). reserve: it may
- * take one of the extents ext_reserve keeps. -ENOSPC when the device is
- * full. */
-static int ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uint32_t position,
-                     bool reserve, uint32_t *ret)
-{
-	struct dev_ext_header h;
-	uint8_t *blk;
-	uint32_t i, n = d->sb.extent_count, gen;
-	bool settling = false;
-	int rv;
-
-	if ((blk = balloc(d, d->B)) == NULL)
-		return -ENOMEM;
-again:
-	pthread_mutex_lock(&d->mu);
-	if (!reserve) {
-		uint32_t nfree = 0;
-		for (i = 0; i < n; i++)
-			nfree += d->ext[i].tenant == 0 && !d->ext[i].pending;
-		i = nfree > ext_reserve(d) ? 0 : n;
-	} else {
-		i = 0;
-	}
-	for (; i < n; i++) {
-		uint32_t k = (d->free_hint + i) % n;
-		if (d->ext[k].tenant == 0 && !d->ext[k].pending)
-			break;
-	}
-	if (i == n) {
-		bool waiting = false;
-		for (i = 0; i < n && !waiting; i++)
-			waiting = d->ext[i].pending && d->ext[i].readers == 0;
-		pthread_mutex_unlock(&d->mu);
-		if (waiting && !settling && (rv = cat_write(d)) == 0) {
-			/* extents given back wait for a catalog that no longer names them */
-			settling = true;
-			goto again;
-		}
-		free(blk);
-		return -ENOSPC;
-	}
-	i = (d->free_hint + i) % n;
-	d->free_hint = (i + 1) % n;
-	d->ext[i].tenant = t->id; /* taken: no other caller gets it */
-	d->ext[i].kind = kind;
-	d->ext[i].position = position;
-	gen = d->ext[i].generation;
-	pthread_mutex_unlock(&d->mu);
-
-	/* invariant 3: above what its header last said too */
-	if (io_pread_full(d->base.fault, d->fd, blk, d->B, dev_extent_off(&d->sb, i)) == 0 &&
-	    dev_ext_decode(blk, &h) == 0 && memcmp(h.uuid, d->sb.uuid, 16) == 0 && h.generation > gen)
-		gen = h.generation;
-	gen++;
-	memset(blk, 0, d->B);
-	h = (struct dev_ext_header){.tenant = t->id, .position = position, .generation = gen,
-	                            .kind = kind, .epoch = t->epoch, .node = t->owner};
-	memcpy(h.uuid, d->sb.uuid, 16);
-	dev_ext_encode(blk, &h);
-	rv = io_pwrite_full(d->base.fault, d->fd, blk, d->B, dev_extent_off(&d->sb, i));
-	free(blk);
-	dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, i), d->sb.extent_size);
-	pthread_mutex_lock(&d->mu);
-	if (rv != 0) {
-		d->ext[i].tenant = 0;
-		d->ext[i].kind = DEV_EXT_FREE;
-	} else {
-		d->ext[i].generation = gen;
-		d->ext[i].users = 0;
-		d->changes++;
-	}
-	pthread_mutex_unlock(&d->mu);
-	if (rv == 0)
-		*ret = i;
-	return rv;
-}
-
-/* ---- the catalog ------------------------------------------------------- */
-
-struct wbuf {
-	uint8_t *p;
-	size_t len, cap;
-	bool over;
-};
-
-static void w_bytes(struct wbuf *w, const void *b, size_t n)
-{
-	if (w->len + n > w->cap) {
-		w->over = true;
-		return;
-	}
-	memcpy(w->p + w->len, b, n);
-	w->len += n;
-}
-
-static void w8(struct wbuf *w, uint8_t v)
-{
-	w_bytes(w, &v, 1);
-}
-
-static void w32(struct wbuf *w, uint32_t v)
-{
-	uint8_t b[4];
-	put_le32(b, v);
-	w_bytes(w, b, 4);
-}
-
-static void w64(struct wbuf *w, uint64_t v)
-{
-	uint8_t b[8];
-	put_le64(b, v);
-	w_bytes(w, b, 8);
-}
-
-static void w_name(struct wbuf *w, const char *s)
-{
-	size_t n = strlen(s);
-	w8(w, (uint8_t)n);
-	w_bytes(w, s, n);
-}
-
-/* The body (docs/FORMAT.md, "Catalog"). [d->mu] */
-static void cat_encode(struct dev_storage *d, struct wbuf *w)
-{
-	size_t i, j;
-	uint32_t k;
-
-	w32(w, (uint32_t)d->ntenants);
-	w32(w, d->next_tenant);
-	w32(w, d->sb.extent_count);
-	for (i = 0; i < d->ntenants; i++) {
-		struct dev_tenant *t = d->tenants[i];
-		uint32_t nsegs = 0;
-		for (j = 0; j < t->nsegs; j++)
-			nsegs += !t->segs[j]->temp;
-		w32(w, t->id);
-		w_name(w, t->name);
-		w32(w, t->owner);
-		w64(w, t->epoch);
-		w32(w, t->aux);
-		w64(w, t->aux_off);
-		w32(w, t->aux_count);
-		w32(w, nsegs);
-		w32(w, (uint32_t)t->nblobs);
-		for (j = 0; j < t->nsegs; j++) {
-			struct dev_segment *s = t->segs[j];
-			if (s->temp)
-				continue; /* an unpublished merge output is not kept */
-			w32(w, s->id);
-			w32(w, s->extent);
-			w8(w, s->sealed);
-			w64(w, s->sealed ? s->len : 0);
-		}
-		for (j = 0; j < t->nblobs; j++) {
-			struct dev_blob *b = &t->blobs[j];
-			w8(w, b->kind);
-			w32(w, b->id);
-			w_name(w, b->name);
-			w64(w, b->len);
-			w32(w, b->crc);
-			w32(w, b->nexts);
-			for (k = 0; k < b->nexts; k++)
-				w32(w, b->exts[k]);
-			w64(w, b->off);
-			if (b->nexts == 0)
-				w_bytes(w, b->data, (size_t)b->len);
-		}
-	}
-	for (k = 0; k < d->sb.extent_count; k++) {
-		const struct dev_extent *e = &d->ext[k];
-		/* a temporary segment's extent is written as free: after a crash
-		 * it is free (and its generation still counts) */
-		bool used = e->tenant != 0 && !e->pending;
-		w32(w, used ? e->tenant : 0);
-		w32(w, used ? e->position : 0);
-		w32(w, e->generation);
-		w8(w, used ? e->kind : DEV_EXT_FREE);
-	}
-}
-
-/* Writes the catalog to the older slot, durably (the device flushed before,
- * so every extent and blob it names is durable first, and after). */
-static int cat_write(struct dev_storage *d)
-{
-	struct dev_cat_header h = {0};
-	struct wbuf w;
-	uint64_t covers, off;
-	uint8_t *buf;
-	size_t total;
-	int slot, rv;
-
-	pthread_mutex_lock(&d->cat_mu);
-	pthread_mutex_lock(&d->mu);
-	if (d->durable == d->changes) {
-		pthread_mutex_unlock(&d->mu);
-		pthread_mutex_unlock(&d->cat_mu);
-		return 0;
-	}
-	buf = d->cat_buf;
-	w = (struct wbuf){.p = buf + DEV_CAT_HEADER,
-	                  .cap = (size_t)d->sb.catalog_slot - DEV_CAT_HEADER};
-	cat_encode(d, &w);
-	covers = d->changes;
-	pthread_mutex_unlock(&d->mu);
-	if (w.over) {
-		rv = -ENOSPC; /* more tenants and objects than a slot holds */
-		goto out;
-	}
-	h.seq = d->cat_seq + 1;
-	h.body_len = w.len;
-	h.node = 1;
-	h.epoch = 1;
-	memcpy(h.uuid, d->sb.uuid, 16);
-	dev_cat_header_encode(buf, &h, 0);
-	dev_cat_header_encode(buf, &h, dev_cat_crc(buf, buf + DEV_CAT_HEADER, w.len));
-	total = (size_t)round_up(DEV_CAT_HEADER + w.len, d->B);
-	memset(buf + DEV_CAT_HEADER + w.len, 0, total - DEV_CAT_HEADER - w.len);
-	slot = d->cat_slot ^ 1;
-	off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
-	/* what the catalog names first, then the catalog */
-	if ((rv = io_fdatasync(d->base.fault, d->fd)) != 0)
-		goto out;
-	if ((rv = io_pwrite_full(d->base.fault, d->fd, buf, total, off)) != 0)
-		goto out;
-	if ((rv = io_fdatasync(d->base.fault, d->fd)) != 0)
-		goto out;
-	d->cat_seq = h.seq;
-	d->cat_slot = slot;
-	pthread_mutex_lock(&d->mu);
-	d->durable = covers;
-	ext_settle(d);
-	pthread_mutex_unlock(&d->mu);
-out:
-	pthread_mutex_unlock(&d->cat_mu);
-	return rv;
-}
-
-struct rbuf {
-	const uint8_t *p;
-	size_t len, at;
-	bool bad;
-};
-
-static const uint8_t *r_bytes(struct rbuf *r, size_t n)
-{
-	const uint8_t *p;
-
-	if (r->bad || r->len - r->at < n) {
-		r->bad = true;
-		return NULL;
-	}
-	p = r->p + r->at;
-	r->at += n;
-	return p;
-}
-
-static uint8_t r8(struct rbuf *r)
-{
-	const uint8_t *p = r_bytes(r, 1);
-	return p ? p[0] : 0;
-}
-
-static uint32_t r32(struct rbuf *r)
-{
-	const uint8_t *p = r_bytes(r, 4);
-	return p ? get_le32(p) : 0;
-}
-
-static uint64_t r64(struct rbuf *r)
-{
-	const uint8_t *p = r_bytes(r, 8);
-	return p ? get_le64(p) : 0;
-}
-
-static void r_name(struct rbuf *r, char *dst, size_t cap)
-{
-	uint8_t n = r8(r);
-	const uint8_t *p = r_bytes(r, n);
-
-	if (p == NULL || n >= cap) {
-		r->bad = true;
-		dst[0] = '\0';
-		return;
-	}
-	memcpy(dst, p, n);
-	dst[n] = '\0';
-}
-
-static void blob_clear(struct dev_blob *b)
-{
-	free(b->data);
-	free(b->exts);
-	b->data = NULL;
-	b->exts = NULL;
-}
-
-static void tenant_free(struct dev_tenant *t)
-{
-	size_t i;
-
-	if (t == NULL)
-		return;
-	for (i = 0; i < t->nsegs; i++) {
-		free(t->segs[i]->tail);
-		free(t->segs[i]);
-	}
-	for (i = 0; i < t->nblobs; i++)
-		blob_clear(&t->blobs[i]);
-	free(t->segs);
-	free(t->blobs);
-	free(t);
-}
-
-static int push(void **arr, size_t *n, size_t *cap, size_t size)
-{
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 8;
-		void *p = realloc(*arr, nc * size);
-		if (p == NULL)
-			return -ENOMEM;
-		*arr = p;
-		*cap = nc;
-	}
-	(*n)++;
-	return 0;
-}
-
-static int tenant_add(struct dev_storage *d, struct dev_tenant *t)
-{
-	if (push((void **)&d->tenants, &d->ntenants, &d->captenants, sizeof(*d->tenants)) != 0)
-		return -ENOMEM;
-	d->tenants[d->ntenants - 1] = t;
-	t->listed = true;
-	return 0;
-}
-
-static int seg_add(struct dev_tenant *t, struct dev_segment *s)
-{
-	if (push((void **)&t->segs, &t->nsegs, &t->capsegs, sizeof(*t->segs)) != 0)
-		return -ENOMEM;
-	t->segs[t->nsegs - 1] = s;
-	s->listed = true;
-	s->refs++;
-	return 0;
-}
-
-/* Decodes a body into d (empty on entry). KV_ECORRUPT when it does not add up. */
-static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
-{
-	struct rbuf r = {.p = body, .len = len};
-	uint32_t nt, i, j, k;
-	int rv = -ENOMEM;
-
-	nt = r32(&r);
-	d->next_tenant = r32(&r);
-	if (r32(&r) != d->sb.extent_count)
-		return KV_ECORRUPT;
-	for (i = 0; i < nt && !r.bad; i++) {
-		struct dev_tenant *t = calloc(1, sizeof(*t));
-		uint32_t ns, nb;
-		if (t == NULL)
-			return -ENOMEM;
-		t->id = r32(&r);
-		r_name(&r, t->name, sizeof(t->name));
-		t->owner = r32(&r);
-		t->epoch = r64(&r);
-		t->aux = r32(&r);
-		t->aux_off = r64(&r);
-		t->aux_count = r32(&r);
-		ns = r32(&r);
-		nb = r32(&r);
-		if (tenant_add(d, t) != 0) {
-			tenant_free(t);
-			return -ENOMEM;
-		}
-		for (j = 0; j < ns && !r.bad; j++) {
-			struct dev_segment *s = calloc(1, sizeof(*s));
-			if (s == NULL || seg_add(t, s) != 0) {
-				free(s);
-				return -ENOMEM;
-			}
-			s->id = r32(&r);
-			s->extent = r32(&r);
-			s->sealed = r8(&r) != 0;
-			s->len = r64(&r);
-			s->len_known = s->sealed;
-			if (s->extent >= d->sb.extent_count)
-				r.bad = true;
-		}
-		for (j = 0; j < nb && !r.bad; j++) {
-			struct dev_blob *b;
-			const uint8_t *p;
-			if (push((void **)&t->blobs, &t->nblobs, &t->capblobs, sizeof(*b)) != 0)
-				return -ENOMEM;
-			b = &t->blobs[t->nblobs - 1];
-			memset(b, 0, sizeof(*b));
-			b->kind = r8(&r);
-			b->id = r32(&r);
-			r_name(&r, b->name, sizeof(b->name));
-			b->len = r64(&r);
-			b->crc = r32(&r);
-			b->nexts = r32(&r);
-			if (b->nexts > d->sb.extent_count) {
-				r.bad = true;
-				break;
-			}
-			if (b->nexts > 0 && (b->exts = calloc(b->nexts, sizeof(*b->exts))) == NULL)
-				return -ENOMEM;
-			for (k = 0; k < b->nexts; k++)
-				if ((b->exts[k] = r32(&r)) >= d->sb.extent_count)
-					r.bad = true;
-			b->off = r64(&r);
-			if (b->nexts == 0) {
-				if (b->len > DEV_INLINE_MAX || (p = r_bytes(&r, (size_t)b->len)) == NULL) {
-					r.bad = true;
-					break;
-				}
-				if ((b->data = malloc(b->len ? (size_t)b->len : 1)) == NULL)
-					return -ENOMEM;
-				memcpy(b->data, p, (size_t)b->len);
-			}
-		}
-	}
-	for (k = 0; k < d->sb.extent_count && !r.bad; k++) {
-		d->ext[k].tenant = r32(&r);
-		d->ext[k].position = r32(&r);
-		d->ext[k].generation = r32(&r);
-		d->ext[k].kind = r8(&r);
-	}
-	if (r.bad || r.at != r.len)
-		return KV_ECORRUPT;
-	/* AUX users, counted from the blobs */
-	for (i = 0; i < d->ntenants; i++) {
-		struct dev_tenant *t = d->tenants[i];
-		if (t->aux != NONE && t->aux < d->sb.extent_count)
-			d->ext[t->aux].users++;
-		for (j = 0; j < t->nblobs; j++)
-			for (k = 0; k < t->blobs[j].nexts; k++)
-				d->ext[t->blobs[j].exts[k]].users++;
-	}
-	rv = 0;
-	return rv;
-}
-
-/* Reads both slots; the valid one with the highest sequence wins. */
-static int cat_load(struct dev_storage *d)
-{
-	uint8_t *buf;
-	uint64_t best = 0;
-	int slot, best_slot = -1, rv = 0;
-
-	if ((buf = balloc(d, (size_t)d->sb.catalog_slot)) == NULL)
-		return -ENOMEM;
-	for (slot = 0; slot < 2; slot++) {
-		struct dev_cat_header h;
-		uint32_t crc;
-		uint64_t off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
-			goto out;
-		if (dev_cat_header_decode(buf, &h, &crc) != 0 || memcmp(h.uuid, d->sb.uuid, 16) != 0 ||
-		    h.body_len > d->sb.catalog_slot - DEV_CAT_HEADER)
-			continue;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
-		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
-			goto out;
-		if (dev_cat_crc(buf, buf + DEV_CAT_HEADER, (size_t)h.body_len) != crc)
-			continue;
-		if (best_slot < 0 || h.seq > best) {
-			best = h.seq;
-			best_slot = slot;
-		}
-	}
-	if (best_slot < 0) {
-		rv = KV_ECORRUPT; /* neither slot: not a catalog */
-		goto out;
-	}
-	{
-		struct dev_cat_header h;
-		uint32_t crc;
-		uint64_t off = d->sb.catalog_off + (uint64_t)best_slot * d->sb.catalog_slot;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
-			goto out;
-		dev_cat_header_decode(buf, &h, &crc);
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
-		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
-			goto out;
-		rv = cat_decode(d, buf + DEV_CAT_HEADER, (size_t)h.body_len);
-	}
-	d->cat_seq = best;
-	d->cat_slot = best_slot;
-out:
-	free(buf);
-	return rv;
-}
 
 /* ---- tenants ----------------------------------------------------------- */
 
@@ -768,7 +124,7 @@ static int tenant_new(struct dev_storage *d, const char *name, struct dev_tenant
 	t->owner = 1;
 	t->epoch = 1;
 	t->aux = NONE;
-	if (tenant_add(d, t) != 0) {
+	if (dev_tenant_add(d, t) != 0) {
 		free(t);
 		return -ENOMEM;
 	}
@@ -798,9 +154,9 @@ static void blob_unref(struct dev_storage *d, struct dev_tenant *t, struct dev_b
 	for (k = 0; k < b->nexts; k++) {
 		struct dev_extent *e = &d->ext[b->exts[k]];
 		if (e->users > 0 && --e->users == 0 && b->exts[k] != t->aux)
-			ext_release(d, b->exts[k]);
+			dev_ext_release(d, b->exts[k]);
 	}
-	blob_clear(b);
+	dev_blob_clear(b);
 }
 
 static void blob_drop(struct dev_storage *d, struct dev_tenant *t, struct dev_blob *b)
@@ -883,7 +239,7 @@ static int dev_tenant_lock(struct kv_stor_tenant *th, bool exclusive)
 
 static int dev_tenant_sync(struct kv_stor_tenant *t)
 {
-	return cat_write(dev_of(t->st));
+	return dev_cat_write(dev_of(t->st));
 }
 
 static int dev_tenant_create(struct kv_storage *st, const char *tenant, const char *meta_name,
@@ -915,18 +271,18 @@ static int dev_tenant_drop(struct kv_storage *st, const char *tenant)
 		return -EBUSY;
 	}
 	for (i = 0; i < t->nsegs; i++)
-		ext_release(d, t->segs[i]->extent);
+		dev_ext_release(d, t->segs[i]->extent);
 	while (t->nblobs > 0)
 		blob_drop(d, t, &t->blobs[0]);
 	if (t->aux != NONE)
-		ext_release(d, t->aux);
+		dev_ext_release(d, t->aux);
 	for (i = 0; i < d->ntenants; i++)
 		if (d->tenants[i] == t)
 			d->tenants[i] = d->tenants[--d->ntenants];
 	d->changes++;
 	pthread_mutex_unlock(&d->mu);
-	tenant_free(t);
-	return cat_write(d);
+	dev_tenant_free(t);
+	return dev_cat_write(d);
 }
 
 static int dev_tenant_list(struct kv_storage *st, int (*fn)(void *arg, const char *tenant),
@@ -990,8 +346,36 @@ static int dev_list(struct kv_stor_tenant *th, kv_stor_list_fn fn, void *arg)
 
 /* ---- blobs ------------------------------------------------------------- */
 
+/* Whether the cache holds every block of [off, off+len): then copied to dst. */
+static bool cache_get(struct dev_storage *d, uint8_t *dst, size_t len, uint64_t off)
+{
+	uint64_t b = off - off % d->B;
+	size_t done = 0;
+
+	if (d->cache == NULL || len == 0)
+		return false;
+	for (; done < len; b += d->B) {
+		size_t in = done == 0 ? (size_t)(off - b) : 0, n = d->B - in;
+		if (n > len - done)
+			n = len - done;
+		if (!dev_cache_get(d->cache, b, in, dst + done, n))
+			return false;
+		done += n;
+	}
+	return true;
+}
+
+/* Keeps the blocks [a, e) read into buf. */
+static void cache_put(struct dev_storage *d, const uint8_t *buf, uint64_t a, uint64_t e)
+{
+	uint64_t b;
+
+	for (b = a; b < e && d->cache != NULL; b += d->B)
+		dev_cache_put(d->cache, b, buf + (b - a));
+}
+
 /* Reads len bytes at device offset off (any alignment) into dst, through
- * the cache when cacheable. */
+ * the cache when cacheable (sealed data, blobs: invariant 6). */
 static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, bool cacheable)
 {
 	uint8_t *out = dst, *bounce = NULL;
@@ -999,35 +383,18 @@ static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, 
 
 	if (len == 0)
 		return 0;
-	if (cacheable && d->cache != NULL) {
-		while (len > 0) {
-			uint64_t chunk = off - off % DEV_CACHE_CHUNK;
-			size_t in = (size_t)(off - chunk), n = DEV_CACHE_CHUNK - in;
-			if (n > len)
-				n = len;
-			if (!dev_cache_get(d->cache, chunk, in, out, n)) {
-				if (bounce == NULL && (bounce = balloc(d, DEV_CACHE_CHUNK)) == NULL)
-					return -ENOMEM;
-				rv = io_pread_full(d->base.fault, d->fd, bounce, DEV_CACHE_CHUNK, chunk);
-				if (rv != 0)
-					break;
-				dev_cache_put(d->cache, chunk, bounce);
-				memcpy(out, bounce + in, n);
-			}
-			out += n;
-			off += n;
-			len -= n;
-		}
-		free(bounce);
-		return rv;
-	}
+	if (cacheable && cache_get(d, out, len, off))
+		return 0;
 	{
 		uint64_t a = off - off % d->B, e = round_up(off + len, d->B);
 		if ((bounce = balloc(d, (size_t)(e - a))) == NULL)
 			return -ENOMEM;
 		rv = io_pread_full(d->base.fault, d->fd, bounce, (size_t)(e - a), a);
-		if (rv == 0)
+		if (rv == 0) {
 			memcpy(out, bounce + (off - a), len);
+			if (cacheable)
+				cache_put(d, bounce, a, e);
+		}
 		free(bounce);
 	}
 	return rv;
@@ -1057,7 +424,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 			uint64_t part = alen - (uint64_t)k * d->cap;
 			if (part > d->cap)
 				part = d->cap;
-			if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &b->exts[k])) != 0)
+			if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &b->exts[k])) != 0)
 				break;
 			b->nexts = k + 1;
 			rv = io_pwrite_full(d->base.fault, d->fd, a + (uint64_t)k * d->cap, (size_t)part,
@@ -1076,7 +443,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 	if (t->aux == NONE || t->aux_off + alen > d->cap) {
 		uint32_t old = t->aux;
 		pthread_mutex_unlock(&d->mu);
-		if ((rv = ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &first)) != 0) {
+		if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &first)) != 0) {
 			free(a);
 			return rv;
 		}
@@ -1085,7 +452,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 		t->aux_off = 0;
 		d->ext[first].users++; /* the packing extent's own reference */
 		if (old != NONE && --d->ext[old].users == 0)
-			ext_release(d, old);
+			dev_ext_release(d, old);
 	}
 	off = t->aux_off;
 	t->aux_off += alen;
@@ -1138,7 +505,7 @@ static int blob_put(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const 
 	if (old != NULL) {
 		blob_unref(d, t, old);
 		*old = nb;
-	} else if (push((void **)&t->blobs, &t->nblobs, &t->capblobs, sizeof(nb)) != 0) {
+	} else if (dev_push((void **)&t->blobs, &t->nblobs, &t->capblobs, sizeof(nb)) != 0) {
 		blob_unref(d, t, &nb);
 		rv = -ENOMEM;
 	} else {
@@ -1147,7 +514,7 @@ static int blob_put(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const 
 	d->changes++;
 	pthread_mutex_unlock(&d->mu);
 	if (rv == 0 && durable)
-		rv = cat_write(d);
+		rv = dev_cat_write(d);
 	return rv;
 }
 
@@ -1198,7 +565,7 @@ static int blob_get(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const 
 	pthread_mutex_lock(&d->mu);
 	for (k = 0; k < copy.nexts; k++)
 		d->ext[ev[k]].readers--;
-	ext_settle(d);
+	dev_ext_settle(d);
 	pthread_mutex_unlock(&d->mu);
 	if (ev != exts)
 		free(ev);
@@ -1308,7 +675,7 @@ static int dev_seg_create(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 		free(s);
 		return -ENOMEM;
 	}
-	if ((rv = ext_alloc(d, t, DEV_EXT_SEG, id, flags & KV_STOR_SEG_TEMP, &ext)) != 0) {
+	if ((rv = dev_ext_alloc(d, t, DEV_EXT_SEG, id, flags & KV_STOR_SEG_TEMP, &ext)) != 0) {
 		free(s->tail);
 		free(s);
 		return rv;
@@ -1321,10 +688,10 @@ static int dev_seg_create(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 	memset(s->tail, 0, d->B);
 	pthread_mutex_lock(&d->mu);
 	s->seed = dev_seg_seed(d->sb.uuid, ext, d->ext[ext].generation);
-	if ((rv = seg_add(t, s)) == 0)
+	if ((rv = dev_seg_add(t, s)) == 0)
 		rv = seg_handle(th, s, ret);
 	if (rv != 0) {
-		ext_release(d, ext);
+		dev_ext_release(d, ext);
 		if (s->listed)
 			t->nsegs--;
 		free(s->tail);
@@ -1363,7 +730,7 @@ static void seg_put(struct dev_storage *d, struct dev_segment *s)
 		return;
 	/* removed and no handle left: its extent goes (invariant 4) */
 	d->ext[s->extent].readers = 0;
-	ext_release(d, s->extent);
+	dev_ext_release(d, s->extent);
 	free(s->tail);
 	free(s);
 }
@@ -1418,7 +785,7 @@ static int dev_seg_reopen(struct kv_stor_seg *sh)
 	/* what the cache holds of it is about to change (invariant 6) */
 	dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, s->extent), d->sb.extent_size);
 	sh->sealed = false;
-	return cat_write(d);
+	return dev_cat_write(d);
 }
 
 static int dev_seg_publish(struct kv_stor_seg *sh)
@@ -1547,18 +914,61 @@ static int dev_seg_read_upto(struct kv_stor_seg *sh, void *buf, size_t len, uint
 	return rv;
 }
 
+#define READ_CHUNK 64
+
+/* What the cache does not hold goes to the device in one submission per
+ * READ_CHUNK reads (the calling thread's io_uring ring, io_ring.c). */
 static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 {
 	struct dev_storage *d = dev_of(st);
-	size_t i;
+	struct io_rd rd[READ_CHUNK];
+	size_t idx[READ_CHUNK], i = 0, m, j;
+	bool sealed[READ_CHUNK];
 	int first = 0;
 
-	/* sealed data mostly comes from the cache; the rest reads one by one */
-	for (i = 0; i < n; i++) {
-		v[i].res = seg_read_at(d, seg_of(v[i].s), v[i].buf, v[i].len, v[i].off);
+	while (i < n) {
+		for (m = 0; i < n && m < READ_CHUNK; i++) {
+			struct dev_segment *s = seg_of(v[i].s);
+			uint64_t size, off, a, e;
+			pthread_mutex_lock(&d->mu);
+			size = s->len_known ? s->len : d->cap;
+			sealed[m] = s->sealed;
+			pthread_mutex_unlock(&d->mu);
+			if (v[i].off > size || v[i].len > size - v[i].off) {
+				v[i].res = -EIO;
+				continue;
+			}
+			off = data_off(d, s->extent) + v[i].off;
+			if (sealed[m] && cache_get(d, v[i].buf, v[i].len, off)) {
+				v[i].res = 0;
+				continue;
+			}
+			a = off - off % d->B;
+			e = round_up(off + v[i].len, d->B);
+			rd[m] = (struct io_rd){d->fd, balloc(d, (size_t)(e - a)), (size_t)(e - a), a, 0};
+			if (rd[m].buf == NULL) {
+				v[i].res = -ENOMEM;
+				continue;
+			}
+			idx[m++] = i;
+		}
+		if (m > 0)
+			io_read_batch(d->base.fault, true, rd, m);
+		for (j = 0; j < m; j++) {
+			struct kv_stor_rd *r = &v[idx[j]];
+			uint64_t off = data_off(d, seg_of(r->s)->extent) + r->off;
+			r->res = rd[j].res;
+			if (r->res == 0) {
+				memcpy(r->buf, (uint8_t *)rd[j].buf + (off - rd[j].off), r->len);
+				if (sealed[j])
+					cache_put(d, rd[j].buf, rd[j].off, rd[j].off + rd[j].len);
+			}
+			free(rd[j].buf);
+		}
+	}
+	for (i = 0; i < n; i++)
 		if (v[i].res != 0 && first == 0)
 			first = v[i].res;
-	}
 	return first;
 }
 
@@ -1709,6 +1119,23 @@ static int dev_append_poll(struct kv_stor_writer *wh, bool wait, struct kv_stor_
 
 /* ---- the instance ------------------------------------------------------ */
 
+static void dev_stats(struct kv_storage *st, struct kv_stor_stats *ret)
+{
+	struct dev_storage *d = dev_of(st);
+	uint32_t i, nfree = 0;
+
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < d->sb.extent_count; i++)
+		nfree += d->ext[i].tenant == 0;
+	pthread_mutex_unlock(&d->mu);
+	memset(ret, 0, sizeof(*ret));
+	ret->extents = d->sb.extent_count;
+	ret->extents_free = nfree;
+	ret->extent_size = d->sb.extent_size;
+	ret->cache_bytes = d->cache_bytes;
+	dev_cache_counts(d->cache, &ret->cache_hits, &ret->cache_misses);
+}
+
 static void dev_destroy(struct kv_storage *st)
 {
 	struct dev_storage *d = dev_of(st);
@@ -1717,7 +1144,7 @@ static void dev_destroy(struct kv_storage *st)
 	if (st == NULL)
 		return;
 	for (i = 0; i < d->ntenants; i++)
-		tenant_free(d->tenants[i]);
+		dev_tenant_free(d->tenants[i]);
 	free(d->tenants);
 	free(d->ext);
 	free(d->cat_buf);
@@ -1766,6 +1193,7 @@ static const struct kv_storage_ops dev_ops = {
         .append_start = dev_append_start,
         .append_poll = dev_append_poll,
         .seg_remove = dev_seg_remove,
+        .stats = dev_stats,
 };
 
 /* Reads the superblock: block 0, else the copy in the last block. */
@@ -1829,7 +1257,7 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 		goto fail;
 	}
 	memset(d->zero, 0, d->B);
-	if ((rv = cat_load(d)) != 0)
+	if ((rv = dev_cat_load(d)) != 0)
 		goto fail;
 	/* a crash may have left extents taken for objects the catalog never
 	 * named: they are free already (their generation was counted) */
@@ -1838,8 +1266,9 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 			d->ext[i].tenant = 0;
 	if (cache_bytes == 0)
 		cache_bytes = KV_DEV_CACHE_DEFAULT;
-	if ((rv = dev_cache_new(cache_bytes, &d->cache)) != 0)
+	if ((rv = dev_cache_new(cache_bytes, d->B, &d->cache)) != 0)
 		goto fail;
+	d->cache_bytes = cache_bytes;
 	d->durable = d->changes;
 	*ret = &d->base;
 	return 0;
@@ -1880,112 +1309,5 @@ int dev_storage_check_extents(struct kv_storage *st,
 		*ret_used = used;
 		*ret_free = d->sb.extent_count - used;
 	}
-	return rv;
-}
-
-/* ---- format ------------------------------------------------------------ */
-
-int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, char *err,
-                    size_t errlen)
-{
-	struct dev_storage d = {.fd = fd, .B = g->block};
-	struct dev_super *sb = &d.sb;
-	uint64_t slot, span;
-	uint8_t *buf;
-	int rv = 0;
-
-	memset(sb, 0, sizeof(*sb));
-	sb->version = DEV_FORMAT_VERSION;
-	sb->block_size = g->block;
-	sb->logical_block = g->logical_block;
-	sb->physical_block = g->physical_block;
-	sb->device_size = g->size - g->size % g->block;
-	sb->extent_size = extent_size;
-	sb->max_nodes = 1;
-	sb->created_ms = now_ms();
-	{
-		FILE *f = fopen("/dev/urandom", "rb");
-		size_t got = f ? fread(sb->uuid, 1, 16, f) : 0;
-		if (f)
-			fclose(f);
-		if (got != 16) {
-			snprintf(err, errlen, "no random bytes for the device uuid");
-			return -EIO;
-		}
-	}
-	/* a catalog slot: 1/64 of the device, between 1 and 64 MiB, and room
-	 * for twice the extent table */
-	slot = sb->device_size / 64;
-	if (slot < (1u << 20))
-		slot = 1u << 20;
-	if (slot > (64u << 20))
-		slot = 64u << 20;
-	sb->catalog_off = g->block;
-	sb->catalog_slot = round_up(slot, g->block);
-	sb->data_off = round_up(sb->catalog_off + 2 * sb->catalog_slot, 1u << 20);
-	if (sb->device_size < sb->data_off + 2 * extent_size + g->block) {
-		snprintf(err, errlen,
-		         "the device (%llu bytes) is too small for two extents of %llu bytes",
-		         (unsigned long long)g->size, (unsigned long long)extent_size);
-		return -EINVAL;
-	}
-	sb->extent_count = (uint32_t)((sb->device_size - g->block - sb->data_off) / extent_size);
-	if ((uint64_t)sb->extent_count * 13 * 2 + 65536 > sb->catalog_slot) {
-		snprintf(err, errlen, "too many extents (%u) for the catalog: use a larger extent size",
-		         sb->extent_count);
-		return -EINVAL;
-	}
-	span = DEV_ZERO_SPAN;
-	if ((buf = balloc(&d, (size_t)span)) == NULL)
-		return -ENOMEM;
-	memset(buf, 0, (size_t)span);
-	/* the first and last MiB (old signatures), both catalog slot headers */
-	if ((rv = io_pwrite_full(NULL, fd, buf, (size_t)span, 0)) == 0)
-		rv = io_pwrite_full(NULL, fd, buf, (size_t)span, sb->device_size - span);
-	if (rv == 0)
-		rv = io_pwrite_full(NULL, fd, buf, g->block, sb->catalog_off + sb->catalog_slot);
-	if (rv == 0) {
-		/* the empty catalog, then the superblocks: the end copy first */
-		struct dev_cat_header h = {.seq = 1, .node = 1, .epoch = 1};
-		struct wbuf w = {.p = buf + DEV_CAT_HEADER, .cap = (size_t)span - DEV_CAT_HEADER};
-		uint32_t k;
-		w32(&w, 0);
-		w32(&w, 1);
-		w32(&w, sb->extent_count);
-		for (k = 0; k < sb->extent_count && !w.over; k++) {
-			w32(&w, 0);
-			w32(&w, 0);
-			w32(&w, 0);
-			w8(&w, 0);
-		}
-		if (w.over) {
-			rv = -EINVAL;
-			snprintf(err, errlen, "too many extents for the catalog");
-		} else {
-			h.body_len = w.len;
-			memcpy(h.uuid, sb->uuid, 16);
-			dev_cat_header_encode(buf, &h, 0);
-			dev_cat_header_encode(buf, &h, dev_cat_crc(buf, buf + DEV_CAT_HEADER, w.len));
-			rv = io_pwrite_full(NULL, fd, buf,
-			                    (size_t)round_up(DEV_CAT_HEADER + w.len, g->block),
-			                    sb->catalog_off);
-		}
-	}
-	if (rv == 0)
-		rv = io_fdatasync(NULL, fd);
-	if (rv == 0) {
-		memset(buf, 0, g->block);
-		dev_super_encode(buf, sb);
-		rv = io_pwrite_full(NULL, fd, buf, g->block, sb->device_size - g->block);
-		if (rv == 0)
-			rv = io_fdatasync(NULL, fd);
-		if (rv == 0)
-			rv = io_pwrite_full(NULL, fd, buf, g->block, 0);
-		if (rv == 0)
-			rv = io_fdatasync(NULL, fd);
-	}
-	if (rv != 0 && err[0] == '\0')
-		snprintf(err, errlen, "writing the device: %s", strerror(-rv));
-	free(buf);
 	return rv;
 }

@@ -1116,6 +1116,17 @@ int kv_store_stats(kv_store *s, struct kv_store_stats *ret)
 	st.activations = s->activations;
 	st.passivations = s->passivations;
 	pthread_mutex_unlock(&s->mu);
+	if (s->stor->ops->stats != NULL) {
+		struct kv_stor_stats ss;
+		s->stor->ops->stats(s->stor, &ss);
+		st.device = true;
+		st.device_extents = ss.extents;
+		st.device_extents_free = ss.extents_free;
+		st.device_extent_size = ss.extent_size;
+		st.device_cache_bytes = ss.cache_bytes;
+		st.device_cache_hits = ss.cache_hits;
+		st.device_cache_misses = ss.cache_misses;
+	}
 	*ret = st;
 	return 0;
 }

@@ -77,10 +77,18 @@ static void client_free(kvc *c)
 	free(c->endpoint);
 	free(c->tenant);
 	free(c->token);
+	free(c->tls_cert);
+	free(c->tls_key);
 	free(c);
 }
 
 int kvc_open(const struct kvc_options *o, kvc **ret)
+{
+	return kvc_open_tls(o, NULL, NULL, ret);
+}
+
+int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char *key_file,
+                 kvc **ret)
 {
 	struct kvc_options defaults;
 	kvc *c;
@@ -88,7 +96,7 @@ int kvc_open(const struct kvc_options *o, kvc **ret)
 	size_t i;
 	int rv;
 
-	if (ret == NULL)
+	if (ret == NULL || (cert_file == NULL) != (key_file == NULL))
 		return -KVC_INVALID_ARGUMENT;
 	if (o == NULL) {
 		kvc_options_init(&defaults);
@@ -100,6 +108,8 @@ int kvc_open(const struct kvc_options *o, kvc **ret)
 	        strdup_or_null(o->endpoint != NULL ? o->endpoint : KVC_DEFAULT_ENDPOINT, &nomem);
 	c->tenant = strdup_or_null(o->tenant != NULL ? o->tenant : "default", &nomem);
 	c->token = strdup_or_null(o->token, &nomem);
+	c->tls_cert = strdup_or_null(cert_file, &nomem);
+	c->tls_key = strdup_or_null(key_file, &nomem);
 	c->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_message_size = o->max_message_size != 0 ? o->max_message_size : CLIENT_MSG_DEFAULT;
 	c->contexts = o->contexts != 0 ? o->contexts : CLIENT_CONTEXTS_DEFAULT;

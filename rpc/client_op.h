@@ -86,6 +86,8 @@ struct kvc {
 	char *endpoint;
 	char *tenant;
 	char *token;
+	char *tls_cert; /* kvc_open_tls: the client certificate and key; NULL: none */
+	char *tls_key;
 	uint32_t timeout_ms;
 	uint32_t contexts; /* requests in flight at most */
 	size_t max_message_size;

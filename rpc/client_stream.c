@@ -1,6 +1,11 @@
 /*
  * client_stream.c — libkvclient's transport for kvd's own framing
- * (rpc/PROTOCOL.md, "Stream framing"): kv+ipc://PATH and kv+tcp://HOST:PORT.
+ * (rpc/PROTOCOL.md, "Stream framing"): kv+ipc://PATH, kv+tcp://HOST:PORT,
+ * and kv+tls://HOST:PORT, the same over TLS (OpenSSL): a connection is
+ * dialled, then its handshake is done within the call's deadline (the
+ * server's certificate verified against tls_ca_file or the system's CAs,
+ * its name against tls_server_name or the endpoint's host), then it is used
+ * as a plain one.
  *
  * Two ways a request travels:
  *
@@ -32,6 +37,10 @@
  *  3. s->ac is replaced (closed and freed) only by the reader thread, with
  *     s->wmu and then s->mu held, so a writer holding s->wmu that found it
  *     still current may use it. Lock order: wmu, then mu.
+ *  4. A TLS connection's SSL object is used only with its cc->tmu held
+ *     (the async connection's writer and reader are two threads); tmu is
+ *     taken last and held over no wait. A blocking call's connection is
+ *     its alone, and takes tmu all the same.
  *
  * Threads: any thread may call; async completions run on the reader
  * thread, which therefore must not be blocked by them (kvclient.h).
@@ -42,11 +51,15 @@
 #include "hostport.h"
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -67,6 +80,8 @@ static const uint8_t cs_hello[WIRE_HELLO_LEN] = WIRE_HELLO_INIT;
 
 struct cconn {
 	int fd;
+	SSL *ssl;            /* kv+tls://; NULL: plain */
+	pthread_mutex_t tmu; /* ssl's (invariant 4) */
 	bool hello_sent;
 	bool hello_read;
 	bool got_bytes;        /* anything read from it yet */
@@ -87,6 +102,10 @@ struct cstream {
 	struct sockaddr_un sun;
 	char host[256];
 	char port[8];
+	SSL_CTX *tls;         /* kv+tls://; NULL: plain */
+	const char *tls_name; /* the name the server's certificate must have */
+	bool tls_name_ip;     /* … an IP address */
+	short rd_wait;        /* the reader's: the event its last TLS read waits for */
 	uint32_t max;
 	size_t max_message_size;
 	pthread_t reader;
@@ -114,7 +133,8 @@ struct cstream {
 
 static bool cstream_accepts(const char *endpoint)
 {
-	return strncmp(endpoint, "kv+ipc://", 9) == 0 || strncmp(endpoint, "kv+tcp://", 9) == 0;
+	return strncmp(endpoint, "kv+ipc://", 9) == 0 || strncmp(endpoint, "kv+tcp://", 9) == 0 ||
+	       strncmp(endpoint, "kv+tls://", 9) == 0;
 }
 
 /* ---- connections ------------------------------------------------------------ */
@@ -123,9 +143,243 @@ static void cc_close(struct cconn *cc)
 {
 	if (cc == NULL)
 		return;
+	if (cc->ssl != NULL) {
+		SSL_free(cc->ssl);
+		pthread_mutex_destroy(&cc->tmu);
+	}
 	if (cc->fd >= 0)
 		close(cc->fd);
 	free(cc);
+}
+
+static int wait_fd(int fd, short events, const struct client_op *op);
+static int wait_fd_until(int fd, short events, int64_t deadline_ms);
+
+/* ---- TLS ----------------------------------------------------------------------
+ *
+ * cc_tls_read and cc_tls_write behave as read(2) and write(2) on a
+ * non-blocking socket: bytes, 0 at the end, or -1 with errno (EAGAIN with
+ * *ret_wait the poll event to wait for, EPROTO when TLS failed: tls_why
+ * says why, on the same thread, before any other OpenSSL call). */
+
+/* What OpenSSL said of the last failure on this thread, in one line. */
+static void tls_why(SSL *ssl, char *out, size_t len)
+{
+	unsigned long e = ERR_peek_error();
+	long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+	const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+	if (v != X509_V_OK)
+		snprintf(out, len, "certificate verify failed: %s",
+		         X509_verify_cert_error_string(v));
+	else
+		snprintf(out, len, "%s", r != NULL ? r : "the connection was closed");
+	ERR_clear_error();
+}
+
+static ssize_t tls_result(SSL *ssl, int rv, short *ret_wait)
+{
+	switch (SSL_get_error(ssl, rv)) {
+	case SSL_ERROR_WANT_READ:
+		*ret_wait = POLLIN;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_WRITE:
+		*ret_wait = POLLOUT;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		if (ERR_peek_error() != 0) {
+			errno = EPROTO;
+			return -1;
+		}
+		if (errno == 0 || errno == EAGAIN)
+			errno = ECONNRESET;
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+static ssize_t cc_tls_read(struct cconn *cc, void *buf, size_t len, short *ret_wait)
+{
+	size_t n = 0;
+	ssize_t rv;
+	int r;
+
+	pthread_mutex_lock(&cc->tmu);
+	ERR_clear_error();
+	errno = 0;
+	r = SSL_read_ex(cc->ssl, buf, len, &n);
+	rv = r == 1 ? (ssize_t)n : tls_result(cc->ssl, r, ret_wait);
+	pthread_mutex_unlock(&cc->tmu);
+	return rv;
+}
+
+static ssize_t cc_tls_write(struct cconn *cc, const void *buf, size_t len, short *ret_wait)
+{
+	size_t n = 0;
+	ssize_t rv;
+	int r;
+
+	pthread_mutex_lock(&cc->tmu);
+	ERR_clear_error();
+	errno = 0;
+	r = SSL_write_ex(cc->ssl, buf, len, &n);
+	rv = r == 1 ? (ssize_t)n : tls_result(cc->ssl, r, ret_wait);
+	pthread_mutex_unlock(&cc->tmu);
+	if (rv == 0)
+		errno = EPIPE, rv = -1;
+	return rv;
+}
+
+/* Whether OpenSSL holds bytes of cc not read yet (poll would not say). */
+static bool cc_tls_pending(struct cconn *cc)
+{
+	bool p;
+
+	pthread_mutex_lock(&cc->tmu);
+	p = SSL_has_pending(cc->ssl) != 0;
+	pthread_mutex_unlock(&cc->tmu);
+	return p;
+}
+
+/* OpenSSL's socket BIO writes with write(2): a peer that closed would get
+ * the program SIGPIPE, which a library must not (the plain path sends with
+ * MSG_NOSIGNAL). This BIO is the socket BIO with send(MSG_NOSIGNAL) for its
+ * writes; made once (pthread_once), kept for the process's life. */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+	int fd = -1;
+	ssize_t n;
+
+	BIO_get_fd(b, &fd);
+	BIO_clear_retry_flags(b);
+	do
+		n = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_write(b);
+	return (int)n;
+}
+
+static void nosig_init(void)
+{
+	const BIO_METHOD *sock = BIO_s_socket();
+	BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "kvclient socket");
+
+	if (m == NULL)
+		return;
+	if (BIO_meth_set_write(m, nosig_write) != 1 ||
+	    BIO_meth_set_read(m, BIO_meth_get_read(sock)) != 1 ||
+	    BIO_meth_set_puts(m, BIO_meth_get_puts(sock)) != 1 ||
+	    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+	    BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
+	    BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1) {
+		BIO_meth_free(m);
+		return;
+	}
+	nosig_method = m;
+}
+
+/* ssl's BIO on fd (not owned): false without memory. */
+static bool tls_set_socket(SSL *ssl, int fd)
+{
+	BIO *b;
+
+	pthread_once(&nosig_once, nosig_init);
+	if (nosig_method == NULL || (b = BIO_new(nosig_method)) == NULL)
+		return false;
+	BIO_set_fd(b, fd, BIO_NOCLOSE);
+	SSL_set_bio(ssl, b, b);
+	return true;
+}
+
+/* The client context of a kv+tls:// handle: TLS 1.2 at least, the server
+ * verified (tls_ca_file, else the system's CAs), the client certificate of
+ * kvc_open_tls. -KVC_INVALID_ARGUMENT when a file cannot be used. */
+static int tls_ctx_new(struct cstream *s, const struct kvc_options *o)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	kvc *c = s->c;
+
+	if (ctx == NULL)
+		return -KVC_RESOURCE_EXHAUSTED;
+	s->tls = ctx;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if ((o->tls_ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, o->tls_ca_file, NULL)
+	                            : SSL_CTX_set_default_verify_paths(ctx)) != 1)
+		goto bad;
+	if (c->tls_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1 ||
+	     SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1 ||
+	     SSL_CTX_check_private_key(ctx) != 1))
+		goto bad;
+	s->tls_name = o->tls_server_name != NULL && o->tls_server_name[0] != '\0'
+	                      ? o->tls_server_name
+	                      : s->host;
+	{
+		unsigned char ip[16];
+		s->tls_name_ip = inet_pton(AF_INET, s->tls_name, ip) == 1 ||
+		                 inet_pton(AF_INET6, s->tls_name, ip) == 1;
+	}
+	ERR_clear_error();
+	return 0;
+bad:
+	ERR_clear_error();
+	return -KVC_INVALID_ARGUMENT;
+}
+
+/* The handshake on a connected cc, within the op's deadline. */
+static int cc_tls_connect(struct cstream *s, struct cconn *cc, struct client_op *op)
+{
+	X509_VERIFY_PARAM *vp;
+	char why[200];
+
+	if ((cc->ssl = SSL_new(s->tls)) == NULL || !tls_set_socket(cc->ssl, cc->fd)) {
+		SSL_free(cc->ssl);
+		cc->ssl = NULL;
+		ERR_clear_error();
+		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	pthread_mutex_init(&cc->tmu, NULL);
+	vp = SSL_get0_param(cc->ssl);
+	if (s->tls_name_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, s->tls_name) != 1
+	                   : (SSL_set_tlsext_host_name(cc->ssl, s->tls_name) != 1 ||
+	                      X509_VERIFY_PARAM_set1_host(vp, s->tls_name, 0) != 1)) {
+		ERR_clear_error();
+		return client_op_fail(op, KVC_INVALID_ARGUMENT, "TLS: bad server name '%s'",
+		                      s->tls_name);
+	}
+	SSL_set_connect_state(cc->ssl);
+	for (;;) {
+		short ev = 0;
+		int r;
+
+		ERR_clear_error();
+		errno = 0;
+		if ((r = SSL_do_handshake(cc->ssl)) == 1)
+			return 0;
+		if (tls_result(cc->ssl, r, &ev) < 0 && errno == EAGAIN) {
+			if (wait_fd(cc->fd, ev, op) == -ETIMEDOUT)
+				return client_op_fail(op, KVC_DEADLINE_EXCEEDED,
+				                      "TLS handshake with %s not done within %u ms",
+				                      s->endpoint, op->timeout_ms);
+			continue;
+		}
+		tls_why(cc->ssl, why, sizeof(why));
+		return client_op_fail(op, KVC_UNAVAILABLE, "TLS handshake with %s failed: %s",
+		                      s->endpoint, why);
+	}
 }
 
 static int remaining_ms(const struct client_op *op)
@@ -257,6 +511,10 @@ static int cc_dial(struct cstream *s, struct client_op *op, struct cconn **ret)
 		                      dial_text(-rv));
 	}
 	cc->fd = fd;
+	if (s->tls != NULL && (rv = cc_tls_connect(s, cc, op)) != 0) {
+		cc_close(cc);
+		return rv;
+	}
 	*ret = cc;
 	return 0;
 }
@@ -303,6 +561,41 @@ static int wait_fd_until(int fd, short events, int64_t deadline_ms)
 	}
 }
 
+/* cc_send_msg on TLS: [hello] header body in one buffer, so that they go
+ * out as one record where they fit in one (a record per part would cost
+ * a record's overhead and, often, a packet each). */
+static int cc_tls_send_msg(struct cconn *cc, const uint8_t *hdr, const struct client_buf *m,
+                           int64_t deadline_ms)
+{
+	size_t pre = (cc->hello_sent ? 0 : WIRE_HELLO_LEN) + WIRE_FRAME_HDR, total = pre + m->len,
+	       off = 0;
+	uint8_t small[4096], *buf = total <= sizeof(small) ? small : malloc(total);
+
+	if (buf == NULL)
+		return -ENOMEM;
+	if (!cc->hello_sent)
+		memcpy(buf, cs_hello, WIRE_HELLO_LEN);
+	memcpy(buf + pre - WIRE_FRAME_HDR, hdr, WIRE_FRAME_HDR);
+	memcpy(buf + pre, m->data, m->len);
+	while (off < total) {
+		short ev = 0;
+		ssize_t w = cc_tls_write(cc, buf + off, total - off, &ev);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EAGAIN && wait_fd_until(cc->fd, ev, deadline_ms) == 0)
+			continue;
+		if (buf != small)
+			free(buf);
+		return w < 0 && errno == EAGAIN ? -ETIMEDOUT : -EPIPE;
+	}
+	if (buf != small)
+		free(buf);
+	cc->hello_sent = true;
+	return 0;
+}
+
 /* Sends [hello] header body, all of it, by the deadline: 0, -ETIMEDOUT,
  * or -EPIPE (the connection is gone). Touches nothing but cc and m, so an
  * async request's op may be completed by the reader meanwhile. */
@@ -314,6 +607,8 @@ static int cc_send_msg(struct cconn *cc, const struct client_buf *m, int64_t dea
 	int n = 0;
 
 	wire_frame_hdr_put(hdr, (uint32_t)len);
+	if (cc->ssl != NULL)
+		return cc_tls_send_msg(cc, hdr, m, deadline_ms);
 
 	if (!cc->hello_sent)
 		all[n++] = (struct iovec){(void *)cs_hello, WIRE_HELLO_LEN};
@@ -367,15 +662,18 @@ static int cc_send(struct cstream *s, struct cconn *cc, struct client_op *op,
 static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *op, void *buf,
                         size_t cap, size_t *ret, bool wait_first)
 {
-	bool wait = wait_first;
+	bool wait = wait_first && (cc->ssl == NULL || !cc_tls_pending(cc));
+	short ev = POLLIN;
+	char why[200];
 
 	for (;;) {
 		ssize_t n;
 
-		if (wait && wait_fd(cc->fd, POLLIN, op) == -ETIMEDOUT)
+		if (wait && wait_fd(cc->fd, ev, op) == -ETIMEDOUT)
 			return client_op_fail(op, KVC_DEADLINE_EXCEEDED, "no reply within %u ms",
 			                      op->timeout_ms);
-		n = read(cc->fd, buf, cap);
+		ev = POLLIN;
+		n = cc->ssl != NULL ? cc_tls_read(cc, buf, cap, &ev) : read(cc->fd, buf, cap);
 		if (n > 0) {
 			cc->got_bytes = true;
 			*ret = (size_t)n;
@@ -385,6 +683,12 @@ static int cc_read_some(struct cstream *s, struct cconn *cc, struct client_op *o
 		wait = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 		if (wait || (n < 0 && errno == EINTR))
 			continue;
+		if (n < 0 && errno == EPROTO) {
+			/* the server's alert says why (a certificate it refused…) */
+			tls_why(cc->ssl, why, sizeof(why));
+			return client_op_fail(op, KVC_UNAVAILABLE, "lost connection to %s: TLS: %s",
+			                      s->endpoint, why);
+		}
 		if (!cc->hello_read && !cc->got_bytes)
 			return client_op_fail(op, KVC_UNAVAILABLE,
 			                      "%s closed the connection before its hello (its "
@@ -773,7 +1077,7 @@ static void *reader_main(void *arg)
 	struct cstream *s = arg;
 
 	for (;;) {
-		struct pollfd p[2] = {{s->wakefd, POLLIN, 0}, {-1, POLLIN, 0}};
+		struct pollfd p[2] = {{s->wakefd, POLLIN, 0}, {-1, s->rd_wait, 0}};
 		int64_t next = async_expire(s), now;
 		struct cconn *cc;
 		int timeout, n;
@@ -801,7 +1105,7 @@ static void *reader_main(void *arg)
 			if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				break;
 		}
-		if (cc == NULL || !(p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+		if (cc == NULL || !(p[1].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)))
 			continue;
 		/* cc stays current: only this thread replaces it */
 		if (!rbuf_reserve(s, cc)) {
@@ -809,16 +1113,33 @@ static void *reader_main(void *arg)
 			continue;
 		}
 		for (;;) {
-			ssize_t r = read(cc->fd, s->rbuf + s->rlen, s->rcap - s->rlen);
+			short ev = POLLIN;
+			ssize_t r =
+			        cc->ssl != NULL
+			                ? cc_tls_read(cc, s->rbuf + s->rlen, s->rcap - s->rlen, &ev)
+			                : read(cc->fd, s->rbuf + s->rlen, s->rcap - s->rlen);
+			s->rd_wait = ev;
 			if (r > 0) {
 				s->rlen += (size_t)r;
-				async_parse(s, cc);
+				if (!async_parse(s, cc))
+					break;
+				/* TLS: a read is one record; read on until OpenSSL wants
+				 * the socket (poll does not see what it holds) */
+				if (cc->ssl != NULL && rbuf_reserve(s, cc))
+					continue;
 				break;
 			}
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 				break;
+			if (r < 0 && errno == EPROTO) {
+				char why[200];
+				tls_why(cc->ssl, why, sizeof(why));
+				async_lost(s, KVC_UNAVAILABLE, "lost connection to %s: TLS: %s",
+				           s->endpoint, why);
+				break;
+			}
 			async_lost(s, KVC_UNAVAILABLE, "lost connection to %s", s->endpoint);
 			break;
 		}
@@ -931,8 +1252,8 @@ static int cstream_open(kvc *c, const struct kvc_options *o, void **ret)
 	uint32_t max_in_flight = c->contexts;
 	size_t max_message_size = c->max_message_size;
 	struct cstream *s = calloc(1, sizeof(*s));
+	int rv;
 
-	(void)o; /* it has no settings of its own */
 	const char *rest = endpoint + 9;
 
 	if (s == NULL)
@@ -943,6 +1264,7 @@ static int cstream_open(kvc *c, const struct kvc_options *o, void **ret)
 	s->max_message_size = max_message_size;
 	s->reader_deadline = INT64_MAX;
 	s->wakefd = -1;
+	s->rd_wait = POLLIN;
 	if (strncmp(endpoint, "kv+ipc://", 9) == 0) {
 		size_t n = strlen(rest);
 		s->unix_socket = true;
@@ -955,6 +1277,11 @@ static int cstream_open(kvc *c, const struct kvc_options *o, void **ret)
 		            0 ||
 		    s->host[0] == '\0')
 			goto bad;
+		if (strncmp(endpoint, "kv+tls://", 9) == 0 && (rv = tls_ctx_new(s, o)) != 0) {
+			SSL_CTX_free(s->tls);
+			free(s);
+			return rv;
+		}
 	}
 	for (s->nbucket = 1; s->nbucket < max_in_flight; s->nbucket *= 2)
 		;
@@ -973,6 +1300,7 @@ bad:
 nomem:
 	if (s->wakefd >= 0)
 		close(s->wakefd);
+	SSL_CTX_free(s->tls);
 	free(s->bucket);
 	free(s);
 	return -KVC_RESOURCE_EXHAUSTED;
@@ -1012,6 +1340,7 @@ static void cstream_close(void *t)
 	}
 	cc_close(s->ac);
 	close(s->wakefd);
+	SSL_CTX_free(s->tls);
 	pthread_cond_destroy(&s->cv);
 	pthread_cond_destroy(&s->idle_cv);
 	pthread_mutex_destroy(&s->mu);

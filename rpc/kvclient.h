@@ -4,8 +4,9 @@
  * A kvc handle talks to one kvd over one of two transports, chosen by the
  * endpoint's scheme in kvc_open (rpc/PROTOCOL.md, "Transport and framing"):
  *
- *   kv+ipc://PATH, kv+tcp://HOST:PORT   kvd's own stream framing (the
- *       default, KVC_DEFAULT_ENDPOINT). Each blocking call takes a
+ *   kv+ipc://PATH, kv+tcp://HOST:PORT, kv+tls://HOST:PORT   kvd's own
+ *       stream framing (the default, KVC_DEFAULT_ENDPOINT); kv+tls:// runs
+ *       it over TLS (OpenSSL). Each blocking call takes a
  *       connection of its own from a pool that grows to `contexts`; the
  *       *_async calls share one pipelined connection whose replies a
  *       library thread reads.
@@ -48,6 +49,15 @@
  * resend timer is disabled), and every request carries this handle's random
  * client id and a request id, so a server that receives one twice answers
  * the second from the first.
+ *
+ * TLS (tls+tcp://, kv+tls://): the server's certificate is always verified,
+ * against tls_ca_file (default: the system's CA bundle), and its name
+ * against tls_server_name (default: the endpoint's host; an IP address is
+ * matched against the certificate's IP addresses). A handshake that fails
+ * (an untrusted or expired certificate, a wrong name, a server that wants
+ * a client certificate and got none or one it does not trust) fails the
+ * call with -KVC_UNAVAILABLE and says why in its status message. A client
+ * certificate for mutual TLS is given with kvc_open_tls.
  */
 #ifndef KVCLIENT_H
 #define KVCLIENT_H
@@ -102,8 +112,8 @@ struct kvc_options {
 	uint32_t contexts;       /* requests in flight at most; default 64 */
 	size_t max_message_size; /* largest reply accepted; default 64 MiB */
 	int32_t resend_ms;       /* REQ resend time; default -1 = never (tests only) */
-	const char *tls_ca_file; /* for tls+tcp://: CA to verify the server with;
-	                            default: the system's CA bundle */
+	const char *tls_ca_file; /* for tls+tcp:// and kv+tls://: CA to verify the
+	                            server with; default: the system's CA bundle */
 	const char *tls_server_name; /* default: the endpoint's host */
 };
 
@@ -122,6 +132,18 @@ typedef struct kvc kvc;
 int kvc_open(const struct kvc_options *o, kvc **ret);
 /* Waits for calls in flight to finish, then closes. NULL ok. */
 void kvc_close(kvc *c);
+
+/* kvc_open, with a client certificate for mutual TLS on kv+tls://: cert_file
+ * (PEM: the certificate, then any intermediate CAs) and key_file (its PEM
+ * private key, unencrypted) are presented to a server that asks for a
+ * certificate (kvd's tls_client_auth); kvd may map the certificate to roles,
+ * so that requests need no token. Both NULL: as kvc_open. Other schemes
+ * ignore them. Since libkvclient 0.3 (KVCLIENT_0.3).
+ * Errors: those of kvc_open; -KVC_INVALID_ARGUMENT also when only one of
+ * the two is given, or either file cannot be read or they do not match
+ * (on kv+tls://). */
+int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char *key_file,
+                 kvc **ret);
 
 /* Per-call options; NULL means the handle's defaults. */
 struct kvc_call {

@@ -860,7 +860,7 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			}
 			lim->figures(lim->figures_arg, fig);
 		}
-		rpc_reply_ok(out, r->id, fig != NULL ? 13 : 8);
+		rpc_reply_ok(out, r->id, (fig != NULL ? 13 : 8) + (st.device ? 5 : 0));
 		mp_kv_str(&out->pk, WIRE_F_VERSION, lim->version);
 		mp_kv_uint(&out->pk, WIRE_F_UPTIME_S, uptime_s);
 		mp_kv_uint(&out->pk, WIRE_F_TENANTS, st.tenants);
@@ -869,6 +869,13 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		mp_kv_uint(&out->pk, WIRE_F_IN_FLIGHT, in_flight);
 		mp_kv_uint(&out->pk, WIRE_F_KEYDIR_BYTES, st.keydir_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_WORKERS, workers);
+		if (st.device) {
+			mp_kv_uint(&out->pk, WIRE_F_DEVICE_EXTENTS, st.device_extents);
+			mp_kv_uint(&out->pk, WIRE_F_DEVICE_EXTENTS_FREE, st.device_extents_free);
+			mp_kv_uint(&out->pk, WIRE_F_DEVICE_EXTENT_SIZE, st.device_extent_size);
+			mp_kv_uint(&out->pk, WIRE_F_DEVICE_CACHE_HITS, st.device_cache_hits);
+			mp_kv_uint(&out->pk, WIRE_F_DEVICE_CACHE_MISSES, st.device_cache_misses);
+		}
 		if (fig != NULL)
 			pack_daemon_figures(&out->pk, fig);
 		free(fig);

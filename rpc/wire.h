@@ -171,6 +171,11 @@ enum wire_method {
 
 /* What Stats, TenantInfo, TenantList and Health answer, and other fields
  * only the server reads or writes. */
+#define WIRE_F_DEVICE_EXTENTS     "device_extents"
+#define WIRE_F_DEVICE_EXTENTS_FREE "device_extents_free"
+#define WIRE_F_DEVICE_EXTENT_SIZE "device_extent_size"
+#define WIRE_F_DEVICE_CACHE_HITS  "device_cache_hits"
+#define WIRE_F_DEVICE_CACHE_MISSES "device_cache_misses"
 #define WIRE_F_ACTIVATIONS        "activations"
 #define WIRE_F_ACTIVE_TENANTS     "active_tenants"
 #define WIRE_F_BATCHED_WRITES     "batched_writes"

@@ -577,6 +577,10 @@ struct kv_store_stats {
 	uint64_t keydir_bytes; /* active tenants */
 	uint64_t activations;
 	uint64_t passivations;
+	/* On a block device (kv_store_options.device), else 0: */
+	bool device;
+	uint64_t device_extents, device_extents_free, device_extent_size;
+	uint64_t device_cache_bytes, device_cache_hits, device_cache_misses;
 };
 /* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """check_kvbench.py — runs a kvbench smoke run with --json and checks its results, not only its exit status.
 
-usage: check_kvbench.py KVBENCH COMMAND [ARGS...]   (runs KVBENCH COMMAND ARGS --json)
+usage: check_kvbench.py [--tls] KVBENCH COMMAND [ARGS...]   (runs KVBENCH COMMAND ARGS --json)
        check_kvbench.py --file RESULT.json COMMAND  (checks a saved --json result)
+
+--tls (rpc): makes a CA and a certificate for localhost and 127.0.0.1 with
+the openssl command in a temporary directory and passes them (--tls-cert,
+--tls-key, --tls-ca, --tls-server-name localhost), so that the run has
+tls+tcp and kv+tls cells too.
 
 Checked for every command: kvbench exited 0, the result says ok, and every
 row it reports has ops, no errors and no wrong values, and latency
 percentiles in order (0 < p50 <= p99 <= p999 <= max). For `rpc`: every kvd
-cell of the configuration is there (transport x row x threads), and kvd
+cell of the configuration is there (each transport it names x row x
+threads), and kvd
 counted at least as many requests as the cells report. For `ycsb`: every
 backend that was not skipped has every phase of every workload at every sync
 mode, the operations of a phase add up to what was planned, and the
@@ -19,8 +25,10 @@ each target is met, missed or said not measured.
 Exits 0 when all hold, 1 with one line per failed check otherwise.
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 failures = []
 
@@ -51,7 +59,7 @@ def check_rpc(d):
         latencies_in_order(c, name)
     have = {(c["transport"], c["op"], c["sync"], c["mode"], c["threads"])
             for c in cells if c["section"] == "kvd"}
-    for tr in ("ipc", "tcp", "kv+ipc", "kv+tcp"):
+    for tr in cfg.get("transports", ["ipc", "tcp", "kv+ipc", "kv+tcp"]):
         want = [("health", "", "blocking", t) for t in cfg["threads"]]
         want += [("get", "none", "blocking", t) for t in cfg["threads"]]
         want += [("put", "none", "blocking", t) for t in cfg["threads"]]
@@ -145,7 +153,30 @@ def check_device(d):
               "target %s: state %s" % (t["target"], t["state"]))
 
 
+def make_tls(d):
+    """A CA and a server certificate for localhost and 127.0.0.1 in d: the
+    kvbench options that use them."""
+    steps = [
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout ca.key -out ca.pem -days 2 -subj /CN=kvbench-ca",
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout server.key -out server.csr -subj /CN=localhost",
+        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' >server.ext",
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out server.pem -days 2 -extfile server.ext",
+    ]
+    for s in steps:
+        subprocess.run(s, shell=True, cwd=d, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return ["--tls-cert", os.path.join(d, "server.pem"), "--tls-key",
+            os.path.join(d, "server.key"), "--tls-ca", os.path.join(d, "ca.pem"),
+            "--tls-server-name", "localhost"]
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--tls":
+        with tempfile.TemporaryDirectory(prefix="kvbench-tls-") as d:
+            return main([argv[0]] + argv[2:] + make_tls(d))
     if len(argv) >= 4 and argv[1] == "--file":
         with open(argv[2]) as f:
             d = json.load(f)

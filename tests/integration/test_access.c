@@ -1,7 +1,8 @@
-/* test_access.c — tokens and roles against a real kvd over both transports (kv+ipc:// and ipc://):
- * every cell of tokens x tenants x methods answers its expected status, TenantList shows only
- * granted tenants, SIGHUP swaps tokens under open connections (a bad file keeps the old ones), and
- * unknown tokens end a stream connection after 5 (an nng one is logged), logged at a bounded rate.
+/* test_access.c — tokens and roles against a real kvd over both transports and TLS (kv+ipc://,
+ * ipc://, kv+tls://): every cell of tokens x tenants x methods answers its expected status,
+ * TenantList shows only granted tenants, SIGHUP swaps tokens under open connections (a bad file
+ * keeps the old ones), and unknown tokens end a stream connection after 5 (an nng one is logged),
+ * logged at a bounded rate.
  */
 /*
  * The expected statuses are written out below, row by row, not derived
@@ -20,34 +21,84 @@
 #include <cmocka.h> /* after the headers it needs */
 
 #include "auth.h"
+#include "kvclient.h"
 #include "stream_client.h"
+#include "tls_certs.h"
 
-/* ---- a connection over either transport --------------------------------------- */
+/* ---- a connection over any transport --------------------------------------- */
+
+enum tr {
+	TR_KVIPC, /* kv+ipc://: stream_client.h's plain socket */
+	TR_IPC,   /* ipc://: an nng REQ socket */
+	TR_KVTLS, /* kv+tls://: libkvclient's kvc_raw (the stream framing over TLS) */
+	TR_N
+};
+static const char *const tr_name[TR_N] = {"kv+ipc", "ipc", "kv+tls"};
+
+/* The certificates of kv+tls:// (made once), and the running kvd's URL. */
+static struct tls_certs certs;
+static char tls_url[64];
 
 struct tconn {
-	bool stream;
-	int fd;       /* stream */
-	nng_socket s; /* nng */
+	enum tr tr;
+	bool stream;  /* kv+ipc:// or kv+tls:// (ended after too many unknown tokens) */
+	int fd;       /* kv+ipc */
+	nng_socket s; /* ipc */
+	kvc *c;       /* kv+tls */
 	const char *url;
 };
 
-static void tc_open(struct tconn *c, const struct kvd_proc *k, bool stream)
+static void tc_open(struct tconn *c, const struct kvd_proc *k, enum tr tr)
 {
 	memset(c, 0, sizeof(*c));
-	c->stream = stream;
-	c->url = stream ? k->surl : k->url;
-	if (stream)
+	c->tr = tr;
+	c->stream = tr != TR_IPC;
+	c->url = tr == TR_KVIPC ? k->surl : tr == TR_IPC ? k->url : tls_url;
+	if (tr == TR_KVIPC) {
 		c->fd = st_open(c->url);
-	else
+	} else if (tr == TR_IPC) {
 		c->s = h_dial(c->url, 5000);
+	} else {
+		struct kvc_options o;
+		kvc_options_init(&o);
+		o.endpoint = c->url;
+		o.tls_ca_file = certs.ca;
+		o.timeout_ms = 5000;
+		o.contexts = 1; /* one connection: the cells' connection-bound counts */
+		assert_int_equal(kvc_open(&o, &c->c), 0);
+	}
 }
 
 static void tc_close(struct tconn *c)
 {
-	if (c->stream)
+	if (c->tr == TR_KVIPC)
 		close(c->fd);
-	else
+	else if (c->tr == TR_IPC)
 		nng_close(c->s);
+	else
+		kvc_close(c->c);
+}
+
+/* One request's reply bytes over c (malloc'd; NULL: none came). */
+static uint8_t *tc_roundtrip(struct tconn *c, const void *body, size_t len, size_t *ret_len)
+{
+	uint8_t *rep = NULL;
+	void *raw = NULL;
+	int err = 0;
+
+	switch (c->tr) {
+	case TR_KVIPC:
+		st_send_frame(c->fd, body, len);
+		if (st_recv_frame(c->fd, 5000, &rep, ret_len) != 0)
+			rep = NULL;
+		return rep;
+	case TR_IPC:
+		return h_rawcall(c->s, body, len, ret_len, &err);
+	default:
+		if (kvc_raw(c->c, 5000, body, len, &raw, ret_len) != 0)
+			return NULL;
+		return raw;
+	}
 }
 
 /* Sends q (consumed); the reply's status and, if msg, its message. -1: no reply. */
@@ -56,15 +107,9 @@ static int tc_call(struct tconn *c, struct h_req *q, char *msg, size_t msglen)
 	struct h_reply r;
 	uint8_t *rep = NULL;
 	size_t n = 0;
-	int st = -1, err = 0;
+	int st = -1;
 
-	if (c->stream) {
-		st_send_frame(c->fd, q->sb.data, q->sb.size);
-		if (st_recv_frame(c->fd, 5000, &rep, &n) != 0)
-			rep = NULL;
-	} else {
-		rep = h_rawcall(c->s, q->sb.data, q->sb.size, &n, &err);
-	}
+	rep = tc_roundtrip(c, q->sb.data, q->sb.size, &n);
 	msgpack_sbuffer_destroy(&q->sb);
 	if (rep == NULL)
 		return -1;
@@ -225,12 +270,16 @@ static int status_of(char c)
 static void start(struct kvd_proc *k, char **ret_tokdir, char **ret_tokens)
 {
 	struct kvd_opts o = {0};
-	char *dir = tu_mkdtemp("tokens"), *path = tu_path(dir, "tokens"), conf[1024];
+	char *dir = tu_mkdtemp("tokens"), *path = tu_path(dir, "tokens"), conf[4096];
 
 	write_tokens(path, NULL);
-	snprintf(conf, sizeof(conf), "[kvd]\ntokens_file = %s\ntoken = %s\nworkers = 2\n", path,
-	         LEGACY);
+	snprintf(conf, sizeof(conf),
+	         "[kvd]\ntokens_file = %s\ntoken = %s\nworkers = 2\ntls_cert = %s\ntls_key = %s\n",
+	         path, LEGACY, certs.server_cert, certs.server_key);
+	snprintf(tls_url, sizeof(tls_url), "kv+tls://127.0.0.1:%d", h_free_port());
 	o.config_text = conf;
+	o.extra[0] = "--listen";
+	o.extra[1] = tls_url;
 	assert_int_equal(kvd_start(k, &o), 0);
 	*ret_tokdir = dir;
 	*ret_tokens = path;
@@ -266,9 +315,9 @@ static void test_matrix(void **state)
 
 	(void)state;
 	start(&k, &tokdir, &tokens);
-	for (int tr = 0; tr < 2; tr++) {
+	for (int tr = 0; tr < TR_N; tr++) {
 		struct tconn adm;
-		tc_open(&adm, &k, tr == 0);
+		tc_open(&adm, &k, (enum tr)tr);
 		/* the tenants, with the key every cell reads */
 		for (int t = 0; t < 2; t++) {
 			int st = create(&adm, tenants[t]);
@@ -276,7 +325,7 @@ static void test_matrix(void **state)
 		}
 		for (size_t i = 0; i < NROWS; i++) {
 			struct tconn c;
-			tc_open(&c, &k, tr == 0);
+			tc_open(&c, &k, (enum tr)tr);
 			for (int t = 0; t < 2; t++) {
 				for (int m = 0; m < M_N; m++) {
 					char msg[256];
@@ -292,7 +341,7 @@ static void test_matrix(void **state)
 					if (rows[i].token != NULL && rows[i].grants == NULL &&
 					    strcmp(rows[i].token, LEGACY) != 0) {
 						tc_close(&c);
-						tc_open(&c, &k, tr == 0);
+						tc_open(&c, &k, (enum tr)tr);
 					}
 					build(&q, (enum m)m, tenants[t], rows[i].token,
 					      100 + (uint64_t)m);
@@ -302,7 +351,7 @@ static void test_matrix(void **state)
 						failed++;
 						print_error("%s: token %s, tenant %s, %s%s: status "
 						            "%d (%s), want %d\n",
-						            tr == 0 ? "kv+ipc" : "ipc",
+						            tr_name[tr],
 						            rows[i].token ? rows[i].token
 						                          : "(none)",
 						            tenants[t], mname[m],
@@ -318,9 +367,10 @@ static void test_matrix(void **state)
 		}
 		tc_close(&adm);
 	}
-	printf("# access matrix: %zu tokens x 2 tenants x %d methods x 2 transports = %u cells, "
+	printf("# access matrix: %zu tokens x 2 tenants x %d methods x %d transports = %u cells, "
 	       "%u wrong\n",
-	       NROWS, M_N, cells, failed);
+	       NROWS, M_N, TR_N, cells, failed);
+	assert_int_equal(cells, NROWS * 2 * M_N * TR_N);
 	if (failed)
 		h_dump_log(&k);
 	assert_int_equal(failed, 0);
@@ -338,17 +388,11 @@ static void list_of(struct tconn *c, const char *token, char *out, size_t cap)
 	struct h_reply r;
 	uint8_t *rep = NULL;
 	size_t n = 0;
-	int err = 0;
 	const msgpack_object *arr;
 
 	build(&q, M_LIST, "default", token, 9);
-	if (c->stream) {
-		st_send_frame(c->fd, q.sb.data, q.sb.size);
-		assert_int_equal(st_recv_frame(c->fd, 5000, &rep, &n), 0);
-	} else {
-		rep = h_rawcall(c->s, q.sb.data, q.sb.size, &n, &err);
-		assert_non_null(rep);
-	}
+	rep = tc_roundtrip(c, q.sb.data, q.sb.size, &n);
+	assert_non_null(rep);
 	msgpack_sbuffer_destroy(&q.sb);
 	assert_int_equal(h_parse(rep, n, &r), 0);
 	assert_int_equal(r.status, 0);
@@ -371,9 +415,9 @@ static void test_tenant_list(void **state)
 
 	(void)state;
 	start(&k, &tokdir, &tokens);
-	for (int tr = 0; tr < 2; tr++) {
+	for (int tr = 0; tr < TR_N; tr++) {
 		struct tconn c;
-		tc_open(&c, &k, tr == 0);
+		tc_open(&c, &k, (enum tr)tr);
 		/* "a-x" and "b-x" (build's TenantCreate names "<tenant>-x") */
 		assert_int_equal(admin_call(&c, M_CREATE, "a"),
 		                 tr == 0 ? RPC_OK : RPC_ALREADY_EXISTS);
@@ -443,7 +487,7 @@ static bool log_within(const struct kvd_proc *k, const char *text)
 static void test_sighup(void **state)
 {
 	struct kvd_proc k;
-	struct tconn c[2];
+	struct tconn c[TR_N];
 	char *tokdir, *tokens, line[80], extra[256];
 
 	(void)state;
@@ -454,8 +498,8 @@ static void test_sighup(void **state)
 	write_tokens(tokens, extra);
 	kill(k.pid, SIGHUP);
 	assert_true(log_within(&k, "reload: 8 token(s)"));
-	for (int tr = 0; tr < 2; tr++) {
-		tc_open(&c[tr], &k, tr == 0);
+	for (int tr = 0; tr < TR_N; tr++) {
+		tc_open(&c[tr], &k, (enum tr)tr);
 		assert_int_equal(put_with(&c[tr], "tok-old"), RPC_OK);
 		assert_int_equal(put_with(&c[tr], "tok-new"), RPC_UNAUTHENTICATED);
 	}
@@ -465,7 +509,7 @@ static void test_sighup(void **state)
 	write_tokens(tokens, extra);
 	kill(k.pid, SIGHUP);
 	assert_true(log_n_within(&k, "reload: 8 token(s)", 2));
-	for (int tr = 0; tr < 2; tr++) {
+	for (int tr = 0; tr < TR_N; tr++) {
 		assert_int_equal(put_with(&c[tr], "tok-new"), RPC_OK);
 		assert_int_equal(put_with(&c[tr], "tok-old"), RPC_UNAUTHENTICATED);
 	}
@@ -477,8 +521,8 @@ static void test_sighup(void **state)
 	}
 	kill(k.pid, SIGHUP);
 	assert_true(log_within(&k, "SIGHUP: keeping the current tokens"));
-	assert_true(h_log_has(&k, "line 9: a token line starts with sha256:"));
-	for (int tr = 0; tr < 2; tr++) {
+	assert_true(h_log_has(&k, "line 9: a line starts with sha256:"));
+	for (int tr = 0; tr < TR_N; tr++) {
 		assert_int_equal(put_with(&c[tr], "tok-new"), RPC_OK);
 		tc_close(&c[tr]);
 	}
@@ -502,7 +546,7 @@ static void test_brute_force(void **state)
 	(void)state;
 	start(&k, &tokdir, &tokens);
 	/* no token at all is not a guess: never ends the connection */
-	tc_open(&c, &k, true);
+	tc_open(&c, &k, TR_KVIPC);
 	for (int i = 0; i < 3 * (int)AUTH_FAILS_MAX; i++)
 		assert_int_equal(put_with(&c, NULL), RPC_UNAUTHENTICATED);
 	assert_int_equal(put_with(&c, LEGACY), RPC_OK);
@@ -510,7 +554,7 @@ static void test_brute_force(void **state)
 	/* nng: counted and logged, not ended (daemon/request.c says why): every
 	 * guess is answered, and the connection goes on serving
 	 * (first: the log is rate-limited, and this is its first line of each kind) */
-	tc_open(&c, &k, false);
+	tc_open(&c, &k, TR_IPC);
 	for (unsigned i = 1; i <= 2 * AUTH_FAILS_MAX; i++) {
 		struct h_req q;
 		snprintf(guess, sizeof(guess), "guess-%u", i);
@@ -531,7 +575,7 @@ static void test_brute_force(void **state)
 	assert_int_equal(put_with(&c, LEGACY), RPC_OK);
 	tc_close(&c);
 	/* stream: 4 guesses answered, the fifth answered and the connection ended */
-	tc_open(&c, &k, true);
+	tc_open(&c, &k, TR_KVIPC);
 	for (unsigned i = 1; i <= AUTH_FAILS_MAX; i++) {
 		struct h_req q;
 		snprintf(guess, sizeof(guess), "guess-%u", i);
@@ -542,10 +586,24 @@ static void test_brute_force(void **state)
 	assert_non_null(strstr(msg, "connection ended"));
 	assert_true(st_closed_within(c.fd, 5000));
 	tc_close(&c);
+	/* kv+tls: the same (the reply says so; the handle's next call would
+	 * find its connection closed) */
+	tc_open(&c, &k, TR_KVTLS);
+	for (unsigned i = 1; i <= AUTH_FAILS_MAX; i++) {
+		struct h_req q;
+		snprintf(guess, sizeof(guess), "guess-%u", i);
+		build(&q, M_GET, "a", guess, i);
+		assert_int_equal(tc_call(&c, &q, msg, sizeof(msg)), RPC_UNAUTHENTICATED);
+	}
+	assert_non_null(strstr(msg, "connection ended"));
+	tc_close(&c);
+	tc_open(&c, &k, TR_KVTLS); /* a new connection is served */
+	assert_int_equal(put_with(&c, LEGACY), RPC_OK);
+	tc_close(&c);
 	/* many guesses on many connections: the log stays at a line per 10 s
 	 * of each kind (and says how many it left out) */
 	for (int n = 0; n < 20; n++) {
-		tc_open(&c, &k, true);
+		tc_open(&c, &k, TR_KVIPC);
 		for (unsigned i = 1; i <= AUTH_FAILS_MAX; i++) {
 			struct h_req q;
 			build(&q, M_GET, "a", "guess", i);
@@ -575,7 +633,7 @@ static void test_brute_force(void **state)
  * refused, none crashes kvd (run under ASan for the tables' lifetime). */
 struct loader {
 	const struct kvd_proc *k;
-	bool stream;
+	enum tr tr;
 	atomic_bool *stop;
 	unsigned calls, bad;
 };
@@ -586,7 +644,7 @@ static void *load_main(void *arg)
 	struct tconn c;
 	char got[256];
 
-	tc_open(&c, l->k, l->stream);
+	tc_open(&c, l->k, l->tr);
 	while (!atomic_load(l->stop)) {
 		struct h_req q;
 		build(&q, M_GET, "default", "tok-old", 1);
@@ -618,7 +676,7 @@ static void test_reload_under_load(void **state)
 	kill(k.pid, SIGHUP);
 	assert_true(log_within(&k, "reload: 8 token(s)"));
 	for (int i = 0; i < 4; i++) {
-		l[i] = (struct loader){&k, i % 2 == 0, &stop, 0, 0};
+		l[i] = (struct loader){&k, (enum tr)(i % TR_N), &stop, 0, 0};
 		assert_int_equal(pthread_create(&th[i], NULL, load_main, &l[i]), 0);
 	}
 	for (unsigned n = 2; n <= 31; n++) {
@@ -680,6 +738,22 @@ static void test_refused_at_start(void **state)
 	free(path);
 }
 
+static int setup(void **state)
+{
+	(void)state;
+	if (tls_certs_make(&certs))
+		return 0;
+	fprintf(stderr, "openssl could not make the certificates: see %s/openssl.log\n", certs.dir);
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tls_certs_free(&certs);
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,5 +763,5 @@ int main(void)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }

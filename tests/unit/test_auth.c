@@ -1,6 +1,7 @@
 /* test_auth.c — the tokens file is parsed as kvd.conf(5) says (every bad line refused with its line
- * number), tokens are known by their SHA-256 alone, each method needs its role, and a connection's
- * unknown tokens are counted and ended at AUTH_FAILS_MAX. */
+ * number), tokens are known by their SHA-256 alone, each method needs its role, client certificates
+ * get the roles of their cert-sha256: lines unless a token decides, and a connection's unknown
+ * tokens are counted and ended at AUTH_FAILS_MAX. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +348,102 @@ static void protocol_agrees(void **state)
 	assert_true(protocol_says("| Health | nothing: no token needed |"));
 }
 
+/* A certificate's fingerprint in both forms kvd.conf(5) allows. */
+static void fp_forms(const uint8_t fp[AUTH_HASH_LEN], char *hex, char *colons)
+{
+	for (size_t i = 0; i < AUTH_HASH_LEN; i++) {
+		snprintf(hex + 2 * i, 3, "%02x", fp[i]);
+		snprintf(colons + 3 * i, 4, "%02X%s", fp[i], i + 1 < AUTH_HASH_LEN ? ":" : "");
+	}
+}
+
+/* cert-sha256: lines: parsed in both forms, matched by certificates only
+ * (never by a token, even one whose hash is the fingerprint), the token
+ * deciding when there is one. */
+static void certificates(void **state)
+{
+	uint8_t fa[AUTH_HASH_LEN], fb[AUTH_HASH_LEN], fc[AUTH_HASH_LEN];
+	char ha[80], ca[120], hb[80], cb[120], text[1024], msg[256], err[256];
+	struct auth_table *t = NULL;
+	const struct auth_entry *e;
+	struct rpc_req *r;
+
+	(void)state;
+	/* the "certificates": fingerprints of some DER bytes; "der-a" is also
+	 * sent as a token below, which must not match a's line */
+	auth_hash("der-a", 5, fa);
+	auth_hash("der-b", 5, fb);
+	auth_hash("der-c", 5, fc);
+	fp_forms(fa, ha, ca);
+	fp_forms(fb, hb, cb);
+	snprintf(text, sizeof(text),
+	         "cert-sha256:%s tenant=a:read\ncert-sha256:%s tenant=a:write daemon=admin\n"
+	         "%s tenant=a:admin\n",
+	         ca, hb, line_admin);
+	t = parse_ok(text);
+	assert_int_equal(t->n, 3);
+	assert_true(t->entries[0].cert && t->entries[1].cert && !t->entries[2].cert);
+	assert_memory_equal(t->entries[0].hash, fa, AUTH_HASH_LEN);
+	assert_memory_equal(t->entries[1].hash, fb, AUTH_HASH_LEN);
+	/* a certificate without a token: its line's roles */
+	r = decode("Get", "a", NULL, NULL);
+	assert_int_equal(auth_check_peer(t, r, fa, &e, msg, sizeof(msg)), RPC_OK);
+	assert_ptr_equal(e, &t->entries[0]);
+	rpc_req_release(r);
+	r = decode("Put", "a", NULL, NULL);
+	assert_int_equal(auth_check_peer(t, r, fa, &e, msg, sizeof(msg)), RPC_PERMISSION_DENIED);
+	assert_string_equal(
+	        msg, "Put on tenant 'a' needs role write, which this certificate does not have");
+	assert_int_equal(auth_check_peer(t, r, fb, &e, msg, sizeof(msg)), RPC_OK);
+	rpc_req_release(r);
+	r = decode("TenantCreate", "x", NULL, NULL);
+	assert_int_equal(auth_check_peer(t, r, fb, &e, msg, sizeof(msg)), RPC_OK);
+	assert_int_equal(auth_check_peer(t, r, fa, &e, msg, sizeof(msg)), RPC_PERMISSION_DENIED);
+	rpc_req_release(r);
+	/* a certificate without a line: no roles */
+	r = decode("Get", "a", NULL, NULL);
+	assert_int_equal(auth_check_peer(t, r, fc, &e, msg, sizeof(msg)), RPC_UNAUTHENTICATED);
+	assert_null(e);
+	/* no certificate, no token */
+	assert_int_equal(auth_check_peer(t, r, NULL, &e, msg, sizeof(msg)), RPC_UNAUTHENTICATED);
+	rpc_req_release(r);
+	/* a token decides over the certificate: more, less, or unknown */
+	r = decode("Compact", "a", "tok-admin", NULL);
+	assert_int_equal(auth_check_peer(t, r, fa, &e, msg, sizeof(msg)), RPC_OK);
+	rpc_req_release(r);
+	r = decode("Get", "a", "tok-nope", NULL);
+	assert_int_equal(auth_check_peer(t, r, fb, &e, msg, sizeof(msg)), RPC_UNAUTHENTICATED);
+	assert_string_equal(msg, "unknown token");
+	rpc_req_release(r);
+	/* the certificate's DER as a token hashes to its fingerprint: no match */
+	r = decode("Get", "a", "der-a", NULL);
+	assert_int_equal(auth_check_peer(t, r, NULL, &e, msg, sizeof(msg)), RPC_UNAUTHENTICATED);
+	rpc_req_release(r);
+	auth_table_free(t);
+	/* the 64-digit form, and a token line with the same hash as a
+	 * certificate line (not a duplicate: they never match each other) */
+	snprintf(text, sizeof(text), "cert-sha256:%s tenant=a:read\nsha256:%s tenant=a:read\n", ha,
+	         ha);
+	t = parse_ok(text);
+	assert_true(t->entries[0].cert && !t->entries[1].cert);
+	auth_table_free(t);
+	t = NULL;
+	/* refused: the same certificate twice, a short or broken fingerprint */
+	snprintf(text, sizeof(text), "cert-sha256:%s tenant=a:read\ncert-sha256:%s tenant=b:read\n",
+	         ha, ca);
+	assert_int_equal(auth_table_parse(text, strlen(text), "tokens", &t, err, sizeof(err)),
+	                 -EINVAL);
+	assert_string_equal(err, "tokens: line 2: the same certificate as line 1");
+	snprintf(text, sizeof(text), "cert-sha256:%.62s tenant=a:read\n", ha);
+	assert_int_equal(auth_table_parse(text, strlen(text), "tokens", &t, err, sizeof(err)),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "line 1: the certificate's fingerprint is not 64 hex digits"));
+	snprintf(text, sizeof(text), "cert-sha256:%.40s::%s tenant=a:read\n", ca, ca + 42);
+	assert_int_equal(auth_table_parse(text, strlen(text), "tokens", &t, err, sizeof(err)),
+	                 -EINVAL);
+	assert_null(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -354,7 +451,7 @@ int main(void)
 	        cmocka_unit_test(parse_good),      cmocka_unit_test(parse_bad_lines),
 	        cmocka_unit_test(roles),           cmocka_unit_test(legacy_token),
 	        cmocka_unit_test(load_file),       cmocka_unit_test(failures),
-	        cmocka_unit_test(protocol_agrees),
+	        cmocka_unit_test(protocol_agrees), cmocka_unit_test(certificates),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

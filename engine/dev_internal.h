@@ -1,0 +1,145 @@
+/*
+ * dev_internal.h — the device backend's state in memory, shared by
+ * storage_dev.c (the storage interface: tenants, blobs, segments, appends)
+ * and dev_catalog.c (extents, the catalog, a fresh layout). Its invariants
+ * are at the top of storage_dev.c.
+ */
+#ifndef KV_DEV_INTERNAL_H
+#define KV_DEV_INTERNAL_H
+
+#include "dev_cache.h"
+#include "dev_layout.h"
+#include "kvengine.h"
+#include "storage.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define DEV_INLINE_MAX 4096u
+#define NONE UINT32_MAX
+
+struct dev_segment {
+	uint32_t id;
+	uint32_t extent;
+	bool temp;
+	bool sealed;
+	bool listed;     /* in its tenant's table (false once removed) */
+	uint32_t refs;   /* handles + 1 while listed */
+	uint64_t len;    /* sealed: the length; else bytes written by this process */
+	bool len_known;  /* false: not sealed when the last process ended (invariant 5) */
+	uint32_t seed;
+	/* the block holding byte len (invariant 1); tail_ok: tail holds it */
+	uint8_t *tail;
+	bool tail_ok;
+};
+
+struct dev_blob {
+	uint8_t kind; /* KV_STOR_HINT, KV_STOR_META */
+	uint32_t id;
+	char name[KV_STOR_NAME_MAX + 1];
+	uint64_t len;
+	uint32_t crc;
+	uint8_t *data;   /* inline: the bytes (len ≤ DEV_INLINE_MAX) */
+	uint32_t *exts;  /* else: its extents (one when packed) */
+	uint32_t nexts;
+	uint64_t off;    /* where it starts in exts[0]'s data */
+};
+
+struct dev_tenant {
+	uint32_t id;
+	char name[KV_TENANT_NAME_MAX + 1];
+	uint32_t owner;
+	uint64_t epoch;
+	struct dev_segment **segs;
+	size_t nsegs, capsegs;
+	struct dev_blob *blobs;
+	size_t nblobs, capblobs;
+	uint32_t aux;     /* the AUX extent blobs are packed into; NONE */
+	uint64_t aux_off; /* bytes of its data used */
+	uint32_t aux_count;
+	int lock;          /* >0: shared holders, -1: exclusive */
+	uint32_t handles;
+	bool listed;
+};
+
+struct dev_extent {
+	uint32_t tenant; /* 0: free */
+	uint32_t position;
+	uint32_t generation;
+	uint8_t kind;
+	uint32_t users;      /* AUX: blobs in it (+1 while it is the packing extent) */
+	uint32_t readers;    /* segment handles still open on a removed segment */
+	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
+	bool pending;
+};
+
+struct dev_storage {
+	struct kv_storage base;
+	int fd;
+	struct dev_super sb;
+	uint32_t B;      /* block size */
+	uint64_t cap;    /* data bytes of an extent */
+	pthread_mutex_t mu;
+	struct dev_tenant **tenants;
+	size_t ntenants, captenants;
+	struct dev_extent *ext;
+	uint32_t next_tenant;
+	uint32_t free_hint; /* where the search for a free extent starts */
+	uint64_t changes;       /* bumped by every change to the catalog in memory */
+	uint64_t durable;       /* the change count the last durable catalog covers */
+	pthread_mutex_t cat_mu; /* orders catalog writes */
+	uint64_t cat_seq;       /* sequence of the newest valid slot */
+	int cat_slot;
+	uint8_t *cat_buf;       /* a slot's worth, for cat_write [cat_mu] */
+	struct dev_cache *cache;
+	uint64_t cache_bytes;
+	uint8_t *zero; /* one block of zeros, aligned */
+};
+
+static inline uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static inline uint64_t data_off(struct dev_storage *d, uint32_t extent)
+{
+	return dev_extent_off(&d->sb, extent) + d->B;
+}
+
+static inline void *balloc(struct dev_storage *d, size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, d->B, len ? len : d->B) != 0)
+		return NULL;
+	return p;
+}
+
+/* ---- dev_catalog.c ------------------------------------------------------ */
+
+/* Takes a free extent for tenant t, its header written (not synced: the
+ * catalog write that names it flushes the device first). reserve: it may
+ * take one of the extents kept for merges. -ENOSPC: the device is full. */
+int dev_ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uint32_t position,
+                  bool reserve, uint32_t *ret);
+/* An extent given back: free once a durable catalog no longer names it
+ * (invariant 4). [d->mu] */
+void dev_ext_release(struct dev_storage *d, uint32_t i);
+/* Extents whose release a durable catalog now covers become free. [d->mu] */
+void dev_ext_settle(struct dev_storage *d);
+/* Writes the catalog to the older slot, durably, when it changed. */
+int dev_cat_write(struct dev_storage *d);
+/* Reads both slots into d (empty on entry): the valid one with the highest
+ * sequence. KV_ECORRUPT: neither is valid. */
+int dev_cat_load(struct dev_storage *d);
+
+void dev_blob_clear(struct dev_blob *b);
+void dev_tenant_free(struct dev_tenant *t);
+/* Appends an element to a growing array (*n grows by one). -ENOMEM. */
+int dev_push(void **arr, size_t *n, size_t *cap, size_t size);
+int dev_tenant_add(struct dev_storage *d, struct dev_tenant *t);
+int dev_seg_add(struct dev_tenant *t, struct dev_segment *s);
+
+#endif
