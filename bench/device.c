@@ -336,20 +336,7 @@ struct dv_thread {
 	char err[DV_ERR_MAX];
 };
 
-static void dv_error(struct dv_thread *t, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void dv_error(struct dv_thread *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	t->errors++;
-	if (t->err[0] != '\0')
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->err, sizeof t->err, fmt, ap);
-	va_end(ap);
-}
+#define dv_error(t, ...) bench_thread_error(&(t)->errors, (t)->err, sizeof((t)->err), __VA_ARGS__)
 
 /* Waits at the gate; false when the cell was cancelled. */
 static bool dv_wait_go(struct dv_gate *g)

@@ -148,20 +148,7 @@ struct du_client {
 	char err[DU_ERR_MAX];
 };
 
-static void du_error(struct du_client *t, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void du_error(struct du_client *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	t->errors++;
-	if (t->err[0] != '\0')
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->err, sizeof t->err, fmt, ap);
-	va_end(ap);
-}
+#define du_error(t, ...) bench_thread_error(&(t)->errors, (t)->err, sizeof((t)->err), __VA_ARGS__)
 
 static void *du_client_main(void *arg)
 {

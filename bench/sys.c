@@ -28,6 +28,18 @@ void bench_fmt(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
+void bench_thread_error(uint64_t *count, char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	(*count)++;
+	if (err[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
 double bench_now(void)
 {
 	struct timespec ts;

@@ -15,6 +15,11 @@
 /* snprintf for messages and paths whose truncation is acceptable. */
 void bench_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A benchmark thread's error: counted in *count, the first one's text kept
+ * in err (cap bytes) for the report. */
+void bench_thread_error(uint64_t *count, char *err, size_t cap, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
 /* CLOCK_MONOTONIC in seconds, and in nanoseconds. */
 double bench_now(void);
 uint64_t bench_now_ns(void);

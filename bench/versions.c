@@ -206,20 +206,7 @@ struct vs_thread {
 	char err[VS_ERR_MAX];
 };
 
-static void vs_error(struct vs_thread *t, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void vs_error(struct vs_thread *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	t->errors++;
-	if (t->err[0] != '\0')
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->err, sizeof t->err, fmt, ap);
-	va_end(ap);
-}
+#define vs_error(t, ...) bench_thread_error(&(t)->errors, (t)->err, sizeof((t)->err), __VA_ARGS__)
 
 /* Writes this thread's share of the history. */
 static void vs_load(struct vs_thread *t)

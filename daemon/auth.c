@@ -591,12 +591,69 @@ bool auth_may_see(const void *arg, const char *tenant)
 	return e == NULL || e->daemon_admin || role_on(e, tenant) > 0;
 }
 
+void auth_source(const char *peer, char *src, size_t len)
+{
+	const char *p = strstr(peer, " of "), *end;
+
+	/* "nng connection 7 of 10.0.0.1 port 4711", "10.0.0.1 port 4711",
+	 * "uid 1000 pid 42", "nng connection 7 of uid 1000" */
+	p = p != NULL ? p + 4 : peer;
+	if ((end = strstr(p, " port ")) == NULL)
+		end = strstr(p, " pid ");
+	snprintf(src, len, "%.*s", end != NULL ? (int)(end - p) : (int)strlen(p), p);
+}
+
+static size_t src_slot(const char *src)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *src; src++)
+		h = (h ^ (uint8_t)*src) * 1099511628211ull;
+	return (size_t)(h % AUTH_SRC_SLOTS);
+}
+
+uint64_t auth_blocked(struct auth *a, const char *src, uint64_t now)
+{
+	size_t i = src_slot(src);
+	uint64_t left = 0;
+
+	pthread_mutex_lock(&a->mu);
+	if (strcmp(a->srcs[i].src, src) == 0 && a->srcs[i].blocked_until_ms > now)
+		left = a->srcs[i].blocked_until_ms - now;
+	pthread_mutex_unlock(&a->mu);
+	return left;
+}
+
+/* One more unknown token from src; true when that blocks it. [a->mu] */
+static bool src_failed_locked(struct auth *a, const char *src, uint64_t now)
+{
+	size_t i = src_slot(src);
+
+	if (strcmp(a->srcs[i].src, src) != 0 || now - a->srcs[i].since_ms > AUTH_FAIL_WINDOW_MS) {
+		/* a new source, or its window is over (a collision takes the slot) */
+		snprintf(a->srcs[i].src, sizeof(a->srcs[i].src), "%s", src);
+		a->srcs[i].since_ms = now;
+		a->srcs[i].fails = 0;
+		a->srcs[i].blocked_until_ms = 0;
+	}
+	if (a->src_fails_max == 0 || ++a->srcs[i].fails < a->src_fails_max ||
+	    a->srcs[i].blocked_until_ms > now)
+		return false;
+	a->srcs[i].blocked_until_ms = now + AUTH_SRC_BLOCK_MS;
+	atomic_store(&a->block_horizon_ms, now + AUTH_SRC_BLOCK_MS);
+	return true;
+}
+
 bool auth_failed(struct auth *a, uint64_t conn, bool can_end, const char *peer, uint64_t now)
 {
 	size_t i = (size_t)((conn * 0x9e3779b97f4a7c15ull) >> 54) % AUTH_FAIL_SLOTS;
+	char src[AUTH_SRC_MAX];
 	unsigned fails;
+	bool blocked;
 
+	auth_source(peer, src, sizeof(src));
 	pthread_mutex_lock(&a->mu);
+	blocked = src_failed_locked(a, src, now);
 	if (a->slots[i].conn != conn || now - a->slots[i].since_ms > AUTH_FAIL_WINDOW_MS) {
 		/* a new connection, or its window is over (a collision takes the slot) */
 		a->slots[i].conn = conn;
@@ -607,6 +664,12 @@ bool auth_failed(struct auth *a, uint64_t conn, bool can_end, const char *peer, 
 	if (fails >= AUTH_FAILS_MAX)
 		a->slots[i].conn = 0; /* ended: the next connection starts afresh */
 	pthread_mutex_unlock(&a->mu);
+	if (blocked)
+		klog_limited(&a->src_log, 10000, LOG_WARNING,
+		             "auth: %s sent %u unknown tokens within %u s: its requests refused for "
+		             "%u s",
+		             src, a->src_fails_max, AUTH_FAIL_WINDOW_MS / 1000,
+		             AUTH_SRC_BLOCK_MS / 1000);
 	if (fails >= AUTH_FAILS_MAX)
 		klog_limited(&a->end_log, 10000, LOG_WARNING,
 		             "auth: %s sent %u unknown tokens within %u s: %s", peer, fails,

@@ -43,6 +43,10 @@
 #define AUTH_FAILS_MAX      5u         /* unknown tokens a connection may send … */
 #define AUTH_FAIL_WINDOW_MS 60000u     /* … within this long before it is ended */
 #define AUTH_FAIL_SLOTS     1024u      /* connections with recent failures remembered */
+#define AUTH_SRC_FAILS_MAX  20u        /* unknown tokens one source may send (default) … */
+#define AUTH_SRC_BLOCK_MS   60000u     /* … within AUTH_FAIL_WINDOW_MS before it is refused this long */
+#define AUTH_SRC_SLOTS      1024u      /* sources with recent failures remembered */
+#define AUTH_SRC_MAX        64u        /* bytes of a source's name */
 
 /* One tenant (or "*", every tenant) and the role granted on it. */
 struct auth_grant {
@@ -99,7 +103,15 @@ struct auth {
 		uint64_t since_ms;
 		unsigned fails;
 	} slots[AUTH_FAIL_SLOTS];
-	struct klog_limit fail_log, end_log;
+	struct {
+		char src[AUTH_SRC_MAX]; /* "": free */
+		uint64_t since_ms;
+		unsigned fails;
+		uint64_t blocked_until_ms;
+	} srcs[AUTH_SRC_SLOTS];
+	_Atomic uint64_t block_horizon_ms; /* no source is refused past this */
+	unsigned src_fails_max;            /* auth_guesses (0: sources are never refused) */
+	struct klog_limit fail_log, end_log, src_log;
 	bool ready; /* auth_init ran (auth_fini does nothing before) */
 };
 
@@ -137,5 +149,22 @@ bool auth_may_see(const void *e, const char *tenant);
  * AUTH_FAIL_WINDOW_MS, and is to be ended (can_end false: the transport
  * cannot end it, which the log then says). Logs, rate-limited. */
 bool auth_failed(struct auth *a, uint64_t conn, bool can_end, const char *peer, uint64_t now_ms);
+
+/* The source a peer's description names (auth_source): its address
+ * without the port on TCP, its uid on a Unix socket, so that reconnecting
+ * does not make a new one. Each source may send src_fails_max (kvd.conf
+ * auth_guesses, default AUTH_SRC_FAILS_MAX) unknown tokens within
+ * AUTH_FAIL_WINDOW_MS (counted by auth_failed); then every
+ * request from it is refused, before any token is checked, for
+ * AUTH_SRC_BLOCK_MS: auth_blocked says how many ms are left (0: not
+ * refused). Logged, rate-limited. */
+void auth_source(const char *peer, char *src, size_t len);
+uint64_t auth_blocked(struct auth *a, const char *src, uint64_t now_ms);
+/* Whether any source may be refused now (one atomic load: the request
+ * path asks auth_blocked only then). */
+static inline bool auth_any_blocked(struct auth *a, uint64_t now_ms)
+{
+	return atomic_load_explicit(&a->block_horizon_ms, memory_order_relaxed) > now_ms;
+}
 
 #endif

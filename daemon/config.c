@@ -1,5 +1,6 @@
 /* config.c — defaults, the INI settings file and checks of kvd's settings. */
 #include "config.h"
+#include "auth.h"
 
 #include "hostport.h"
 #include "log.h"
@@ -26,6 +27,7 @@ void config_defaults(struct kvd_config *c)
 	c->max_connections = 1024;
 	c->client_timeout_s = 0;
 	c->frame_timeout_s = 30;
+	c->auth_guesses = AUTH_SRC_FAILS_MAX;
 	c->input_budget = 256ull << 20;
 	c->output_budget = 256ull << 20;
 	c->ipc_mode = 0660;
@@ -195,6 +197,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u32(v, &c->client_timeout_s);
 		if (!strcmp(k, "frame_timeout"))
 			return parse_u32(v, &c->frame_timeout_s);
+		if (!strcmp(k, "auth_guesses"))
+			return parse_u32(v, &c->auth_guesses);
 		if (!strcmp(k, "input_budget"))
 			return parse_size(v, &c->input_budget);
 		if (!strcmp(k, "output_budget"))

@@ -40,6 +40,7 @@ struct kvd_config {
 	                             listener (each listener counts its own) */
 	uint32_t client_timeout_s; /* close a kv+ connection idle this long; 0: never */
 	uint32_t frame_timeout_s;  /* a started hello or frame must be whole within; 0: never */
+	uint32_t auth_guesses;     /* unknown tokens a source may send in a minute; 0: no limit */
 	uint64_t input_budget;     /* bytes of large partial frames held at once, all kv+
 	                              connections together (at least max_message_size) */
 	uint64_t output_budget;    /* bytes of replies waiting for kv+ clients to read them,

@@ -305,6 +305,7 @@ static void reload(struct kvd *d)
 		        {"max_connections", n->max_connections != o->max_connections},
 		        {"client_timeout", n->client_timeout_s != o->client_timeout_s},
 		        {"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},
+		        {"auth_guesses", n->auth_guesses != o->auth_guesses},
 		        {"input_budget", n->input_budget != o->input_budget},
 		        {"output_budget", n->output_budget != o->output_budget},
 		        {"metrics_listen", strcmp(n->metrics_listen, o->metrics_listen) != 0},
@@ -534,6 +535,7 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			return 1;
 		}
 		auth_init(&d->auth, t);
+		d->auth.src_fails_max = d->cfg.auth_guesses;
 	}
 	if (check_config) {
 		kvd_say(stdout, LOG_INFO, "%s: ok", d->config_path);

@@ -28,10 +28,25 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 {
 	struct auth_table *t = auth_acquire(&d->auth);
 	const struct auth_entry *e;
-	char msg[256], peer[128];
-	uint64_t conn;
+	char msg[256], peer[128], src[AUTH_SRC_MAX];
+	uint64_t conn = 0, left;
 	int status;
 
+	if (t != NULL && j->conn_of != NULL && auth_any_blocked(&d->auth, now_ms())) {
+		/* a source that guessed too often is refused before any check */
+		conn = j->conn_of(j, peer, sizeof(peer));
+		auth_source(peer, src, sizeof(src));
+		if ((left = auth_blocked(&d->auth, src, now_ms())) > 0) {
+			auth_release(t);
+			snprintf(msg, sizeof(msg),
+			         "too many unknown tokens from %s: refused for %llu s more", src,
+			         (unsigned long long)(left + 999) / 1000);
+			if (j->msg == NULL)
+				j->end_conn = true;
+			job_reply_error(j, j->req.id, RPC_UNAUTHENTICATED, msg);
+			return false;
+		}
+	}
 	status = auth_check_peer(t, &j->req, j->peer_cert, &e, msg, sizeof(msg));
 	if (status == RPC_OK) {
 		j->req.may_see = t != NULL ? auth_may_see : NULL;
@@ -46,7 +61,7 @@ static bool request_allowed(struct kvd *d, struct job *j, struct auth_table **re
 	 * it at shutdown; and an nng client dials again by itself, so it would
 	 * gain little. nng connections are counted and logged. */
 	if (status == RPC_UNAUTHENTICATED && j->req.token != NULL && j->conn_of != NULL &&
-	    (conn = j->conn_of(j, peer, sizeof(peer)), true) &&
+	    (conn != 0 || (conn = j->conn_of(j, peer, sizeof(peer))) != 0) &&
 	    auth_failed(&d->auth, conn, j->msg == NULL, peer, now_ms()) && j->msg == NULL) {
 		snprintf(msg, sizeof(msg), "unknown token, %u times: connection ended",
 		         AUTH_FAILS_MAX);

@@ -267,15 +267,18 @@ static int status_of(char c)
 	return c == 'o' ? RPC_OK : c == 'd' ? RPC_PERMISSION_DENIED : RPC_UNAUTHENTICATED;
 }
 
-static void start(struct kvd_proc *k, char **ret_tokdir, char **ret_tokens)
+/* A kvd with the tokens file; guesses: its auth_guesses line (NULL: the
+ * default's). */
+static void start_with(struct kvd_proc *k, char **ret_tokdir, char **ret_tokens,
+                       const char *guesses)
 {
 	struct kvd_opts o = {0};
 	char *dir = tu_mkdtemp("tokens"), *path = tu_path(dir, "tokens"), conf[4096];
 
 	write_tokens(path, NULL);
 	snprintf(conf, sizeof(conf),
-	         "[kvd]\ntokens_file = %s\ntoken = %s\nworkers = 2\ntls_cert = %s\ntls_key = %s\n",
-	         path, LEGACY, certs.server_cert, certs.server_key);
+	         "[kvd]\ntokens_file = %s\ntoken = %s\nworkers = 2\ntls_cert = %s\ntls_key = %s\n%s",
+	         path, LEGACY, certs.server_cert, certs.server_key, guesses ? guesses : "");
 	snprintf(tls_url, sizeof(tls_url), "kv+tls://127.0.0.1:%d", h_free_port());
 	o.config_text = conf;
 	o.extra[0] = "--listen";
@@ -283,6 +286,13 @@ static void start(struct kvd_proc *k, char **ret_tokdir, char **ret_tokens)
 	assert_int_equal(kvd_start(k, &o), 0);
 	*ret_tokdir = dir;
 	*ret_tokens = path;
+}
+
+/* The matrix and the other tests send many unknown tokens on purpose from
+ * one source: no per-source limit there (test_brute_force has it). */
+static void start(struct kvd_proc *k, char **ret_tokdir, char **ret_tokens)
+{
+	start_with(k, ret_tokdir, ret_tokens, "auth_guesses = 0\n");
 }
 
 /* TenantCreate of name with the legacy token: its status. */
@@ -544,7 +554,7 @@ static void test_brute_force(void **state)
 	int st;
 
 	(void)state;
-	start(&k, &tokdir, &tokens);
+	start_with(&k, &tokdir, &tokens, NULL);
 	/* no token at all is not a guess: never ends the connection */
 	tc_open(&c, &k, TR_KVIPC);
 	for (int i = 0; i < 3 * (int)AUTH_FAILS_MAX; i++)
@@ -600,24 +610,50 @@ static void test_brute_force(void **state)
 	tc_open(&c, &k, TR_KVTLS); /* a new connection is served */
 	assert_int_equal(put_with(&c, LEGACY), RPC_OK);
 	tc_close(&c);
-	/* many guesses on many connections: the log stays at a line per 10 s
-	 * of each kind (and says how many it left out) */
-	for (int n = 0; n < 20; n++) {
-		tc_open(&c, &k, TR_KVIPC);
-		for (unsigned i = 1; i <= AUTH_FAILS_MAX; i++) {
-			struct h_req q;
-			build(&q, M_GET, "a", "guess", i);
-			assert_int_equal(tc_call(&c, &q, NULL, 0), RPC_UNAUTHENTICATED);
+	/* guessing on from new connections of the same source (this uid: the
+	 * 10 nng and 5 kv+ipc guesses above count): after auth_guesses (20)
+	 * within a minute, every request of the source is refused, a right
+	 * token's too, before any token is checked; other sources are served */
+	{
+		unsigned guesses = 2 * AUTH_FAILS_MAX + AUTH_FAILS_MAX, conns = 0;
+		bool refused = false;
+		char who[64];
+		while (!refused && conns < 20) {
+			tc_open(&c, &k, TR_KVIPC);
+			conns++;
+			for (unsigned i = 1; i <= AUTH_FAILS_MAX && !refused; i++) {
+				struct h_req q;
+				build(&q, M_GET, "a", "guess", i);
+				assert_int_equal(tc_call(&c, &q, msg, sizeof(msg)),
+				                 RPC_UNAUTHENTICATED);
+				refused = strstr(msg, "too many unknown tokens") != NULL;
+				guesses += !refused;
+			}
+			tc_close(&c);
 		}
+		assert_true(refused);
+		assert_int_equal(guesses, AUTH_SRC_FAILS_MAX);
+		snprintf(who, sizeof(who), "too many unknown tokens from uid %u: refused for",
+		         (unsigned)getuid());
+		assert_non_null(strstr(msg, who));
+		tc_open(&c, &k, TR_IPC);
+		assert_int_equal(put_with(&c, LEGACY), RPC_UNAUTHENTICATED);
 		tc_close(&c);
+		tc_open(&c, &k, TR_KVTLS); /* 127.0.0.1: another source */
+		assert_int_equal(put_with(&c, LEGACY), RPC_OK);
+		tc_close(&c);
+		snprintf(who, sizeof(who), "auth: uid %u sent %u unknown tokens within 60 s",
+		         (unsigned)getuid(), AUTH_SRC_FAILS_MAX);
+		assert_true(log_within(&k, who));
+		assert_true(h_log_has(&k, "its requests refused for 60 s"));
 	}
 	{
-		unsigned secs = (unsigned)((h_now_ms() - t0) / 1000), most = 2 + secs / 10;
+		unsigned secs = (unsigned)((h_now_ms() - t0) / 1000), most = 3 + secs / 10;
 		unsigned ended = log_count(&k, "unknown tokens within 60 s"),
 		         unknown = log_count(&k, "auth: unknown token from");
-		printf("# brute force: %u guesses in %u s; log lines: %u 'unknown token', %u "
-		       "'unknown tokens within 60 s'\n",
-		       (20 + 3) * AUTH_FAILS_MAX, secs, unknown, ended);
+		printf("# brute force: log lines: %u 'unknown token', %u "
+		       "'unknown tokens within 60 s' in %u s\n",
+		       unknown, ended, secs);
 		assert_true(ended >= 1 && ended <= most);
 		assert_true(unknown >= 1 && unknown <= most);
 	}

@@ -333,6 +333,54 @@ static void failures(void **state)
 	auth_fini(&a);
 }
 
+/* Sources: a peer's address or uid, whatever its connection, port or pid;
+ * refused once they guessed auth_guesses times within the window, for
+ * AUTH_SRC_BLOCK_MS, and never with the limit off. */
+static void sources(void **state)
+{
+	static const char *const peers[][2] = {
+	        {"nng connection 7 of 10.0.0.1 port 4711", "10.0.0.1"},
+	        {"stream connection of 10.0.0.1 port 80", "10.0.0.1"},
+	        {"stream connection of ::1 port 80", "::1"},
+	        {"stream connection of uid 1000 pid 42", "uid 1000"},
+	        {"nng connection 9 of uid 1000", "uid 1000"},
+	        {"nng connection 9", "nng connection 9"},
+	};
+	struct auth a;
+	char src[AUTH_SRC_MAX];
+	uint64_t now = 5000000;
+	unsigned i;
+
+	(void)state;
+	log_set_level(LOG_ERR);
+	for (i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
+		auth_source(peers[i][0], src, sizeof(src));
+		assert_string_equal(src, peers[i][1]);
+	}
+	auth_init(&a, NULL);
+	a.src_fails_max = 20;
+	/* 20 guesses over 10 connections of one address: the last one blocks it */
+	for (i = 0; i < 20; i++) {
+		char peer[64];
+		snprintf(peer, sizeof(peer), "stream connection of 10.0.0.1 port %u", 1000 + i / 2);
+		assert_int_equal(auth_blocked(&a, "10.0.0.1", now + i), 0);
+		auth_failed(&a, 100 + i / 2, true, peer, now + i);
+	}
+	assert_true(auth_any_blocked(&a, now + 20));
+	assert_int_equal(auth_blocked(&a, "10.0.0.1", now + 20), AUTH_SRC_BLOCK_MS - 1);
+	assert_int_equal(auth_blocked(&a, "10.0.0.2", now + 20), 0);
+	assert_int_equal(auth_blocked(&a, "10.0.0.1", now + 19 + AUTH_SRC_BLOCK_MS), 0);
+	assert_false(auth_any_blocked(&a, now + 19 + AUTH_SRC_BLOCK_MS));
+	auth_fini(&a);
+	/* the limit off */
+	auth_init(&a, NULL);
+	for (i = 0; i < 100; i++)
+		auth_failed(&a, 200 + i, true, "stream connection of 10.0.0.1 port 1", now + i);
+	assert_false(auth_any_blocked(&a, now + 100));
+	assert_int_equal(auth_blocked(&a, "10.0.0.1", now + 100), 0);
+	auth_fini(&a);
+}
+
 /* PROTOCOL.md states the limit auth.h has, and the role table wire.h has. */
 static void protocol_agrees(void **state)
 {
@@ -452,6 +500,7 @@ int main(void)
 	        cmocka_unit_test(roles),           cmocka_unit_test(legacy_token),
 	        cmocka_unit_test(load_file),       cmocka_unit_test(failures),
 	        cmocka_unit_test(protocol_agrees), cmocka_unit_test(certificates),
+	        cmocka_unit_test(sources),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

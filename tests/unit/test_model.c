@@ -107,7 +107,8 @@ static void push(struct mkey *m, uint64_t version, bool tomb, const uint8_t *val
 	v->expiry = expiry;
 	v->len = len;
 	v->val = malloc(len ? len : 1);
-	memcpy(v->val, val, len);
+	if (len > 0)
+		memcpy(v->val, val, len);
 }
 
 /* What merge keeps, as merge.c decides it with history 3 and no snapshots. */
