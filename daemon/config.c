@@ -164,6 +164,10 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 	if (section[0] == '\0' || strcmp(section, "kvd") == 0) {
 		if (!strcmp(k, "data_dir"))
 			return copy_str(c->data_dir, sizeof(c->data_dir), v);
+		if (!strcmp(k, "device"))
+			return copy_str(c->device, sizeof(c->device), v);
+		if (!strcmp(k, "device_cache"))
+			return parse_size(v, &c->device_cache);
 		if (!strcmp(k, "listen")) {
 			if (!l->listen_seen) {
 				config_release(c); /* the file's list replaces the default */
@@ -322,6 +326,7 @@ static void key_error(struct load *l, int rv, unsigned line, const char *section
 		         strlen(v),
 		         (!strcmp(k, "token")            ? sizeof(l->c->token)
 		          : !strcmp(k, "metrics_listen") ? sizeof(l->c->metrics_listen)
+		          : !strcmp(k, "device")         ? sizeof(l->c->device)
 		                                         : sizeof(l->c->data_dir)) -
 		                 1);
 	else if (rv == -ENOMEM)
@@ -520,8 +525,9 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 		         c->tls_client_auth == KVD_TLS_CLIENT_REQUIRE ? "require" : "optional");
 		return -EINVAL;
 	}
-	if (c->data_dir[0] == '\0') {
-		snprintf(err, errlen, "no data directory (--data-dir DIR)");
+	if (c->data_dir[0] == '\0' && c->device[0] == '\0') {
+		snprintf(err, errlen,
+		         "no data directory (--data-dir DIR) and no device (--device DEVICE)");
 		return -EINVAL;
 	}
 	if (c->max_value_size == 0 || c->max_value_size > KV_VALUE_SIZE_MAX) {
@@ -573,5 +579,36 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "tenant-defaults: history and sync_interval_ms must be > 0");
 		return -EINVAL;
 	}
+	if (c->device_cache != 0 && c->device_cache < KVD_DEVICE_CACHE_MIN) {
+		snprintf(err, errlen, "device_cache must be at least 1M (0: the default, 256M)");
+		return -EINVAL;
+	}
+	if (c->device[0] != '\0')
+		return config_device_usable("device", c->device, err, errlen);
 	return 0;
+}
+
+int config_device_usable(const char *what, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	const char *kind;
+
+	if (stat(path, &st) != 0) {
+		int rv = -errno;
+		if (rv == -ENOENT)
+			snprintf(err, errlen, "%s %s does not exist", what, path);
+		else
+			snprintf(err, errlen, "%s %s: %s", what, path, strerror(-rv));
+		return rv;
+	}
+	if (S_ISBLK(st.st_mode) || S_ISREG(st.st_mode))
+		return 0;
+	kind = S_ISDIR(st.st_mode)    ? "a directory"
+	       : S_ISCHR(st.st_mode)  ? "a character device"
+	       : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISSOCK(st.st_mode) ? "a socket"
+	                              : "a special file";
+	snprintf(err, errlen, "%s %s is %s, not a block device or a regular file", what, path,
+	         kind);
+	return -ENOTBLK;
 }

@@ -19,9 +19,14 @@
 #define KVD_DEFAULT_LISTEN "ipc:///run/kvd/kvd.sock"        /* nng REQ/REP */
 #define KVD_DEFAULT_LISTEN_STREAM "kv+ipc:///run/kvd/kv.sock" /* kvd's own framing */
 #define KVD_DEFAULT_DATA "/var/lib/kvd"
+/* device_cache at least (0: the engine's default, KV_DEV_CACHE_DEFAULT) */
+#define KVD_DEVICE_CACHE_MIN (1ull << 20)
 
 struct kvd_config {
-	char data_dir[4096];
+	char data_dir[4096];   /* the files backend's directory; unused with device */
+	char device[4096];     /* a block device (or a file used as one) holding every
+	                          tenant (kv_store_options.device); "": the files backend */
+	uint64_t device_cache; /* bytes of the device backend's read cache; 0: its default */
 	char *listen[KVD_LISTEN_MAX];
 	int nlisten;
 	uint32_t workers;         /* 0: one per CPU */
@@ -69,8 +74,14 @@ void config_defaults(struct kvd_config *c);
  * value or a line that is not INI is -EINVAL; each with a one-line reason,
  * naming the file and the line, in err. */
 int config_load(struct kvd_config *c, const char *path, char *err, size_t errlen);
-/* Checks the combination (at least one listener, sizes in range). */
+/* Checks the combination (at least one listener, sizes in range) and, when
+ * a device is set, the device itself (config_device_usable). */
 int config_check(const struct kvd_config *c, char *err, size_t errlen);
+/* Whether path can be a kvd device: it exists and is a block device or a
+ * regular file (one used as a device). 0, or -errno from stat (-ENOENT…)
+ * or -ENOTBLK (another kind of file) with one line in err naming path as
+ * "what" ("device", "--format"…). Nothing is opened. */
+int config_device_usable(const char *what, const char *path, char *err, size_t errlen);
 void config_release(struct kvd_config *c);
 /* Replaces the listen list. */
 int config_set_listen(struct kvd_config *c, char *const *urls, int n);

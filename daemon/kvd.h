@@ -54,7 +54,8 @@
  *     prints its own message and returns the store's KV_E* code or -errno;
  *     signals_open returns -1 with errno set, as signalfd does; parse_args
  *     prints its own message and returns an exit status (and exits by itself
- *     for --help, --version and --check). Two results are dropped: parse_args
+ *     for --help, --version, --check and --format, the last two with
+ *     device.c's status for a device). Two results are dropped: parse_args
  *     does not check config_set_listen for the default addresses (only
  *     -ENOMEM; config_check then finds fewer listeners or none), and maint.c's
  *     merge_tenant ignores kv_stats (on a failure the sizes it logs are

@@ -1,11 +1,13 @@
 /*
  * main.c — kvd: command line, start-up, signals, shutdown; the offline
  * checks kvd --check DIR (a data directory) and kvd --check-config (the
- * settings, as a start would read them).
+ * settings, as a start would read them). kvd --check DEVICE and kvd
+ * --format DEVICE are device.c's.
  *
  * Start-up: settings (file, then flags), the store (refuses a locked data
- * directory), workers, the maintenance thread, listeners, the metrics
- * endpoint (metrics_listen); then READY=1.
+ * directory or device; with a device, data_dir is not used), workers, the
+ * maintenance thread, listeners, the metrics endpoint (metrics_listen);
+ * then READY=1.
  * SIGHUP reloads log_level, idle_timeout and memory_budget from the file,
  * and the tokens (tokens_file and token; a bad tokens file keeps the old
  * ones). kvd --hash-token and --new-token make lines of a tokens file.
@@ -15,6 +17,7 @@
  */
 #include "kvd.h"
 
+#include "device.h"
 #include "io.h" /* struct kv_io_fault, for the test fault hooks */
 #include "log.h"
 
@@ -31,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -42,14 +46,18 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: kvd [--data-dir DIR] [--listen URL]... [--config FILE] [--workers N]\n"
-	        "           [--log-level LEVEL] [--auto-create] [--metrics-listen HOST:PORT]\n"
-	        "           [--help] [--version]\n"
-	        "       kvd --check DIR\n"
+	        "usage: kvd [--data-dir DIR | --device DEVICE] [--listen URL]... [--config FILE]\n"
+	        "           [--workers N] [--log-level LEVEL] [--auto-create]\n"
+	        "           [--metrics-listen HOST:PORT] [--help] [--version]\n"
+	        "       kvd --check DIR | DEVICE\n"
+	        "       kvd --format DEVICE [--extent-size SIZE] [--force]\n"
 	        "       kvd --check-config [FILE] [flags]\n"
 	        "       kvd --hash-token | --new-token\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
+	        "      --device DEVICE   keep every tenant on DEVICE instead, a block device\n"
+	        "                        (or a regular file) made by kvd --format; data_dir\n"
+	        "                        is then not used\n"
 	        "  -l, --listen URL      kv+ipc:///path, kv+tcp://host:port or\n"
 	        "                        kv+tls://host:port (kvd's own framing),\n"
 	        "                        ipc:///path, tcp://host:port or\n"
@@ -73,6 +81,15 @@ static void usage(FILE *f)
 	        "                        one database), list what is damaged; exit 0 when\n"
 	        "                        nothing is, 1 when something is, 2 when it cannot\n"
 	        "                        check\n"
+	        "      --check DEVICE    the same for a device (a block device or a regular\n"
+	        "                        file): superblocks, catalog, extents, every record\n"
+	        "      --format DEVICE   make DEVICE a kvd device, erasing what it holds;\n"
+	        "                        refuses one with a file system, a partition table\n"
+	        "                        or another kvd on it unless --force\n"
+	        "      --extent-size SIZE\n"
+	        "                        --format's extent size, a power of two from 1M to\n"
+	        "                        1G (default 64M)\n"
+	        "      --force           --format over whatever DEVICE holds\n"
 	        "\n"
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
@@ -140,15 +157,19 @@ static int check_tenant_file(const char *path, const char *label)
 	return 2;
 }
 
-/* kvd --check DIR: a data directory (tenants/…) or one database. */
+/* kvd --check DIR: a data directory (tenants/…) or one database; kvd
+ * --check DEVICE (a block device or a regular file): device.c's. */
 static int run_check(const char *dir)
 {
 	char tdir[4096], lock[4096];
 	uint64_t records = 0;
 	int worst = 0, ndb = 0, fd;
+	struct stat st;
 	DIR *d;
 	struct dirent *de;
 
+	if (stat(dir, &st) == 0 && (S_ISBLK(st.st_mode) || S_ISREG(st.st_mode)))
+		return device_check(dir);
 	snprintf(lock, sizeof(lock), "%s/LOCK", dir);
 	if ((fd = open(lock, O_RDONLY | O_CLOEXEC)) >= 0) {
 		if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
@@ -277,6 +298,8 @@ static void reload(struct kvd *d)
 		        {"tls_client_auth", n->tls_client_auth != o->tls_client_auth},
 		        {"ipc_mode", n->ipc_mode != o->ipc_mode},
 		        {"segment_size", n->segment_size != o->segment_size},
+		        {"device", strcmp(n->device, o->device) != 0},
+		        {"device_cache", n->device_cache != o->device_cache},
 		        {"open_files", n->open_files != o->open_files},
 		        {"max_queue", n->max_queue != o->max_queue},
 		        {"max_connections", n->max_connections != o->max_connections},
@@ -331,6 +354,10 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {"log-level", required_argument, NULL, 'L'},
 	        {"auto-create", no_argument, NULL, 'A'},
 	        {"check", required_argument, NULL, 'K'},
+	        {"device", required_argument, NULL, 'D'},
+	        {"format", required_argument, NULL, 'F'},
+	        {"extent-size", required_argument, NULL, 'E'},
+	        {"force", no_argument, NULL, 'X'},
 	        {"metrics-listen", required_argument, NULL, 'M'},
 	        {"check-config", optional_argument, NULL, 'T'},
 	        {"hash-token", no_argument, NULL, 'H'},
@@ -340,14 +367,17 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	char *listen[KVD_LISTEN_MAX], *data = NULL, *workers = NULL, *level = NULL;
-	char *metrics = NULL;
+	char *metrics = NULL, *device = NULL, *format = NULL, *extent_size = NULL;
 	const char *config = NULL, *check = NULL;
 	char err[512];
-	int nlisten = 0, ch, rv;
-	bool auto_create = false, check_config = false;
+	int nlisten = 0, ch, rv, serving_flags = 0;
+	bool auto_create = false, check_config = false, force = false;
 
 	opterr = 0; /* kvd says what is wrong itself, in one line (kvd_say) */
 	while ((ch = getopt_long(argc, argv, ":d:l:c:w:h", lo, NULL)) != -1) {
+		/* the flags --format has no use for: it formats and exits */
+		if (ch != 'F' && ch != 'E' && ch != 'X' && ch != ':' && ch != '?')
+			serving_flags++;
 		switch (ch) {
 		case 'd':
 			data = optarg;
@@ -374,6 +404,18 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			break;
 		case 'M':
 			metrics = optarg;
+			break;
+		case 'D':
+			device = optarg;
+			break;
+		case 'F':
+			format = optarg;
+			break;
+		case 'E':
+			extent_size = optarg;
+			break;
+		case 'X':
+			force = true;
 			break;
 		case 'K':
 			exit(run_check(optarg));
@@ -413,6 +455,19 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		kvd_say(stderr, LOG_ERR, "unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
+	if (format != NULL) {
+		if (serving_flags > 0) {
+			kvd_say(stderr, LOG_ERR,
+			        "--format takes only --extent-size and --force (kvd --help)");
+			return 2;
+		}
+		exit(device_format(format, extent_size, force));
+	}
+	if (extent_size != NULL || force) {
+		kvd_say(stderr, LOG_ERR, "%s goes with --format DEVICE (kvd --help)",
+		        force ? "--force" : "--extent-size");
+		return 2;
+	}
 	config_defaults(&d->cfg);
 	{
 		char *def[2] = {(char *)KVD_DEFAULT_LISTEN_STREAM, (char *)KVD_DEFAULT_LISTEN};
@@ -433,6 +488,13 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	}
 	if (data != NULL)
 		snprintf(d->cfg.data_dir, sizeof(d->cfg.data_dir), "%s", data);
+	if (device != NULL && (device[0] == '\0' ||
+	                       snprintf(d->cfg.device, sizeof(d->cfg.device), "%s", device) >=
+	                               (int)sizeof(d->cfg.device))) {
+		kvd_say(stderr, LOG_ERR, "--device takes a path of 1 to %zu bytes",
+		        sizeof(d->cfg.device) - 1);
+		return 2;
+	}
 	if (nlisten > 0 && config_set_listen(&d->cfg, listen, nlisten) != 0) {
 		kvd_say(stderr, LOG_ERR, "out of memory");
 		return 1;
@@ -703,6 +765,35 @@ static void plan_descriptors(struct kvd *d, struct kv_store_options *so)
 	}
 }
 
+/* The store on d->cfg.device: every tenant in its extents, data_dir unused. */
+static int open_device_store(struct kvd *d, struct kv_store_options *so)
+{
+	const char *dev = d->cfg.device;
+	int rv;
+
+	so->device = dev;
+	so->device_cache_bytes = d->cfg.device_cache;
+	rv = kv_store_open(NULL, so, &d->store);
+	if (rv == 0) {
+		log_refused(d);
+		return 0;
+	}
+	if (rv == KV_ELOCKED || rv == -EBUSY)
+		kvd_say(stderr, LOG_ERR,
+		        "device %s is in use: another kvd holds its lock (or it is mounted or "
+		        "open exclusively)",
+		        dev);
+	else if (rv == KV_EFORMAT || rv == KV_ECORRUPT)
+		kvd_say(stderr, LOG_ERR,
+		        "cannot open device %s: no sound superblock copy or catalog slot (%s): "
+		        "not a kvd device (kvd --format DEVICE makes one), or damaged (kvd "
+		        "--check DEVICE says where)",
+		        dev, kv_strerror(rv));
+	else
+		kvd_say(stderr, LOG_ERR, "cannot open device %s: %s", dev, kv_strerror(rv));
+	return rv;
+}
+
 static int open_store(struct kvd *d)
 {
 	struct kv_store_options so;
@@ -724,6 +815,8 @@ static int open_store(struct kvd *d)
 	if (d->cfg.open_files)
 		kv_set_open_files_budget(d->cfg.open_files);
 	plan_descriptors(d, &so);
+	if (d->cfg.device[0] != '\0')
+		return open_device_store(d, &so);
 	rv = kv_store_open(d->cfg.data_dir, &so, &d->store);
 	if (rv == 0)
 		log_refused(d);
@@ -881,13 +974,15 @@ int main(int argc, char **argv)
 		kvd_say(stderr, LOG_ERR, "%s", err);
 		goto out_transports;
 	}
-	klog(LOG_INFO, "kvd %s ready: data %s, %u workers, %u contexts, %s", KVD_VERSION,
-	     d.cfg.data_dir, d.nworkers, d.nconns,
+	klog(LOG_INFO, "kvd %s ready: %s %s, %u workers, %u contexts, %s", KVD_VERSION,
+	     d.cfg.device[0] ? "device" : "data", d.cfg.device[0] ? d.cfg.device : d.cfg.data_dir,
+	     d.nworkers, d.nconns,
 	     atomic_load(&d.auth.cur) ? "tokens checked"
 	                              : "no tokens (access by socket permissions)");
 	if (d.notify)
-		sd_notifyf(0, "READY=1\nSTATUS=serving, data %s\nMAINPID=%ld", d.cfg.data_dir,
-		           (long)getpid());
+		sd_notifyf(0, "READY=1\nSTATUS=serving, %s %s\nMAINPID=%ld",
+		           d.cfg.device[0] ? "device" : "data",
+		           d.cfg.device[0] ? d.cfg.device : d.cfg.data_dir, (long)getpid());
 
 	serve(&d, sfd);
 

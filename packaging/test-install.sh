@@ -90,7 +90,8 @@ id kvd >/dev/null 2>&1 || die "no user kvd after install"
 # Files beside the programs, by package (docs may be compressed).
 for pf in kvd:/usr/share/doc/kvd/README.md kvd:/usr/share/doc/kvd/PROTOCOL.md \
 	kvd:/usr/share/doc/kvd/FORMAT.md kvd:/usr/share/doc/kvd/METRICS.md \
-	kvd:/usr/share/doc/kvd/SECURITY.md kvd:/usr/share/man/man8/kvd.8 \
+	kvd:/usr/share/doc/kvd/SECURITY.md kvd:/usr/share/doc/kvd/kvd-device.conf \
+	kvd:/usr/share/man/man8/kvd.8 \
 	kvd:/usr/share/man/man5/kvd.conf.5 kvctl:/usr/share/man/man1/kvctl.1 \
 	kvctl:/usr/share/bash-completion/completions/kvctl \
 	libkvclient-dev:/usr/share/man/man3/libkvclient.3; do

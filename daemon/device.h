@@ -1,0 +1,24 @@
+/*
+ * device.h — kvd's offline commands for a block device (or a regular file
+ * used as one): kvd --format DEVICE and kvd --check DEVICE. Both run
+ * instead of serving and return kvd's exit status; they print what they
+ * found or why they failed (kvd_say, printf), once, as main's other
+ * offline commands do. Serving on a device is main.c's open_store
+ * (kv_store_options.device).
+ */
+#ifndef KVD_DEVICE_H
+#define KVD_DEVICE_H
+
+#include <stdbool.h>
+
+/* kvd --format DEVICE [--extent-size SIZE] [--force]: extent_size NULL for
+ * the engine's default. 0 formatted; 1 refused or failed (one line on
+ * stderr: the engine's reason); 2 a bad --extent-size. */
+int device_format(const char *device, const char *extent_size, bool force);
+
+/* kvd --check DEVICE: one line per finding, then a summary line. 0 nothing
+ * damaged; 1 damage found; 2 the device could not be checked (in use by a
+ * kvd, not a kvd device, unreadable). */
+int device_check(const char *device);
+
+#endif
