@@ -83,6 +83,7 @@ struct dev_writer {
 	struct io_uring ring;
 	size_t registered;       /* bytes of stage registered with the ring; 0: none */
 	unsigned expect;         /* completions of the append in flight still to come */
+	int efd;                 /* signalled when an append ends without the ring */
 	bool active, sync;
 	int err;
 	bool sync_failed;
@@ -1096,6 +1097,7 @@ static int dev_writer_open(struct kv_storage *st, int mode, int efd, struct kv_s
 		return rv;
 	}
 	w->base.st = st;
+	w->efd = efd;
 	*ret = &w->base;
 	return 0;
 }
@@ -1146,11 +1148,13 @@ static int ring_start(struct dev_writer *w, struct dev_storage *d, size_t n, uin
 	w->expect = 0;
 	if (f != NULL && f->on_write != NULL && (rv = f->on_write(f->arg, d->fd, at, n)) != 0) {
 		w->err = rv < 0 ? rv : -EIO; /* a short write is a failed one here */
+		io_signal(w->efd);
 		return 0;
 	}
 	if (sync && f != NULL && f->on_sync != NULL && (rv = f->on_sync(f->arg, d->fd)) < 0) {
 		w->err = rv;
 		w->sync_failed = true;
+		io_signal(w->efd);
 		return 0;
 	}
 	if (w->registered < w->stage_cap) {
