@@ -775,6 +775,14 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 	so->device_cache_bytes = d->cfg.device_cache;
 	rv = kv_store_open(NULL, so, &d->store);
 	if (rv == 0) {
+		struct kv_store_stats st;
+		kv_store_stats(d->store, &st);
+		if (st.device_superblocks_damaged > 0)
+			klog(LOG_WARNING,
+			     "device %s: one of its two superblock copies is damaged; kvd runs on "
+			     "the other (kvd --check DEVICE says which; kvd --format would lose the "
+			     "data)",
+			     dev);
 		log_refused(d);
 		return 0;
 	}

@@ -95,6 +95,7 @@ struct dev_storage {
 	uint8_t *cat_buf;       /* a slot's worth, for cat_write [cat_mu] */
 	struct dev_cache *cache;
 	uint64_t cache_bytes;
+	uint32_t sb_damaged; /* superblock copies found not sound at open */
 	uint8_t *zero; /* one block of zeros, aligned */
 };
 

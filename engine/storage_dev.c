@@ -1296,6 +1296,7 @@ static void dev_stats(struct kv_storage *st, struct kv_stor_stats *ret)
 	ret->extents_free = nfree;
 	ret->extent_size = d->sb.extent_size;
 	ret->cache_bytes = d->cache_bytes;
+	ret->superblocks_damaged = d->sb_damaged;
 	dev_cache_counts(d->cache, &ret->cache_hits, &ret->cache_misses);
 }
 
@@ -1360,25 +1361,38 @@ static const struct kv_storage_ops dev_ops = {
 };
 
 /* Reads the superblock: block 0, else the copy in the last block. */
+/* Reads the superblock: block 0, else the copy in the last block (format
+ * wrote it at the device's size rounded down to a block). Counts the
+ * copies that are not sound in d->sb_damaged. */
 static int read_super(struct dev_storage *d, const struct dev_geometry *g, bool *ret_fallback)
 {
+	uint64_t end = g->size - g->size % g->block;
+	struct dev_super other;
 	uint8_t *b = balloc(d, g->block);
-	int rv;
+	int rv, r2;
 
 	if (b == NULL)
 		return -ENOMEM;
 	*ret_fallback = false;
+	d->sb_damaged = 0;
 	rv = io_pread_full(d->base.fault, d->fd, b, g->block, 0);
 	if (rv == 0 && (rv = dev_super_decode(b, &d->sb)) == 0 && d->sb.block_size == g->block &&
-	    d->sb.device_size <= g->size) {
+	    d->sb.device_size <= end) {
+		/* the end copy too, to say when it is the one damaged */
+		r2 = io_pread_full(d->base.fault, d->fd, b, g->block, d->sb.device_size - g->block);
+		if (r2 == 0)
+			r2 = dev_super_decode(b, &other);
+		if (r2 != 0 || memcmp(other.uuid, d->sb.uuid, 16) != 0)
+			d->sb_damaged = 1;
 		free(b);
 		return 0;
 	}
 	*ret_fallback = true;
-	if (g->size >= g->block &&
-	    (rv = io_pread_full(d->base.fault, d->fd, b, g->block, g->size - g->block)) == 0)
+	d->sb_damaged = 1;
+	if (end >= g->block &&
+	    (rv = io_pread_full(d->base.fault, d->fd, b, g->block, end - g->block)) == 0)
 		rv = dev_super_decode(b, &d->sb);
-	if (rv == 0 && (d->sb.block_size != g->block || d->sb.device_size != g->size))
+	if (rv == 0 && (d->sb.block_size != g->block || d->sb.device_size != end))
 		rv = KV_EFORMAT;
 	free(b);
 	return rv;

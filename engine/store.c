@@ -1126,6 +1126,7 @@ int kv_store_stats(kv_store *s, struct kv_store_stats *ret)
 		st.device_cache_bytes = ss.cache_bytes;
 		st.device_cache_hits = ss.cache_hits;
 		st.device_cache_misses = ss.cache_misses;
+		st.device_superblocks_damaged = ss.superblocks_damaged;
 	}
 	*ret = st;
 	return 0;

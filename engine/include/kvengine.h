@@ -581,6 +581,7 @@ struct kv_store_stats {
 	bool device;
 	uint64_t device_extents, device_extents_free, device_extent_size;
 	uint64_t device_cache_bytes, device_cache_hits, device_cache_misses;
+	uint32_t device_superblocks_damaged; /* of its 2 superblock copies, at open */
 };
 /* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);

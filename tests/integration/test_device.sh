@@ -310,6 +310,8 @@ k1
 	out_has "--check names superblock 0 as damaged" "^$DEV: superblock 0 at "
 	out_has "--check's summary" "damage found$"
 	start serve3 || return
+	grep -q "one of its two superblock copies is damaged" "$TMP/serve3.log" ||
+		fail "kvd started on a device with block 0 zeroed without a warning: $(cat "$TMP/serve3.log")"
 	run 0 "get with block 0 zeroed" kv -t t1 get k1 && out_is "get with block 0 zeroed" three
 	run 0 "put with block 0 zeroed" kv -t t1 put k3 v3
 	stop serve3

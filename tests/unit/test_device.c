@@ -263,10 +263,23 @@ static void test_superblock_fallback(void **state)
 	put(s, "default", "k", "v");
 	assert_int_equal(kv_store_close(s), 0);
 	read_super_at(f->img, 0, &sb);
+	{
+		struct kv_store_stats st;
+		s = open_store(f->img);
+		assert_int_equal(kv_store_stats(s, &st), 0);
+		assert_int_equal(st.device_superblocks_damaged, 0);
+		assert_int_equal(kv_store_close(s), 0);
+	}
 	zero_at(f->img, 0, 4096);
 	s = open_store(f->img);
 	assert_int_equal(get(s, "default", "k", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "v");
+	{
+		/* the store says one copy is damaged (kvd warns at start) */
+		struct kv_store_stats st;
+		assert_int_equal(kv_store_stats(s, &st), 0);
+		assert_int_equal(st.device_superblocks_damaged, 1);
+	}
 	assert_int_equal(kv_store_close(s), 0);
 	assert_int_equal(check(f->img).damaged, 1);
 	/* both gone: not a device */
