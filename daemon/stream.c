@@ -80,6 +80,7 @@
 
 #include "hostport.h"
 #include "log.h"
+#include "stream_sock.h"
 #include "stream_tls.h"
 
 #include <arpa/inet.h>
@@ -112,7 +113,6 @@
 #define STREAM_OUT_MAX         (8u << 20)    /* queued reply bytes before reading pauses */
 #define STREAM_OUT_SOFT        (1u << 20)    /* … that end it while output_budget is passed */
 #define STREAM_OUT_HARD        (256u << 20)  /* queued reply bytes that end the connection */
-#define STREAM_BACKLOG         1024
 #define STREAM_FLUSH_MS        2000         /* stream_stop's wait for queued replies */
 #define STREAM_MIGRATE_AFTER   16           /* requests in a row for another worker's tenants */
 #define STREAM_ACCEPT_PAUSE_MS 100          /* after EMFILE and the like */
@@ -1062,120 +1062,10 @@ static void stream_event(struct worker *w, struct watch *self, uint32_t events)
 
 /* ---- listeners ------------------------------------------------------------ */
 
-static void ensure_dir_of(const char *path)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], *slash;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
-		return;
-	*slash = '\0';
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		klog(LOG_WARNING, "cannot create %s: %m", dir);
-}
-
-/* A Unix socket at path: a stale one (nobody accepting) is replaced, a live
- * one is EADDRINUSE. */
-static int listen_unix(struct kvd *d, const char *path, int *ret, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd, probe;
-
-	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "listen kv+ipc://%s: the path must be 1 to %zu bytes", path,
-		         sizeof(sa.sun_path) - 1);
-		return -EINVAL;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	ensure_dir_of(path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
-		goto fail;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		if (errno != EADDRINUSE)
-			goto fail;
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(probe);
-			errno = EADDRINUSE;
-			goto fail;
-		}
-		if (probe >= 0)
-			close(probe);
-		if (unlink(path) != 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-			goto fail;
-	}
-	/* before listen(): nobody can connect yet */
-	if (chmod(path, (mode_t)d->cfg.ipc_mode) != 0 || listen(fd, STREAM_BACKLOG) != 0)
-		goto fail;
-	*ret = fd;
-	return 0;
-fail:
-	snprintf(err, errlen, "listen kv+ipc://%s: %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -EADDRINUSE;
-}
-
-/* url: kv+tcp:// or kv+tls://, then HOST:PORT, [V6]:PORT, or *:PORT / :PORT
- * for every address. */
-static int listen_tcp(const char *url, int *ret, char *err, size_t errlen)
-{
-	const char *hostport = url + 9;
-	char host[256], port[16];
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-	                         .ai_socktype = SOCK_STREAM,
-	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-	                *res = NULL;
-	int fd = -1, one = 1, rv;
-
-	if (rpc_hostport_split(hostport, host, sizeof(host), port, sizeof(port)) != 0)
-		goto bad;
-	if ((rv = getaddrinfo(host[0] == '\0' || strcmp(host, "*") == 0 ? NULL : host, port, &hints,
-	                      &res)) != 0) {
-		snprintf(err, errlen, "listen %s: %s", url, gai_strerror(rv));
-		return -EINVAL;
-	}
-	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	            res->ai_protocol);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, STREAM_BACKLOG) != 0) {
-		snprintf(err, errlen, "listen %s: %s", url, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(res);
-		return -EADDRINUSE;
-	}
-	freeaddrinfo(res);
-	*ret = fd;
-	return 0;
-bad:
-	snprintf(err, errlen, "listen %s: expected HOST:PORT or [ADDRESS]:PORT", url);
-	return -EINVAL;
-}
-
 /* The name of listener k for log lines: its URL. */
 static const char *listener_name(struct stream *s, int k)
 {
 	return s->url[k];
-}
-
-/* "uid U pid P" of a Unix socket's peer, "ADDRESS port P" of a TCP one. */
-static void peer_name(int fd, bool tcp, char *out, size_t len)
-{
-	struct sockaddr_storage sa;
-	socklen_t sl = sizeof(sa);
-	char host[INET6_ADDRSTRLEN], port[8];
-	struct ucred uc;
-	socklen_t ul = sizeof(uc);
-
-	if (!tcp && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
-		snprintf(out, len, "uid %u pid %d", (unsigned)uc.uid, (int)uc.pid);
-	else if (tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 &&
-	         getnameinfo((struct sockaddr *)&sa, sl, host, sizeof(host), port, sizeof(port),
-	                     NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-		snprintf(out, len, "%s port %s", host, port);
-	else
-		snprintf(out, len, "an unknown peer");
 }
 
 /* A new connection on listener k: the server's hello, then a worker to
@@ -1227,7 +1117,7 @@ static void stream_adopt(struct stream *s, int fd, int k, bool tcp)
 	c->watch.on_event = stream_event;
 	c->fd = fd;
 	c->li = k;
-	peer_name(fd, tcp, c->peer, sizeof(c->peer));
+	stream_peer_name(fd, tcp, c->peer, sizeof(c->peer));
 	c->refs = 1;
 	c->events = EPOLLIN | EPOLLRDHUP;
 	c->foreign_owner = -1;
@@ -1387,7 +1277,7 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 		if (!stream_url(u))
 			continue;
 		if (strncmp(u, "kv+ipc://", 9) == 0) {
-			rv = listen_unix(d, u + 9, &fd, err, errlen);
+			rv = stream_listen_unix(u + 9, d->cfg.ipc_mode, &fd, err, errlen);
 			if (rv == 0 && (s->path[s->nl] = strdup(u + 9)) == NULL) {
 				close(fd);
 				snprintf(err, errlen, "out of memory");
@@ -1398,7 +1288,7 @@ int stream_start(struct kvd *d, char *err, size_t errlen)
 			if (s->is_tls[s->nl] && s->tls == NULL &&
 			    (rv = stls_ctx_new(&d->cfg, &s->tls, err, errlen)) != 0)
 				return rv;
-			rv = listen_tcp(u, &fd, err, errlen);
+			rv = stream_listen_tcp(u, &fd, err, errlen);
 		}
 		if (rv != 0)
 			return rv;
