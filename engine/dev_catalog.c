@@ -499,53 +499,66 @@ static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
 }
 
 /* Reads both slots; the valid one with the highest sequence wins. */
+int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb, int slot,
+                      uint8_t **ret_buf, struct dev_cat_header *ret)
+{
+	uint64_t off = sb->catalog_off + (uint64_t)slot * sb->catalog_slot;
+	uint32_t B = sb->block_size, crc;
+	struct dev_cat_header h;
+	uint8_t *buf = NULL;
+	size_t n;
+	int rv;
+
+	if (posix_memalign((void **)&buf, B, B) != 0)
+		return -ENOMEM;
+	if ((rv = io_pread_full(fault, fd, buf, B, off)) != 0)
+		goto out;
+	rv = 1;
+	if (dev_cat_header_decode(buf, &h, &crc) != 0 || memcmp(h.uuid, sb->uuid, 16) != 0 ||
+	    h.body_len > sb->catalog_slot - DEV_CAT_HEADER)
+		goto out;
+	n = (size_t)round_up(DEV_CAT_HEADER + h.body_len, B);
+	free(buf);
+	if (posix_memalign((void **)&buf, B, n) != 0)
+		return -ENOMEM;
+	if ((rv = io_pread_full(fault, fd, buf, n, off)) != 0)
+		goto out;
+	if (dev_cat_crc(buf, buf + DEV_CAT_HEADER, (size_t)h.body_len) != crc) {
+		rv = 2;
+		goto out;
+	}
+	*ret_buf = buf;
+	*ret = h;
+	return 0;
+out:
+	free(buf);
+	return rv;
+}
+
 int dev_cat_load(struct dev_storage *d)
 {
-	uint8_t *buf;
-	uint64_t best = 0;
-	int slot, best_slot = -1, rv = 0;
+	struct dev_cat_header h[2];
+	uint8_t *buf[2] = {NULL, NULL};
+	int slot, best = -1, rv = 0;
 
-	if ((buf = balloc(d, (size_t)d->sb.catalog_slot)) == NULL)
-		return -ENOMEM;
-	for (slot = 0; slot < 2; slot++) {
-		struct dev_cat_header h;
-		uint32_t crc;
-		uint64_t off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
-			goto out;
-		if (dev_cat_header_decode(buf, &h, &crc) != 0 || memcmp(h.uuid, d->sb.uuid, 16) != 0 ||
-		    h.body_len > d->sb.catalog_slot - DEV_CAT_HEADER)
-			continue;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
-		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
-			goto out;
-		if (dev_cat_crc(buf, buf + DEV_CAT_HEADER, (size_t)h.body_len) != crc)
-			continue;
-		if (best_slot < 0 || h.seq > best) {
-			best = h.seq;
-			best_slot = slot;
-		}
+	for (slot = 0; slot < 2 && rv >= 0; slot++) {
+		rv = dev_cat_slot_read(d->fd, d->base.fault, &d->sb, slot, &buf[slot], &h[slot]);
+		if (rv == 0 && (best < 0 || h[slot].seq > h[best].seq))
+			best = slot;
 	}
-	if (best_slot < 0) {
+	if (rv < 0)
+		goto out;
+	if (best < 0) {
 		rv = KV_ECORRUPT; /* neither slot: not a catalog */
 		goto out;
 	}
-	{
-		struct dev_cat_header h;
-		uint32_t crc;
-		uint64_t off = d->sb.catalog_off + (uint64_t)best_slot * d->sb.catalog_slot;
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf, d->B, off)) != 0)
-			goto out;
-		dev_cat_header_decode(buf, &h, &crc);
-		if ((rv = io_pread_full(d->base.fault, d->fd, buf,
-		                        (size_t)round_up(DEV_CAT_HEADER + h.body_len, d->B), off)) != 0)
-			goto out;
-		rv = cat_decode(d, buf + DEV_CAT_HEADER, (size_t)h.body_len);
+	if ((rv = cat_decode(d, buf[best] + DEV_CAT_HEADER, (size_t)h[best].body_len)) == 0) {
+		d->cat_seq = h[best].seq;
+		d->cat_slot = best;
 	}
-	d->cat_seq = best;
-	d->cat_slot = best_slot;
 out:
-	free(buf);
+	free(buf[0]);
+	free(buf[1]);
 	return rv;
 }
 

@@ -211,31 +211,21 @@ static int check_raw(struct dev_ck *c, int fd, const struct dev_geometry *g)
 		           true);
 	if (ok[0] || ok[1]) {
 		const struct dev_super *s = ok[0] ? &sb[0] : &sb[1];
-		for (i = 0; i < 2; i++) {
+		for (i = 0; i < 2 && rv == 0; i++) {
 			struct dev_cat_header h;
-			uint32_t crc;
 			uint64_t off = s->catalog_off + (uint64_t)i * s->catalog_slot;
-			uint8_t *body = NULL;
+			uint8_t *slot = NULL;
 			char where[32];
-			bool good = false;
+			int r = dev_cat_slot_read(fd, NULL, s, i, &slot, &h);
 			snprintf(where, sizeof(where), "catalog slot %d", i);
-			if (pread(fd, b, g->block, (off_t)off) == (ssize_t)g->block &&
-			    dev_cat_header_decode(b, &h, &crc) == 0 && memcmp(h.uuid, s->uuid, 16) == 0 &&
-			    h.body_len <= s->catalog_slot - DEV_CAT_HEADER) {
-				size_t n = (size_t)((DEV_CAT_HEADER + h.body_len + g->block - 1) / g->block *
-				                    g->block);
-				if (posix_memalign((void **)&body, g->block, n) == 0 &&
-				    pread(fd, body, n, (off_t)off) == (ssize_t)n)
-					good = dev_cat_crc(body, body + DEV_CAT_HEADER, (size_t)h.body_len) ==
-					       crc;
-				free(body);
-				if (!good)
-					dev_report(c, where, off,
-					           "catalog slot torn or damaged (the other slot is used)",
-					           true);
-			} else {
+			if (r == 2 || r == -EIO)
+				dev_report(c, where, off,
+				           "catalog slot torn or damaged (the other slot is used)", true);
+			else if (r == 1)
 				dev_report(c, where, off, "catalog slot holds no catalog", false);
-			}
+			else if (r < 0)
+				rv = r;
+			free(slot);
 		}
 	}
 	free(b);

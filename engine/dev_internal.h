@@ -70,7 +70,7 @@ struct dev_extent {
 	uint32_t generation;
 	uint8_t kind;
 	uint32_t users;      /* AUX: blobs in it (+1 while it is the packing extent) */
-	uint32_t readers;    /* segment handles still open on a removed segment */
+	uint32_t readers;    /* blob_get calls reading it right now (not reused meanwhile) */
 	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
 	bool pending;
 };
@@ -96,7 +96,6 @@ struct dev_storage {
 	struct dev_cache *cache;
 	uint64_t cache_bytes;
 	uint32_t sb_damaged; /* superblock copies found not sound at open */
-	uint8_t *zero; /* one block of zeros, aligned */
 };
 
 static inline uint64_t round_up(uint64_t v, uint64_t a)

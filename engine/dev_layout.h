@@ -129,6 +129,14 @@ int dev_open_locked(const char *path, bool readonly);
 /* ---- storage_dev.c's entry points for format and check --------------- */
 
 struct kv_storage;
+struct kv_io_fault;
+
+/* Reads catalog slot 0 or 1 of the device sb describes: 0 with the slot
+ * (header and body, in memory the caller frees) in *ret_buf and its header
+ * in *ret; 1 when it holds no catalog of this device; 2 when it does but its
+ * CRC does not match (a torn write); -errno when it cannot be read. */
+int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb, int slot,
+                      uint8_t **ret_buf, struct dev_cat_header *ret);
 
 /* Writes a fresh layout on fd (opened and locked by dev_open_locked): the
  * first and last MiB zeroed, an empty catalog, the superblocks (the end

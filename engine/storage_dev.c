@@ -92,9 +92,7 @@ struct dev_writer {
 	struct dev_segment *seg; /* of the append in flight */
 	uint8_t *stage;
 	size_t stage_cap;
-	uint64_t end; /* segment length once it lands */
-	uint64_t blk_end; /* device offset of the block holding end, for the tail copy */
-	size_t tail_at;   /* offset of that block in stage */
+	uint64_t start, end; /* the append's bytes in the segment */
 };
 
 static struct dev_storage *dev_of(struct kv_storage *st)
@@ -747,7 +745,6 @@ static void seg_put(struct dev_storage *d, struct dev_segment *s)
 	if (--s->refs > 0)
 		return;
 	/* removed and no handle left: its extent goes (invariant 4) */
-	d->ext[s->extent].readers = 0;
 	dev_ext_release(d, s->extent);
 	free(s->tail);
 	free(s);
@@ -780,9 +777,7 @@ static int dev_seg_remove(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 		t->segs[i] = t->segs[--t->nsegs];
 		s->listed = false;
 		d->changes++;
-		if (s->refs > 1)
-			d->ext[s->extent].readers = 1; /* not reused while read */
-		seg_put(d, s);
+		seg_put(d, s); /* the extent stays while handles read it */
 		pthread_mutex_unlock(&d->mu);
 		return 0;
 	}
@@ -858,7 +853,7 @@ static int stage_prepare(struct dev_storage *d, struct dev_segment *s, uint8_t *
 
 /* After a write of [off, off+len) of s landed. */
 static void stage_done(struct dev_storage *d, struct dev_segment *s, const uint8_t *stage,
-                       size_t staged, uint64_t off, size_t len)
+                       uint64_t off, size_t len)
 {
 	uint64_t a = off - off % d->B, end = off + len;
 
@@ -866,7 +861,6 @@ static void stage_done(struct dev_storage *d, struct dev_segment *s, const uint8
 		memcpy(s->tail, stage + (end - end % d->B - a), d->B);
 	else
 		memset(s->tail, 0, d->B);
-	(void)staged;
 	pthread_mutex_lock(&d->mu);
 	if (end > s->len || !s->len_known) {
 		s->len = end;
@@ -887,7 +881,7 @@ static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, ui
 	if ((rv = stage_prepare(d, s, &stage, &cap, buf, len, off, &n)) == 0 &&
 	    (rv = io_pwrite_full(d->base.fault, d->fd, stage, n,
 	                         data_off(d, s->extent) + (off - off % d->B))) == 0)
-		stage_done(d, s, stage, n, off, len);
+		stage_done(d, s, stage, off, len);
 	free(stage);
 	return rv;
 }
@@ -1241,7 +1235,6 @@ static int dev_append_start(struct kv_stor_writer *wh, struct kv_stor_seg *sh, c
 		return rv;
 	w->seg = s;
 	w->end = off + len;
-	w->tail_at = n;
 	if (w->io == NULL)
 		rv = ring_start(w, d, n, data_off(d, s->extent) + (off - off % d->B), sync);
 	else
@@ -1250,7 +1243,7 @@ static int dev_append_start(struct kv_stor_writer *wh, struct kv_stor_seg *sh, c
 	if (rv != 0)
 		w->seg = NULL;
 	else
-		w->blk_end = off; /* the append's start, for stage_done */
+		w->start = off;
 	return rv;
 }
 
@@ -1271,8 +1264,8 @@ static int dev_append_poll(struct kv_stor_writer *wh, bool wait, struct kv_stor_
 	}
 	if (rv == 1) {
 		if (r.err == 0 && w->seg != NULL)
-			stage_done(dev_of(wh->st), w->seg, w->stage, w->tail_at, w->blk_end,
-			           (size_t)(w->end - w->blk_end));
+			stage_done(dev_of(wh->st), w->seg, w->stage, w->start,
+			           (size_t)(w->end - w->start));
 		w->seg = NULL;
 		ret->err = r.err;
 		ret->sync_failed = r.sync_failed;
@@ -1313,7 +1306,6 @@ static void dev_destroy(struct kv_storage *st)
 	free(d->ext);
 	free(d->cat_buf);
 	dev_cache_free(d->cache);
-	free(d->zero);
 	if (d->fd >= 0)
 		close(d->fd);
 	pthread_mutex_destroy(&d->mu);
@@ -1428,12 +1420,10 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 	d->base.align = d->B;
 	d->base.seg_max = d->cap;
 	if ((d->ext = calloc(d->sb.extent_count, sizeof(*d->ext))) == NULL ||
-	    (d->zero = balloc(d, d->B)) == NULL ||
 	    (!readonly && (d->cat_buf = balloc(d, (size_t)d->sb.catalog_slot)) == NULL)) {
 		rv = -ENOMEM;
 		goto fail;
 	}
-	memset(d->zero, 0, d->B);
 	if ((rv = dev_cat_load(d)) != 0)
 		goto fail;
 	/* a crash may have left extents taken for objects the catalog never
