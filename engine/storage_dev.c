@@ -886,16 +886,25 @@ static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, ui
 	return rv;
 }
 
+/* What a reader of s may read (its length as seg_open says it) and whether
+ * that goes through the cache (invariant 6). */
+static uint64_t seg_readable(struct dev_storage *d, struct dev_segment *s, bool *ret_sealed)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&d->mu);
+	*ret_sealed = s->sealed;
+	size = s->len_known ? s->len : d->cap;
+	pthread_mutex_unlock(&d->mu);
+	return size;
+}
+
 static int seg_read_at(struct dev_storage *d, struct dev_segment *s, void *buf, size_t len,
                        uint64_t off)
 {
 	bool sealed;
-	uint64_t size;
+	uint64_t size = seg_readable(d, s, &sealed);
 
-	pthread_mutex_lock(&d->mu);
-	sealed = s->sealed;
-	size = s->len_known ? s->len : d->cap;
-	pthread_mutex_unlock(&d->mu);
 	if (off > size || len > size - off)
 		return -EIO;
 	return dev_read(d, buf, len, data_off(d, s->extent) + off, sealed);
@@ -911,12 +920,10 @@ static int dev_seg_read_upto(struct kv_stor_seg *sh, void *buf, size_t len, uint
 {
 	struct dev_storage *d = dev_of(sh->t->st);
 	struct dev_segment *s = seg_of(sh);
-	uint64_t size;
+	bool sealed;
+	uint64_t size = seg_readable(d, s, &sealed);
 	int rv;
 
-	pthread_mutex_lock(&d->mu);
-	size = s->len_known ? s->len : d->cap;
-	pthread_mutex_unlock(&d->mu);
 	if (off > size)
 		return -EIO;
 	if (len > size - off)
@@ -941,11 +948,7 @@ static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 	while (i < n) {
 		for (m = 0; i < n && m < READ_CHUNK; i++) {
 			struct dev_segment *s = seg_of(v[i].s);
-			uint64_t size, off, a, e;
-			pthread_mutex_lock(&d->mu);
-			size = s->len_known ? s->len : d->cap;
-			sealed[m] = s->sealed;
-			pthread_mutex_unlock(&d->mu);
+			uint64_t size = seg_readable(d, s, &sealed[m]), off, a, e;
 			if (v[i].off > size || v[i].len > size - v[i].off) {
 				v[i].res = -EIO;
 				continue;

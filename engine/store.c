@@ -1,7 +1,9 @@
 /*
- * store.c — many tenant databases in one directory, with passivation.
+ * store.c — many tenant databases in one directory, or on one block device
+ * (kv_store_options.device: storage_dev.c, with no directory or LOCK), with
+ * passivation.
  *
- * Layout:
+ * Layout on files:
  *   <dir>/LOCK                        flock()ed while the store is open
  *   <dir>/tenants/<name>/TENANT       the tenant's configuration (INI with a
  *                                     checksum line, tenant_file.c)
@@ -11,7 +13,9 @@
  * Tenants are listed, created (with their TENANT), dropped, and have their
  * STATS written and read through the storage interface (storage.h), over
  * tenants/ with the files backend, and a tenant's database is opened on it
- * (db_open); reading TENANT (kv_tenant_file_read) still takes its path.
+ * (db_open). On files, TENANT is read by kv_tenant_file_read (a path: kvd
+ * --check reads it the same way); on a device, as the storage's blob
+ * (tenant_read_stor), with the same answers.
  *
  * States of a tenant, all changed under s->mu:
  *

@@ -2,7 +2,9 @@
  * kvengine.h — the kvd storage engine, embeddable.
  *
  * A database is a directory holding an append-only log split into segments,
- * hint files for sealed segments and a few small control files. An in-memory
+ * hint files for sealed segments and a few small control files — or, in a
+ * store on a block device, a tenant in the device's extents (the "block
+ * devices" section below). An in-memory
  * ordered key directory points at the newest record of every key; every write
  * gets a version from a per-database 64-bit counter, and older versions are
  * reached through the previous-location field each record carries.
