@@ -10,6 +10,7 @@
 #include "storage.h"
 
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/wait.h>
@@ -589,6 +590,55 @@ static void copy_file(const char *from, const char *to)
 	assert_true(WIFEXITED(rv) && WEXITSTATUS(rv) == 0);
 }
 
+/* A device that fails a write, then a flush: the failed put answers the
+ * error and leaves nothing; after a failed flush the tenant refuses writes
+ * (what the flush covered may be gone) until reopened, and every put
+ * acknowledged before is there after the reopen. */
+struct failer {
+	atomic_int write_err, sync_err;
+};
+
+static int fail_write(void *arg, int fd, uint64_t off, size_t len)
+{
+	(void)fd, (void)off, (void)len;
+	return atomic_exchange(&((struct failer *)arg)->write_err, 0);
+}
+
+static int fail_sync(void *arg, int fd)
+{
+	(void)fd;
+	return atomic_exchange(&((struct failer *)arg)->sync_err, 0);
+}
+
+static void test_write_and_flush_failures(void **state)
+{
+	struct fx *f = *state;
+	struct failer fl = {0};
+	struct kv_io_fault fault = {.on_write = fail_write, .on_sync = fail_sync, .arg = &fl};
+	struct kv_value v;
+	kv_db *db = pl_open(f->img, &fault);
+
+	assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, NULL), 0);
+	atomic_store(&fl.write_err, -EIO);
+	assert_int_equal(kv_put(db, "b", 1, "2", 1, NULL, NULL), -EIO);
+	assert_int_equal(kv_get(db, "b", 1, NULL, &v), KV_ENOTFOUND);
+	assert_int_equal(kv_put(db, "c", 1, "3", 1, NULL, NULL), 0); /* not read-only */
+	atomic_store(&fl.sync_err, -EIO);
+	assert_int_equal(kv_put(db, "d", 1, "4", 1, NULL, NULL), -EIO);
+	assert_int_equal(kv_put(db, "e", 1, "5", 1, NULL, NULL), KV_EREADONLY);
+	kv_close(db);
+	db = pl_open(f->img, NULL);
+	assert_int_equal(kv_get(db, "a", 1, NULL, &v), 0);
+	kv_value_release(&v);
+	assert_int_equal(kv_get(db, "c", 1, NULL, &v), 0);
+	assert_int_equal(v.len, 1);
+	assert_memory_equal(v.data, "3", 1);
+	kv_value_release(&v);
+	assert_int_equal(kv_get(db, "b", 1, NULL, &v), KV_ENOTFOUND);
+	assert_int_equal(kv_put(db, "f", 1, "6", 1, NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+}
+
 static void test_power_cuts(void **state)
 {
 	struct fx *f = *state;
@@ -714,6 +764,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_activations_reuse_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
