@@ -24,6 +24,8 @@
 #include <nng/supplemental/tls/tls.h>
 #include <nng/transport/ipc/ipc.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,8 +291,23 @@ static void probe_url(nng_listener l, const char *url, char *out, size_t outlen)
 	}
 }
 
+/* Set by nng, on one of its threads, when the probe's pipe has finished the
+ * SP handshake. Static, not on listener_alive's stack: nng may still be in
+ * the callback while nng_close returns. Only the main thread probes. */
+static atomic_bool probe_up;
+
+static void probe_pipe_up(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)p;
+	(void)ev;
+	(void)arg;
+	atomic_store(&probe_up, true);
+}
+
 /* Whether listener `i` still hands new connections to the socket: a probe
- * connection is dialed and must show up in the listener's accept count. */
+ * connection is dialed and must show up in the listener's accept count.
+ * Once accepted, the probe is closed only after its handshake is over (or
+ * the wait ran out): nng 1.5.2 leaks a dialer closed mid-handshake. */
 static bool listener_alive(struct kvd *d, int i)
 {
 	nng_listener l = d->listeners[i];
@@ -301,10 +318,12 @@ static bool listener_alive(struct kvd *d, int i)
 	char url[512];
 	bool alive = false;
 
+	atomic_store(&probe_up, false);
 	probe_url(l, d->listener_url[i], url, sizeof(url));
 	if (nng_req0_open(&s) != 0)
 		return true; /* cannot tell; leave it */
-	if (nng_dialer_create(&dl, s, url) != 0) {
+	if (nng_pipe_notify(s, NNG_PIPE_EV_ADD_POST, probe_pipe_up, NULL) != 0 ||
+	    nng_dialer_create(&dl, s, url) != 0) {
 		nng_close(s);
 		return true;
 	}
@@ -320,6 +339,8 @@ static bool listener_alive(struct kvd *d, int i)
 		while (!(alive = listener_stat(l, "accept") > before) &&
 		       now_ms() - t0 < LISTENER_PROBE_WAIT_MS)
 			poll(NULL, 0, 20);
+		while (alive && !atomic_load(&probe_up) && now_ms() - t0 < LISTENER_PROBE_WAIT_MS)
+			poll(NULL, 0, 5);
 	}
 	nng_close(s);
 	if (tls != NULL)
