@@ -96,7 +96,7 @@ extern char **environ;
 static const uint64_t dv_sizes_default[] = {4096, 65536, 1048576};
 static const uint64_t dv_writers_default[] = {1, 16, 64};
 static const uint64_t dv_writers_quick[] = {1, 4};
-const char *const dv_sync_names[2] = {"none", "always"};
+const char *const dv_sync_names[DV_SYNC_MODES] = {"none", "always", "flush"};
 
 /* ---- the device ------------------------------------------------------------------- */
 
@@ -204,7 +204,8 @@ static int dv_format(struct dv_bench *b, char *err, size_t len)
 
 /* A store on the device with a read cache of cache bytes (0: the default).
  * 0, or -1 with err filled. */
-static int dv_store_open(struct dv_bench *b, uint64_t cache, kv_store **ret, char *err, size_t len)
+static int dv_store_open(struct dv_bench *b, uint64_t cache, enum dv_sync sync, kv_store **ret,
+                         char *err, size_t len)
 {
 	struct kv_store_options so;
 	int rv;
@@ -212,6 +213,7 @@ static int dv_store_open(struct dv_bench *b, uint64_t cache, kv_store **ret, cha
 	kv_store_options_init(&so);
 	so.device = b->o.device;
 	so.device_cache_bytes = cache;
+	so.device_sync = sync == DV_SYNC_FLUSH ? KV_DEV_SYNC_FLUSH : KV_DEV_SYNC_DSYNC;
 	if ((rv = kv_store_open(NULL, &so, ret)) != 0) {
 		bench_fmt(err, len, "kv_store_open on %s: %s", b->o.device, kv_strerror(rv));
 		return -1;
@@ -625,10 +627,10 @@ static int dv_tenant_up(struct dv_bench *b, enum dv_sync sync, uint64_t cache, k
 	kv_store *s = NULL;
 	int rv;
 
-	if (dv_format(b, err, len) != 0 || dv_store_open(b, cache, &s, err, len) != 0)
+	if (dv_format(b, err, len) != 0 || dv_store_open(b, cache, sync, &s, err, len) != 0)
 		return -1;
 	kv_tenant_config_init(&tc);
-	tc.sync = sync == DV_SYNC_ALWAYS ? KV_SYNC_ALWAYS : KV_SYNC_NONE;
+	tc.sync = sync != DV_SYNC_NONE ? KV_SYNC_ALWAYS : KV_SYNC_NONE;
 	if ((rv = kv_store_create(s, DV_TENANT, &tc)) != 0) {
 		bench_fmt(err, len, "kv_store_create %s: %s", DV_TENANT, kv_strerror(rv));
 		goto fail;
@@ -694,7 +696,7 @@ static void dv_put_cell(struct dv_bench *b, uint64_t size, enum dv_sync sync, un
 		          "%" PRIu64 " B is not a multiple of %u B, as O_DIRECT needs", size,
 		          DV_FIO_ALIGN);
 	} else {
-		dv_fio_run(b, "write", size, writers, sync == DV_SYNC_ALWAYS, b->budget, &c->fio);
+		dv_fio_run(b, "write", size, writers, sync != DV_SYNC_NONE, b->budget, &c->fio);
 	}
 out:
 	dv_progress(b->progress, c);
@@ -734,7 +736,7 @@ static void dv_get_cell(struct dv_bench *b)
 		goto out;
 	}
 	/* a cold start: the device's blocks reach the cache only as gets ask */
-	if (dv_store_open(b, b->o.read_cache, &s, c->err, sizeof c->err) != 0)
+	if (dv_store_open(b, b->o.read_cache, DV_SYNC_NONE, &s, c->err, sizeof c->err) != 0)
 		goto out;
 	t0 = bench_now_ns();
 	if ((rv = kv_store_get(s, DV_TENANT, &t)) != 0) {
@@ -786,7 +788,7 @@ static int parse_writers(const char *cmd, const char *name, const char *arg, voi
 
 static int parse_sync(const char *cmd, const char *name, const char *arg, void *val)
 {
-	return bench_parse_names(cmd, name, arg, dv_sync_names, 2, val);
+	return bench_parse_names(cmd, name, arg, dv_sync_names, DV_SYNC_MODES, val);
 }
 
 static int parse_extent(const char *cmd, const char *name, const char *arg, void *val)
@@ -832,8 +834,11 @@ static int parse(int argc, char **argv, struct dv_opts *o)
 	                   "writer threads = fio's queue depth (default 1,16,64)"),
 	         .set = &o->writers_set, .parse = parse_writers},
 	        {BENCH_OPT("sync", BENCH_OPT_FUNC, o->sync, "LIST",
-	                   "none,always (default both): the tenant's sync; fio\n"
-	                   "--sync=dsync for always"),
+	                   "none,always,flush (default none,always): the tenant's\n"
+	                   "sync; under always a synced append is one RWF_DSYNC\n"
+	                   "write, under flush the write linked to an fdatasync\n"
+	                   "(kv_store_options.device_sync); fio --sync=dsync for\n"
+	                   "both"),
 	         .parse = parse_sync},
 	        {BENCH_OPT("seconds", BENCH_OPT_DOUBLE, &o->seconds, "S",
 	                   "recorded seconds per cell, kvd and fio each (default %D)"),
@@ -890,7 +895,7 @@ static int parse(int argc, char **argv, struct dv_opts *o)
 		        o->device);
 		return -EINVAL;
 	}
-	if (!o->sync[DV_SYNC_NONE] && !o->sync[DV_SYNC_ALWAYS]) {
+	if (!o->sync[DV_SYNC_NONE] && !o->sync[DV_SYNC_ALWAYS] && !o->sync[DV_SYNC_FLUSH]) {
 		fprintf(stderr, "kvbench device: --sync is empty\n");
 		return -EINVAL;
 	}
@@ -999,7 +1004,7 @@ int bench_device(int argc, char **argv)
 		}
 	if (runenv_init(&b->run, "device", argc, argv, o->dir, NULL, NULL, NULL, false) != 0)
 		goto out;
-	b->cap = o->nsizes * 2 * o->nwriters + 1;
+	b->cap = o->nsizes * DV_SYNC_MODES * o->nwriters + 1;
 	if ((b->pool = malloc(DV_POOL_BYTES)) == NULL ||
 	    (b->cells = calloc(b->cap, sizeof(*b->cells))) == NULL) {
 		fprintf(stderr, "kvbench device: out of memory\n");
@@ -1021,7 +1026,7 @@ int bench_device(int argc, char **argv)
 		fprintf(b->progress, "fio: %s, its side skipped\n", b->fio_skip);
 	dv_progress_head(b->progress);
 	for (size_t si = 0; si < o->nsizes; si++)
-		for (int sy = 0; sy < 2; sy++)
+		for (int sy = 0; sy < DV_SYNC_MODES; sy++)
 			for (size_t wi = 0; wi < o->nwriters && o->sync[sy]; wi++)
 				dv_put_cell(b, o->sizes[si], (enum dv_sync)sy,
 				            (unsigned)o->writers[wi]);

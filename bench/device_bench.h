@@ -36,7 +36,12 @@
 #define DV_FIO_ARGS         24
 #define DV_FIO_ALIGN        4096u /* fio's block sizes: whole 4 KiB sectors (O_DIRECT) */
 
-extern const char *const dv_sync_names[2]; /* by enum dv_sync */
+/* A put cell's tenant sync: none; always (a synced append is one RWF_DSYNC
+ * write, KV_DEV_SYNC_DSYNC); flush (always, the write linked to an
+ * fdatasync, KV_DEV_SYNC_FLUSH). */
+enum dv_sync { DV_SYNC_NONE, DV_SYNC_ALWAYS, DV_SYNC_FLUSH, DV_SYNC_MODES };
+
+extern const char *const dv_sync_names[DV_SYNC_MODES]; /* by enum dv_sync */
 
 struct dv_opts {
 	const char *device, *fio, *dir;
@@ -44,12 +49,11 @@ struct dv_opts {
 	uint64_t file_size, extent_size, get_keys, read_cache;
 	uint64_t sizes[DV_LIST_MAX], writers[DV_LIST_MAX];
 	size_t nsizes, nwriters;
-	bool sync[2]; /* by enum dv_sync */
+	bool sync[DV_SYNC_MODES]; /* by enum dv_sync */
 	double seconds, warmup;
 	bool seconds_set, warmup_set, writers_set, get_keys_set, read_cache_set;
 };
 
-enum dv_sync { DV_SYNC_NONE, DV_SYNC_ALWAYS };
 enum dv_state { DV_NOT_RUN, DV_SKIPPED, DV_OK, DV_FAILED };
 
 static inline const char *dv_state_name(enum dv_state s)

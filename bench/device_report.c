@@ -62,7 +62,7 @@ void dv_progress(FILE *f, const struct dv_cell *c)
 		fprintf(f, "%-22s %s: %s\n", name, dv_state_name(c->state), c->err);
 		return;
 	}
-	if (!c->get && c->sync == DV_SYNC_ALWAYS && c->syncs > 0)
+	if (!c->get && c->sync != DV_SYNC_NONE && c->syncs > 0)
 		bench_fmt(ws, sizeof ws, "%.1f", (double)c->writes / (double)c->syncs);
 	fprintf(f, "%-22s %9.1f %9.0f %9.1f %9.1f %7s | ", name, dv_mbs(c), dv_rate(c),
 	        c->p50 / 1e3, c->p99 / 1e3, ws);
@@ -182,7 +182,7 @@ static const char *dv_verdict(const struct dv_target *t)
 void dv_header(const struct dv_bench *b, struct report *h)
 {
 	const struct dv_opts *o = &b->o;
-	char sizes[128] = "", writers[128] = "";
+	char sizes[128] = "", writers[128] = "", syncs[64] = "";
 	uint64_t ext = o->extent_size ? o->extent_size : KV_DEV_EXTENT_SIZE_DEFAULT;
 
 	for (size_t i = 0; i < o->nsizes; i++)
@@ -191,6 +191,10 @@ void dv_header(const struct dv_bench *b, struct report *h)
 	for (size_t i = 0; i < o->nwriters; i++)
 		snprintf(writers + strlen(writers), sizeof writers - strlen(writers), "%s%" PRIu64,
 		         i ? "," : "", o->writers[i]);
+	for (int i = 0; i < DV_SYNC_MODES; i++)
+		if (o->sync[i])
+			snprintf(syncs + strlen(syncs), sizeof syncs - strlen(syncs), "%s%s",
+			         syncs[0] ? "," : "", dv_sync_names[i]);
 	runenv_lines_common(h, &b->run);
 	report_line(h, "device", "%s", b->dev_info);
 	report_line(h, "device",
@@ -198,16 +202,16 @@ void dv_header(const struct dv_bench *b, struct report *h)
 	            " MiB; the first format %s, the later ones forced over this run's own data)",
 	            ext >> 20, o->force ? "forced (--force)" : "refusing a known signature");
 	report_line(h, "puts",
-	            "value sizes %s B, sync %s%s%s, writers %s; per cell a fresh store on the "
+	            "value sizes %s B, sync %s, writers %s; per cell a fresh store on the "
 	            "device, one tenant, that many threads doing kv_put of distinct keys; %.2f s "
 	            "warm-up (not recorded), then %.2f s recorded or until %" PRIu64
 	            " MiB (half the device) are written",
-	            sizes, o->sync[DV_SYNC_NONE] ? "none" : "",
-	            o->sync[DV_SYNC_NONE] && o->sync[DV_SYNC_ALWAYS] ? "," : "",
-	            o->sync[DV_SYNC_ALWAYS] ? "always" : "", writers, o->warmup, o->seconds,
-	            b->budget >> 20);
+	            sizes, syncs, writers, o->warmup, o->seconds, b->budget >> 20);
 	report_line(h, "puts",
-	            "puts/sync (sync=always cells): the tenant's kv_stats batched_writes / syncs "
+	            "sync always and flush: the tenant's sync=always, a synced append one "
+	            "RWF_DSYNC write (always) or the write linked to an fdatasync (flush)");
+	report_line(h, "puts",
+	            "puts/sync (always and flush cells): the tenant's kv_stats batched_writes / syncs "
 	            "over the whole cell, warm-up included; the store's read cache during puts: "
 	            "the default, %llu MiB (KV_DEV_CACHE_DEFAULT)",
 	            (unsigned long long)(KV_DEV_CACHE_DEFAULT >> 20));
@@ -276,7 +280,7 @@ void dv_report_markdown(const struct dv_bench *b, struct report *h,
 		}
 		printf("| %s | %.1f | %.0f | %.1f | %.1f | ", name, dv_mbs(c), dv_rate(c),
 		       c->p50 / 1e3, c->p99 / 1e3);
-		if (!c->get && c->sync == DV_SYNC_ALWAYS && c->syncs > 0)
+		if (!c->get && c->sync != DV_SYNC_NONE && c->syncs > 0)
 			printf("%.1f | ", (double)c->writes / (double)c->syncs);
 		else
 			printf("- | ");
@@ -327,7 +331,7 @@ void dv_report_json(const struct dv_bench *b, struct report *rep, bool ok,
 		json_array_append_new(sizes, report_u64(o->sizes[i]));
 	for (size_t i = 0; i < o->nwriters; i++)
 		json_array_append_new(writers, report_u64(o->writers[i]));
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < DV_SYNC_MODES; i++)
 		if (o->sync[i])
 			json_array_append_new(syncs, json_string(dv_sync_names[i]));
 	for (size_t i = 0; i < b->ncells; i++) {

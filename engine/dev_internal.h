@@ -96,6 +96,7 @@ struct dev_storage {
 	struct dev_cache *cache;
 	uint64_t cache_bytes;
 	uint32_t sb_damaged; /* superblock copies found not sound at open */
+	int sync_mode;       /* enum kv_dev_sync */
 };
 
 static inline uint64_t round_up(uint64_t v, uint64_t a)

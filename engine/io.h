@@ -43,6 +43,10 @@ struct kv_io_event {
 	uint64_t off;
 	const void *buf;
 	size_t len;
+	/* KV_IO_EV_WRITE: durable when it completed (an RWF_DSYNC write, which
+	 * the kernel sends to the device as a FUA write). It says nothing of
+	 * the writes before it: only a KV_IO_EV_SYNC does. */
+	bool fua;
 };
 
 /* Test hooks. on_* run before an operation and return 0 to let it run, or a

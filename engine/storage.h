@@ -345,6 +345,9 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
  * superblock copy or neither catalog slot is sound. */
 int kv_storage_dev_open(const char *device, uint64_t cache_bytes, bool readonly,
                         struct kv_io_fault *fault, struct kv_storage **ret);
+/* How the device backend st makes synced appends durable (enum kv_dev_sync;
+ * KV_DEV_SYNC_DSYNC from open). For writers opened after the call. */
+void kv_storage_dev_set_sync(struct kv_storage *st, int mode);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {

@@ -40,6 +40,15 @@
  *      starts a new one.
  *   6. Only sealed data and blobs go through the read cache (dev_cache.h);
  *      the data of a segment still being written is read from the device.
+ *   7. A synced append under KV_DEV_SYNC_DSYNC is one RWF_DSYNC write: on a
+ *      block device the kernel sets FUA on it and issues no flush before
+ *      it, so it makes that write durable and nothing written before. That
+ *      is enough because a segment that takes synced appends takes nothing
+ *      else: a tenant's sync mode is fixed while it is open, its segment
+ *      header and catalog entry were flushed when the segment was created
+ *      (the engine's write_roll syncs the tenant after seg_create), and
+ *      every append to it is synced. A device without FUA gets a write and
+ *      a flush after it from the kernel, which is more.
  *
  * Threads: d->mu guards every structure in memory; d->cat_mu orders catalog
  * writes (never taken under d->mu). I/O runs without d->mu held.
@@ -72,17 +81,19 @@ struct dev_seg_h {
 	struct dev_segment *seg;
 };
 
-/* The write path's appender. With io_uring (the ring its own, the device
- * and the staging buffer registered with it), an append is one submission:
- * the write (from the staging buffer, registered with the ring), linked to
- * a flush under sync; the driver thread never waits for the device.
- * Without (KV_IO_PSYNC, or no ring): the io_backend. */
+/* The write path's appender. With io_uring (the ring its own, the staging
+ * buffer registered with it), an append is one submission: the write (from
+ * the staging buffer), under sync either with RWF_DSYNC or linked to a
+ * flush (enum kv_dev_sync); the driver thread never waits for the device.
+ * Without (KV_IO_PSYNC, or no ring): the io_backend, write then fdatasync. */
 struct dev_writer {
 	struct kv_stor_writer base;
 	struct io_backend *io;   /* NULL when the ring is used */
 	struct io_uring ring;
 	size_t registered;       /* bytes of stage registered with the ring; 0: none */
 	unsigned expect;         /* completions of the append in flight still to come */
+	unsigned ops;            /* completions it has in all: 1, or 2 with a linked flush */
+	bool dsync;              /* its write carries RWF_DSYNC */
 	int efd;                 /* signalled when an append ends without the ring */
 	bool active, sync;
 	int err;
@@ -1165,7 +1176,11 @@ static int ring_start(struct dev_writer *w, struct dev_storage *d, size_t n, uin
 		io_uring_prep_write_fixed(sqe, d->fd, w->stage, (unsigned)n, at, 0);
 	else
 		io_uring_prep_write(sqe, d->fd, w->stage, (unsigned)n, at);
-	if (sync) {
+	w->dsync = sync && d->sync_mode == KV_DEV_SYNC_DSYNC;
+	w->ops = sync && !w->dsync ? 2 : 1;
+	if (w->dsync) {
+		sqe->rw_flags = RWF_DSYNC;
+	} else if (sync) {
 		sqe->flags |= IOSQE_IO_LINK;
 		sqe = io_uring_get_sqe(&w->ring);
 		io_uring_prep_fsync(sqe, d->fd, IORING_FSYNC_DATASYNC);
@@ -1174,7 +1189,7 @@ static int ring_start(struct dev_writer *w, struct dev_storage *d, size_t n, uin
 		w->active = false;
 		return rv;
 	}
-	w->expect = sync ? 2 : 1;
+	w->expect = w->ops;
 	return 0;
 }
 
@@ -1186,7 +1201,7 @@ static int ring_reap(struct dev_writer *w, struct dev_storage *d, bool wait)
 	int rv;
 
 	while (w->expect > 0) {
-		bool is_write = w->expect == (w->sync ? 2u : 1u);
+		bool is_write = w->expect == w->ops;
 		rv = wait ? io_uring_wait_cqe(&w->ring, &cqe) : io_uring_peek_cqe(&w->ring, &cqe);
 		if (rv == -EAGAIN || rv == -EINTR) {
 			if (!wait)
@@ -1210,7 +1225,13 @@ static int ring_reap(struct dev_writer *w, struct dev_storage *d, bool wait)
 				                                         .fd = d->fd,
 				                                         .off = w->dev_off,
 				                                         .buf = w->stage,
-				                                         .len = w->dev_len});
+				                                         .len = w->dev_len,
+				                                         .fua = w->dsync});
+			/* a failed RWF_DSYNC write may be a failed flush (where the
+			 * kernel emulates FUA): the tenant must stop, as after a
+			 * failed fdatasync */
+			if (w->dsync && w->err != 0)
+				w->sync_failed = true;
 		} else if (w->err == 0) {
 			if (cqe->res < 0) {
 				w->err = cqe->res;
@@ -1445,6 +1466,11 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 fail:
 	dev_destroy(&d->base);
 	return rv;
+}
+
+void kv_storage_dev_set_sync(struct kv_storage *st, int mode)
+{
+	dev_of(st)->sync_mode = mode;
 }
 
 int dev_storage_check_extents(struct kv_storage *st,

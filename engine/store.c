@@ -702,6 +702,7 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 		                         s->opt.base.fault, &s->stor);
 		if (rv != 0)
 			goto fail;
+		kv_storage_dev_set_sync(s->stor, (int)s->opt.device_sync);
 		goto load;
 	}
 	if (dir == NULL) {

@@ -407,6 +407,17 @@ struct kv_dev_format_options {
 	bool force;           /* format over a device that carries a known signature */
 };
 
+/* How the device backend makes a synced append durable.
+ * KV_DEV_SYNC_DSYNC (the default): one write with RWF_DSYNC, which the
+ * kernel turns into a FUA write, or a write and a cache flush where the
+ * device has no FUA. KV_DEV_SYNC_FLUSH: the write linked to a separate
+ * fdatasync of the device, both in one submission (measured slower: the
+ * flush runs on one of io_uring's worker threads; docs/BENCHMARKS.md §7). */
+enum kv_dev_sync {
+	KV_DEV_SYNC_DSYNC = 0,
+	KV_DEV_SYNC_FLUSH = 1,
+};
+
 /* Formats device: refuses one that carries a file system, a partition
  * table, LVM or another kvd (libblkid's probe) unless o->force, then zeroes
  * its first and last MiB and writes the catalog and the superblocks (the
@@ -484,6 +495,8 @@ struct kv_store_options {
 	const char *device;
 	/* Bytes of the device backend's read cache; 0: KV_DEV_CACHE_DEFAULT. */
 	uint64_t device_cache_bytes;
+	/* How an append under sync=always becomes durable on the device. */
+	enum kv_dev_sync device_sync;
 };
 void kv_store_options_init(struct kv_store_options *o);
 

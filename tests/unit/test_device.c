@@ -497,16 +497,20 @@ static void test_damaged_record(void **state)
  * again) with every write and flush of the device recorded. Then at every
  * point of the record a power cut is replayed onto a copy of the device as
  * it was before the workload: every write before the last completed flush
- * lands; each write after it is kept, lost, or torn at a block boundary
- * (blocks are the unit a device writes atomically). Each such device opens,
- * holds every put acknowledged before that flush with its value, and holds
- * nothing that was never written.
+ * lands, and so does every FUA write (RWF_DSYNC: durable itself, and only
+ * itself); each other write after that flush is kept, lost, or torn at a
+ * block boundary (blocks are the unit a device writes atomically). Each
+ * such device opens, holds every put that was durable before the cut (it
+ * was acknowledged before that flush, or its own append was a FUA write)
+ * with its value, and holds nothing that was never written. Run with
+ * synced appends as RWF_DSYNC writes and as writes linked to a flush.
  */
 
 #include "io.h"
 
 struct pl_ev {
 	int type; /* 1 write, 2 flush, 3 ack */
+	bool fua; /* 1: durable itself */
 	uint64_t off;
 	uint8_t *data;
 	size_t len;
@@ -545,6 +549,7 @@ static void pl_record(void *arg, const struct kv_io_event *x)
 		e = pl_new(r, 1);
 		e->off = x->off;
 		e->len = x->len;
+		e->fua = x->fua;
 		e->data = malloc(x->len);
 		memcpy(e->data, x->buf, x->len);
 	} else if (x->type == KV_IO_EV_SYNC) {
@@ -554,6 +559,8 @@ static void pl_record(void *arg, const struct kv_io_event *x)
 
 int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
             kv_db **ret_db);
+
+static int pl_sync_mode; /* enum kv_dev_sync of pl_open's stores */
 
 static kv_db *pl_open(const char *img, struct kv_io_fault *f)
 {
@@ -568,6 +575,7 @@ static kv_db *pl_open(const char *img, struct kv_io_fault *f)
 	o.merge_ratio_pct = 0;
 	o.fault = f;
 	assert_int_equal(kv_storage_dev_open(img, 1u << 20, false, f, &st), 0);
+	kv_storage_dev_set_sync(st, pl_sync_mode);
 	assert_int_equal(db_open(st, true, "t", &o, &db), 0);
 	return db;
 }
@@ -639,17 +647,18 @@ static void test_write_and_flush_failures(void **state)
 	assert_int_equal(kv_close(db), 0);
 }
 
-static void test_power_cuts(void **state)
+static void power_cuts(void **state, int mode)
 {
 	struct fx *f = *state;
 	struct pl_rec r = {0};
 	struct kv_io_fault fault = {.record = pl_record, .arg = &r};
 	char *base = tu_path(f->dir, "base.img"), *cut = tu_path(f->dir, "cut.img");
 	uint64_t seed = tu_seed("test_power_cuts", 42);
-	uint32_t i, acked = 0, cuts = 0;
+	uint32_t i, acked = 0, cuts = 0, fua_writes = 0;
 	kv_db *db;
 	size_t c;
 
+	pl_sync_mode = mode;
 	make_image(f->img, 16u << 20);
 	format(f->img, true);
 	copy_file(f->img, base);
@@ -671,11 +680,13 @@ static void test_power_cuts(void **state)
 	}
 	assert_int_equal(kv_close(db), 0);
 	r.on = false;
+	for (c = 0; c < r.n; c++)
+		fua_writes += r.v[c].type == 1 && r.v[c].fua;
 
 	srand((unsigned)seed);
 	for (c = 0; c <= r.n; c++) {
-		size_t last_flush = 0, j;
-		uint32_t durable = 0;
+		size_t last_flush = 0, last_write = SIZE_MAX, j;
+		bool durable[PL_PUTS] = {false};
 		int fd;
 		/* every cut where the record has a write; the others change nothing */
 		if (c < r.n && r.v[c].type != 1)
@@ -683,9 +694,16 @@ static void test_power_cuts(void **state)
 		for (j = 0; j < c; j++)
 			if (r.v[j].type == 2)
 				last_flush = j + 1;
-		for (j = 0; j < last_flush; j++)
-			if (r.v[j].type == 3)
-				durable = r.v[j].acked;
+		/* a put is durable when acknowledged before the last flush, or
+		 * when its append (the write before its acknowledgement) was FUA */
+		for (j = 0; j < c; j++) {
+			if (r.v[j].type == 1)
+				last_write = j;
+			else if (r.v[j].type == 3)
+				durable[r.v[j].acked - 1] =
+				        j < last_flush || (last_write != SIZE_MAX && r.v[last_write].fua);
+		}
+
 		copy_file(base, cut);
 		fd = open(cut, O_RDWR | O_CLOEXEC);
 		assert_true(fd >= 0);
@@ -694,7 +712,7 @@ static void test_power_cuts(void **state)
 			size_t len = e->len;
 			if (e->type != 1)
 				continue;
-			if (j >= last_flush) {
+			if (j >= last_flush && !e->fua) {
 				int fate = rand() % 3; /* kept, lost, torn */
 				if (fate == 1)
 					continue;
@@ -710,13 +728,14 @@ static void test_power_cuts(void **state)
 			for (i = 0; i < 40; i++) {
 				char k[16], v[256];
 				struct kv_value val;
-				uint32_t last = i; /* the newest put of the key acknowledged before the flush */
+				uint32_t last = i; /* the newest durable put of the key */
 				int rv;
 				bool acked_one = false;
-				for (uint32_t p = i; p < durable; p += 40) {
-					last = p;
-					acked_one = true;
-				}
+				for (uint32_t p = i; p < PL_PUTS; p += 40)
+					if (durable[p]) {
+						last = p;
+						acked_one = true;
+					}
 				snprintf(k, sizeof(k), "k%03u", i);
 				rv = kv_get(d2, k, strlen(k), NULL, &val);
 				if (!acked_one) {
@@ -743,13 +762,30 @@ static void test_power_cuts(void **state)
 			assert_int_equal(kv_close(d2), 0);
 		}
 	}
-	printf("%u power cuts replayed over %zu recorded events\n", cuts, r.n);
+	printf("%u power cuts replayed over %zu recorded events (%u at a FUA write)\n", cuts, r.n,
+	       fua_writes);
 	assert_true(cuts > 100);
+	/* under RWF_DSYNC every put's append is a FUA write; else none is */
+	if (mode == KV_DEV_SYNC_DSYNC)
+		assert_true(fua_writes >= PL_PUTS);
+	else
+		assert_int_equal(fua_writes, 0);
 	for (c = 0; c < r.n; c++)
 		free(r.v[c].data);
 	free(r.v);
 	free(base);
 	free(cut);
+	pl_sync_mode = KV_DEV_SYNC_DSYNC;
+}
+
+static void test_power_cuts(void **state)
+{
+	power_cuts(state, KV_DEV_SYNC_DSYNC);
+}
+
+static void test_power_cuts_flush(void **state)
+{
+	power_cuts(state, KV_DEV_SYNC_FLUSH);
 }
 
 int main(void)
@@ -766,6 +802,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_power_cuts_flush, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
