@@ -206,33 +206,117 @@ static inline uint64_t tu_clock_read(void *arg)
 /* Built with -DTU_DEVICE, a suite runs on the device backend: kv_open(dir)
  * opens the tenant "t" of a device image dir/dev.img (512 MiB, sparse, 1 MiB
  * extents), formatted on first use, so the same tests pass on both
- * backends. */
+ * backends. With $KVTEST_LOOP set (root), the image is served through a
+ * real loop device (direct I/O, 4 KiB sectors, LO_FLAGS_AUTOCLEAR: the
+ * kernel detaches it when the test process ends). */
 #include "storage.h"
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
             kv_db **ret_db);
+
+/* A loop device over img, its node in path: an open descriptor (closing the
+ * last one detaches it), or -1 with errno set. */
+static inline int tu_loop_attach(const char *img, char *path, size_t len)
+{
+	int ctl, ifd, lfd = -1, err = 0;
+
+	if ((ifd = open(img, O_RDWR | O_CLOEXEC)) < 0)
+		return -1;
+	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0) {
+		err = errno;
+		close(ifd);
+		errno = err;
+		return -1;
+	}
+	/* another process may take the free device first: EBUSY, try again */
+	for (int tries = 0; tries < 100 && lfd < 0; tries++) {
+		struct loop_config lc;
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			err = errno;
+			break;
+		}
+		snprintf(path, len, "/dev/loop%d", n);
+		if ((lfd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
+			err = errno;
+			continue;
+		}
+		memset(&lc, 0, sizeof(lc));
+		lc.fd = (uint32_t)ifd;
+		lc.block_size = 4096;
+		lc.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+		if (ioctl(lfd, LOOP_CONFIGURE, &lc) != 0) {
+			err = errno;
+			close(lfd);
+			lfd = -1;
+			if (err != EBUSY)
+				break;
+		}
+	}
+	close(ctl);
+	close(ifd);
+	if (lfd < 0)
+		errno = err;
+	return lfd;
+}
+
+/* The loop device over img, attached on first use and kept (this process
+ * holds it open) until the process ends, so that every open of one image
+ * goes through one device node, as with a real device (a second store on it
+ * meets the first's lock). NULL with errno set. */
+static inline const char *tu_loop_of(const char *img)
+{
+	static struct {
+		char *img;
+		char path[32];
+	} loops[512];
+	static size_t n;
+	int fd;
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(loops[i].img, img) == 0)
+			return loops[i].path;
+	if (n == sizeof(loops) / sizeof(loops[0])) {
+		errno = EMFILE;
+		return NULL;
+	}
+	if ((fd = tu_loop_attach(img, loops[n].path, sizeof(loops[n].path))) < 0)
+		return NULL;
+	if ((loops[n].img = strdup(img)) == NULL)
+		abort();
+	return loops[n++].path; /* fd stays open: the device stays attached */
+}
 
 static inline int tu_device_open(const char *dir, const struct kv_options *o, kv_db **ret)
 {
 	struct kv_dev_format_options fo = {.extent_size = 1u << 20};
 	struct kv_storage *st;
 	char *img, err[256];
+	const char *dev;
 	struct stat sb;
+	bool fresh;
 	int rv;
 
 	mkdir(dir, 0755);
 	if (asprintf(&img, "%s/dev.img", dir) < 0)
 		abort();
-	if (stat(img, &sb) != 0) {
+	if ((fresh = stat(img, &sb) != 0)) {
 		int fd = open(img, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (fd < 0 || ftruncate(fd, 512ll << 20) != 0)
 			abort();
 		close(fd);
-		if ((rv = kv_dev_format(img, &fo, err, sizeof(err))) != 0) {
-			fprintf(stderr, "kv_dev_format: %s\n", err);
-			abort();
-		}
 	}
-	rv = kv_storage_dev_open(img, 4u << 20, false, o ? o->fault : NULL, &st);
+	dev = img;
+	if (getenv("KVTEST_LOOP") != NULL && (dev = tu_loop_of(img)) == NULL) {
+		fprintf(stderr, "KVTEST_LOOP: a loop device over %s: %s\n", img, strerror(errno));
+		abort();
+	}
+	if (fresh && (rv = kv_dev_format(dev, &fo, err, sizeof(err))) != 0) {
+		fprintf(stderr, "kv_dev_format %s: %s\n", dev, err);
+		abort();
+	}
+	rv = kv_storage_dev_open(dev, 4u << 20, false, o ? o->fault : NULL, &st);
 	free(img);
 	if (rv != 0)
 		return rv;
