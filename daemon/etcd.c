@@ -4,7 +4,10 @@
  *
  * A call is one HTTP POST of a JSON object to /v3/<service>/<method> on the
  * first endpoint that accepts a connection, then the answer checked field by
- * field. Invariants:
+ * field. A watch (/v3/watch) is the same POST whose answer is a stream of
+ * JSON objects, one a line: it is read line by line as it comes (only the
+ * unfinished line is kept) and cut off at the first line with changes, a
+ * cancel or an error. Invariants:
  *  1. Nothing from the network is trusted: every field is checked for its
  *     type before use, a missing field is its zero value only where etcd
  *     leaves zero values out, anything else is -EPROTO. Answers are read into
@@ -42,6 +45,12 @@ struct etcd {
 	char *buf; /* the answer being read */
 	size_t len, cap;
 	bool too_big;
+	/* While etcd_watch_prefix() reads its stream (one JSON object a line): */
+	bool watching;
+	bool created;        /* the watch's first answer ("created") came */
+	int64_t created_rev; /* and its header's revision */
+	json_t *watch_ans;   /* the first answer with events, a cancel or an error */
+	int watch_err;       /* a line that is not etcd's: -EPROTO */
 	char err[ETCD_ERRMSG_MAX];
 };
 
@@ -129,6 +138,8 @@ static int parse_endpoints(struct etcd *e, const char *list)
 	return e->n_endpoints > 0 ? 0 : -EINVAL;
 }
 
+static bool watch_lines(struct etcd *e);
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct etcd *e = arg;
@@ -152,6 +163,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	memcpy(e->buf + e->len, data, n);
 	e->len += n;
 	e->buf[e->len] = '\0';
+	if (e->watching && !watch_lines(e))
+		return 0; /* the watch has its answer: curl stops with CURLE_WRITE_ERROR */
 	return n;
 }
 
@@ -481,25 +494,21 @@ static int curl_errno(CURLcode c)
 	}
 }
 
-/* POSTs `req` to `path` ("/v3/kv/range") and parses the answer into
- * *ret_ans (a JSON object; an error answer is turned into its errno). A
- * stream's answer (keepalive) is its first JSON value. */
-static int call(struct etcd *e, const char *path, json_t *req, json_t **ret_ans)
+/* POSTs `req` to `path` on the endpoints in turn (invariant 2), for at most
+ * timeout_ms in all, the answer read into e->buf: 0 and curl's result in
+ * *ret_c (and the words for it in *ret_where), or -ENOMEM / -EIO (e->err
+ * says). */
+static int post(struct etcd *e, const char *path, json_t *req, int timeout_ms, CURLcode *ret_c,
+                const char **ret_where)
 {
-	uint64_t deadline = now_ms() + (uint64_t)e->timeout_ms;
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
 	char *body = NULL;
 	char url[512];
 	CURLcode c = CURLE_COULDNT_CONNECT;
-	long status = 0;
 	size_t tried;
-	json_error_t jerr;
-	json_t *ans;
-	int rv;
 
 	e->err[0] = '\0';
-	if (req == NULL)
-		return fail(e, -ENOMEM, "etcd %s: out of memory", path);
-	if ((body = json_dumps(req, JSON_COMPACT)) == NULL)
+	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL)
 		return fail(e, -ENOMEM, "etcd %s: out of memory", path);
 	for (tried = 0; tried < e->n_endpoints; tried++) {
 		size_t i = (e->current + tried) % e->n_endpoints;
@@ -523,19 +532,41 @@ static int call(struct etcd *e, const char *path, json_t *req, json_t **ret_ans)
 		}
 		c = curl_easy_perform(e->curl);
 		if (c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST)
-			continue; /* nothing sent: the next endpoint (invariant 2) */
+			continue; /* nothing sent: the next endpoint */
 		e->current = i;
 		break;
 	}
 	free(body);
-	if (c != CURLE_OK) {
-		if (c == CURLE_WRITE_ERROR && e->too_big)
-			return fail(e, -EMSGSIZE, "etcd %s: answer larger than %u bytes", path,
-			            ETCD_RESPONSE_MAX);
-		rv = curl_errno(c);
-		return fail(e, rv, "etcd %s: %s%s", path, curl_easy_strerror(c),
-		            tried == e->n_endpoints ? " (every endpoint)" : "");
-	}
+	*ret_c = c;
+	*ret_where = tried == e->n_endpoints ? " (every endpoint)" : "";
+	return 0;
+}
+
+/* A failure of curl's as an errno, e->err saying it. */
+static int curl_failed(struct etcd *e, const char *path, CURLcode c, const char *where)
+{
+	if (c == CURLE_WRITE_ERROR && e->too_big)
+		return fail(e, -EMSGSIZE, "etcd %s: answer larger than %u bytes", path,
+		            ETCD_RESPONSE_MAX);
+	return fail(e, curl_errno(c), "etcd %s: %s%s", path, curl_easy_strerror(c), where);
+}
+
+/* POSTs `req` to `path` ("/v3/kv/range") and parses the answer into
+ * *ret_ans (a JSON object; an error answer is turned into its errno). A
+ * stream's answer (keepalive) is its first JSON value. */
+static int call(struct etcd *e, const char *path, json_t *req, json_t **ret_ans)
+{
+	const char *where = "";
+	CURLcode c = CURLE_OK;
+	long status = 0;
+	json_error_t jerr;
+	json_t *ans;
+	int rv;
+
+	if ((rv = post(e, path, req, e->timeout_ms, &c, &where)) != 0)
+		return rv;
+	if (c != CURLE_OK)
+		return curl_failed(e, path, c, where);
 	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (e->len == 0)
 		return fail(e, -EPROTO, "etcd %s: empty answer (HTTP %ld)", path, status);
@@ -880,5 +911,202 @@ int etcd_list(struct etcd *e, const void *prefix, size_t plen, int64_t min_mod_r
 	end_len = etcd_prefix_end(prefix, plen, end);
 	rv = range(e, prefix, plen, end, end_len, min_mod_rev, limit, ret);
 	free(end);
+	return rv;
+}
+
+/* ---- watches ---- */
+
+/* One line of a watch's stream: false when the watch has its answer (kept
+ * in e->watch_ans) or the line is not etcd's (e->watch_err). */
+static bool watch_line(struct etcd *e, const char *line, size_t len)
+{
+	const json_t *res, *events;
+	json_t *ans;
+	bool canceled = false, created = false;
+
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;
+	if (len == 0)
+		return true;
+	ans = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+	if (ans == NULL || !json_is_object(ans)) {
+		json_decref(ans);
+		e->watch_err = -EPROTO;
+		return false;
+	}
+	if (json_object_get(ans, "error") != NULL) {
+		e->watch_ans = ans;
+		return false;
+	}
+	res = get_obj(ans, "result");
+	events = res != NULL ? json_object_get(res, "events") : NULL;
+	if (res == NULL || get_bool(res, "canceled", &canceled) != 0 ||
+	    get_bool(res, "created", &created) != 0 || (events != NULL && !json_is_array(events))) {
+		json_decref(ans);
+		e->watch_err = -EPROTO;
+		return false;
+	}
+	if (canceled || json_array_size(events) > 0) {
+		e->watch_ans = ans;
+		return false;
+	}
+	if (created) {
+		if (get_header_rev(res, &e->created_rev) != 0) {
+			json_decref(ans);
+			e->watch_err = -EPROTO;
+			return false;
+		}
+		e->created = true;
+	}
+	json_decref(ans); /* "created", or a progress notice */
+	return true;
+}
+
+/* Splits what a watch has read into lines, keeps the unfinished one. */
+static bool watch_lines(struct etcd *e)
+{
+	size_t used = 0;
+	char *nl;
+
+	while ((nl = memchr(e->buf + used, '\n', e->len - used)) != NULL) {
+		size_t len = (size_t)(nl - (e->buf + used));
+
+		if (!watch_line(e, e->buf + used, len))
+			return false;
+		used += len + 1;
+	}
+	memmove(e->buf, e->buf + used, e->len - used);
+	e->len -= used;
+	e->buf[e->len] = '\0';
+	return true;
+}
+
+void etcd_events_free(struct etcd_events *evs)
+{
+	if (evs == NULL)
+		return;
+	for (size_t i = 0; i < evs->n; i++)
+		etcd_kv_clear(&evs->ev[i].kv);
+	free(evs->ev);
+	memset(evs, 0, sizeof(*evs));
+}
+
+/* The events of a watch's answer (its "result"). */
+static int parse_events(struct etcd *e, const json_t *res, struct etcd_events *ret)
+{
+	static const char path[] = "/v3/watch";
+	const json_t *arr = json_object_get(res, "events");
+	struct etcd_events out = {0};
+	int64_t rev;
+	int rv;
+
+	if (get_header_rev(res, &rev) != 0)
+		return malformed(e, path, "no header");
+	if ((out.ev = calloc(json_array_size(arr), sizeof(*out.ev))) == NULL)
+		return fail(e, -ENOMEM, "etcd %s: out of memory", path);
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		const json_t *ev = json_array_get(arr, i);
+		const json_t *type = json_object_get(ev, "type");
+
+		if (!json_is_object(ev) || (type != NULL && !json_is_string(type))) {
+			rv = malformed(e, path, "bad event");
+			goto fail;
+		}
+		if (type == NULL || strcmp(json_string_value(type), "PUT") == 0)
+			out.ev[i].type = ETCD_EVENT_PUT;
+		else if (strcmp(json_string_value(type), "DELETE") == 0)
+			out.ev[i].type = ETCD_EVENT_DELETE;
+		else {
+			rv = malformed(e, path, "unknown event type");
+			goto fail;
+		}
+		if ((rv = parse_kv(json_object_get(ev, "kv"), &out.ev[i].kv)) != 0) {
+			if (rv == -EPROTO)
+				malformed(e, path, "bad event kv");
+			goto fail;
+		}
+		out.n++;
+	}
+	out.revision = rev;
+	*ret = out;
+	return 0;
+fail:
+	etcd_events_free(&out);
+	return rv;
+}
+
+int etcd_watch_prefix(struct etcd *e, const void *prefix, size_t plen, int64_t start_rev,
+                      int wait_ms, struct etcd_events *ret)
+{
+	static const char path[] = "/v3/watch";
+	unsigned char end[ETCD_KEY_MAX];
+	char *k64 = NULL, *e64 = NULL;
+	const char *where = "";
+	const json_t *res;
+	json_t *req = NULL;
+	CURLcode c = CURLE_OK;
+	int64_t compact = 0;
+	bool canceled = false;
+	int rv;
+
+	if ((rv = check_key(e, path, plen)) != 0)
+		return rv;
+	if (start_rev <= 0 || wait_ms <= 0)
+		return fail(e, -EINVAL, "etcd %s: start revision %" PRId64 ", wait %d ms", path,
+		            start_rev, wait_ms);
+	if ((k64 = b64_encode(prefix, plen)) != NULL &&
+	    (e64 = b64_encode(end, etcd_prefix_end(prefix, plen, end))) != NULL)
+		req = json_pack("{s:{s:s,s:s,s:o}}", "create_request", "key", k64, "range_end", e64,
+		                "start_revision", i64_string(start_rev));
+	free(k64);
+	free(e64);
+	e->watching = true;
+	e->created = false;
+	e->watch_ans = NULL;
+	e->watch_err = 0;
+	rv = post(e, path, req, wait_ms, &c, &where);
+	json_decref(req);
+	/* A last line without its newline (the stream ended). */
+	if (rv == 0 && e->watch_ans == NULL && e->watch_err == 0 && e->len > 0)
+		watch_line(e, e->buf, e->len);
+	e->watching = false;
+	if (rv != 0)
+		goto out;
+	if (e->watch_err != 0) {
+		rv = fail(e, e->watch_err, "etcd %s: a stream line that is not etcd's", path);
+		goto out;
+	}
+	if (e->watch_ans == NULL) {
+		if (c != CURLE_OK && c != CURLE_OPERATION_TIMEDOUT)
+			rv = curl_failed(e, path, c, where);
+		else if (!e->created)
+			rv = c == CURLE_OK ? malformed(e, path, "the stream ended before it began")
+			                   : curl_failed(e, path, c, where);
+		else /* wait_ms passed with nothing */
+			*ret = (struct etcd_events){.revision = e->created_rev};
+		goto out;
+	}
+	if ((rv = answer_error(e, e->watch_ans, path)) != 0)
+		goto out;
+	res = get_obj(e->watch_ans, "result");
+	if (get_bool(res, "canceled", &canceled) != 0 ||
+	    get_i64(res, "compact_revision", &compact) != 0) {
+		rv = malformed(e, path, "bad cancel");
+	} else if (canceled) {
+		const json_t *why = json_object_get(res, "cancel_reason");
+
+		if (compact > 0)
+			rv = fail(e, -ESTALE,
+			          "etcd %s: revision %" PRId64 " is compacted (up to %" PRId64 ")",
+			          path, start_rev, compact);
+		else
+			rv = fail(e, -EIO, "etcd %s: watch canceled: %s", path,
+			          json_is_string(why) ? json_string_value(why) : "no reason");
+	} else {
+		rv = parse_events(e, res, ret);
+	}
+out:
+	json_decref(e->watch_ans);
+	e->watch_ans = NULL;
 	return rv;
 }

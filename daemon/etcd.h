@@ -30,6 +30,7 @@
  *   -EAGAIN        etcd is unavailable (no leader, shutting down)
  *   -ENOSPC        etcd's database is full (its quota)
  *   -EIO           any other failure etcd reports
+ *   -ESTALE        a watch's start revision was compacted away
  *   -ENOMEM        out of memory
  * After any call, etcd_errmsg() gives one line saying what happened last
  * (empty after a success), for the caller's log; this module never logs.
@@ -82,6 +83,25 @@ struct etcd_kvs {
 	size_t n;
 	int64_t revision;
 	int more; /* 1 when etcd held more keys than the limit asked for */
+};
+
+/* What a watch saw happen to a key. */
+enum etcd_event_type {
+	ETCD_EVENT_PUT = 1,    /* kv is the key as the put left it */
+	ETCD_EVENT_DELETE = 2, /* kv has the key and mod_rev, the revision of the delete */
+};
+
+struct etcd_event {
+	enum etcd_event_type type;
+	struct etcd_kv kv;
+};
+
+/* The changes one answer of a watch gave, in revision order, and the
+ * store's revision when it was sent. */
+struct etcd_events {
+	struct etcd_event *ev;
+	size_t n;
+	int64_t revision;
 };
 
 /* Opens a client of `endpoints`, a comma-separated list of URLs
@@ -150,6 +170,21 @@ int etcd_get(struct etcd *e, const void *key, size_t key_len, struct etcd_kv *re
  * *ret (free it with etcd_kvs_free()), or an error above. */
 int etcd_list(struct etcd *e, const void *prefix, size_t plen, int64_t min_mod_rev, int64_t limit,
               struct etcd_kvs *ret);
+
+/* Waits at most `wait_ms` (> 0; instead of the client's timeout) for the
+ * changes (puts and deletes) of keys that start with `prefix` at revisions
+ * `start_rev` (> 0) and later, through a watch (/v3/watch): 0 and in *ret
+ * (free it with etcd_events_free()) the changes of the first answer that has
+ * any (changes older than the watch come at once), or 0 and no change when
+ * wait_ms passed first; -ESTALE when start_rev is older than etcd's
+ * compaction (list the prefix again), or an error above (-ETIMEDOUT: not
+ * even the watch was set up in time). The next call's start_rev is the last
+ * change's kv.mod_rev + 1, or ret->revision + 1 when there was none. */
+int etcd_watch_prefix(struct etcd *e, const void *prefix, size_t plen, int64_t start_rev,
+                      int wait_ms, struct etcd_events *ret);
+
+/* Frees the changes of a watch and zeroes them; NULL is fine. */
+void etcd_events_free(struct etcd_events *evs);
 
 /* The end of the range of keys that start with `prefix` (the prefix with its
  * last byte below 0xff incremented and what follows it dropped; a prefix of

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <cmocka.h> /* after the headers it needs */
+#include <curl/curl.h>
 
 #define READY_MS  20000 /* etcd answers within this after its start */
 #define CALL_MS   5000  /* the client's timeout against the real etcd */
@@ -513,6 +514,111 @@ static void test_list_prefix(void **state)
 	etcd_close(e);
 }
 
+/* ---- watches ---- */
+
+/* Compacts etcd's history up to `rev` (a call the client does not have). */
+static void compact(int64_t rev)
+{
+	char url[128], body[96];
+	CURL *c = curl_easy_init();
+	long status = 0;
+	FILE *null = fopen("/dev/null", "w");
+
+	assert_non_null(c);
+	assert_non_null(null);
+	snprintf(url, sizeof(url), "%s/v3/kv/compaction", g_url);
+	snprintf(body, sizeof(body), "{\"revision\":\"%" PRId64 "\",\"physical\":true}", rev);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CALL_MS);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	assert_int_equal(status, 200);
+	curl_easy_cleanup(c);
+	fclose(null);
+}
+
+static void *put_later(void *arg)
+{
+	struct etcd *e = NULL;
+	struct etcd_kv kv = {0};
+	int64_t rev;
+	intptr_t rv;
+
+	(void)arg;
+	if ((rv = etcd_open(g_url, CALL_MS, &e)) == 0)
+		rv = etcd_put_if_absent(e, "/w/b", 4, "b", 1, 0, &rev, &kv);
+	etcd_kv_clear(&kv);
+	etcd_close(e);
+	return (void *)rv;
+}
+
+static void test_watch(void **state)
+{
+	struct etcd *e = client();
+	struct etcd_events ev = {0};
+	struct etcd_kvs l = {0};
+	struct etcd_kv kv = {0};
+	int64_t rev0, rev1, next;
+	pthread_t t;
+	void *trv;
+	uint64_t t0;
+
+	(void)state;
+	EXPECT(e, etcd_list(e, "/w/", 3, 0, 0, &l), 0);
+	rev0 = l.revision;
+	etcd_kvs_free(&l);
+	/* A change older than the watch comes at once. */
+	EXPECT(e, etcd_put_if_absent(e, "/w/a", 4, "a", 1, 0, &rev1, &kv), 0);
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, rev0 + 1, 5000, &ev), 0);
+	assert_int_equal(ev.n, 1);
+	assert_int_equal(ev.ev[0].type, ETCD_EVENT_PUT);
+	assert_int_equal(ev.ev[0].kv.key_len, 4);
+	assert_memory_equal(ev.ev[0].kv.key, "/w/a", 4);
+	assert_string_equal(ev.ev[0].kv.value, "a");
+	assert_int_equal(ev.ev[0].kv.mod_rev, rev1);
+	assert_true(ev.revision >= rev1);
+	etcd_events_free(&ev);
+	assert_null(ev.ev);
+	/* A delete. */
+	EXPECT(e, etcd_delete_if_value(e, "/w/a", 4, "a", 1), 0);
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, rev1 + 1, 5000, &ev), 0);
+	assert_int_equal(ev.n, 1);
+	assert_int_equal(ev.ev[0].type, ETCD_EVENT_DELETE);
+	assert_memory_equal(ev.ev[0].kv.key, "/w/a", 4);
+	assert_true(ev.ev[0].kv.mod_rev > rev1);
+	next = ev.ev[0].kv.mod_rev + 1;
+	etcd_events_free(&ev);
+	/* Nothing happens: the wait ends with no change. */
+	t0 = now_ms();
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, next, 300, &ev), 0);
+	t0 = now_ms() - t0;
+	assert_int_equal(ev.n, 0);
+	assert_int_equal(ev.revision, next - 1);
+	assert_true(t0 >= 250 && t0 < 3000);
+	/* Keys beside the prefix are not seen; a change while it waits is. */
+	EXPECT(e, etcd_put_if_absent(e, "/w0", 3, "x", 1, 0, &rev1, &kv), 0);
+	EXPECT(e, etcd_put_if_absent(e, "/wx/", 4, "x", 1, 0, &rev1, &kv), 0);
+	assert_int_equal(pthread_create(&t, NULL, put_later, NULL), 0);
+	t0 = now_ms();
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, next, 10000, &ev), 0);
+	assert_int_equal(pthread_join(t, &trv), 0);
+	assert_int_equal((intptr_t)trv, 0);
+	assert_true(now_ms() - t0 < 5000);
+	assert_int_equal(ev.n, 1);
+	assert_int_equal(ev.ev[0].type, ETCD_EVENT_PUT);
+	assert_memory_equal(ev.ev[0].kv.key, "/w/b", 4);
+	assert_true(ev.ev[0].kv.mod_rev > rev1);
+	etcd_events_free(&ev);
+	/* A start revision compacted away. */
+	compact(rev1);
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, rev0, 5000, &ev), -ESTALE);
+	print_message("compacted: %s\n", etcd_errmsg(e));
+	EXPECT(e, etcd_watch_prefix(e, "/w/", 3, 0, 5000, &ev), -EINVAL);
+	etcd_close(e);
+}
+
 /* ---- etcd down, silent, or not etcd ---- */
 
 static void test_down(void **state)
@@ -554,7 +660,7 @@ static void test_down(void **state)
 
 /* A server of the test's own on a loopback port: each connection reads one
  * request and gets the canned answer current at the time, then is closed. */
-enum op { OP_GET, OP_LIST, OP_GRANT, OP_KEEPALIVE, OP_REVOKE, OP_PUT, OP_DEL };
+enum op { OP_GET, OP_LIST, OP_GRANT, OP_KEEPALIVE, OP_REVOKE, OP_PUT, OP_DEL, OP_WATCH };
 
 struct canned {
 	const char *what;
@@ -709,6 +815,7 @@ static int run_op(struct etcd *e, enum op op)
 {
 	struct etcd_kv kv = {0};
 	struct etcd_kvs l = {0};
+	struct etcd_events ev = {0};
 	int64_t a = -5, b = -5;
 	int rv;
 
@@ -731,6 +838,9 @@ static int run_op(struct etcd *e, enum op op)
 	case OP_PUT:
 		rv = etcd_put_if_absent(e, "k", 1, "v", 1, 0, &a, &kv);
 		break;
+	case OP_WATCH:
+		rv = etcd_watch_prefix(e, "k/", 2, 5, 2000, &ev);
+		break;
 	default:
 		rv = etcd_delete_if_value(e, "k", 1, "v", 1);
 		break;
@@ -738,11 +848,13 @@ static int run_op(struct etcd *e, enum op op)
 	if (rv < 0) { /* nothing given back on failure */
 		assert_null(kv.key);
 		assert_null(l.kv);
+		assert_null(ev.ev);
 		assert_int_equal(a, -5);
 		assert_int_equal(b, -5);
 	}
 	etcd_kv_clear(&kv);
 	etcd_kvs_free(&l);
+	etcd_events_free(&ev);
 	return rv;
 }
 
@@ -840,6 +952,22 @@ static const struct canned garbage[] = {
          .status = "200 OK",
          .body = "{",
          .flood = ETCD_RESPONSE_MAX + 65536},
+        G("a watch line not JSON", OP_WATCH, -EPROTO, "200 OK",
+          "{\"result\":{" HDR ",\"created\":true}}\n<html>\n"),
+        G("a watch result not an object", OP_WATCH, -EPROTO, "200 OK", "{\"result\":[]}\n"),
+        G("a watch without created", OP_WATCH, -EPROTO, "200 OK", ""),
+        G("watch events not an array", OP_WATCH, -EPROTO, "200 OK",
+          "{\"result\":{" HDR ",\"events\":{}}}\n"),
+        G("a watch event of unknown type", OP_WATCH, -EPROTO, "200 OK",
+          "{\"result\":{" HDR ",\"events\":[{\"type\":\"MOVE\",\"kv\":{\"key\":\"aw==\"}}]}}\n"),
+        G("a watch event without kv", OP_WATCH, -EPROTO, "200 OK",
+          "{\"result\":{" HDR ",\"created\":true}}\n{\"result\":{" HDR
+          ",\"events\":[{\"type\":\"DELETE\"}]}}\n"),
+        G("a watch canceled by compaction", OP_WATCH, -ESTALE, "200 OK",
+          "{\"result\":{" HDR ",\"canceled\":true,\"compact_revision\":\"7\"}}\n"),
+        G("a watch that ends with a change", OP_WATCH, 0, "200 OK",
+          "{\"result\":{" HDR ",\"created\":true}}\n{\"result\":{" HDR
+          ",\"events\":[{\"kv\":{\"key\":\"aw==\"}}]}}"),
         /* Errors etcd itself gives, for comparison. */
         G("etcd unavailable", OP_GET, -EAGAIN, "503 Service Unavailable",
           "{\"error\":\"etcdserver: no leader\",\"code\":14,\"message\":\"etcdserver: no "
@@ -897,6 +1025,7 @@ int main(void)
 	        cmocka_unit_test(test_put_if_absent_epochs),
 	        cmocka_unit_test(test_compare_and_delete),
 	        cmocka_unit_test(test_list_prefix),
+	        cmocka_unit_test(test_watch),
 	        cmocka_unit_test(test_down),
 	        cmocka_unit_test(test_silent),
 	        cmocka_unit_test(test_garbage),
