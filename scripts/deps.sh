@@ -2,13 +2,15 @@
 # Installs what kvd needs to build, test and benchmark on Debian 12 (run as root).
 # build-essential brings gcc's ASan, UBSan and TSan runtimes; the fuzz build
 # (-Dfuzz=true) needs clang and its libFuzzer and sanitizer runtimes, which
-# clang only recommends.
+# clang only recommends. libcurl and jansson build kvd's etcd client
+# (daemon/etcd.c); etcd-server is the real etcd its test (test_etcd) starts.
 set -e
 export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential meson ninja-build pkg-config cmake
  liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
  libisal-dev libxxhash-dev libinih-dev libjansson-dev libmicrohttpd-dev libssl-dev
  libblkid-dev e2fsprogs fio
+ libcurl4-openssl-dev etcd-server
  librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server
  clang libclang-rt-14-dev"
 missing=""
