@@ -278,8 +278,9 @@ static void test_interval_sync_failure(void **state)
  * another at once when the error changes; every attempt is counted in
  * kvd_merges_total and the tenant in kvd_merge_backoff_tenants; when the
  * fault is gone the next attempt succeeds and says after how many failures.
- * Meanwhile every tenant is served. Without the backoff the first 6 s see
- * some 50 attempts. */
+ * Meanwhile every tenant is served, and a Compact runs at once. A tenant
+ * dropped while it waits is no longer counted. Without the backoff the
+ * first 6 s see some 50 attempts. */
 static void test_merge_backoff(void **state)
 {
 	struct kvd_proc k;
@@ -320,6 +321,16 @@ static void test_merge_backoff(void **state)
 		poll(NULL, 0, 10);
 	assert_int_equal(log_count(&k, failed_line), 1);
 	assert_true(h_log_has(&k, "merge failed: Input/output error; next attempt in 1 s"));
+	/* a Compact is not held back: it merges at once, and fails so */
+	{
+		struct h_req q;
+		struct h_reply2 r;
+		h_req_begin(&q, "Compact", "churn", 31, 0, 0);
+		assert_int_equal(h_call(s, &q, &r), 0);
+		assert_true(r.r.ok);
+		assert_int_not_equal(r.r.status, 0);
+		h_reply2_free(&r);
+	}
 	/* 6 s of serving both tenants (new keys only: nothing for a merge of
 	 * the default tenant) */
 	t0 = h_now_ms();
@@ -368,6 +379,21 @@ static void test_merge_backoff(void **state)
 		snprintf(key, sizeof(key), "live%d", i);
 		assert_int_equal(h_get(s, "churn", key, got, sizeof(got), NULL), 0);
 	}
+	/* a tenant dropped while it waits leaves no entry behind */
+	set_fault(fault, "merge-eio");
+	assert_int_equal(h_tenant_call(s, "TenantCreate", "gone", NULL), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(h_put(s, "gone", i ? "hot" : "live", val, 1024, NULL), 0);
+	t1 = h_now_ms();
+	while (!h_log_has(&k, "tenant gone: merge failed: ") && h_now_ms() - t1 < 10000)
+		poll(NULL, 0, 10);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 1);
+	assert_int_equal(h_tenant_call(s, "TenantDrop", "gone", NULL), 0);
+	t1 = h_now_ms();
+	while (scrape(port, "kvd_merge_backoff_tenants") != 0 && h_now_ms() - t1 < 5000)
+		poll(NULL, 0, 20);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 0);
+	set_fault(fault, NULL);
 	nng_close(s);
 	assert_int_equal(kvd_stop(&k), 0);
 	kvd_cleanup(&k, false);
