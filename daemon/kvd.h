@@ -40,7 +40,9 @@
  *     worker (or -1), not an error.
  *   - What no client can be told (epoll_ctl, an eventfd, a merge or tick in
  *     the maintenance thread) is logged once with klog(LOG_ERR), naming the
- *     tenant or the worker, and the loop goes on.
+ *     tenant or the worker, and the loop goes on; an automatic merge that
+ *     keeps failing is retried ever later and logged once per streak and
+ *     error (maint.c).
  *   - Start-up functions return 0 or a negative errno; those that take
  *     (char *err, size_t errlen) also write one line there, without "kvd: "
  *     and without a newline (config_load, config_check, listeners_start,
@@ -173,6 +175,9 @@ struct kvd {
 	pthread_mutex_t maint_mu;
 	pthread_cond_t maint_cv;
 	struct job *maint_q, *maint_q_tail;
+	struct merge_retry *retry; /* tenants whose automatic merges back off (maint.c) */
+	size_t nretry, capretry;
+	uint64_t tick_pass; /* tick_tenants passes so far */
 	atomic_bool stopping;
 	atomic_bool quit;       /* workers leave their loops */
 	atomic_bool maint_quit; /* the maintenance thread leaves its loop */
@@ -260,6 +265,8 @@ void metrics_request(struct job *j, size_t len);
 void metrics_reply(const struct job *j, const struct rpc_reply *rp);
 /* A merge maintenance ran (ok: it finished), taking ms milliseconds. */
 void metrics_merge(uint64_t ms, bool ok);
+/* Tenants whose automatic merges are held back after failures, now. */
+void metrics_merge_backoff(uint32_t tenants);
 /* The daemon-wide figures of a Stats reply (rpc_limits.figures; arg: the
  * struct kvd): connections always, requests and bytes while metrics are on. */
 void metrics_figures(void *arg, struct rpc_daemon_fig *ret);

@@ -550,9 +550,12 @@ static int parse_args(struct kvd *d, int argc, char **argv)
  * kvd-test, never installed): environment variables that hold replies,
  * slow workers or hold a Compact (KVD_TEST_REPLY_DELAY_MS,
  * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), and fault injection:
- * with KVD_TEST_FAULT_FILE=/path, every write and sync of a tenant's files
- * first reads that file; "write-eio", "write-enospc" or "sync-eio" in it
- * makes the operation fail so.
+ * with KVD_TEST_FAULT_FILE=/path, every write, sync and file creation of a
+ * tenant's files first reads that file; "write-eio", "write-enospc" or
+ * "sync-eio" in it makes the operation fail so, "merge-eio" or
+ * "merge-enospc" the creation of a merge's output file (a merge fails, the
+ * tenant's writes go on). KVD_TEST_MERGE_MIN_BYTES lowers the dead bytes a
+ * tenant needs before it is merged automatically (merge_min_bytes).
  */
 static const char *fault_file;
 
@@ -572,6 +575,10 @@ static int fault_mode(void)
 		return 2;
 	if (strncmp(buf, "sync-eio", 8) == 0)
 		return 3;
+	if (strncmp(buf, "merge-eio", 9) == 0)
+		return 4;
+	if (strncmp(buf, "merge-enospc", 12) == 0)
+		return 5;
 	return 0;
 }
 
@@ -589,12 +596,36 @@ static int fault_sync(void *arg, int fd)
 	return fault_mode() == 3 ? -EIO : 0;
 }
 
-static struct kv_io_fault test_fault = {.on_write = fault_write, .on_sync = fault_sync};
+/* A merge's output is the only file created with the name of a temporary
+ * segment (engine/storage_file.c, seg_file). */
+static int fault_dirop(void *arg, const struct kv_io_event *ev)
+{
+	static const char out[] = ".seg.tmp";
+	size_t n = ev->name ? strlen(ev->name) : 0;
+	int m;
+
+	(void)arg;
+	if (ev->type != KV_IO_EV_CREATE || n < sizeof(out) - 1 ||
+	    strcmp(ev->name + n - (sizeof(out) - 1), out) != 0)
+		return 0;
+	m = fault_mode();
+	return m == 4 ? -EIO : m == 5 ? -ENOSPC : 0;
+}
+
+static struct kv_io_fault test_fault = {
+        .on_write = fault_write, .on_sync = fault_sync, .on_dirop = fault_dirop};
 
 /* Reads the hooks' variables into d and so (test_hooks_store after the
  * store's options are set, test_hooks_daemon before the workers start). */
 static void test_hooks_store(struct kv_store_options *so)
 {
+	const char *min = getenv("KVD_TEST_MERGE_MIN_BYTES");
+
+	if (min != NULL) {
+		so->base.merge_min_bytes = strtoull(min, NULL, 10);
+		klog(LOG_WARNING, "test mode: merges start at %" PRIu64 " dead bytes",
+		     (uint64_t)so->base.merge_min_bytes);
+	}
 	if ((fault_file = getenv("KVD_TEST_FAULT_FILE")) != NULL) {
 		so->base.fault = &test_fault;
 		klog(LOG_WARNING, "test mode: I/O faults are read from %s", fault_file);

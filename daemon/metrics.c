@@ -11,7 +11,8 @@
  *     with relaxed atomics, so workers do not share cache lines while they
  *     count. A scrape sums the shards; a sum read while requests complete
  *     may be a request behind, never torn.
- *   - the merge counters (maintenance thread).
+ *   - the merge counters and the gauge of tenants whose merges back off
+ *     (maintenance thread).
  * Everything else a scrape shows is read from the store, the stream
  * transport and the nng listeners (listener.c) at scrape time. A daemon
  * Stats request reads the same counters (metrics_figures), also while
@@ -29,9 +30,10 @@
  *      /metrics get the page; per-tenant series for at most
  *      METRICS_TENANTS_MAX tenants (the rest are counted, not listed).
  *
- * Threads: metrics_request, metrics_reply, metrics_figures any thread; metrics_merge the
- * maintenance thread; metrics_start and metrics_stop the main thread; the
- * page is written on libmicrohttpd's thread.
+ * Threads: metrics_request, metrics_reply, metrics_figures any thread;
+ * metrics_merge and metrics_merge_backoff the maintenance thread;
+ * metrics_start and metrics_stop the main thread; the page is written on
+ * libmicrohttpd's thread.
  */
 #include "kvd.h"
 
@@ -87,6 +89,7 @@ static atomic_bool metrics_on;
 static _Atomic uint64_t merge_runs[2]; /* [0] failed, [1] finished */
 static _Atomic uint64_t merge_hist[NMERGE + 1];
 static _Atomic uint64_t merge_sum_ms;
+static _Atomic uint32_t merge_backoff; /* tenants in a streak of failed merges */
 
 static struct MHD_Daemon *mhd;
 
@@ -147,6 +150,11 @@ void metrics_merge(uint64_t ms, bool ok)
 	atomic_fetch_add_explicit(&merge_runs[ok], 1, RELAXED);
 	atomic_fetch_add_explicit(&merge_hist[b], 1, RELAXED);
 	atomic_fetch_add_explicit(&merge_sum_ms, ms, RELAXED);
+}
+
+void metrics_merge_backoff(uint32_t tenants)
+{
+	atomic_store_explicit(&merge_backoff, tenants, RELAXED);
 }
 
 /* ---- the page -------------------------------------------------------------- */
@@ -309,6 +317,10 @@ static void page_merges(FILE *f)
 	fprintf(f, "kvd_merge_duration_seconds_sum ");
 	put_seconds(f, atomic_load_explicit(&merge_sum_ms, RELAXED), 1000);
 	fprintf(f, "\nkvd_merge_duration_seconds_count %" PRIu64 "\n", cum);
+	head(f, "kvd_merge_backoff_tenants", "gauge",
+	     "Tenants whose automatic merges wait after failing (1 s doubling to 5 min).");
+	fprintf(f, "kvd_merge_backoff_tenants %" PRIu32 "\n",
+	        atomic_load_explicit(&merge_backoff, RELAXED));
 }
 
 _Static_assert(RPC_FIG_METHODS == NMETHODS, "Stats reports the methods the page does");

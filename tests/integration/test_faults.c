@@ -1,4 +1,4 @@
-/* test_faults.c — a real kvd under I/O faults: a failed fsync fails its writes and makes the tenant read-only until an operator reopens it, a failed write leaves nothing behind, a full disk (a size-limited tmpfs) gives RESOURCE_EXHAUSTED while reads go on and writes resume once space is freed — and nothing acknowledged is ever lost; a failed interval sync turns the tenant read-only and is logged. */
+/* test_faults.c — a real kvd under I/O faults: a failed fsync fails its writes and makes the tenant read-only until an operator reopens it, a failed write leaves nothing behind, a full disk (a size-limited tmpfs) gives RESOURCE_EXHAUSTED while reads go on and writes resume once space is freed — and nothing acknowledged is ever lost; a failed interval sync turns the tenant read-only and is logged; a tenant whose automatic merges keep failing is retried after 1, 2, 4 … s, not at every tick, logged once per streak and error, while every tenant is served. */
 #include "harness.h"
 
 #include <setjmp.h>
@@ -19,6 +19,63 @@ static void set_fault(const char *path, const char *mode)
 }
 
 static char val[4096];
+
+/* How many lines of kvd's log contain text. */
+static int log_count(const struct kvd_proc *k, const char *text)
+{
+	FILE *f = fopen(k->log, "r");
+	char line[2048];
+	int n = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* The value of the series named (labels included) on kvd's /metrics page
+ * at 127.0.0.1:port; -1 when the page or the series is not there. */
+static double scrape(int port, const char *series)
+{
+	static const char req[] = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	size_t len = 0, cap = 1 << 16, n = strlen(series);
+	char *page = malloc(cap + 1), *p;
+	double v = -1;
+	ssize_t r;
+	int fd;
+
+	assert_non_null(page);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		close(fd);
+		free(page);
+		return -1;
+	}
+	while ((r = read(fd, page + len, cap - len)) > 0) {
+		len += (size_t)r;
+		if (len == cap) {
+			assert_non_null(p = realloc(page, 2 * cap + 1));
+			page = p;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	page[len] = '\0';
+	for (p = page; (p = strstr(p, series)) != NULL; p += n)
+		if (p > page && p[-1] == '\n' && p[n] == ' ') {
+			v = strtod(p + n + 1, NULL);
+			break;
+		}
+	free(page);
+	return v;
+}
+
 
 /* Set when test_full_disk could not run: the program then exits 77 (SKIP)
  * if every other test passed, and fails as usual if one did not. */
@@ -214,6 +271,135 @@ static void test_interval_sync_failure(void **state)
 	free(dir);
 }
 
+/* A tenant whose automatic merges keep failing (the creation of each
+ * merge's output fails, deterministically, through the fault file): the
+ * attempts follow the backoff (1 s, 2 s, 4 s … after the failures) instead
+ * of every 100 ms tick; one line is logged for the streak's first failure,
+ * another at once when the error changes; every attempt is counted in
+ * kvd_merges_total and the tenant in kvd_merge_backoff_tenants; when the
+ * fault is gone the next attempt succeeds and says after how many failures.
+ * Meanwhile every tenant is served, and a Compact runs at once. A tenant
+ * dropped while it waits is no longer counted. Without the backoff the
+ * first 6 s see some 50 attempts. */
+static void test_merge_backoff(void **state)
+{
+	struct kvd_proc k;
+	char env[700], fault[600], conf[64], got[2048], key[32], line[128];
+	struct kvd_opts o = {.env = {env, "KVD_TEST_MERGE_MIN_BYTES=8192"}, .config_text = conf};
+	char *dir = tu_mkdtemp("mergebackoff");
+	const char *failed_line = "tenant churn: merge failed: ";
+	const char *failed = "kvd_merges_total{result=\"failed\"}";
+	double at6, at7;
+	uint64_t t0, t1;
+	int port = h_free_port(), served = 0;
+	nng_socket s;
+
+	(void)state;
+	assert_true(port > 0);
+	snprintf(conf, sizeof(conf), "metrics_listen = 127.0.0.1:%d\n", port);
+	snprintf(fault, sizeof(fault), "%s/fault", dir);
+	snprintf(env, sizeof(env), "KVD_TEST_FAULT_FILE=%s", fault);
+	o.reuse_dir = dir;
+	for (size_t i = 0; i < 1024; i++)
+		val[i] = (char)('a' + i % 26);
+	set_fault(fault, "merge-eio");
+	assert_int_equal(kvd_start(&k, &o), 0);
+	s = h_dial(k.url, 10000);
+	assert_int_equal(h_tenant_call(s, "TenantCreate", "churn", NULL), 0);
+	/* live keys, and one key rewritten until its dead versions pass the
+	 * ratio (50 %) and KVD_TEST_MERGE_MIN_BYTES: the tenant asks for merges */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "live%d", i);
+		assert_int_equal(h_put(s, "churn", key, val, 1024, NULL), 0);
+	}
+	for (int i = 0; i < 40; i++) {
+		val[0] = (char)('A' + i % 26);
+		assert_int_equal(h_put(s, "churn", "hot", val, 1024, NULL), 0);
+	}
+	t0 = h_now_ms();
+	while (log_count(&k, failed_line) == 0 && h_now_ms() - t0 < 10000)
+		poll(NULL, 0, 10);
+	assert_int_equal(log_count(&k, failed_line), 1);
+	assert_true(h_log_has(&k, "merge failed: Input/output error; next attempt in 1 s"));
+	/* a Compact is not held back: it merges at once, and fails so */
+	{
+		struct h_req q;
+		struct h_reply2 r;
+		h_req_begin(&q, "Compact", "churn", 31, 0, 0);
+		assert_int_equal(h_call(s, &q, &r), 0);
+		assert_true(r.r.ok);
+		assert_int_not_equal(r.r.status, 0);
+		h_reply2_free(&r);
+	}
+	/* 6 s of serving both tenants (new keys only: nothing for a merge of
+	 * the default tenant) */
+	t0 = h_now_ms();
+	while (h_now_ms() - t0 < 6000) {
+		snprintf(key, sizeof(key), "d%05d", served);
+		assert_int_equal(h_put(s, NULL, key, "v", 1, NULL), 0);
+		assert_int_equal(h_get(s, NULL, key, got, sizeof(got), NULL), 0);
+		assert_int_equal(h_get(s, "churn", "hot", got, sizeof(got), NULL), 0);
+		assert_int_equal(got[0], 'A' + 39 % 26);
+		served++;
+		poll(NULL, 0, 20);
+	}
+	assert_true(served > 20);
+	/* attempts at about 0, 1 and 3 s (the next at 7 s); one line logged */
+	at6 = scrape(port, failed);
+	assert_true(at6 >= 2 && at6 <= 4);
+	assert_int_equal(log_count(&k, failed_line), 1);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 1);
+	/* another error is logged at its first attempt */
+	set_fault(fault, "merge-enospc");
+	t1 = h_now_ms();
+	while (log_count(&k, failed_line) < 2 && h_now_ms() - t1 < 15000)
+		poll(NULL, 0, 10);
+	assert_int_equal(log_count(&k, failed_line), 2);
+	assert_true(h_log_has(&k, "merge failed: No space left on device (before: "
+	                          "Input/output error)"));
+	at7 = scrape(port, failed);
+	assert_true(at7 == at6 + 1);
+	/* the fault is gone: the next attempt, its wait (1 s doubled at each
+	 * failure) later, succeeds */
+	set_fault(fault, NULL);
+	t1 = h_now_ms();
+	snprintf(line, sizeof(line), "tenant churn: merge succeeded after %.0f failures", at7);
+	while (!h_log_has(&k, line) && h_now_ms() - t1 < 20000)
+		poll(NULL, 0, 10);
+	assert_true(h_log_has(&k, line));
+	assert_true(h_now_ms() - t1 <= (1000u << ((int)at7 - 1)) + 2000);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 0);
+	assert_true(scrape(port, "kvd_merges_total{result=\"ok\"}") >= 1);
+	assert_true(scrape(port, failed) == at7);
+	assert_int_equal(log_count(&k, failed_line), 2);
+	/* nothing lost */
+	assert_int_equal(h_get(s, "churn", "hot", got, sizeof(got), NULL), 0);
+	assert_int_equal(got[0], 'A' + 39 % 26);
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "live%d", i);
+		assert_int_equal(h_get(s, "churn", key, got, sizeof(got), NULL), 0);
+	}
+	/* a tenant dropped while it waits leaves no entry behind */
+	set_fault(fault, "merge-eio");
+	assert_int_equal(h_tenant_call(s, "TenantCreate", "gone", NULL), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(h_put(s, "gone", i ? "hot" : "live", val, 1024, NULL), 0);
+	t1 = h_now_ms();
+	while (!h_log_has(&k, "tenant gone: merge failed: ") && h_now_ms() - t1 < 10000)
+		poll(NULL, 0, 10);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 1);
+	assert_int_equal(h_tenant_call(s, "TenantDrop", "gone", NULL), 0);
+	t1 = h_now_ms();
+	while (scrape(port, "kvd_merge_backoff_tenants") != 0 && h_now_ms() - t1 < 5000)
+		poll(NULL, 0, 20);
+	assert_true(scrape(port, "kvd_merge_backoff_tenants") == 0);
+	set_fault(fault, NULL);
+	nng_close(s);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+	free(dir);
+}
+
 static void test_full_disk(void **state)
 {
 	struct kvd_proc k;
@@ -306,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_fsync_failure),
 		cmocka_unit_test(test_write_failure),
 		cmocka_unit_test(test_interval_sync_failure),
+		cmocka_unit_test(test_merge_backoff),
 		cmocka_unit_test(test_full_disk),
 	};
 	int failed;

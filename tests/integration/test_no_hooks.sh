@@ -14,7 +14,7 @@ run() {
 	rm -rf "$dir/data" "$dir/log"
 	: >"$dir/kvd.conf" # its own (empty) settings, not /etc/kvd/kvd.conf
 	KVD_TEST_REPLY_DELAY_MS=1 KVD_TEST_WORKER_DELAY_MS=1 KVD_TEST_COMPACT_HOLD_MS=1 \
-		KVD_TEST_FAULT_FILE="$dir/fault" \
+		KVD_TEST_FAULT_FILE="$dir/fault" KVD_TEST_MERGE_MIN_BYTES=1 \
 		"$1" --config "$dir/kvd.conf" --data-dir "$dir/data" --listen "kv+ipc://$dir/kv.sock" --log-level debug \
 		>"$dir/log" 2>&1 &
 	pid=$!
