@@ -117,6 +117,11 @@ struct kv_db {
 	uint64_t next_version;
 	struct batch batch;
 	bool in_flight;
+	/* The active segment's hint entries, collected as its batches land,
+	 * while collecting: from its creation, until HINT_COLLECT_MAX bytes. At
+	 * the roll they become its hint_ready, and its hint is written without
+	 * reading it back (a segment reopened after recovery is scanned). */
+	struct hint_writer *collect;
 
 	_Atomic uint64_t committed_version;
 	atomic_bool read_only;

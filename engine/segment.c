@@ -3,6 +3,7 @@
 
 #include "crc.h"
 #include "endian_util.h"
+#include "hint.h"
 #include "io.h"
 #include "kvengine.h"
 #include "storage.h"
@@ -351,6 +352,10 @@ void seg_unref(struct seg *s)
 		fdc.open--;
 	}
 	pthread_mutex_unlock(&fdc.mu);
+	if (s->hint_ready != NULL) {
+		hint_writer_release(s->hint_ready);
+		free(s->hint_ready);
+	}
 	free(s);
 }
 

@@ -38,6 +38,8 @@ enum {
 	SEG_F_MERGED = 1u << 0, /* written by merge: complete and synced before it got its name */
 };
 
+struct hint_writer;
+
 struct seg {
 	uint32_t id;
 	uint32_t flags; /* SEG_F_* */
@@ -66,6 +68,9 @@ struct seg {
 	uint64_t map_hint;
 	_Atomic(const uint8_t *) map; /* stored (release) after map_len */
 	size_t map_len;
+	/* Its hint as the write path collected it while it was active (hint.h;
+	 * written by db_write_hints instead of a scan), or NULL. [seg_mu] */
+	struct hint_writer *hint_ready;
 };
 
 /* Names: buf must hold SEG_NAME_MAX bytes. */

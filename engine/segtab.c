@@ -158,8 +158,20 @@ static int write_hint(kv_db *db, struct seg *s)
 {
 	struct hint_gen g;
 	struct seg_scan_result res;
+	struct hint_writer *ready;
 	int rv;
 
+	pthread_mutex_lock(&db->seg_mu);
+	ready = s->hint_ready;
+	s->hint_ready = NULL;
+	pthread_mutex_unlock(&db->seg_mu);
+	if (ready != NULL) {
+		/* collected as its batches landed: no need to read it back */
+		rv = hint_writer_finish(ready, db->tn, s->id);
+		hint_writer_release(ready);
+		free(ready);
+		return rv;
+	}
 	if ((rv = seg_pin(s)) < 0)
 		return rv;
 	hint_writer_init(&g.w);

@@ -34,6 +34,7 @@
  */
 #include "db.h"
 #include "endian_util.h"
+#include "hint.h"
 #include "manifest.h"
 #include "reloc.h"
 
@@ -156,12 +157,62 @@ static void batch_reset(struct batch *b)
 	}
 }
 
+static void collect_drop(kv_db *db);
+
 void write_release(kv_db *db)
 {
 	free(db->batch.buf);
 	free(db->batch.ov);
 	free(db->batch.ht);
 	memset(&db->batch, 0, sizeof(db->batch));
+	collect_drop(db);
+}
+
+/* ---- the active segment's hint ------------------------------------------ */
+
+/* A hint collected on the write path holds at most this many bytes (about
+ * 40 bytes and the key per record); a segment of more, smaller records is
+ * scanned for its hint as before. */
+#define HINT_COLLECT_MAX (1u << 20)
+
+static void collect_drop(kv_db *db)
+{
+	if (db->collect != NULL) {
+		hint_writer_release(db->collect);
+		free(db->collect);
+		db->collect = NULL;
+	}
+}
+
+/* Adds the records of the batch that landed at base, as a scan of the
+ * segment would give them (sync marks are not indexed). [driver] */
+static void collect_batch(kv_db *db, uint64_t base)
+{
+	const struct batch *b = &db->batch;
+	size_t at = 0;
+
+	while (db->collect != NULL && at + REC_HEADER_SIZE <= b->len) {
+		struct rec_header h;
+		uint64_t size;
+		rec_decode_header(b->buf + at, &h);
+		size = rec_size(h.key_len, h.value_len);
+		if (h.type != REC_SYNC) {
+			struct hint_ent e = {
+			        .type = h.type,
+			        .flags = h.flags,
+			        .key_len = h.key_len,
+			        .version = h.version,
+			        .off = (uint32_t)(base + at),
+			        .size = (uint32_t)size,
+			        .expiry_ms = h.expiry_ms,
+			        .key = b->buf + at + REC_HEADER_SIZE,
+			};
+			if (hint_writer_add(db->collect, &e) != 0 ||
+			    db->collect->len > HINT_COLLECT_MAX)
+				collect_drop(db);
+		}
+		at += size;
+	}
 }
 
 /* ---- accounting -------------------------------------------------------- */
@@ -374,8 +425,13 @@ int write_roll(kv_db *db)
 	if (old != NULL) {
 		old->size = db->tail;
 		old->sealed = true;
+		old->hint_ready = db->collect; /* NULL: not collected, scanned */
+		db->collect = NULL;
 	}
 	pthread_mutex_unlock(&db->seg_mu);
+	collect_drop(db); /* (no old segment) */
+	if ((db->collect = calloc(1, sizeof(*db->collect))) != NULL)
+		hint_writer_init(db->collect);
 	if (old != NULL)
 		seg_unpin(old); /* sealed: the file budget may close it */
 	db->active = ns;
@@ -599,6 +655,7 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		}
 		db->disk_bytes += b->len;
 		pthread_rwlock_unlock(&db->kd_lock);
+		collect_batch(db, db->tail);
 		db->tail += b->len;
 		atomic_store(&db->committed_version, db->next_version - 1);
 		atomic_store(&db->written_loc, loc_make(db->active->id, (uint32_t)db->tail));

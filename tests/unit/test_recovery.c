@@ -453,6 +453,94 @@ static void test_hint_fallback(void **state)
 	free(dir);
 }
 
+/* The hints of segments this process wrote are collected as their batches
+ * land, not read back: they are the same bytes a scan of the segment gives
+ * (puts, deletes, TTLs, an atomic batch, sync marks skipped). */
+static void read_all(const char *path, uint8_t **ret, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	off_t n = tu_file_size(path);
+
+	assert_non_null(f);
+	assert_true(n > 0);
+	*ret = malloc((size_t)n);
+	assert_non_null(*ret);
+	assert_int_equal(fread(*ret, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*ret_len = (size_t)n;
+}
+
+static void test_hint_collected(void **state)
+{
+	char *dir = tu_mkdtemp("collect");
+	char names[256][64], k[32], v[64];
+	uint8_t *collected[256];
+	size_t lens[256];
+	struct kv_options o;
+	struct kv_recovery_info ri;
+	struct kv_write_opts wo = {.if_version = KV_ANY_VERSION};
+	kv_db *db;
+	int nh, i;
+
+	(void)state;
+	opts(&o);
+	o.segment_size = 4096;
+	o.sync = KV_SYNC_INTERVAL; /* sync marks in the segments */
+	o.sync_interval_ms = 1;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	for (i = 0; i < 400; i++) {
+		snprintf(k, sizeof(k), "key-%03d", i % 150);
+		snprintf(v, sizeof(v), "value-%05d", i);
+		wo.ttl_ms = i % 3 == 0 ? 3600000 : 0;
+		if (i % 7 == 6) {
+			int rv = kv_delete(db, k, strlen(k), NULL, NULL);
+			assert_true(rv == 0 || rv == KV_ENOTFOUND);
+		} else if (i % 11 == 10) {
+			struct kv_op ops[3] = {
+			        {.type = KV_OP_PUT, .key = "b1", .key_len = 2, .value = v,
+			         .value_len = strlen(v), .if_version = KV_ANY_VERSION},
+			        {.type = KV_OP_DELETE, .key = "b2", .key_len = 2,
+			         .if_version = KV_ANY_VERSION},
+			        {.type = KV_OP_PUT, .key = k, .key_len = strlen(k), .value = v,
+			         .value_len = strlen(v), .if_version = KV_ANY_VERSION},
+			};
+			assert_int_equal(kv_batch(db, ops, 3), 0);
+		} else {
+			assert_int_equal(kv_put(db, k, strlen(k), v, strlen(v), &wo, NULL), 0);
+		}
+		if (i % 50 == 0)
+			assert_int_equal(kv_tick(db) < 0, false); /* interval syncs, marks */
+	}
+	assert_int_equal(kv_close(db), 0);
+	nh = tu_list_ext(dir, ".hint", names, 256);
+	assert_true(nh > 5);
+	for (i = 0; i < nh; i++) {
+		char *p = tu_path(dir, "%s", names[i]);
+		read_all(p, &collected[i], &lens[i]);
+		assert_int_equal(unlink(p), 0);
+		free(p);
+	}
+	/* every segment scanned now, its hint written from the scan */
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_recovery_info(db, &ri), 0);
+	assert_int_equal(ri.hints_loaded, 0);
+	assert_true(ri.segments_scanned >= (uint32_t)nh);
+	assert_int_equal(kv_close(db), 0);
+	for (i = 0; i < nh; i++) {
+		char *p = tu_path(dir, "%s", names[i]);
+		uint8_t *scanned;
+		size_t n;
+		read_all(p, &scanned, &n);
+		assert_int_equal(n, lens[i]);
+		assert_memory_equal(scanned, collected[i], n);
+		free(scanned);
+		free(collected[i]);
+		free(p);
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_damaged_segment_header(void **state)
 {
 	char *dir = tu_mkdtemp("hdr");
@@ -613,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_torn_batch_then_write_then_crash),
 		cmocka_unit_test(test_corrupt_sealed_segment),
 		cmocka_unit_test(test_hint_fallback),
+		cmocka_unit_test(test_hint_collected),
 		cmocka_unit_test(test_damaged_segment_header),
 		cmocka_unit_test(test_stale_lock_after_crash),
 		cmocka_unit_test(test_leftover_tmp_files),
