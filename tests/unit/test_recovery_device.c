@@ -261,6 +261,14 @@ static void ten_then(const char *img, void (*fn)(kv_db *db), struct tail *t)
 	assert_true(t->n >= 1);
 }
 
+/* The cut after cut: every 7th byte before s1 and s1 - 1, then every byte. */
+static uint64_t next_cut(uint64_t cut, uint64_t s1)
+{
+	if (cut + 1 >= s1)
+		return cut + 1;
+	return cut + 7 < s1 ? cut + 7 : s1 - 1;
+}
+
 static void test_cut_every_byte(void **state)
 {
 	char *dir = tu_mkdtemp("devtorn");
@@ -278,7 +286,9 @@ static void test_cut_every_byte(void **state)
 	assert_int_equal(s2 - s1, rec_size(4, 14));
 	old = earlier_use(&t, &old_len);
 	for (int stale = 0; stale < 2; stale++) {
-		for (uint64_t cut = s1; cut <= s2; cut++) {
+		/* every byte of the record; in the segment's header, every 7th
+		 * (and its last) */
+		for (uint64_t cut = 0; cut <= s2; cut = next_cut(cut, s1)) {
 			struct kv_recovery_info ri;
 			struct kv_value val;
 			kv_db *db;
@@ -299,7 +309,11 @@ static void test_cut_every_byte(void **state)
 			}
 			/* the earlier use's records never read back */
 			assert_int_equal(kv_get(db, "ghost", 5, NULL, &val), KV_ENOTFOUND);
-			assert_int_equal(ri.corrupt_records, 0);
+			/* a segment header that never reached the device is
+			 * counted as damage (the file backend removes a segment
+			 * shorter than its header instead); the data is the same */
+			if (cut >= SEG_HEADER_SIZE || stale)
+				assert_int_equal(ri.corrupt_records, 0);
 			/* the repaired tenant takes writes and reopens whole */
 			assert_int_equal(kv_put(db, "after", 5, "x", 1, NULL, NULL), 0);
 			assert_int_equal(kv_close(db), 0);
@@ -316,8 +330,9 @@ static void test_cut_every_byte(void **state)
 			cases++;
 		}
 	}
-	print_message("%d cuts (%llu bytes of the tail, zeroed and stale)\n", cases,
-	              (unsigned long long)(s2 - s1 + 1));
+	print_message("%d cuts (the %llu bytes of the last record and 10 in the segment header, "
+	              "zeroed and stale)\n",
+	              cases, (unsigned long long)(s2 - s1 + 1));
 	free(old);
 	free(t.bytes);
 	free(img);
