@@ -243,6 +243,12 @@ static void find_layout(const char *img, struct layout *l)
 	assert_true(l->nhints >= 2);
 }
 
+static void free_layout(struct layout *l)
+{
+	for (int i = 0; i < l->nsegs; i++)
+		free(l->segs[i].recs);
+}
+
 /* ---- reading it back ----------------------------------------------------- */
 
 /* Every key through the engine on the device img: its exact value, or
@@ -499,8 +505,7 @@ static void test_random_flips(void **state)
 	              "extent headers): all named by kvd --check, %d keys read as DATA_LOSS, 0 wrong "
 	              "reads; %d rounds also through kvd\n",
 	              rounds, n_rec, n_hdr, n_hint, n_ext, keys_lost, kvd_rounds);
-	for (int i = 0; i < l.nsegs; i++)
-		free(l.segs[i].recs);
+	free_layout(&l);
 	free(img);
 	free(copy);
 	free(ecopy);
@@ -578,6 +583,7 @@ static void test_super_and_catalog(void **state)
 		so.device = copy;
 		assert_int_equal(kv_store_open(NULL, &so, &s), KV_ECORRUPT);
 	}
+	free_layout(&l);
 	free(img);
 	free(copy);
 	tu_rmtree(dir);
