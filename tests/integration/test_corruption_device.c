@@ -168,8 +168,8 @@ static void walk_records(int fd, struct seg_at *s, uint32_t seed)
 		uint64_t size;
 		rec_decode_header(b + off, &h);
 		size = rec_size(h.key_len, h.value_len);
-		assert_int_equal(rec_check_header(&h, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, s->len - off),
-		                 0);
+		assert_int_equal(
+		        rec_check_header(&h, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, s->len - off), 0);
 		assert_int_equal(rec_verify(b + off, size, seed), 0);
 		if (s->nrecs == cap) {
 			cap = cap ? cap * 2 : 64;
@@ -177,7 +177,8 @@ static void walk_records(int fd, struct seg_at *s, uint32_t seed)
 			assert_non_null(s->recs);
 		}
 		s->recs[s->nrecs++] = (struct rec_at){
-		        off, size, h.type == 1 ? key_index(b + off + REC_HEADER_SIZE, h.key_len) : -1};
+		        off, size,
+		        h.type == 1 ? key_index(b + off + REC_HEADER_SIZE, h.key_len) : -1};
 		off += size;
 	}
 	assert_int_equal(off, s->len);
@@ -217,8 +218,10 @@ static void find_layout(const char *img, struct layout *l)
 				s = t->segs[j];
 		if (s == NULL)
 			continue;
-		l->segs[l->nsegs] = (struct seg_at){.id = s->id, .extent = s->extent,
-		                                    .data = data_off(d, s->extent), .len = s->len};
+		l->segs[l->nsegs] = (struct seg_at){.id = s->id,
+		                                    .extent = s->extent,
+		                                    .data = data_off(d, s->extent),
+		                                    .len = s->len};
 		walk_records(fd, &l->segs[l->nsegs],
 		             dev_seg_seed(d->sb.uuid, s->extent, d->ext[s->extent].generation));
 		l->nsegs++;
@@ -226,8 +229,9 @@ static void find_layout(const char *img, struct layout *l)
 		 * are flipped as catalog slots below */
 		if (b->nexts > 0) {
 			uint64_t first = d->cap - b->off;
-			l->hints[l->nhints++] = (struct hint_at){
-			        b->id, data_off(d, b->exts[0]) + b->off, b->len < first ? b->len : first};
+			l->hints[l->nhints++] =
+			        (struct hint_at){b->id, data_off(d, b->exts[0]) + b->off,
+			                         b->len < first ? b->len : first};
 		}
 	}
 	for (int i = 0; i < 2; i++) {
@@ -287,7 +291,8 @@ static int read_all_engine(const char *img, bool notfound_ok, int *lost_key)
 		if (rv != 0)
 			fail_msg("%s: %s", key, kv_strerror(rv));
 		if (v.len != len || (len > 0 && memcmp(v.data, want, len) != 0))
-			fail_msg("%s: %zu bytes that are not its value (%zu bytes)", key, v.len, len);
+			fail_msg("%s: %zu bytes that are not its value (%zu bytes)", key, v.len,
+			         len);
 		kv_value_release(&v);
 	}
 	kv_store_put(s, t);
@@ -386,8 +391,7 @@ static void write_tenant(const char *dir, const char *img)
 	if (run_kvd("--extent-size 1M --format", img, out, sizeof(out)) != 0)
 		fail_msg("kvd --format: %s", out);
 	/* segments of 256 KiB: their hints pass the catalog's inline limit */
-	start_kvd(&k, dir, img,
-	          "segment_size = 256K\n[tenant-defaults]\nsync = none\n");
+	start_kvd(&k, dir, img, "segment_size = 256K\n[tenant-defaults]\nsync = none\n");
 	c = client(&k);
 	to.sync = KVC_SYNC_NONE;
 	to.history = 1;
@@ -477,18 +481,21 @@ static void test_random_flips(void **state)
 		{
 			int st = run_kvd("--check", copy, out, sizeof(out));
 			if (st != want_exit || strstr(out, name) == NULL)
-				fail_msg("round %d: %s byte at %llu (%s) flipped: kvd --check exit %d "
+				fail_msg("round %d: %s byte at %llu (%s) flipped: kvd --check exit "
+				         "%d "
 				         "(want %d naming %s), said:\n%s",
-				         r, kind, (unsigned long long)at, name, st, want_exit, name, out);
+				         r, kind, (unsigned long long)at, name, st, want_exit, name,
+				         out);
 		}
 		/* the engine on a copy (opening rewrites a rejected hint: kvd
 		 * below sees the damage as it was) */
 		copy_image(copy, ecopy);
 		lost = read_all_engine(ecopy, false, &lost_key);
 		if (lost != (want_key >= 0 ? 1 : 0) || lost_key != want_key)
-			fail_msg("round %d: %s byte at %llu (%s) flipped: %d keys lost (key %d; the "
-			         "record's key: %d)",
-			         r, kind, (unsigned long long)at, name, lost, lost_key, want_key);
+			fail_msg(
+			        "round %d: %s byte at %llu (%s) flipped: %d keys lost (key %d; the "
+			        "record's key: %d)",
+			        r, kind, (unsigned long long)at, name, lost, lost_key, want_key);
 		keys_lost += lost;
 		/* through kvd every ROUNDS_WITH_KVD-th round and the first round
 		 * of each kind */
@@ -496,15 +503,16 @@ static void test_random_flips(void **state)
 			print_message("round %d: %s byte at %llu flipped, through kvd\n", r, kind,
 			              (unsigned long long)at);
 			read_all_kvd(dir, copy, lost, log_want);
-			snprintf(kvd_kinds + strlen(kvd_kinds), sizeof(kvd_kinds) - strlen(kvd_kinds),
-			         "%s,", kind);
+			snprintf(kvd_kinds + strlen(kvd_kinds),
+			         sizeof(kvd_kinds) - strlen(kvd_kinds), "%s,", kind);
 			kvd_rounds++;
 		}
 	}
-	print_message("%d bytes flipped (%d in records, %d in segment headers, %d in hints, %d in "
-	              "extent headers): all named by kvd --check, %d keys read as DATA_LOSS, 0 wrong "
-	              "reads; %d rounds also through kvd\n",
-	              rounds, n_rec, n_hdr, n_hint, n_ext, keys_lost, kvd_rounds);
+	print_message(
+	        "%d bytes flipped (%d in records, %d in segment headers, %d in hints, %d in "
+	        "extent headers): all named by kvd --check, %d keys read as DATA_LOSS, 0 wrong "
+	        "reads; %d rounds also through kvd\n",
+	        rounds, n_rec, n_hdr, n_hint, n_ext, keys_lost, kvd_rounds);
 	free_layout(&l);
 	free(img);
 	free(copy);
@@ -566,8 +574,8 @@ static void test_super_and_catalog(void **state)
 		/* the newest damaged, the one a catalog write older serves:
 		 * what it names reads exactly, or not at all */
 		lost = read_all_engine(copy, slot == l.newest_slot, &lost_key);
-		print_message("%s (%s) flipped: opens on the other slot, %d keys not served\n", where,
-		              n == 0 ? "older" : "newest", lost);
+		print_message("%s (%s) flipped: opens on the other slot, %d keys not served\n",
+		              where, n == 0 ? "older" : "newest", lost);
 		if (n == 0)
 			assert_int_equal(lost, 0);
 	}

@@ -23,13 +23,14 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/wait.h>
-#include <cmocka.h>
+
+#include <cmocka.h> /* after the headers it needs */
 
 int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
             kv_db **ret_db);
 
 #define IMG_SIZE (16u << 20)
-#define EXTENT (1u << 20)
+#define EXTENT   (1u << 20)
 
 static void make_image(const char *img)
 {
@@ -113,11 +114,19 @@ static void write_last(kv_db *db)
 static void write_batch(kv_db *db)
 {
 	struct kv_op ops[3] = {
-		{.type = KV_OP_PUT, .key = "b1", .key_len = 2, .value = "v1", .value_len = 2,
-		 .if_version = KV_ANY_VERSION},
-		{.type = KV_OP_PUT, .key = "b2", .key_len = 2, .value = "v2", .value_len = 2,
-		 .if_version = KV_ANY_VERSION},
-		{.type = KV_OP_DELETE, .key = "key03", .key_len = 5, .if_version = KV_ANY_VERSION},
+	        {.type = KV_OP_PUT,
+	         .key = "b1",
+	         .key_len = 2,
+	         .value = "v1",
+	         .value_len = 2,
+	         .if_version = KV_ANY_VERSION},
+	        {.type = KV_OP_PUT,
+	         .key = "b2",
+	         .key_len = 2,
+	         .value = "v2",
+	         .value_len = 2,
+	         .if_version = KV_ANY_VERSION},
+	        {.type = KV_OP_DELETE, .key = "key03", .key_len = 5, .if_version = KV_ANY_VERSION},
 	};
 	if (kv_batch(db, ops, 3) != 0)
 		_exit(12);
@@ -143,11 +152,11 @@ static void check_ten(kv_db *db)
  * start on the device, its extent's seed and the previous generation's,
  * and its bytes (up to the extent's data capacity). */
 struct tail {
-	uint64_t data;      /* byte offset of the segment's byte 0 on the device */
+	uint64_t data; /* byte offset of the segment's byte 0 on the device */
 	uint32_t seed, old_seed;
 	uint8_t *bytes;
 	uint64_t cap;
-	uint64_t ends[64];  /* the end of each record that checks out, in order */
+	uint64_t ends[64]; /* the end of each record that checks out, in order */
 	int n;
 };
 
@@ -322,7 +331,8 @@ static void test_cut_every_byte(void **state)
 			assert_int_equal(kv_get(db, "after", 5, NULL, &val), 0);
 			assert_int_equal(val.version, whole ? 12 : 11);
 			kv_value_release(&val);
-			assert_int_equal(kv_get(db, "last", 4, NULL, &val), whole ? 0 : KV_ENOTFOUND);
+			assert_int_equal(kv_get(db, "last", 4, NULL, &val),
+			                 whole ? 0 : KV_ENOTFOUND);
 			if (whole)
 				kv_value_release(&val);
 			assert_int_equal(kv_get(db, "ghost", 5, NULL, &val), KV_ENOTFOUND);
@@ -384,7 +394,8 @@ static void test_batch_cut_every_byte(void **state)
 			assert_int_equal(kv_get(db, "b2", 2, NULL, &val), whole ? 0 : KV_ENOTFOUND);
 			if (whole)
 				kv_value_release(&val);
-			assert_int_equal(kv_get(db, "key03", 5, NULL, &val), whole ? KV_ENOTFOUND : 0);
+			assert_int_equal(kv_get(db, "key03", 5, NULL, &val),
+			                 whole ? KV_ENOTFOUND : 0);
 			if (!whole)
 				kv_value_release(&val);
 			assert_int_equal(kv_get(db, "ghost", 5, NULL, &val), KV_ENOTFOUND);
@@ -402,8 +413,8 @@ static void test_batch_cut_every_byte(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cut_every_byte),
-		cmocka_unit_test(test_batch_cut_every_byte),
+	        cmocka_unit_test(test_cut_every_byte),
+	        cmocka_unit_test(test_batch_cut_every_byte),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
