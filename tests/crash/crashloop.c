@@ -24,9 +24,11 @@
  * device that is a regular file is copied whole (holes kept) to
  * <dir>/last-kill/dev.img and `kvd --check` of the copy must find nothing
  * but a torn end of the active segment; a block device is not copied (a
- * line says so). After the last round's clean stop `kvd --check` of the
+ * line says so) and is checked itself. Before that the harness waits for
+ * the device's lock, which a killed kvd's io_uring teardown holds a few ms
+ * past the reap. After the last round's clean stop `kvd --check` of the
  * device must exit 0. --damage-every is for files only. The meson test
- * crashloop-device runs `crashloop --device-image 256M --extent-size 1M`.
+ * crashloop-device runs `crashloop --device-image 1G --extent-size 1M`.
  *
  * Exit status: 0 when no violation was found; 1 on a violation (the
  * directory is kept, whatever --keep says); 2 when the harness could not
@@ -43,6 +45,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "crash.h"
@@ -430,9 +433,49 @@ static int prepare_dir(const struct cl_opts *o, char **ret)
  * "" on files. */
 static char device_path[KVD_RUN_PATH_MAX];
 static bool device_is_file;       /* a regular file stands in for it: last-kill/ gets a copy */
-static uint64_t device_copies;    /* images of killed kvds checked */
+static uint64_t device_copies;    /* devices as a killed kvd left them checked */
 static uint64_t device_torn_ends; /* … that kvd --check said had a torn end, and only that */
 static int device_end_check = -1; /* exit status of kvd --check after the clean stop; -1: not run */
+static uint64_t device_lock_waits; /* kills after which the lock outlived the reaped kvd */
+static uint64_t device_lock_wait_max_us;
+
+#define CL_DEVICE_LOCK_WAIT_MS 30000
+
+/*
+ * Waits (at most CL_DEVICE_LOCK_WAIT_MS) until the device's lock is free
+ * after a SIGKILL. kvd holds its flock on the fd its io_uring rings have
+ * registered, and the kernel tears a dead process's rings down (waiting for
+ * their requests in flight) after the process has been reaped: until then
+ * the lock is held, the killed kvd's last writes may still land, and a kvd
+ * started on the device exits 1 ("in use"). Counted for the report; 0 once
+ * free, -1 when it did not come free in time.
+ */
+static int device_wait_unlocked(struct cl_model *m)
+{
+	uint64_t t0 = cl_now_us(m), waited;
+	int fd = open(device_path, O_RDONLY | O_CLOEXEC), rv = -1;
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			flock(fd, LOCK_UN);
+			rv = 0;
+			break;
+		}
+		if (errno != EWOULDBLOCK ||
+		    cl_now_us(m) - t0 > (uint64_t)CL_DEVICE_LOCK_WAIT_MS * 1000)
+			break;
+		poll(NULL, 0, 2);
+	}
+	close(fd);
+	waited = cl_now_us(m) - t0;
+	if (waited > 1000)
+		device_lock_waits++;
+	if (waited > device_lock_wait_max_us)
+		device_lock_wait_max_us = waited;
+	return rv;
+}
 
 /* Runs `kvd ARGS` (args quoted by the caller): its exit status (-1: not
  * run, or killed), stdout and stderr in out. */
@@ -569,16 +612,17 @@ static bool only_torn_ends(const char *out, const char *img)
 }
 
 /*
- * What the killed kvd left, before the restart's recovery changes it: the
- * image copied to <dir>/last-kill/dev.img, then `kvd --check` of the copy
- * must find no damage other than "torn end of the active segment", the tail
- * the restart cuts. kvd --check counts that tail as damage (exit 1, on files
- * as on a device); on a device it is there after nearly every kill, since a
+ * What the killed kvd left, before the restart's recovery changes it: a
+ * device that is a regular file is copied to <dir>/last-kill/dev.img and
+ * `kvd --check` runs on the copy; a block device is not copied (said once)
+ * and `kvd --check` runs on the device itself (it only reads). It must find
+ * no damage other than "torn end of the active segment", the tail the
+ * restart cuts. kvd --check counts that tail as damage (exit 1, on files as
+ * on a device); on a device it is there after nearly every kill, since a
  * segment left open reads as long as its extent (storage_dev.c, invariant
- * 5): the unwritten rest of the extent is the "torn end". Such copies are
+ * 5): the unwritten rest of the extent is the "torn end". Such states are
  * counted in the report; any other finding, or another exit status, is a
- * violation. A block device is not copied (said once): it is checked at the
- * end of the run only.
+ * violation.
  */
 static void device_snapshot(struct cl_model *m, const char *snap)
 {
@@ -586,30 +630,34 @@ static void device_snapshot(struct cl_model *m, const char *snap)
 	char *img, out[8192];
 	int st;
 
-	if (!device_is_file) {
+	if (device_is_file) {
+		mkdir(snap, 0755);
+		img = tu_path(snap, "dev.img");
+		if (copy_sparse(device_path, img) != 0) {
+			cl_note(m, "could not copy %s to %s", device_path, img);
+			free(img);
+			return;
+		}
+	} else {
 		if (!said)
-			printf("crashloop: %s is a block device: %s/ gets no copy of it and kvd "
-			       "--check runs on it at the end only\n",
+			printf("crashloop: %s is a block device: %s/ gets no copy of it; kvd "
+			       "--check reads the device itself after each kill\n",
 			       device_path, CL_SNAPSHOT);
 		said = true;
-		return;
+		img = strdup(device_path);
+		if (img == NULL)
+			abort();
 	}
-	mkdir(snap, 0755);
-	img = tu_path(snap, "dev.img");
-	if (copy_sparse(device_path, img) != 0) {
-		cl_note(m, "could not copy %s to %s", device_path, img);
-	} else {
-		st = run_check(img, out, sizeof(out));
-		device_copies++;
-		if (st == 1 && only_torn_ends(out, img))
-			device_torn_ends++;
-		else if (st != 0)
-			cl_violation(m, NULL, 0,
-			             "kvd --check of the device as the SIGKILL left it (%s) exit "
-			             "%d, want 0 (or 1 for a torn end of the active segment only): "
-			             "%s",
-			             img, st, out);
-	}
+	st = run_check(img, out, sizeof(out));
+	device_copies++;
+	if (st == 1 && only_torn_ends(out, img))
+		device_torn_ends++;
+	else if (st != 0)
+		cl_violation(m, NULL, 0,
+		             "kvd --check of the device as the SIGKILL left it (%s) exit "
+		             "%d, want 0 (or 1 for a torn end of the active segment only): "
+		             "%s",
+		             img, st, out);
 	free(img);
 }
 
@@ -778,6 +826,11 @@ static uint64_t tree_bytes(const char *path)
 	return n;
 }
 
+static double secs(uint64_t us)
+{
+	return (double)us / 1e6;
+}
+
 static void report(const struct cl_model *m, const struct times *t)
 {
 	const struct cl_counts *n = &m->n;
@@ -815,9 +868,12 @@ static void report(const struct cl_model *m, const struct times *t)
 	       ", unexpected statuses %" PRIu64 "\n",
 	       (uint64_t)n->rejected, (uint64_t)n->batch_noops, (uint64_t)n->errors);
 	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s of which "
-	       "%.1f s copying to %s/%s, checking %.1f s)\n",
-	       t->total_s, t->write_s, t->restart_s, t->snapshot_s, CL_SNAPSHOT,
-	       device_path[0] && device_is_file ? " and kvd --check of the copy" : "", t->check_s);
+	       "%.1f s %s, checking %.1f s)\n",
+	       t->total_s, t->write_s, t->restart_s, t->snapshot_s,
+	       device_path[0] == '\0' ? "copying to " CL_SNAPSHOT "/"
+	       : device_is_file       ? "copying to " CL_SNAPSHOT "/ and kvd --check of the copy"
+	                              : "waiting for the device's lock and kvd --check of it",
+	       t->check_s);
 	if (device_path[0] == '\0') {
 		printf("  data directory             %.1f MiB at the end (every version kept; the "
 		       "copies of a merge a kill interrupts are removed at restart)\n",
@@ -831,8 +887,12 @@ static void report(const struct cl_model *m, const struct times *t)
 			       (double)sb.st_size / 1048576.0);
 		else
 			printf("  device                     %s\n", device_path);
-		printf("  killed images checked      %" PRIu64
-		       " (kvd --check of the copy in %s/); %" PRIu64
+		printf("  device lock after a kill   still held after the reap %" PRIu64
+		       " times (up to %.3f s: a dead kvd's io_uring rings, its flock's fd "
+		       "registered, are torn down after it; the restart waited for it)\n",
+		       device_lock_waits, secs(device_lock_wait_max_us));
+		printf("  killed states checked      %" PRIu64
+		       " (kvd --check of the copy in %s/, or of the block device); %" PRIu64
 		       " found a torn end of the active segment and nothing else; kvd "
 		       "--check of the device after the clean stop: %s\n",
 		       device_copies, CL_SNAPSHOT, device_torn_ends,
@@ -845,11 +905,6 @@ static void report(const struct cl_model *m, const struct times *t)
 	       t->damaged);
 	printf("  violations                 %" PRIu64 "\n", m->violations);
 	fflush(stdout);
-}
-
-static double secs(uint64_t us)
-{
-	return (double)us / 1e6;
 }
 
 /* ---- the rounds ---------------------------------------------------------------- */
@@ -1090,6 +1145,11 @@ int main(int argc, char **argv)
 		data = tu_path(dir, "data");
 		snap = tu_path(dir, CL_SNAPSHOT);
 		tu_rmtree(snap);
+		if (device_path[0] != '\0' && device_wait_unlocked(&m) != 0)
+			cl_violation(&m, NULL, 0,
+			             "the device's lock was still held %d s after the killed kvd "
+			             "was reaped",
+			             CL_DEVICE_LOCK_WAIT_MS / 1000);
 		if (device_path[0] != '\0')
 			device_snapshot(&m, snap);
 		else if (copy_changed(data, snap, &since) != 0)
