@@ -51,6 +51,9 @@ struct cl_opts {
 	uint32_t timeout_ms;   /* per call of the writers */
 	uint32_t check_threads; /* threads (kvc handles) of a check */
 	const char *segment_size; /* kvd's segment_size setting */
+	const char *device;       /* --device: kvd serves this (formatted first); NULL: files */
+	const char *device_image; /* --device-image: size of <dir>/dev.img, the device */
+	const char *extent_size;  /* kvd --format --extent-size for the device */
 	const char *kvd;       /* kvd binary ($KVD_BIN) */
 	const char *dir;       /* scratch directory; NULL: a fresh one under $TMPDIR */
 	bool keep;             /* keep the directory on any failure */
