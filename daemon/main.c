@@ -814,6 +814,11 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 			     "the other (kvd --check DEVICE says which; kvd --format would lose the "
 			     "data)",
 			     dev);
+		if (st.device_extents_reclaimed > 0)
+			klog(LOG_NOTICE,
+			     "device %s: %u extent(s) taken but named by no segment or blob (left "
+			     "by a crash during a merge) were given back",
+			     dev, st.device_extents_reclaimed);
 		log_refused(d);
 		return 0;
 	}

@@ -40,6 +40,40 @@ void dev_ext_settle(struct dev_storage *d)
 			d->ext[i].pending = false;
 }
 
+/* Extents the catalog gives a tenant that none of its objects (segments,
+ * blobs, the packing extent) names: taken for an object a crash kept from
+ * being named (a merge output the catalog was written with before it was
+ * published). Each is given back (free after the next catalog write);
+ * how many. [d->mu] */
+uint32_t dev_ext_reclaim(struct dev_storage *d)
+{
+	uint32_t n = d->sb.extent_count, i, freed = 0;
+	uint8_t *named = calloc(n ? n : 1, 1);
+	size_t k, j;
+
+	if (named == NULL)
+		return 0; /* they stay taken until an open has the memory */
+	for (k = 0; k < d->ntenants; k++) {
+		const struct dev_tenant *t = d->tenants[k];
+		for (j = 0; j < t->nsegs; j++)
+			if (t->segs[j]->extent < n)
+				named[t->segs[j]->extent] = 1;
+		for (j = 0; j < t->nblobs; j++)
+			for (uint32_t e = 0; e < t->blobs[j].nexts; e++)
+				if (t->blobs[j].exts[e] < n)
+					named[t->blobs[j].exts[e]] = 1;
+		if (t->aux != NONE && t->aux < n)
+			named[t->aux] = 1;
+	}
+	for (i = 0; i < n; i++)
+		if (d->ext[i].tenant != 0 && !named[i]) {
+			dev_ext_release(d, i);
+			freed++;
+		}
+	free(named);
+	return freed;
+}
+
 /* Extents kept for merges, whose outputs must be written before the
  * segments they replace are given back: a device full of ordinary writes
  * can still be merged free, as long as what a merge writes (the live data

@@ -96,6 +96,7 @@ struct dev_storage {
 	struct dev_cache *cache;
 	uint64_t cache_bytes;
 	uint32_t sb_damaged; /* superblock copies found not sound at open */
+	uint32_t reclaimed;  /* extents dev_ext_reclaim gave back at open */
 	int sync_mode;       /* enum kv_dev_sync */
 };
 
@@ -128,6 +129,9 @@ int dev_ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uin
 /* An extent given back: free once a durable catalog no longer names it
  * (invariant 4). [d->mu] */
 void dev_ext_release(struct dev_storage *d, uint32_t i);
+/* Gives back extents the catalog gives a tenant that no object of it names
+ * (a crash's leftovers); how many. [d->mu] */
+uint32_t dev_ext_reclaim(struct dev_storage *d);
 /* Extents whose release a durable catalog now covers become free. [d->mu] */
 void dev_ext_settle(struct dev_storage *d);
 /* Writes the catalog to the older slot, durably, when it changed. */

@@ -148,6 +148,7 @@ struct kv_stor_stats {
 	uint64_t extents, extents_free, extent_size;
 	uint64_t cache_bytes, cache_hits, cache_misses;
 	uint32_t superblocks_damaged; /* copies not sound when the instance opened */
+	uint32_t extents_reclaimed;   /* taken but named by nothing at open: given back */
 };
 
 /* list's callback: 0 to go on, a negative error to stop the listing with. */

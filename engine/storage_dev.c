@@ -1314,6 +1314,7 @@ static void dev_stats(struct kv_storage *st, struct kv_stor_stats *ret)
 	ret->extent_size = d->sb.extent_size;
 	ret->cache_bytes = d->cache_bytes;
 	ret->superblocks_damaged = d->sb_damaged;
+	ret->extents_reclaimed = d->reclaimed;
 	dev_cache_counts(d->cache, &ret->cache_hits, &ret->cache_misses);
 }
 
@@ -1461,6 +1462,14 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 		goto fail;
 	d->cache_bytes = cache_bytes;
 	d->durable = d->changes;
+	if (!readonly) {
+		pthread_mutex_lock(&d->mu);
+		d->reclaimed = dev_ext_reclaim(d);
+		pthread_mutex_unlock(&d->mu);
+		/* a catalog that no longer gives them out: free from now on */
+		if (d->reclaimed > 0 && (rv = dev_cat_write(d)) != 0)
+			goto fail;
+	}
 	*ret = &d->base;
 	return 0;
 fail:

@@ -1132,6 +1132,7 @@ int kv_store_stats(kv_store *s, struct kv_store_stats *ret)
 		st.device_cache_hits = ss.cache_hits;
 		st.device_cache_misses = ss.cache_misses;
 		st.device_superblocks_damaged = ss.superblocks_damaged;
+		st.device_extents_reclaimed = ss.extents_reclaimed;
 	}
 	*ret = st;
 	return 0;

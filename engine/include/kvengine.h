@@ -597,6 +597,8 @@ struct kv_store_stats {
 	uint64_t device_extents, device_extents_free, device_extent_size;
 	uint64_t device_cache_bytes, device_cache_hits, device_cache_misses;
 	uint32_t device_superblocks_damaged; /* of its 2 superblock copies, at open */
+	uint32_t device_extents_reclaimed;   /* taken but named by nothing at open (a crash
+	                                        during a merge): given back */
 };
 /* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);

@@ -490,6 +490,53 @@ static void test_damaged_record(void **state)
 	assert_int_equal(kv_store_close(s), 0);
 }
 
+/* A merge output the catalog was written with before it was published, and
+ * a process that ended before publishing or removing it: the next open
+ * gives its extent back (free once a catalog write no longer names it),
+ * instead of keeping it taken by nothing for good. */
+static void test_leftover_extent_reclaimed(void **state)
+{
+	struct fx *f = *state;
+	struct kv_storage *st;
+	struct kv_stor_tenant *tn;
+	struct kv_stor_seg *seg;
+	struct kv_stor_stats before, after;
+	kv_store *s = open_store(f->img);
+
+	put(s, "default", "k", "v");
+	assert_int_equal(kv_store_close(s), 0);
+
+	assert_int_equal(kv_storage_dev_open(f->img, 1u << 20, false, NULL, &st), 0);
+	st->ops->stats(st, &before);
+	assert_int_equal(before.extents_reclaimed, 0);
+	assert_int_equal(stor_tenant_open(st, "default", 0, &tn), 0);
+	assert_int_equal(stor_seg_create(tn, 9999, KV_STOR_SEG_TEMP, &seg), 0);
+	assert_int_equal(stor_seg_write(seg, "x", 1, 0), 0);
+	assert_int_equal(stor_tenant_sync(tn), 0); /* a catalog write while it is taken */
+	/* the process ends here: nothing publishes or removes the output */
+	stor_seg_close(seg);
+	stor_tenant_close(tn);
+	kv_storage_close(st);
+
+	assert_int_equal(kv_storage_dev_open(f->img, 1u << 20, false, NULL, &st), 0);
+	st->ops->stats(st, &after);
+	assert_int_equal(after.extents_reclaimed, 1);
+	assert_int_equal(after.extents_free, before.extents_free);
+	kv_storage_close(st);
+
+	/* the tenant is whole, and the next open finds nothing to give back */
+	s = open_store(f->img);
+	{
+		char buf[8];
+		struct kv_store_stats ss;
+		assert_int_equal(get(s, "default", "k", buf, sizeof(buf)), 0);
+		assert_string_equal(buf, "v");
+		kv_store_stats(s, &ss);
+		assert_int_equal(ss.device_extents_reclaimed, 0);
+	}
+	assert_int_equal(kv_store_close(s), 0);
+}
+
 /* ---- power cuts ----------------------------------------------------------
  *
  * A workload on a small device (puts under sync=always, segment rolls,
@@ -801,6 +848,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leftover_extent_reclaimed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts_flush, setup, teardown),
 	};
