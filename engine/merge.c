@@ -304,13 +304,17 @@ static int out_finish(struct merge_ctx *m)
 		return rv;
 	if ((rv = stor_seg_publish(s->h)) != 0)
 		return rv;
-	if ((rv = hint_writer_finish(&m->hw, db->tn, s->id)) != 0)
+	/* a hint is an aid: on a full device the output goes without one
+	 * (it is scanned at the next activation, and hinted when there is
+	 * room) rather than the merge that frees the device failing */
+	rv = hint_writer_finish(&m->hw, db->tn, s->id);
+	if (rv != 0 && rv != -ENOSPC)
 		return rv;
+	s->has_hint = rv == 0;
 	if ((rv = db_fsync_dir(db)) != 0)
 		return rv;
 	s->size = m->out_len;
 	s->sealed = true;
-	s->has_hint = true;
 	db_seg_map(db, s, false);
 	pthread_mutex_lock(&db->seg_mu);
 	rv = segtab_insert_locked(db, s);

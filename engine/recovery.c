@@ -981,7 +981,9 @@ static int resume_active(struct recovery *r)
 				return rv;
 		}
 		db->tail = 0;
-		if ((rv = write_roll(db)) != 0)
+		/* a full device or disk: the database opens for reads, and the
+		 * first write starts a segment once there is room (form_req) */
+		if ((rv = write_roll(db)) != 0 && rv != -ENOSPC)
 			return rv;
 	}
 	return manifest_write(db);

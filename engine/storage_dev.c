@@ -9,7 +9,7 @@
  *     (kv_storage.seg_max);
  *   - hint data and metadata blobs up to DEV_INLINE_MAX bytes live in the
  *     catalog itself; larger ones are packed into the tenant's AUX extents
- *     (one open for packing at a time; a blob larger than a quarter of an
+ *     (one open for packing at a time; a blob larger than half an
  *     extent gets extents of its own), each with its CRC32C in the catalog;
  *   - the catalog (in memory here, written whole to the older slot by
  *     cat_write) holds the tenants, their objects and the extent table.
@@ -427,12 +427,17 @@ static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, 
 	return rv;
 }
 
-/* Writes a blob of len bytes to extents of t; fills b's location. */
+/* Writes a blob of len bytes to extents of t; fills b's location. Only
+ * metadata may take the extents kept for merges: a hint is an aid (without
+ * it a segment is scanned), and hints taking them filled a device past the
+ * point where merges could free it. Blobs up to half an extent are packed,
+ * larger ones get extents of their own. */
 static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *buf, size_t len,
                       struct dev_blob *b)
 {
 	uint64_t alen = round_up(len, d->B), off = 0;
 	uint32_t n = 1, k, first = NONE;
+	bool reserve = b->kind == KV_STOR_META;
 	uint8_t *a;
 	int rv = 0;
 
@@ -440,7 +445,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 		return -ENOMEM;
 	memcpy(a, buf, len);
 	memset(a + len, 0, (size_t)(alen - len));
-	if (alen > d->cap / 4) {
+	if (alen > d->cap / 2) {
 		/* extents of its own */
 		n = (uint32_t)((alen + d->cap - 1) / d->cap);
 		if ((b->exts = calloc(n, sizeof(*b->exts))) == NULL) {
@@ -451,7 +456,8 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 			uint64_t part = alen - (uint64_t)k * d->cap;
 			if (part > d->cap)
 				part = d->cap;
-			if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &b->exts[k])) != 0)
+			if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, reserve,
+			                        &b->exts[k])) != 0)
 				break;
 			b->nexts = k + 1;
 			rv = io_pwrite_full(d->base.fault, d->fd, a + (uint64_t)k * d->cap, (size_t)part,
@@ -470,7 +476,7 @@ static int blob_write(struct dev_storage *d, struct dev_tenant *t, const void *b
 	if (t->aux == NONE || t->aux_off + alen > d->cap) {
 		uint32_t old = t->aux;
 		pthread_mutex_unlock(&d->mu);
-		if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, true, &first)) != 0) {
+		if ((rv = dev_ext_alloc(d, t, DEV_EXT_AUX, t->aux_count++, reserve, &first)) != 0) {
 			free(a);
 			return rv;
 		}

@@ -533,6 +533,8 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 
 	if (b->len > 0 && b->len + bytes > BATCH_BYTES_MAX)
 		return 1;
+	if (db->active == NULL && (rv = write_roll(db)) != 0)
+		goto fail; /* opened on a full device: still no room (recovery.c) */
 	if (db->tail + b->len + bytes > db->opt.segment_size) {
 		/* a request never straddles segments; one larger than a whole
 		 * segment gets a fresh segment to itself */
@@ -658,7 +660,9 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		collect_batch(db, db->tail);
 		db->tail += b->len;
 		atomic_store(&db->committed_version, db->next_version - 1);
-		atomic_store(&db->written_loc, loc_make(db->active->id, (uint32_t)db->tail));
+		if (db->active != NULL) /* (none: nothing was written) */
+			atomic_store(&db->written_loc,
+			             loc_make(db->active->id, (uint32_t)db->tail));
 		if (db->opt.sync == KV_SYNC_ALWAYS)
 			atomic_store(&db->durable_loc, atomic_load(&db->written_loc));
 		if (db->opt.sync == KV_SYNC_ALWAYS)

@@ -435,6 +435,18 @@ static void test_device_full(void **state)
 	/* reads go on */
 	assert_int_equal(get(s, "big", "k0000001", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, val);
+	/* and after a restart on the full device too */
+	assert_int_equal(kv_store_close(s), 0);
+	s = open_store(f->img);
+	assert_int_equal(get(s, "big", "k0000001", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, val);
+	assert_int_equal(kv_store_get(s, "big", &t), 0);
+	{
+		struct kv_stats st;
+		kv_stats(kv_tenant_db(t), &st);
+		assert_true(st.keys >= 2000);
+	}
+	kv_store_put(s, t);
 	/* the overwritten versions are dead: merge gives their extents back */
 	assert_int_equal(kv_store_get(s, "big", &t), 0);
 	rv = kv_merge(kv_tenant_db(t));
@@ -445,6 +457,55 @@ static void test_device_full(void **state)
 	assert_string_equal(buf, "merge");
 	assert_int_equal(kv_store_close(s), 0);
 	assert_int_equal(check(f->img).damaged, 0);
+}
+
+/* A process that filled the device ends without closing (a crash): its
+ * segment was left open, and the activation that follows cannot start a
+ * new one. The tenant opens all the same, reads go on, writes get ENOSPC,
+ * and a merge frees the device. */
+static void test_device_full_crash(void **state)
+{
+	struct fx *f = *state;
+	char val[700], buf[1024];
+	pid_t pid;
+	int st;
+
+	memset(val, 'x', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		kv_store *s = open_store(f->img);
+		kv_tenant *t;
+		int rv = 0;
+		if (kv_store_get(s, "default", &t) != 0)
+			_exit(2);
+		for (int i = 0; i < 1000000 && rv == 0; i++) {
+			char k[16];
+			snprintf(k, sizeof(k), "k%07d", i % 2000);
+			rv = kv_put(kv_tenant_db(t), k, strlen(k), val, strlen(val), NULL, NULL);
+		}
+		_exit(rv == -ENOSPC ? 0 : 1); /* no close: the segment stays open */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+
+	kv_store *s = open_store(f->img);
+	kv_tenant *t;
+	assert_int_equal(get(s, "default", "k0000001", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, val);
+	assert_int_equal(kv_store_get(s, "default", &t), 0);
+	assert_int_equal(kv_put(kv_tenant_db(t), "more", 4, "x", 1, NULL, NULL), -ENOSPC);
+	assert_int_equal(kv_merge(kv_tenant_db(t)), 0);
+	assert_int_equal(kv_put(kv_tenant_db(t), "more", 4, "x", 1, NULL, NULL), 0);
+	kv_store_put(s, t);
+	assert_int_equal(get(s, "default", "more", buf, sizeof(buf)), 0);
+	assert_int_equal(kv_store_close(s), 0);
+	s = open_store(f->img);
+	assert_int_equal(get(s, "default", "more", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "x");
+	assert_int_equal(kv_store_close(s), 0);
 }
 
 /* A flipped byte in a record on the device: that key reads DATA_LOSS
@@ -849,6 +910,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leftover_extent_reclaimed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_device_full_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts_flush, setup, teardown),
 	};
