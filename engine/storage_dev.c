@@ -38,8 +38,11 @@
  *      first block an earlier use left). Such a segment is never appended
  *      to again (kv_storage.append_reopened false): the engine seals it and
  *      starts a new one.
- *   6. Only sealed data and blobs go through the read cache (dev_cache.h);
- *      the data of a segment still being written is read from the device.
+ *   6. Only bytes that no longer change go through the read cache
+ *      (dev_cache.h): sealed segments, blobs, and the whole blocks of a
+ *      segment being written below the block its end is in (an append
+ *      rewrites only that block: invariant 1). A truncation drops what
+ *      it rewrites; reopening a sealed segment drops all of it.
  *   7. A synced append under KV_DEV_SYNC_DSYNC is one RWF_DSYNC write: on a
  *      block device the kernel sets FUA on it and issues no flush before
  *      it, so it makes that write durable and nothing written before. That
@@ -392,20 +395,23 @@ static bool cache_get(struct dev_storage *d, uint8_t *dst, size_t len, uint64_t 
 	return true;
 }
 
-/* Keeps the blocks [a, e) read into buf. */
-static void cache_put(struct dev_storage *d, const uint8_t *buf, uint64_t a, uint64_t e)
+/* Keeps the blocks [a, e) read into buf, those below limit (invariant 6). */
+static void cache_put(struct dev_storage *d, const uint8_t *buf, uint64_t a, uint64_t e,
+                      uint64_t limit)
 {
 	uint64_t b;
 
-	for (b = a; b < e && d->cache != NULL; b += d->B)
+	for (b = a; b < e && b + d->B <= limit && d->cache != NULL; b += d->B)
 		dev_cache_put(d->cache, b, buf + (b - a));
 }
 
 /* Reads len bytes at device offset off (any alignment) into dst, through
- * the cache when cacheable (sealed data, blobs: invariant 6). */
-static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, bool cacheable)
+ * the cache for the blocks below the device offset limit (invariant 6;
+ * 0: none, UINT64_MAX: all). */
+static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, uint64_t limit)
 {
 	uint8_t *out = dst, *bounce = NULL;
+	bool cacheable = off + len <= limit;
 	int rv = 0;
 
 	if (len == 0)
@@ -419,8 +425,7 @@ static int dev_read(struct dev_storage *d, void *dst, size_t len, uint64_t off, 
 		rv = io_pread_full(d->base.fault, d->fd, bounce, (size_t)(e - a), a);
 		if (rv == 0) {
 			memcpy(out, bounce + (off - a), len);
-			if (cacheable)
-				cache_put(d, bounce, a, e);
+			cache_put(d, bounce, a, e, limit);
 		}
 		free(bounce);
 	}
@@ -593,7 +598,7 @@ static int blob_get(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const 
 		if (part > d->cap)
 			part = d->cap;
 		rv = dev_read(d, buf + at, (size_t)part, data_off(d, ev[k]) + (k == 0 ? copy.off : 0),
-		              true);
+		              UINT64_MAX);
 	}
 	pthread_mutex_lock(&d->mu);
 	for (k = 0; k < copy.nexts; k++)
@@ -903,28 +908,31 @@ static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, ui
 	return rv;
 }
 
-/* What a reader of s may read (its length as seg_open says it) and whether
- * that goes through the cache (invariant 6). */
-static uint64_t seg_readable(struct dev_storage *d, struct dev_segment *s, bool *ret_sealed)
+/* What a reader of s may read (its length as seg_open says it), and the
+ * device offset below which its bytes may go through the cache (invariant
+ * 6). */
+static uint64_t seg_readable(struct dev_storage *d, struct dev_segment *s, uint64_t *ret_limit)
 {
-	uint64_t size;
+	uint64_t size, fixed;
 
 	pthread_mutex_lock(&d->mu);
-	*ret_sealed = s->sealed;
 	size = s->len_known ? s->len : d->cap;
+	/* sealed: its last block too (what follows its end there never changes
+	 * either); else the whole blocks before the one its end is in */
+	fixed = s->sealed ? round_up(size, d->B) : s->len_known ? s->len - s->len % d->B : 0;
 	pthread_mutex_unlock(&d->mu);
+	*ret_limit = data_off(d, s->extent) + fixed;
 	return size;
 }
 
 static int seg_read_at(struct dev_storage *d, struct dev_segment *s, void *buf, size_t len,
                        uint64_t off)
 {
-	bool sealed;
-	uint64_t size = seg_readable(d, s, &sealed);
+	uint64_t limit, size = seg_readable(d, s, &limit);
 
 	if (off > size || len > size - off)
 		return -EIO;
-	return dev_read(d, buf, len, data_off(d, s->extent) + off, sealed);
+	return dev_read(d, buf, len, data_off(d, s->extent) + off, limit);
 }
 
 static int dev_seg_read(struct kv_stor_seg *sh, void *buf, size_t len, uint64_t off)
@@ -937,8 +945,7 @@ static int dev_seg_read_upto(struct kv_stor_seg *sh, void *buf, size_t len, uint
 {
 	struct dev_storage *d = dev_of(sh->t->st);
 	struct dev_segment *s = seg_of(sh);
-	bool sealed;
-	uint64_t size = seg_readable(d, s, &sealed);
+	uint64_t limit, size = seg_readable(d, s, &limit);
 	int rv;
 
 	if (off > size)
@@ -959,19 +966,19 @@ static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 	struct dev_storage *d = dev_of(st);
 	struct io_rd rd[READ_CHUNK];
 	size_t idx[READ_CHUNK], i = 0, m, j;
-	bool sealed[READ_CHUNK];
+	uint64_t limit[READ_CHUNK];
 	int first = 0;
 
 	while (i < n) {
 		for (m = 0; i < n && m < READ_CHUNK; i++) {
 			struct dev_segment *s = seg_of(v[i].s);
-			uint64_t size = seg_readable(d, s, &sealed[m]), off, a, e;
+			uint64_t size = seg_readable(d, s, &limit[m]), off, a, e;
 			if (v[i].off > size || v[i].len > size - v[i].off) {
 				v[i].res = -EIO;
 				continue;
 			}
 			off = data_off(d, s->extent) + v[i].off;
-			if (sealed[m] && cache_get(d, v[i].buf, v[i].len, off)) {
+			if (off + v[i].len <= limit[m] && cache_get(d, v[i].buf, v[i].len, off)) {
 				v[i].res = 0;
 				continue;
 			}
@@ -992,8 +999,7 @@ static int dev_read_batch(struct kv_storage *st, struct kv_stor_rd *v, size_t n)
 			r->res = rd[j].res;
 			if (r->res == 0) {
 				memcpy(r->buf, (uint8_t *)rd[j].buf + (off - rd[j].off), r->len);
-				if (sealed[j])
-					cache_put(d, rd[j].buf, rd[j].off, rd[j].off + rd[j].len);
+				cache_put(d, rd[j].buf, rd[j].off, rd[j].off + rd[j].len, limit[j]);
 			}
 			free(rd[j].buf);
 		}
@@ -1026,6 +1032,8 @@ static int dev_seg_truncate(struct kv_stor_seg *sh, uint64_t size)
 	pthread_mutex_unlock(&d->mu);
 	if (known && old > size) {
 		uint64_t a = size - size % d->B, e = round_up(old, d->B);
+		/* blocks cached below the old end that this rewrites (invariant 6) */
+		dev_cache_drop_range(d->cache, data_off(d, s->extent) + a, e - a);
 		uint8_t *z = balloc(d, (size_t)(e - a));
 		if (z == NULL)
 			return -ENOMEM;

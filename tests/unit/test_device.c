@@ -402,6 +402,42 @@ static void test_activations_reuse_segment(void **state)
 	assert_int_equal(kv_store_close(s), 0);
 }
 
+/* Reads of a segment still being written go through the cache for its
+ * whole blocks before the one its end is in (they never change), and never
+ * for that block, which every append rewrites. */
+static void test_cache_active_segment(void **state)
+{
+	struct fx *f = *state;
+	char big[9000], buf[9100], k[16];
+	struct kv_store_stats a, b;
+	kv_store *s = open_store(f->img);
+
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	put(s, "default", "big", big);
+	put(s, "default", "filler", big); /* the end is blocks past "big" now */
+	assert_int_equal(get(s, "default", "big", buf, sizeof(buf)), 0);
+	kv_store_stats(s, &a);
+	assert_int_equal(get(s, "default", "big", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, big);
+	kv_store_stats(s, &b);
+	assert_true(b.device_cache_hits > a.device_cache_hits);
+	assert_int_equal(b.device_cache_misses, a.device_cache_misses);
+	/* small values in the block the end is in: each append rewrites it,
+	 * and every read sees what the last append left */
+	for (int i = 0; i < 40; i++) {
+		snprintf(k, sizeof(k), "s%02d", i);
+		put(s, "default", k, k);
+		for (int j = 0; j <= i; j += 7) {
+			char want[16];
+			snprintf(want, sizeof(want), "s%02d", j);
+			assert_int_equal(get(s, "default", want, buf, sizeof(buf)), 0);
+			assert_string_equal(buf, want);
+		}
+	}
+	assert_int_equal(kv_store_close(s), 0);
+}
+
 /* A full device: writes fail with ENOSPC, reads go on; dropping data and
  * merging give extents back and writes resume. */
 static void test_device_full(void **state)
@@ -909,6 +945,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_active_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leftover_extent_reclaimed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_full_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
