@@ -184,6 +184,7 @@ struct kvd {
 	                            (KVD_TEST_WORKER_DELAY_MS) */
 	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
 	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
+	struct cluster *cluster; /* cluster.h: cluster mode; NULL: a single node */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;
 };

@@ -17,6 +17,8 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
+
 #include "device.h"
 #include "io.h" /* struct kv_io_fault, for the test fault hooks */
 #include "log.h"
@@ -971,6 +973,11 @@ int main(int argc, char **argv)
 		kvd_say(stderr, LOG_ERR, "cannot start threads: %s", strerror(-e));
 		goto out_threads;
 	}
+	/* before the transports: their requests ask it who owns a tenant */
+	if (cluster_start(&d, err, sizeof(err)) != 0) {
+		kvd_say(stderr, LOG_ERR, "%s", err);
+		goto out_threads;
+	}
 	for (i = 0; i < NTRANSPORTS; i++) {
 		if (transports[i].start(&d, err, sizeof(err)) != 0) {
 			kvd_say(stderr, LOG_ERR, "%s", err);
@@ -1019,6 +1026,7 @@ out_transports:
 out_threads:
 	maint_stop(&d);
 	workers_stop(&d);
+	cluster_stop(&d); /* revokes the lease: every tenant goes at once */
 	for (i = 0; i < NTRANSPORTS; i++)
 		transports[i].stop(&d);
 	if ((e = kv_store_close(d.store)) != 0) {

@@ -17,6 +17,7 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -101,6 +102,13 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		return -1;
 	if (j->req.timeout_ms)
 		j->deadline_ms = now_ms() + j->req.timeout_ms;
+	/* cluster mode: the tenant is served here, or the answer says where */
+	if ((d->cluster != NULL || j->req.method == RPC_TENANT_RELEASE ||
+	     j->req.method == RPC_TENANT_ADOPT) &&
+	    cluster_gate(d, j)) {
+		auth_release(t);
+		return -1;
+	}
 	switch (j->req.kind) {
 	case RPC_KIND_LOCAL: {
 		struct rpc_reply rp;

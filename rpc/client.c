@@ -79,6 +79,7 @@ static void client_free(kvc *c)
 	free(c->token);
 	free(c->tls_cert);
 	free(c->tls_key);
+	free(c->tls_ca);
 	free(c);
 }
 
@@ -110,6 +111,7 @@ int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char 
 	c->token = strdup_or_null(o->token, &nomem);
 	c->tls_cert = strdup_or_null(cert_file, &nomem);
 	c->tls_key = strdup_or_null(key_file, &nomem);
+	c->tls_ca = strdup_or_null(o->tls_ca_file, &nomem);
 	c->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_message_size = o->max_message_size != 0 ? o->max_message_size : CLIENT_MSG_DEFAULT;
 	c->contexts = o->contexts != 0 ? o->contexts : CLIENT_CONTEXTS_DEFAULT;
@@ -126,11 +128,14 @@ int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char 
 			break;
 	}
 	c->tr = transports[i < sizeof(transports) / sizeof(transports[0]) ? i : i - 1];
+	if ((rv = client_route_new(&c->route)) != 0)
+		goto fail;
 	if ((rv = c->tr->open(c, o, &c->t)) != 0)
 		goto fail;
 	*ret = c;
 	return 0;
 fail:
+	client_route_free(c->route);
 	client_free(c);
 	return rv;
 }
@@ -140,6 +145,7 @@ void kvc_close(kvc *c)
 	if (c == NULL)
 		return;
 	c->tr->close(c->t);
+	client_route_free(c->route); /* the other nodes' handles, after their calls */
 	client_free(c);
 }
 
@@ -148,6 +154,7 @@ void kvc_drain(kvc *c)
 	if (c == NULL)
 		return;
 	c->tr->drain(c->t);
+	client_route_drain(c->route);
 }
 
 /* ---- raw ------------------------------------------------------------------------- */

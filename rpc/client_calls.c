@@ -213,6 +213,7 @@ static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, 
 	if ((rv = client_check_name(op, name)) != 0 ||
 	    (rv = client_op_request(op, call, true, strlen(name))) != 0)
 		return rv;
+	op->tenant = name; /* where it runs, and so where it is routed */
 	if (o != NULL)
 		creq_tenant_create(&op->pk, name, o);
 	else
@@ -244,6 +245,37 @@ int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
 
 	return client_op_end(&op, call,
 	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL));
+}
+
+int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name)
+{
+	struct client_op op;
+
+	return client_op_end(&op, call, name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL));
+}
+
+int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_owner *ret)
+{
+	struct client_op op;
+	struct kvc_owner o;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_TENANT_ADOPT);
+	if ((rv = client_check_name(&op, name)) == 0 &&
+	    (rv = client_op_request(&op, call, true, strlen(name))) == 0) {
+		creq_name(&op.pk, name);
+		op.tenant = NULL; /* to this handle's node, wherever the tenant was */
+		rv = client_op_run(&op);
+	}
+	if (rv == 0)
+		rv = client_op_decoded(&op, crep_owner(op.env.result, &o));
+	if (rv == 0 && c->route != NULL)
+		client_route_forget(c, name, NULL); /* served here from now on */
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = o;
+	return rv;
 }
 
 int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,

@@ -30,6 +30,10 @@ static const struct {
 	[RPC_TENANT_PASSIVATE] = {WIRE_M_TENANT_PASSIVATE, RPC_KIND_TENANT},
 	[RPC_TENANT_ACTIVATE] = {WIRE_M_TENANT_ACTIVATE, RPC_KIND_TENANT},
 	[RPC_HEALTH] = {WIRE_M_HEALTH, RPC_KIND_LOCAL},
+	/* cluster mode: kvd's cluster.c answers TenantAdopt itself; TenantRelease
+	 * passivates on the tenant's worker, then cluster.c lets it go */
+	[RPC_TENANT_RELEASE] = {WIRE_M_TENANT_RELEASE, RPC_KIND_TENANT},
+	[RPC_TENANT_ADOPT] = {WIRE_M_TENANT_ADOPT, RPC_KIND_LOCAL},
 };
 
 /* The role each method needs (wire.h's third column). */
@@ -124,6 +128,19 @@ void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *
 	reply_restart(rp);
 	reply_head(rp, id, status, 1);
 	mp_kv_str(&rp->pk, WIRE_F_MESSAGE, message);
+}
+
+void rpc_reply_moved(struct rpc_reply *rp, uint64_t id, const char *message, const char *node,
+                     const char *address, uint64_t epoch)
+{
+	reply_restart(rp);
+	reply_head(rp, id, RPC_MOVED, 2);
+	mp_kv_str(&rp->pk, WIRE_F_MESSAGE, message);
+	mp_pack_cstr(&rp->pk, WIRE_F_RESULT);
+	msgpack_pack_map(&rp->pk, 3);
+	mp_kv_str(&rp->pk, WIRE_F_NODE, node);
+	mp_kv_str(&rp->pk, WIRE_F_ADDRESS, address);
+	mp_kv_uint(&rp->pk, WIRE_F_EPOCH, epoch);
 }
 
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
@@ -354,6 +371,8 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	case RPC_TENANT_INFO:
 	case RPC_TENANT_PASSIVATE:
 	case RPC_TENANT_ACTIVATE:
+	case RPC_TENANT_RELEASE:
+	case RPC_TENANT_ADOPT:
 		if (name_from(mp_map_get(r->args, WIRE_F_NAME), r->tenant) != 0) {
 			*ret_msg = "'name' missing or not a valid tenant name";
 			return -EINVAL;
@@ -956,6 +975,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 		rv = kv_store_drop(s, r->tenant);
 		break;
 	case RPC_TENANT_PASSIVATE:
+	case RPC_TENANT_RELEASE:
 		rv = kv_store_passivate(s, r->tenant);
 		break;
 	case RPC_TENANT_ACTIVATE:
@@ -983,7 +1003,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 	if (r->method == RPC_TENANT_DROP) {
 		rpc_reply_ok(out, r->id, 1);
 		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
-	} else if (r->method == RPC_TENANT_PASSIVATE) {
+	} else if (r->method == RPC_TENANT_PASSIVATE || r->method == RPC_TENANT_RELEASE) {
 		rpc_reply_ok(out, r->id, 2);
 		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
 		mp_kv_str(&out->pk, WIRE_F_STATE, "passive");

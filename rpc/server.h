@@ -131,6 +131,10 @@ void rpc_reply_bytes(struct rpc_reply *rp, const void *p, size_t len);
  * when not even that could be written (buf is then empty). */
 int rpc_reply_finish(struct rpc_reply *rp, uint64_t id);
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message);
+/* A MOVED reply: the tenant is served by node `node` at `address` (its
+ * epoch), with a one-line message for clients that do not follow it. */
+void rpc_reply_moved(struct rpc_reply *rp, uint64_t id, const char *message, const char *node,
+                     const char *address, uint64_t epoch);
 /* Starts an OK reply whose result map has `fields` entries. */
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields);
 
