@@ -524,6 +524,8 @@ int cluster_start(struct kvd *d, char *err, size_t errlen)
 	}
 	c->running = true;
 	d->cluster = c;
+	d->lim.owners = cluster_owners; /* TenantList shows them */
+	d->lim.owners_arg = c;
 	klog(LOG_INFO,
 	     "cluster %s: node %s at %s, lease %" PRIx64 " (%" PRId64 " s; fenced %" PRId64
 	     " ms after a keepalive sent)",
@@ -555,6 +557,8 @@ void cluster_stop(struct kvd *d)
 		     "cluster: revoking lease %" PRIx64 ": %s (its tenants go when it ends)",
 		     (uint64_t)c->lease, etcd_errmsg(c->op));
 	d->cluster = NULL;
+	d->lim.owners = NULL;
+	d->lim.owners_arg = NULL;
 	cluster_free(c);
 }
 
@@ -677,6 +681,52 @@ static int claim(struct cluster *c, const char *name, bool take, struct claim *r
 		pthread_mutex_unlock(&c->mu);
 	}
 	return rv;
+}
+
+/* ---- TenantList's owners --------------------------------------------------- */
+
+static int rpc_owner_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct rpc_owner *)a)->tenant, ((const struct rpc_owner *)b)->tenant);
+}
+
+int cluster_owners(void *arg, struct rpc_owner **ret, size_t *ret_n)
+{
+	struct cluster *c = arg;
+	char prefix[160];
+	struct etcd_kvs kvs = {0};
+	struct rpc_owner *o;
+	size_t n = 0, plen;
+	int rv;
+
+	plen = (size_t)snprintf(prefix, sizeof(prefix), "%stenants/", c->prefix);
+	pthread_mutex_lock(&c->op_mu);
+	rv = etcd_list(c->op, prefix, plen, 0, 0, &kvs);
+	pthread_mutex_unlock(&c->op_mu);
+	if (rv != 0)
+		return rv < 0 ? rv : -EIO;
+	if ((o = calloc(kvs.n != 0 ? kvs.n : 1, sizeof(*o))) == NULL) {
+		etcd_kvs_free(&kvs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < kvs.n; i++) {
+		const struct etcd_kv *kv = &kvs.kv[i];
+		const char *name = kv->key + plen, *slash;
+		char addr[256];
+		/* "<name>/owner"; anything else under the prefix is not ours to show */
+		if (kv->key_len <= plen || (slash = strchr(name, '/')) == NULL ||
+		    strcmp(slash, "/owner") != 0 || (size_t)(slash - name) >= sizeof(o[n].tenant) ||
+		    !owner_split(kv, o[n].node, sizeof(o[n].node), addr, sizeof(addr)))
+			continue;
+		memcpy(o[n].tenant, name, (size_t)(slash - name));
+		o[n].epoch = (uint64_t)kv->create_rev;
+		n++;
+	}
+	etcd_kvs_free(&kvs);
+	qsort(o, n, sizeof(*o), rpc_owner_cmp);
+	*ret = o;
+	*ret_n = n;
+	return 0;
 }
 
 /* ---- requests ------------------------------------------------------------- */

@@ -25,6 +25,7 @@ struct job;
 struct cluster;
 struct rpc_req;
 struct rpc_reply;
+struct rpc_owner;
 
 /* Joins the cluster when the settings name etcd: grants the node's lease,
  * registers the node's key, starts the keepalive thread; sets d->cluster
@@ -56,5 +57,9 @@ bool cluster_gate(struct kvd *d, struct job *j);
  * TenantRelease or TenantDrop that succeeded deletes the tenant's owner key
  * (rp becomes UNAVAILABLE when etcd cannot be told). Others: nothing. */
 void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_reply *rp);
+
+/* rpc_limits.owners (set by cluster_start): every tenant that has an owner
+ * in etcd, sorted by name; 0, -ENOMEM or an etcd error. Any thread. */
+int cluster_owners(void *arg, struct rpc_owner **ret, size_t *ret_n);
 
 #endif

@@ -1026,13 +1026,15 @@ out_transports:
 out_threads:
 	maint_stop(&d);
 	workers_stop(&d);
-	cluster_stop(&d); /* revokes the lease: every tenant goes at once */
 	for (i = 0; i < NTRANSPORTS; i++)
 		transports[i].stop(&d);
 	if ((e = kv_store_close(d.store)) != 0) {
 		klog(LOG_ERR, "closing the store: %s", kv_strerror(e));
 		rv = 1;
 	}
+	/* no request runs any more and the store is closed (its tenants
+	 * synced): the lease goes, and every tenant with it */
+	cluster_stop(&d);
 	if (rv == 0)
 		klog(LOG_INFO, "stopped: %" PRIu64 " requests served", atomic_load(&d.requests));
 out_signals:

@@ -448,6 +448,21 @@ struct kvc_owner {
  * the node is fenced, or etcd cannot be asked), -KVC_MOVED (release: too
  * many redirects). */
 int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name);
+/* kvc_tenant_list with each tenant's owner node in cluster mode (node ""
+ * and epoch 0: no owner, or kvd is a single node). The list is malloc'd:
+ * kvc_tenant_owners_free(). Since libkvclient 0.4.
+ * Errors: those of kvc_tenant_list; -KVC_UNAVAILABLE also when the node
+ * cannot read the owners from etcd. */
+struct kvc_tenant_owner {
+	char name[65];
+	bool active;
+	bool refused;
+	char node[65];  /* the owner's node id; "": none */
+	uint64_t epoch; /* its epoch; 0: none */
+};
+int kvc_tenant_owners(kvc *c, const struct kvc_call *call, struct kvc_tenant_owner **ret_list,
+                      size_t *ret_count);
+void kvc_tenant_owners_free(struct kvc_tenant_owner *list);
 int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
                      struct kvc_owner *ret);
 

@@ -854,6 +854,11 @@ static void pack_daemon_figures(msgpack_packer *pk, const struct rpc_daemon_fig 
 	}
 }
 
+static int owner_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct rpc_owner *)elem)->tenant);
+}
+
 void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,
                    uint64_t uptime_s, uint64_t requests, uint64_t in_flight, uint32_t workers,
                    bool stopping, struct rpc_reply *out)
@@ -922,7 +927,8 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 	}
 	case RPC_TENANT_LIST: {
 		struct kv_tenant_state *list;
-		size_t n, i, shown = 0;
+		struct rpc_owner *owners = NULL;
+		size_t n, i, shown = 0, nowners = 0;
 		if ((rv = kv_store_list(s, &list, &n)) != 0) {
 			reply_kv_error(out, r->id, rv);
 			return;
@@ -932,17 +938,31 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			if (r->may_see == NULL || r->may_see(r->grant, list[i].name))
 				list[shown++] = list[i];
 		n = shown;
+		if (lim->owners != NULL && (rv = lim->owners(lim->owners_arg, &owners, &nowners)) != 0) {
+			free(list);
+			reply_errorf(out, r->id, RPC_UNAVAILABLE,
+			             "the tenants' owners cannot be read from etcd: %s", strerror(-rv));
+			return;
+		}
 		rpc_reply_ok(out, r->id, 1);
 		mp_pack_cstr(&out->pk, WIRE_F_TENANTS);
 		msgpack_pack_array(&out->pk, (uint32_t)n);
 		for (i = 0; i < n; i++) {
-			msgpack_pack_map(&out->pk, 2);
+			const struct rpc_owner *o = NULL;
+			if (nowners > 0)
+				o = bsearch(list[i].name, owners, nowners, sizeof(*owners), owner_cmp);
+			msgpack_pack_map(&out->pk, o != NULL ? 4 : 2);
 			mp_kv_str(&out->pk, WIRE_F_NAME, list[i].name);
 			mp_kv_str(&out->pk, WIRE_F_STATE,
 			          list[i].refused  ? "refused"
 			          : list[i].active ? "active"
 			                           : "passive");
+			if (o != NULL) {
+				mp_kv_str(&out->pk, WIRE_F_OWNER, o->node);
+				mp_kv_uint(&out->pk, WIRE_F_EPOCH, o->epoch);
+			}
 		}
+		free(owners);
 		free(list);
 		break;
 	}

@@ -370,6 +370,61 @@ static void test_fencing(void **state)
 	node_stop(&a);
 }
 
+/* ---- kvctl: owners in tenant list, release, adopt ---- */
+
+/* Runs kvctl -e url ARGS (stdout and stderr into out): its exit status. */
+static int kvctl(const char *url, const char *args, char *out, size_t len)
+{
+	const char *bin = getenv("KVCTL_BIN");
+	char cmd[2048];
+	size_t n;
+	FILE *f;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "'%s' -e '%s' --timeout %d %s 2>&1",
+	         bin != NULL ? bin : "./build/cli/kvctl", url, CALL_MS, args);
+	assert_non_null(f = popen(cmd, "r"));
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* Fails, showing out, when out lacks text. */
+static void expect_in(const char *out, const char *text)
+{
+	if (strstr(out, text) == NULL)
+		fail_msg("'%s' not in kvctl's output: %s", text, out);
+}
+
+static void test_kvctl(void **state)
+{
+	struct node a, b;
+	char out[4096];
+
+	(void)state;
+	node_start(&a, "kvctl", "a", 0);
+	node_start(&b, "kvctl", "b", 0);
+	assert_int_equal(kvctl(a.r.url[KVD_RUN_KVTCP], "tenant create t4", out, sizeof(out)), 0);
+	/* the owner column ("-": none) */
+	assert_int_equal(kvctl(a.r.url[KVD_RUN_KVTCP], "tenant list", out, sizeof(out)), 0);
+	expect_in(out, "t4\tpassive\ta\n");
+	expect_in(out, "default\tpassive\t-\n");
+	/* adopt refused while a owns it: exit 3, the owner named */
+	assert_int_equal(kvctl(b.r.url[KVD_RUN_KVTCP], "tenant adopt t4", out, sizeof(out)), 3);
+	expect_in(out, "node a");
+	/* release through b (followed to a), adopt on b */
+	assert_int_equal(kvctl(b.r.url[KVD_RUN_KVTCP], "tenant release t4", out, sizeof(out)), 0);
+	assert_int_equal(kvctl(b.r.url[KVD_RUN_KVTCP], "-o json tenant adopt t4", out, sizeof(out)),
+	                 0);
+	expect_in(out, "\"node\":\"b\"");
+	assert_int_equal(kvctl(a.r.url[KVD_RUN_KVTCP], "-o json tenant list", out, sizeof(out)), 0);
+	expect_in(out, "\"owner\":\"b\"");
+	node_stop(&a);
+	node_stop(&b);
+}
+
 /* ---- without etcd: a single node, adopt and release refused ---- */
 
 static void test_single_node(void **state)
@@ -401,6 +456,7 @@ int main(void)
 	        cmocka_unit_test(test_claim_and_redirect),
 	        cmocka_unit_test(test_release_adopt),
 	        cmocka_unit_test(test_fencing),
+	        cmocka_unit_test(test_kvctl),
 	        cmocka_unit_test(test_single_node),
 	};
 
