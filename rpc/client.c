@@ -24,6 +24,7 @@
 #define CLIENT_CONTEXTS_DEFAULT 64u
 #define CLIENT_CONTEXTS_MAX     4096u              /* requests in flight per handle */
 #define CLIENT_MSG_DEFAULT      ((size_t)64 << 20) /* PROTOCOL.md's max_message_size */
+#define CLIENT_SEEDS_MAX        15                 /* endpoints after the first */
 
 /* The transports, asked in order; the last serves every other endpoint. */
 static const struct client_transport *const transports[] = {
@@ -74,6 +75,9 @@ static char *strdup_or_null(const char *s, bool *failed)
 
 static void client_free(kvc *c)
 {
+	for (size_t i = 0; i < c->nseeds; i++)
+		free(c->seeds[i]);
+	free(c->seeds);
 	free(c->endpoint);
 	free(c->tenant);
 	free(c->token);
@@ -81,6 +85,31 @@ static void client_free(kvc *c)
 	free(c->tls_key);
 	free(c->tls_ca);
 	free(c);
+}
+
+/* "URL,URL,...": the first stays c->endpoint, the others become seeds
+ * (tried in order when the first cannot be reached; client_op_run). */
+static int split_endpoints(kvc *c)
+{
+	char *p = strchr(c->endpoint, ','), *tok;
+	size_t n = 0;
+
+	if (p == NULL)
+		return 0;
+	*p++ = '\0';
+	for (const char *q = p; q != NULL; q = strchr(q + 1, ','))
+		n++;
+	if (n > CLIENT_SEEDS_MAX || c->endpoint[0] == '\0')
+		return -KVC_INVALID_ARGUMENT;
+	if ((c->seeds = calloc(n, sizeof(*c->seeds))) == NULL)
+		return -KVC_RESOURCE_EXHAUSTED;
+	while ((tok = strsep(&p, ",")) != NULL) {
+		if (*tok == '\0')
+			return -KVC_INVALID_ARGUMENT;
+		if ((c->seeds[c->nseeds++] = strdup(tok)) == NULL)
+			return -KVC_RESOURCE_EXHAUSTED;
+	}
+	return 0;
 }
 
 int kvc_open(const struct kvc_options *o, kvc **ret)
@@ -107,6 +136,8 @@ int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char 
 		return -KVC_RESOURCE_EXHAUSTED;
 	c->endpoint =
 	        strdup_or_null(o->endpoint != NULL ? o->endpoint : KVC_DEFAULT_ENDPOINT, &nomem);
+	if (c->endpoint != NULL && (rv = split_endpoints(c)) != 0)
+		goto fail;
 	c->tenant = strdup_or_null(o->tenant != NULL ? o->tenant : "default", &nomem);
 	c->token = strdup_or_null(o->token, &nomem);
 	c->tls_cert = strdup_or_null(cert_file, &nomem);

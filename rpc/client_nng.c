@@ -171,6 +171,7 @@ static void *prober_main(void *arg)
 /* With c->mu held: the reason no pipe is up. */
 static int unreachable(struct cnng *c, struct client_op *op)
 {
+	op->unsent = true; /* no pipe: nothing was sent */
 	if (c->ever_connected)
 		return client_op_fail(op, KVC_UNAVAILABLE, "cannot reach %s: connection lost",
 		                      c->endpoint);

@@ -301,10 +301,25 @@ int client_op_run(struct client_op *op)
 	to = client_route_pick(home, op->tenant);
 	for (hops = 0;; hops++) {
 		op->c = to;
+		op->unsent = false;
 		rv = to->tr->run(to->t, op);
 		op->c = home;
 		if (rv == -KVC_UNAVAILABLE && to != home)
 			client_route_forget(home, op->tenant, to);
+		if (rv == -KVC_UNAVAILABLE && op->unsent && to == home) {
+			/* the handle's first endpoint cannot be reached: the
+			 * next ones of its list, while none could */
+			size_t next = 0;
+			kvc *seed;
+			while (rv == -KVC_UNAVAILABLE && op->unsent &&
+			       (seed = client_route_seed(home, &next)) != NULL) {
+				op_reply_clear(op);
+				op->c = to = seed;
+				op->unsent = false;
+				rv = to->tr->run(to->t, op);
+				op->c = home;
+			}
+		}
 		if (rv != -KVC_MOVED || hops == KVC_REDIRECTS_MAX)
 			break;
 		if ((to = client_route_moved(home, op)) == NULL) {

@@ -97,6 +97,8 @@ struct kvc {
 	/* client_route.c: the other nodes' handles and which tenant is where;
 	 * NULL in a handle of another node (it follows nothing itself) */
 	struct client_route *route;
+	char **seeds; /* the endpoints after the first of a list; NULL: one */
+	size_t nseeds;
 };
 
 struct client_op {
@@ -110,6 +112,8 @@ struct client_op {
 	int write_error;
 	msgpack_packer pk;
 	bool raw; /* kvc_raw: the reply is not decoded */
+	bool unsent; /* set by a transport that failed before sending anything
+	                (no connection): another endpoint may be tried */
 
 	struct client_buf reply; /* the envelope and result point into it */
 	msgpack_zone zone;
@@ -186,6 +190,9 @@ kvc *client_route_pick(kvc *home, const char *tenant);
  * (opened once), remembered for op->tenant; NULL with op->st saying why
  * (no address, cannot open one). */
 kvc *client_route_moved(kvc *home, struct client_op *op);
+/* The handle of the next of the handle's other endpoints (kvc_options'
+ * comma-separated list), from *next on; NULL when there is none left. */
+kvc *client_route_seed(kvc *home, size_t *next);
 /* A call to `to` for tenant failed to reach it (to NULL: the tenant is
  * served by home now): its route is forgotten. */
 void client_route_forget(kvc *home, const char *tenant, kvc *to);

@@ -157,6 +157,19 @@ static int peer_get(kvc *home, const char *addr, kvc **ret)
 	return 0;
 }
 
+kvc *client_route_seed(kvc *home, size_t *next)
+{
+	struct client_route *r = home->route;
+	kvc *h = NULL;
+
+	pthread_mutex_lock(&r->mu);
+	while (h == NULL && *next < home->nseeds)
+		if (peer_get(home, home->seeds[(*next)++], &h) != 0 || h == home)
+			h = NULL;
+	pthread_mutex_unlock(&r->mu);
+	return h;
+}
+
 kvc *client_route_moved(kvc *home, struct client_op *op)
 {
 	struct client_route *r = home->route;

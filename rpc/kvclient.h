@@ -114,7 +114,11 @@ struct kvc_status {
 #define KVC_DEFAULT_ENDPOINT "kv+ipc:///run/kvd/kv.sock"
 
 struct kvc_options {
-	const char *endpoint;    /* default KVC_DEFAULT_ENDPOINT */
+	const char *endpoint;    /* default KVC_DEFAULT_ENDPOINT; or several,
+	                            comma-separated (the nodes of a cluster, at
+	                            most 16): calls go to the first, and to the
+	                            next ones in order while those before cannot
+	                            be connected to (nothing was sent) */
 	const char *tenant;      /* default tenant of calls; default "default" */
 	const char *token;       /* sent with every request when set */
 	uint32_t timeout_ms;     /* default per-call timeout; default 10000 */

@@ -17,6 +17,7 @@
 #include "kvclient.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,6 +186,14 @@ static int raw_get(kvc *c, const char *tenant, const char *k, char *addr, size_t
 
 /* ---- claim on first use, MOVED, redirects followed ---- */
 
+static atomic_int g_async_rv = 1;
+
+static void async_done(void *arg, const struct kvc_async_result *res)
+{
+	(void)arg;
+	atomic_store(&g_async_rv, res->rv);
+}
+
 static void test_claim_and_redirect(void **state)
 {
 	struct node a, b;
@@ -227,6 +236,35 @@ static void test_claim_and_redirect(void **state)
 		int64_t again = 0;
 		assert_true(owner_of("claim", "t1", value, sizeof(value), &again));
 		assert_int_equal(again, epoch);
+	}
+	/* several endpoints: the first refuses connections, the second (b)
+	 * answers MOVED, followed to a */
+	{
+		struct kvc_options o;
+		kvc *cs = NULL;
+		char eps[2200];
+		int dead = h_free_port();
+		assert_true(dead > 0);
+		snprintf(eps, sizeof(eps), "kv+tcp://127.0.0.1:%d,%s", dead, b.r.url[KVD_RUN_KVTCP]);
+		kvc_options_init(&o);
+		o.endpoint = eps;
+		o.tenant = "t1";
+		o.timeout_ms = CALL_MS;
+		assert_int_equal(kvc_open(&o, &cs), 0);
+		get_str(cs, "t1", "k", "from-a");
+		kvc_close(cs);
+		o.endpoint = "kv+tcp://127.0.0.1:1,";
+		assert_int_equal(kvc_open(&o, &cs), -KVC_INVALID_ARGUMENT);
+	}
+	/* an async call goes where the earlier calls found the tenant */
+	{
+		struct kvc_call call = {.tenant = "t1"};
+		assert_int_equal(kvc_put_async(cb, &call, "k4", 2, "async", 5, NULL, async_done,
+		                               NULL),
+		                 0);
+		kvc_drain(cb);
+		assert_int_equal(atomic_load(&g_async_rv), 0);
+		get_str(ca, "t1", "k4", "async");
 	}
 	/* requests without a tenant are answered by b itself */
 	assert_int_equal(kvc_tenant_list(cb, NULL, &list, &nlist), 0);
