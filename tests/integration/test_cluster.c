@@ -17,9 +17,9 @@
 #include "kvclient.h"
 
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include <cmocka.h> /* after the headers it needs */
@@ -245,7 +245,8 @@ static void test_claim_and_redirect(void **state)
 		char eps[2200];
 		int dead = h_free_port();
 		assert_true(dead > 0);
-		snprintf(eps, sizeof(eps), "kv+tcp://127.0.0.1:%d,%s", dead, b.r.url[KVD_RUN_KVTCP]);
+		snprintf(eps, sizeof(eps), "kv+tcp://127.0.0.1:%d,%s", dead,
+		         b.r.url[KVD_RUN_KVTCP]);
 		kvc_options_init(&o);
 		o.endpoint = eps;
 		o.tenant = "t1";
@@ -259,9 +260,8 @@ static void test_claim_and_redirect(void **state)
 	/* an async call goes where the earlier calls found the tenant */
 	{
 		struct kvc_call call = {.tenant = "t1"};
-		assert_int_equal(kvc_put_async(cb, &call, "k4", 2, "async", 5, NULL, async_done,
-		                               NULL),
-		                 0);
+		assert_int_equal(
+		        kvc_put_async(cb, &call, "k4", 2, "async", 5, NULL, async_done, NULL), 0);
 		kvc_drain(cb);
 		assert_int_equal(atomic_load(&g_async_rv), 0);
 		get_str(ca, "t1", "k4", "async");
@@ -463,6 +463,63 @@ static void test_kvctl(void **state)
 	node_stop(&b);
 }
 
+/* ---- start-up refusals ---- */
+
+/* kvd with conf must end with exit status 1, its log holding text. */
+static void start_refused(const char *conf, unsigned listen, const char *text)
+{
+	struct kvd_run r = {0};
+	char err[1024], *dir, line[2048];
+	const char *bin = getenv("KVD_BIN");
+	bool found = false;
+	FILE *f;
+
+	assert_non_null(dir = tu_mkdtemp("kvd-cluster"));
+	r.bin = bin != NULL ? bin : "./build/daemon/kvd-test";
+	r.dir = dir;
+	r.config_text = conf;
+	r.listen = listen;
+	r.start_timeout_ms = 10000;
+	if (kvd_run_start(&r, err, sizeof(err)) == 0) {
+		kvd_run_kill(&r);
+		fail_msg("kvd started with: %s", conf);
+	}
+	assert_true(r.pid < 0);
+	assert_true(WIFEXITED(r.status));
+	assert_int_equal(WEXITSTATUS(r.status), 1);
+	assert_non_null(f = fopen(r.log, "r"));
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	if (!found)
+		fail_msg("'%s' not in kvd's log: %s", text, err);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_start_refused(void **state)
+{
+	struct node a;
+	char conf[512];
+	int dead = h_free_port();
+
+	(void)state;
+	/* a second node with a live node's id */
+	node_start(&a, "dup", "a", 0);
+	snprintf(conf, sizeof(conf), "etcd = %s\ncluster = dup\nnode_id = a\n", g_etcd.url);
+	start_refused(conf, KVD_RUN_LISTEN(KVD_RUN_KVTCP),
+	              "node id 'a' is registered in etcd by another process");
+	node_stop(&a);
+	/* etcd that nobody serves */
+	assert_true(dead > 0);
+	snprintf(conf, sizeof(conf), "etcd = http://127.0.0.1:%d\ncluster = x\nnode_id = a\n",
+	         dead);
+	start_refused(conf, KVD_RUN_LISTEN(KVD_RUN_KVTCP), "etcd: granting a lease");
+	/* no kv+tcp:// listener: no address to send clients to */
+	snprintf(conf, sizeof(conf), "etcd = %s\ncluster = x\nnode_id = a\n", g_etcd.url);
+	start_refused(conf, KVD_RUN_LISTEN(KVD_RUN_IPC), "advertise: set it");
+}
+
 /* ---- without etcd: a single node, adopt and release refused ---- */
 
 static void test_single_node(void **state)
@@ -495,6 +552,7 @@ int main(void)
 	        cmocka_unit_test(test_release_adopt),
 	        cmocka_unit_test(test_fencing),
 	        cmocka_unit_test(test_kvctl),
+	        cmocka_unit_test(test_start_refused),
 	        cmocka_unit_test(test_single_node),
 	};
 
