@@ -97,7 +97,8 @@ static int split_endpoints(kvc *c)
 	if (p == NULL)
 		return 0;
 	*p++ = '\0';
-	for (const char *q = p; q != NULL; q = strchr(q + 1, ','))
+	n = 1; /* the endpoints after the first: one more than the commas left */
+	for (const char *q = p; (q = strchr(q, ',')) != NULL; q++)
 		n++;
 	if (n > CLIENT_SEEDS_MAX || c->endpoint[0] == '\0')
 		return -KVC_INVALID_ARGUMENT;

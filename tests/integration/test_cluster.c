@@ -72,15 +72,31 @@ static void node_start(struct node *n, const char *cluster, const char *id, int 
 	h_track(n->r.pid, true);
 }
 
+/* Whether the log at path has a line containing text. */
+static bool log_has(const char *path, const char *text)
+{
+	struct kvd_proc k = {0};
+
+	h_copy(k.log, sizeof(k.log), path);
+	return h_log_has(&k, text);
+}
+
+/* SIGTERM: kvd must exit 0 (a sanitizer's report fails it too). */
 static void node_stop(struct node *n)
 {
 	char err[1024];
+	int rv = 0;
 
 	if (n->r.pid > 0) {
 		pid_t pid = n->r.pid;
-		if (kvd_run_stop(&n->r, err, sizeof(err)) != 0)
-			print_error("node %s: %s\n", n->id, err);
+		rv = kvd_run_stop(&n->r, err, sizeof(err));
 		h_track(pid, false);
+	}
+	if (rv != 0 || log_has(n->r.log, "runtime error") || log_has(n->r.log, "Sanitizer")) {
+		struct kvd_proc k = {0};
+		h_copy(k.log, sizeof(k.log), n->r.log);
+		h_dump_log(&k);
+		fail_msg("node %s did not stop cleanly: %s", n->id, rv != 0 ? err : "see its log");
 	}
 	if (n->dir != NULL && getenv("KVTEST_KEEP") == NULL)
 		tu_rmtree(n->dir);
@@ -397,12 +413,8 @@ static void test_fencing(void **state)
 	get_str(ca, "t3", "k", "v3");
 	assert_true(owner_of("fence", "t3", value, sizeof(value), &e2));
 	assert_true(e2 > e1);
-	{
-		struct kvd_proc log = {0};
-		h_copy(log.log, sizeof(log.log), a.r.log);
-		assert_true(h_log_has(&log, "node a fenced"));
-		assert_true(h_log_has(&log, "node a registered again"));
-	}
+	assert_true(log_has(a.r.log, "node a fenced"));
+	assert_true(log_has(a.r.log, "node a registered again"));
 
 	kvc_close(ca);
 	node_stop(&a);
