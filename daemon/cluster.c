@@ -809,7 +809,9 @@ bool cluster_gate(struct kvd *d, struct job *j)
 	const struct rpc_req *r = &j->req;
 	struct owned *own;
 	struct claim o = {0};
+	struct kv_tenant_info info;
 	char msg[512];
+	bool take;
 	int rv;
 
 	if (c == NULL) {
@@ -859,9 +861,14 @@ bool cluster_gate(struct kvd *d, struct job *j)
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
-	/* not owned here: take it on first use, or find who has it; a release
-	 * only looks */
-	rv = claim(c, r->tenant, r->method != RPC_TENANT_RELEASE, &o, msg, sizeof(msg));
+	/* not owned here: take it on first use, or find who has it. Only a
+	 * tenant that exists here (or that the request creates) is taken: a
+	 * request for a name nobody has leaves no owner key behind. A release
+	 * only looks. */
+	take = r->method != RPC_TENANT_RELEASE &&
+	       (r->method == RPC_TENANT_CREATE || d->cfg.auto_create ||
+	        kv_store_info(d->store, r->tenant, &info) != -ENOENT);
+	rv = claim(c, r->tenant, take, &o, msg, sizeof(msg));
 	switch (rv) {
 	case CLAIM_OURS:
 		if (r->method == RPC_TENANT_RELEASE) {
@@ -876,6 +883,8 @@ bool cluster_gate(struct kvd *d, struct job *j)
 		reply_moved(j, r->tenant, &o);
 		return true;
 	case CLAIM_NONE:
+		if (r->method != RPC_TENANT_RELEASE)
+			return false; /* nobody has it, nor this node: its NOT_FOUND */
 		snprintf(msg, sizeof(msg), "tenant '%s' has no owner to release it", r->tenant);
 		job_reply_error(j, r->id, RPC_FAILED_PRECONDITION, msg);
 		return true;

@@ -282,6 +282,13 @@ static void test_claim_and_redirect(void **state)
 		assert_int_equal(atomic_load(&g_async_rv), 0);
 		get_str(ca, "t1", "k4", "async");
 	}
+	/* a tenant nobody has: NOT_FOUND, and no owner key left behind */
+	{
+		struct kvc_call call = {.tenant = "nosuch"};
+		struct kvc_value v;
+		assert_int_equal(kvc_get(cb, &call, "k", 1, 0, 0, &v), -KVC_NOT_FOUND);
+		assert_false(owner_of("claim", "nosuch", value, sizeof(value), &epoch));
+	}
 	/* requests without a tenant are answered by b itself */
 	assert_int_equal(kvc_tenant_list(cb, NULL, &list, &nlist), 0);
 	kvc_tenant_list_free(list);
