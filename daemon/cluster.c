@@ -899,6 +899,19 @@ bool cluster_gate(struct kvd *d, struct job *j)
 	}
 }
 
+void cluster_release_undo(struct kvd *d, const struct rpc_req *r)
+{
+	struct cluster *c = d->cluster;
+	struct owned *o;
+
+	if (c == NULL || r->method != RPC_TENANT_RELEASE)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if ((o = owned_find(c, r->tenant)) != NULL)
+		o->releasing = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
 void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_reply *rp)
 {
 	struct cluster *c = d->cluster;
@@ -909,10 +922,7 @@ void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_repl
 	if (c == NULL || (r->method != RPC_TENANT_RELEASE && r->method != RPC_TENANT_DROP))
 		return;
 	if (rp->status != RPC_OK) {
-		pthread_mutex_lock(&c->mu);
-		if ((o = owned_find(c, r->tenant)) != NULL)
-			o->releasing = 0;
-		pthread_mutex_unlock(&c->mu);
+		cluster_release_undo(d, r);
 		return;
 	}
 	if ((klen = key_of(c, "tenants", r->tenant, "/owner", key, sizeof(key))) < 0)

@@ -58,6 +58,11 @@ bool cluster_gate(struct kvd *d, struct job *j);
  * (rp becomes UNAVAILABLE when etcd cannot be told). Others: nothing. */
 void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_reply *rp);
 
+/* A TenantRelease that passed cluster_gate is answered without running
+ * (its worker's queue full, its deadline passed): requests on its tenant
+ * go on. Others: nothing. */
+void cluster_release_undo(struct kvd *d, const struct rpc_req *r);
+
 /* rpc_limits.owners (set by cluster_start): every tenant that has an owner
  * in etcd, sorted by name; 0, -ENOMEM or an etcd error. Any thread. */
 int cluster_owners(void *arg, struct rpc_owner **ret, size_t *ret_n);

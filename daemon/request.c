@@ -133,9 +133,11 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 			worker_run(self, j);
 			return (int)owner;
 		}
-		if (!worker_post(d, owner, j))
+		if (!worker_post(d, owner, j)) {
+			cluster_release_undo(d, &j->req);
 			job_reply_error(j, j->req.id, RPC_RESOURCE_EXHAUSTED,
 			                "too many requests queued, try again");
+		}
 		return (int)owner;
 	}
 }

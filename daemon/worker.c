@@ -445,6 +445,7 @@ void worker_run(struct worker *w, struct job *j)
 	if (w->d->job_delay_ms)
 		poll(NULL, 0, (int)w->d->job_delay_ms);
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
+		cluster_release_undo(w->d, &j->req);
 		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
 		                "deadline passed before the request ran; nothing was done");
 		return;
