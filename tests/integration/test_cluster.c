@@ -282,6 +282,26 @@ static void test_claim_and_redirect(void **state)
 		assert_int_equal(atomic_load(&g_async_rv), 0);
 		get_str(ca, "t1", "k4", "async");
 	}
+	/* a scan and a tenant's stats through b, followed to a too */
+	{
+		struct kvc_call call = {.tenant = "t1"};
+		struct kvc_scan_opts so = {0};
+		struct kvc_tenant_info ti;
+		struct kvc_item it;
+		kvc_iter *iter = NULL;
+		size_t items = 0;
+		int rv;
+		so.page_size = 1; /* a page per item: each one a request */
+		assert_int_equal(kvc_scan_open(cbn, &call, &so, &iter), 0);
+		while ((rv = kvc_scan_next(iter, &it)) == 0)
+			items++;
+		assert_int_equal(rv, 1);
+		kvc_scan_close(iter);
+		assert_int_equal(items, 4); /* k, k2, k3, k4 */
+		assert_int_equal(kvc_stats(cb, &call, &ti), 0);
+		assert_string_equal(ti.name, "t1");
+		assert_int_equal(ti.keys, 4);
+	}
 	/* a tenant nobody has: NOT_FOUND, and no owner key left behind */
 	{
 		struct kvc_call call = {.tenant = "nosuch"};
