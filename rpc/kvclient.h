@@ -40,6 +40,9 @@
  *   -KVC_UNIMPLEMENTED        the server does not know the method
  *   -KVC_INTERNAL             a malformed reply, or a bug in the server
  *   -KVC_UNKNOWN              a status this library does not know
+ *   -KVC_MOVED                cluster mode: the tenant is served by another
+ *                             node and the call could not follow it there
+ *                             (KVC_REDIRECTS_MAX hops; async calls)
  * and the calls on a tenant (the data calls, kvc_compact, kvc_stats) also
  * -KVC_NOT_FOUND when the tenant does not exist. Pass a struct kvc_status
  * in struct kvc_call to get the server's one-line message. Outputs (ret_*)
