@@ -311,6 +311,11 @@ static void reload(struct kvd *d)
 		        {"input_budget", n->input_budget != o->input_budget},
 		        {"output_budget", n->output_budget != o->output_budget},
 		        {"metrics_listen", strcmp(n->metrics_listen, o->metrics_listen) != 0},
+		        {"etcd", strcmp(n->etcd, o->etcd) != 0},
+		        {"cluster", strcmp(n->cluster, o->cluster) != 0},
+		        {"node_id", strcmp(n->node_id, o->node_id) != 0},
+		        {"advertise", strcmp(n->advertise, o->advertise) != 0},
+		        {"lease_ttl", n->lease_ttl_s != o->lease_ttl_s},
 		        {"tenant-defaults",
 		         memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
