@@ -1,7 +1,9 @@
 /*
  * request.c — what every transport does with a request once its bytes have
  * arrived: decode the envelope, check its token or its connection's client
- * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), then answer at
+ * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), in cluster mode
+ * make sure this node serves its tenant (cluster.c: MOVED, UNAVAILABLE when
+ * fenced; TenantAdopt), then answer at
  * once (errors, Health, tenant bookkeeping), queue it on the maintenance
  * thread (Compact), or run it on the worker that owns its tenant — at once
  * when the calling thread is that worker, else through the worker's queue.
