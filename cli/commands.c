@@ -559,7 +559,7 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 }
 
 /* A TenantList entry's state as kvd names it. */
-static const char *entry_state(const struct kvc_tenant_entry *e)
+static const char *owner_state(const struct kvc_tenant_owner *e)
 {
 	return e->refused ? "refused" : e->active ? "active" : "passive";
 }
@@ -569,8 +569,9 @@ int cmd_tenant_list(struct kvctl *k, int argc, char **argv)
 	struct kvctl_opts oi;
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
-	struct kvc_tenant_entry *list = NULL;
+	struct kvc_tenant_owner *list = NULL;
 	size_t n = 0, i;
+	bool owners = false;
 	json_t *arr;
 	int rv;
 
@@ -579,29 +580,46 @@ int cmd_tenant_list(struct kvctl *k, int argc, char **argv)
 		return KVCTL_EXIT_USAGE;
 	if ((rv = want_args(k, argc, 0, 0, NULL)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
-	if ((rv = kvc_tenant_list(k->c, &call, &list, &n)) != 0)
+	if ((rv = kvc_tenant_owners(k->c, &call, &list, &n)) != 0)
 		return kvctl_fail(k, rv, &st);
+	/* cluster mode (some tenant has an owner): every line gets a third
+	 * column, the owner node ("-": none) */
+	for (i = 0; i < n; i++)
+		owners = owners || list[i].node[0] != '\0';
 	if (!k->json) {
-		for (i = 0; i < n; i++)
-			printf("%s\t%s\n", list[i].name, entry_state(&list[i]));
-		kvc_tenant_list_free(list);
+		for (i = 0; i < n; i++) {
+			if (owners)
+				printf("%s\t%s\t%s\n", list[i].name, owner_state(&list[i]),
+				       list[i].node[0] != '\0' ? list[i].node : "-");
+			else
+				printf("%s\t%s\n", list[i].name, owner_state(&list[i]));
+		}
+		kvc_tenant_owners_free(list);
 		return kvctl_finish(k);
 	}
 	arr = json_array();
-	for (i = 0; i < n; i++)
-		json_array_append_new(arr, json_pack("{s:s,s:s}", "name", list[i].name, "state",
-		                                     entry_state(&list[i])));
-	kvc_tenant_list_free(list);
+	for (i = 0; i < n; i++) {
+		json_t *e = json_pack("{s:s,s:s}", "name", list[i].name, "state",
+		                      owner_state(&list[i]));
+		if (list[i].node[0] != '\0') {
+			json_object_set_new(e, "owner", json_string(list[i].node));
+			json_object_set_new(e, "epoch", kvctl_json_u64(list[i].epoch));
+		}
+		json_array_append_new(arr, e);
+	}
+	kvc_tenant_owners_free(list);
 	return kvctl_emit_json(k, json_pack("{s:o}", "tenants", arr));
 }
 
-/* info, drop, passivate, activate: one NAME, no options of their own. */
+/* info, drop, passivate, activate, release, adopt: one NAME, no options of
+ * their own. */
 static int tenant_named(struct kvctl *k, const char *action, int argc, char **argv)
 {
 	struct kvctl_opts oi;
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	struct kvc_tenant_info ti;
+	struct kvc_owner own;
 	uint64_t us = 0;
 	char what[32];
 	const char *name;
@@ -622,8 +640,17 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 			return kvctl_fail(k, rv, &st);
 		return print_fields(k, tenant_json(&ti, false));
 	}
+	if (strcmp(action, "adopt") == 0) {
+		if ((rv = kvc_tenant_adopt(k->c, &call, name, &own)) != 0)
+			return kvctl_fail(k, rv, &st);
+		return print_fields(k, json_pack("{s:s,s:s,s:s,s:o}", "name", name, "node", own.node,
+		                                 "address", own.address, "epoch",
+		                                 kvctl_json_u64(own.epoch)));
+	}
 	if (strcmp(action, "drop") == 0)
 		rv = kvc_tenant_drop(k->c, &call, name);
+	else if (strcmp(action, "release") == 0)
+		rv = kvc_tenant_release(k->c, &call, name);
 	else if (strcmp(action, "passivate") == 0)
 		rv = kvc_tenant_passivate(k->c, &call, name);
 	else
@@ -635,7 +662,7 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 			return kvctl_finish(k);
 		return kvctl_emit_json(k, json_pack("{s:s}", "name", name));
 	}
-	if (strcmp(action, "passivate") == 0)
+	if (strcmp(action, "passivate") == 0 || strcmp(action, "release") == 0)
 		return print_fields(k, json_pack("{s:s,s:s}", "name", name, "state", "passive"));
 	return print_fields(k, json_pack("{s:s,s:s,s:o}", "name", name, "state", "active",
 	                                 "activation_us", kvctl_json_u64(us)));
@@ -659,6 +686,16 @@ int cmd_tenant_passivate(struct kvctl *k, int argc, char **argv)
 int cmd_tenant_activate(struct kvctl *k, int argc, char **argv)
 {
 	return tenant_named(k, "activate", argc, argv);
+}
+
+int cmd_tenant_release(struct kvctl *k, int argc, char **argv)
+{
+	return tenant_named(k, "release", argc, argv);
+}
+
+int cmd_tenant_adopt(struct kvctl *k, int argc, char **argv)
+{
+	return tenant_named(k, "adopt", argc, argv);
 }
 
 /* ---- the daemon --------------------------------------------------------------------- */

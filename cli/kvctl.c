@@ -68,14 +68,22 @@ static const struct kvctl_command commands[] = {
          "  --ttl SECONDS                the keys' default expiry (default none)\n"
          "  --max-keys N                 a limit on the tenant's keys (default none)\n",
          cmd_tenant_create},
-        {"tenant list", "", "NAME<TAB>STATE lines (active, passive or refused), by name", NULL,
-         cmd_tenant_list},
+        {"tenant list", "",
+         "NAME<TAB>STATE lines (active, passive or refused), by name; in cluster\n"
+         "mode a third column, the owner node ('-': none)",
+         NULL, cmd_tenant_list},
         {"tenant info", "NAME", "the tenant's state, sizes and settings", NULL, cmd_tenant_info},
         {"tenant drop", "NAME", "removes the tenant and its files", NULL, cmd_tenant_drop},
         {"tenant passivate", "NAME", "writes the tenant's hint files and frees its index", NULL,
          cmd_tenant_passivate},
         {"tenant activate", "NAME", "loads the tenant's index now; says how long it took", NULL,
          cmd_tenant_activate},
+        {"tenant release", "NAME",
+         "cluster mode: the owner node passivates the tenant and gives it up", NULL,
+         cmd_tenant_release},
+        {"tenant adopt", "NAME",
+         "cluster mode: this node takes the tenant (refused while another owns it)", NULL,
+         cmd_tenant_adopt},
         {"stats", "[--daemon]", "the tenant's statistics, or the daemon's",
          "  --daemon  the daemon's: version, uptime, tenants, requests, requests in\n"
          "            flight, index memory, workers; with metrics on, requests by\n"
@@ -186,7 +194,9 @@ static const char global_help[] =
         "  versions   {key, key_b64, versions: [{version, timestamp_ms, timestamp,\n"
         "              deleted, value, value_b64}], truncated}\n"
         "  tenant create|drop {name}; passivate|activate {name, state[,\n"
-        "              activation_us]}; list {tenants: [{name, state}]};\n"
+        "              activation_us]}; list {tenants: [{name, state[, owner,\n"
+        "              epoch]}]}; release {name, state}; adopt {name, node,\n"
+        "              address, epoch};\n"
         "              info {name, state, idle_s, keys, ...}\n"
         "  stats      tenant info plus dead_bytes, segments, tombstones, merges,\n"
         "              compact_revision, io_uring, batches, batched_writes, syncs,\n"

@@ -33,6 +33,7 @@ void config_defaults(struct kvd_config *c)
 	c->ipc_mode = 0660;
 	c->segment_size = KV_SEGMENT_SIZE_DEFAULT;
 	c->max_queue = 65536;
+	c->lease_ttl_s = KVD_LEASE_TTL_DEFAULT;
 	kv_tenant_config_init(&c->defaults);
 }
 
@@ -244,6 +245,16 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u32(v, &c->max_queue);
 		if (!strcmp(k, "metrics_listen"))
 			return copy_str(c->metrics_listen, sizeof(c->metrics_listen), v);
+		if (!strcmp(k, "etcd"))
+			return copy_str(c->etcd, sizeof(c->etcd), v);
+		if (!strcmp(k, "cluster"))
+			return copy_str(c->cluster, sizeof(c->cluster), v);
+		if (!strcmp(k, "node_id"))
+			return copy_str(c->node_id, sizeof(c->node_id), v);
+		if (!strcmp(k, "advertise"))
+			return copy_str(c->advertise, sizeof(c->advertise), v);
+		if (!strcmp(k, "lease_ttl"))
+			return parse_u32(v, &c->lease_ttl_s);
 	} else if (strcmp(section, "tenant-defaults") == 0) {
 		if (!strcmp(k, "sync")) {
 			if (!strcmp(v, "always"))
@@ -326,6 +337,10 @@ static void key_error(struct load *l, int rv, unsigned line, const char *section
 		         strlen(v),
 		         (!strcmp(k, "token")            ? sizeof(l->c->token)
 		          : !strcmp(k, "metrics_listen") ? sizeof(l->c->metrics_listen)
+		          : !strcmp(k, "etcd")           ? sizeof(l->c->etcd)
+		          : !strcmp(k, "cluster")        ? sizeof(l->c->cluster)
+		          : !strcmp(k, "node_id")        ? sizeof(l->c->node_id)
+		          : !strcmp(k, "advertise")      ? sizeof(l->c->advertise)
 		          : !strcmp(k, "device")         ? sizeof(l->c->device)
 		                                         : sizeof(l->c->data_dir)) -
 		                 1);
@@ -581,6 +596,19 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->device_cache != 0 && c->device_cache < KVD_DEVICE_CACHE_MIN) {
 		snprintf(err, errlen, "device_cache must be at least 1M (0: the default, 256M)");
+		return -EINVAL;
+	}
+	if ((c->cluster[0] != '\0' || c->node_id[0] != '\0' || c->advertise[0] != '\0') &&
+	    c->etcd[0] == '\0') {
+		snprintf(err, errlen, "cluster, node_id and advertise need etcd");
+		return -EINVAL;
+	}
+	if (c->etcd[0] != '\0' && c->cluster[0] == '\0') {
+		snprintf(err, errlen, "etcd needs cluster (the cluster's name)");
+		return -EINVAL;
+	}
+	if (c->lease_ttl_s < 2 || c->lease_ttl_s > KVD_LEASE_TTL_MAX) {
+		snprintf(err, errlen, "lease_ttl must be 2..%d (seconds)", KVD_LEASE_TTL_MAX);
 		return -EINVAL;
 	}
 	if (c->device[0] != '\0')

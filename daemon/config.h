@@ -21,6 +21,8 @@
 #define KVD_DEFAULT_DATA "/var/lib/kvd"
 /* device_cache at least (0: the engine's default, KV_DEV_CACHE_DEFAULT) */
 #define KVD_DEVICE_CACHE_MIN (1ull << 20)
+#define KVD_LEASE_TTL_DEFAULT 10 /* s; lease_ttl */
+#define KVD_LEASE_TTL_MAX 3600
 
 struct kvd_config {
 	char data_dir[4096];   /* the files backend's directory; unused with device */
@@ -58,6 +60,12 @@ struct kvd_config {
 	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */
 	char metrics_listen[256]; /* HOST:PORT of the Prometheus endpoint (metrics.c); "": off */
 	struct kv_tenant_config defaults;
+	/* cluster mode (docs/CLUSTER.md); etcd "": a single node, no etcd */
+	char etcd[1024];          /* etcd endpoints, comma-separated http(s):// URLs */
+	char cluster[65];         /* the cluster's name: its keys' prefix in etcd */
+	char node_id[65];         /* this node's id; "": the host name */
+	char advertise[256];      /* where clients are sent; "": the first kv+tcp:// listener */
+	uint32_t lease_ttl_s;     /* the node's etcd lease */
 };
 
 /* tls_client_auth: whether a kv+tls:// client is asked for a certificate. */

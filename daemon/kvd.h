@@ -6,7 +6,8 @@
  *      worker that reads the connection, listener.c (nng ipc://, tcp://,
  *      tls+tcp://) on an nng thread, in an nng REP context.
  *   2. request.c decodes the envelope (the same for both transports), checks
- *      its token against the method's role (auth.c), and by
+ *      its token against the method's role (auth.c), in cluster mode asks
+ *      cluster.c whether this node serves the tenant (else MOVED), and by
  *      the method's kind (server.h) answers at once (errors, Health, Stats,
  *      tenant bookkeeping), queues the job on the maintenance thread
  *      (Compact), or runs it on the worker that owns the tenant (hash of its
@@ -26,7 +27,8 @@
  * answers), one per worker (tenants hashed to it; the stream connections it
  * reads), one maintenance thread (interval syncs, hints, idle and memory
  * passivation, merges, Compact, sd_notify STATUS), libmicrohttpd's for the
- * metrics endpoint (metrics.c), and the main thread (signals, the watchdog,
+ * metrics endpoint (metrics.c), cluster mode's etcd keepalive (cluster.c),
+ * and the main thread (signals, the watchdog,
  * the nng ipc:// listener watch).
  *
  * Errors (the engine's convention, 0/-errno/KV_E*, is STYLE.md's; the daemon
@@ -189,6 +191,7 @@ struct kvd {
 	                            (KVD_TEST_WORKER_DELAY_MS) */
 	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
 	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
+	struct cluster *cluster; /* cluster.h: cluster mode; NULL: a single node */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;
 };

@@ -17,6 +17,8 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
+
 #include "device.h"
 #include "io.h" /* struct kv_io_fault, for the test fault hooks */
 #include "log.h"
@@ -309,6 +311,11 @@ static void reload(struct kvd *d)
 		        {"input_budget", n->input_budget != o->input_budget},
 		        {"output_budget", n->output_budget != o->output_budget},
 		        {"metrics_listen", strcmp(n->metrics_listen, o->metrics_listen) != 0},
+		        {"etcd", strcmp(n->etcd, o->etcd) != 0},
+		        {"cluster", strcmp(n->cluster, o->cluster) != 0},
+		        {"node_id", strcmp(n->node_id, o->node_id) != 0},
+		        {"advertise", strcmp(n->advertise, o->advertise) != 0},
+		        {"lease_ttl", n->lease_ttl_s != o->lease_ttl_s},
 		        {"tenant-defaults",
 		         memcmp(&n->defaults, &o->defaults, sizeof(n->defaults)) != 0},
 		};
@@ -1007,6 +1014,11 @@ int main(int argc, char **argv)
 		kvd_say(stderr, LOG_ERR, "cannot start threads: %s", strerror(-e));
 		goto out_threads;
 	}
+	/* before the transports: their requests ask it who owns a tenant */
+	if (cluster_start(&d, err, sizeof(err)) != 0) {
+		kvd_say(stderr, LOG_ERR, "%s", err);
+		goto out_threads;
+	}
 	for (i = 0; i < NTRANSPORTS; i++) {
 		if (transports[i].start(&d, err, sizeof(err)) != 0) {
 			kvd_say(stderr, LOG_ERR, "%s", err);
@@ -1061,6 +1073,9 @@ out_threads:
 		klog(LOG_ERR, "closing the store: %s", kv_strerror(e));
 		rv = 1;
 	}
+	/* no request runs any more and the store is closed (its tenants
+	 * synced): the lease goes, and every tenant with it */
+	cluster_stop(&d);
 	if (rv == 0)
 		klog(LOG_INFO, "stopped: %" PRIu64 " requests served", atomic_load(&d.requests));
 out_signals:

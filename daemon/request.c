@@ -1,7 +1,9 @@
 /*
  * request.c — what every transport does with a request once its bytes have
  * arrived: decode the envelope, check its token or its connection's client
- * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), then answer at
+ * certificate (auth.c: UNAUTHENTICATED, PERMISSION_DENIED), in cluster mode
+ * make sure this node serves its tenant (cluster.c: MOVED, UNAVAILABLE when
+ * fenced; TenantAdopt), then answer at
  * once (errors, Health, tenant bookkeeping), queue it on the maintenance
  * thread (Compact), or run it on the worker that owns its tenant — at once
  * when the calling thread is that worker, else through the worker's queue.
@@ -17,6 +19,7 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -101,6 +104,13 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 		return -1;
 	if (j->req.timeout_ms)
 		j->deadline_ms = now_ms() + j->req.timeout_ms;
+	/* cluster mode: the tenant is served here, or the answer says where */
+	if ((d->cluster != NULL || j->req.method == RPC_TENANT_RELEASE ||
+	     j->req.method == RPC_TENANT_ADOPT) &&
+	    cluster_gate(d, j)) {
+		auth_release(t);
+		return -1;
+	}
 	switch (j->req.kind) {
 	case RPC_KIND_LOCAL: {
 		struct rpc_reply rp;
@@ -125,9 +135,11 @@ int request_dispatch(struct kvd *d, struct job *j, const void *body, size_t len,
 			worker_run(self, j);
 			return (int)owner;
 		}
-		if (!worker_post(d, owner, j))
+		if (!worker_post(d, owner, j)) {
+			cluster_release_undo(d, &j->req);
 			job_reply_error(j, j->req.id, RPC_RESOURCE_EXHAUSTED,
 			                "too many requests queued, try again");
+		}
 		return (int)owner;
 	}
 }

@@ -32,6 +32,7 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
 #include "dedup.h"
 #include "log.h"
 
@@ -323,6 +324,11 @@ static void run_write(struct worker *w, struct job *j)
 			return;
 		}
 	}
+	if (!cluster_may_write(d->cluster)) { /* cluster.c, invariant 2 */
+		job_reply_error(j, j->req.id, RPC_UNAVAILABLE,
+		                "this node is fenced: its etcd lease is not confirmed");
+		return;
+	}
 	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
 		reply_tenant_error(d, j, rv);
 		return;
@@ -409,6 +415,7 @@ static void run_tenant_op(struct worker *w, struct job *j)
 	}
 	rpc_reply_init(&rp);
 	rpc_run_tenant(d->store, &j->req, &rp);
+	cluster_tenant_done(d, &j->req, &rp); /* TenantRelease, TenantDrop: the owner key */
 	job_reply(j, &rp);
 }
 
@@ -438,6 +445,7 @@ void worker_run(struct worker *w, struct job *j)
 	if (w->d->job_delay_ms)
 		poll(NULL, 0, (int)w->d->job_delay_ms);
 	if (j->deadline_ms && now_ms() > j->deadline_ms) {
+		cluster_release_undo(w->d, &j->req);
 		job_reply_error(j, j->req.id, RPC_DEADLINE_EXCEEDED,
 		                "deadline passed before the request ran; nothing was done");
 		return;

@@ -24,6 +24,7 @@
 #define CLIENT_CONTEXTS_DEFAULT 64u
 #define CLIENT_CONTEXTS_MAX     4096u              /* requests in flight per handle */
 #define CLIENT_MSG_DEFAULT      ((size_t)64 << 20) /* PROTOCOL.md's max_message_size */
+#define CLIENT_SEEDS_MAX        15                 /* endpoints after the first */
 
 /* The transports, asked in order; the last serves every other endpoint. */
 static const struct client_transport *const transports[] = {
@@ -74,12 +75,42 @@ static char *strdup_or_null(const char *s, bool *failed)
 
 static void client_free(kvc *c)
 {
+	for (size_t i = 0; i < c->nseeds; i++)
+		free(c->seeds[i]);
+	free(c->seeds);
 	free(c->endpoint);
 	free(c->tenant);
 	free(c->token);
 	free(c->tls_cert);
 	free(c->tls_key);
+	free(c->tls_ca);
 	free(c);
+}
+
+/* "URL,URL,...": the first stays c->endpoint, the others become seeds
+ * (tried in order when the first cannot be reached; client_op_run). */
+static int split_endpoints(kvc *c)
+{
+	char *p = strchr(c->endpoint, ','), *tok;
+	size_t n = 0;
+
+	if (p == NULL)
+		return 0;
+	*p++ = '\0';
+	n = 1; /* the endpoints after the first: one more than the commas left */
+	for (const char *q = p; (q = strchr(q, ',')) != NULL; q++)
+		n++;
+	if (n > CLIENT_SEEDS_MAX || c->endpoint[0] == '\0')
+		return -KVC_INVALID_ARGUMENT;
+	if ((c->seeds = calloc(n, sizeof(*c->seeds))) == NULL)
+		return -KVC_RESOURCE_EXHAUSTED;
+	while ((tok = strsep(&p, ",")) != NULL) {
+		if (*tok == '\0')
+			return -KVC_INVALID_ARGUMENT;
+		if ((c->seeds[c->nseeds++] = strdup(tok)) == NULL)
+			return -KVC_RESOURCE_EXHAUSTED;
+	}
+	return 0;
 }
 
 int kvc_open(const struct kvc_options *o, kvc **ret)
@@ -106,10 +137,13 @@ int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char 
 		return -KVC_RESOURCE_EXHAUSTED;
 	c->endpoint =
 	        strdup_or_null(o->endpoint != NULL ? o->endpoint : KVC_DEFAULT_ENDPOINT, &nomem);
+	if (c->endpoint != NULL && (rv = split_endpoints(c)) != 0)
+		goto fail;
 	c->tenant = strdup_or_null(o->tenant != NULL ? o->tenant : "default", &nomem);
 	c->token = strdup_or_null(o->token, &nomem);
 	c->tls_cert = strdup_or_null(cert_file, &nomem);
 	c->tls_key = strdup_or_null(key_file, &nomem);
+	c->tls_ca = strdup_or_null(o->tls_ca_file, &nomem);
 	c->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_message_size = o->max_message_size != 0 ? o->max_message_size : CLIENT_MSG_DEFAULT;
 	c->contexts = o->contexts != 0 ? o->contexts : CLIENT_CONTEXTS_DEFAULT;
@@ -126,11 +160,14 @@ int kvc_open_tls(const struct kvc_options *o, const char *cert_file, const char 
 			break;
 	}
 	c->tr = transports[i < sizeof(transports) / sizeof(transports[0]) ? i : i - 1];
+	if ((rv = client_route_new(&c->route)) != 0)
+		goto fail;
 	if ((rv = c->tr->open(c, o, &c->t)) != 0)
 		goto fail;
 	*ret = c;
 	return 0;
 fail:
+	client_route_free(c->route);
 	client_free(c);
 	return rv;
 }
@@ -140,6 +177,7 @@ void kvc_close(kvc *c)
 	if (c == NULL)
 		return;
 	c->tr->close(c->t);
+	client_route_free(c->route); /* the other nodes' handles, after their calls */
 	client_free(c);
 }
 
@@ -148,6 +186,7 @@ void kvc_drain(kvc *c)
 	if (c == NULL)
 		return;
 	c->tr->drain(c->t);
+	client_route_drain(c->route);
 }
 
 /* ---- raw ------------------------------------------------------------------------- */

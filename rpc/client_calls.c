@@ -213,6 +213,7 @@ static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, 
 	if ((rv = client_check_name(op, name)) != 0 ||
 	    (rv = client_op_request(op, call, true, strlen(name))) != 0)
 		return rv;
+	op->tenant = name; /* where it runs, and so where it is routed */
 	if (o != NULL)
 		creq_tenant_create(&op->pk, name, o);
 	else
@@ -244,6 +245,88 @@ int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
 
 	return client_op_end(&op, call,
 	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL));
+}
+
+int kvc_tenant_owners(kvc *c, const struct kvc_call *call, struct kvc_tenant_owner **ret_list,
+                      size_t *ret_count)
+{
+	struct client_op op;
+	const msgpack_object *arr = NULL;
+	struct kvc_tenant_owner *list = NULL;
+	size_t i, n = 0;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_TENANT_LIST);
+	if ((rv = client_op_request(&op, call, false, 0)) == 0 && (rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_tenant_list(op.env.result, &arr));
+	if (rv == 0) {
+		n = arr->via.array.size;
+		if ((list = calloc(n != 0 ? n : 1, sizeof(*list))) == NULL)
+			rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED,
+			                    "out of memory for %zu tenants", n);
+		for (i = 0; rv == 0 && i < n; i++) {
+			const msgpack_object *m = &arr->via.array.ptr[i];
+			struct kvc_tenant_entry e;
+			const msgpack_object *node;
+			rv = client_op_decoded(&op, crep_tenant_entry(m, &e));
+			if (rv != 0)
+				break;
+			memcpy(list[i].name, e.name, sizeof(list[i].name));
+			list[i].active = e.active;
+			list[i].refused = e.refused;
+			node = mp_map_get(m, WIRE_F_OWNER);
+			if (node != NULL &&
+			    (mp_str_copy(node, list[i].node, sizeof(list[i].node)) != 0 ||
+			     mp_field_uint(m, WIRE_F_EPOCH, false, &list[i].epoch) != 0))
+				rv = client_op_decoded(&op, -EINVAL);
+		}
+	}
+	rv = client_op_end(&op, call, rv);
+	if (rv != 0 || ret_list == NULL)
+		free(list);
+	if (rv != 0)
+		return rv;
+	if (ret_list != NULL)
+		*ret_list = list;
+	if (ret_count != NULL)
+		*ret_count = n;
+	return 0;
+}
+
+void kvc_tenant_owners_free(struct kvc_tenant_owner *list)
+{
+	free(list);
+}
+
+int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name)
+{
+	struct client_op op;
+
+	return client_op_end(&op, call, name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL));
+}
+
+int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_owner *ret)
+{
+	struct client_op op;
+	struct kvc_owner o;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_TENANT_ADOPT);
+	if ((rv = client_check_name(&op, name)) == 0 &&
+	    (rv = client_op_request(&op, call, true, strlen(name))) == 0) {
+		creq_name(&op.pk, name);
+		op.tenant = NULL; /* to this handle's node, wherever the tenant was */
+		rv = client_op_run(&op);
+	}
+	if (rv == 0)
+		rv = client_op_decoded(&op, crep_owner(op.env.result, &o));
+	if (rv == 0 && c->route != NULL)
+		client_route_forget(c, name, NULL); /* served here from now on */
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = o;
+	return rv;
 }
 
 int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,

@@ -592,6 +592,23 @@ int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us)
 	return mp_field_uint(result, WIRE_F_ACTIVATION_US, false, ret_activation_us);
 }
 
+int crep_owner(const msgpack_object *result, struct kvc_owner *ret)
+{
+	struct kvc_owner o;
+	const msgpack_object *node = mp_map_get(result, WIRE_F_NODE);
+	const msgpack_object *addr = mp_map_get(result, WIRE_F_ADDRESS);
+	int rv;
+
+	memset(&o, 0, sizeof(o));
+	if (node == NULL || mp_str_copy(node, o.node, sizeof(o.node)) != 0 || addr == NULL ||
+	    mp_str_copy(addr, o.address, sizeof(o.address)) != 0)
+		return -EINVAL;
+	if ((rv = mp_field_uint(result, WIRE_F_EPOCH, true, &o.epoch)) != 0)
+		return rv;
+	*ret = o;
+	return 0;
+}
+
 int crep_health(const msgpack_object *result, struct kvc_health *ret)
 {
 	struct kvc_health h;

@@ -107,6 +107,8 @@ int crep_daemon_detail(const msgpack_object *result, struct kvc_daemon_detail **
 int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list);
 int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret);
 int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us);
+/* TenantAdopt's result (and MOVED's): node, address, epoch. */
+int crep_owner(const msgpack_object *result, struct kvc_owner *ret);
 int crep_health(const msgpack_object *result, struct kvc_health *ret);
 
 #endif

@@ -171,6 +171,7 @@ static void *prober_main(void *arg)
 /* With c->mu held: the reason no pipe is up. */
 static int unreachable(struct cnng *c, struct client_op *op)
 {
+	op->unsent = true; /* no pipe: nothing was sent */
 	if (c->ever_connected)
 		return client_op_fail(op, KVC_UNAVAILABLE, "cannot reach %s: connection lost",
 		                      c->endpoint);
@@ -240,18 +241,22 @@ static void slot_finish(struct slot *s, int rv);
 /* s was taken by slot_acquire for op (state SEND). */
 static void slot_start(struct slot *s, struct client_op *op)
 {
-	struct client_buf req = client_op_take_request(op);
+	/* an async op gives its bytes up at once; a blocking one keeps them,
+	 * to be sent again to another node after a MOVED (client_route.c) */
+	struct client_buf req = op->complete != NULL ? client_op_take_request(op) : op->req;
 	nng_msg *m;
 
 	if (nng_msg_alloc(&m, req.len) != 0) {
-		client_buf_free(&req);
+		if (op->complete != NULL)
+			client_buf_free(&req);
 		slot_finish(s, client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
 		                              "out of memory for a request of %zu bytes", req.len));
 		return;
 	}
 	if (req.len != 0)
 		memcpy(nng_msg_body(m), req.data, req.len);
-	client_buf_free(&req);
+	if (op->complete != NULL)
+		client_buf_free(&req);
 	nng_aio_set_msg(s->aio, m);
 	nng_aio_set_timeout(s->aio, remaining(op));
 	nng_ctx_send(s->ctx, s->aio);

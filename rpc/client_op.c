@@ -173,7 +173,7 @@ int client_op_check_reply(struct client_op *op)
 		                      (unsigned long long)e->id, (unsigned long long)op->id);
 	if (e->status == 0)
 		return 0;
-	code = e->status <= KVC_UNAUTHENTICATED ? (int)e->status : KVC_UNKNOWN;
+	code = e->status < WIRE_STATUS_COUNT ? (int)e->status : KVC_UNKNOWN;
 	if (e->message != NULL && e->message_len > 0)
 		client_status_set(&op->st, code, e->message, e->message_len);
 	else
@@ -244,6 +244,7 @@ int client_op_request(struct client_op *op, const struct kvc_call *call, bool ha
 	e.client = c->client_id;
 	e.method = op->method;
 	e.tenant = call != NULL && call->tenant != NULL ? call->tenant : c->tenant;
+	op->tenant = e.tenant;
 	e.timeout_ms = op->timeout_ms;
 	e.token = c->token;
 	e.has_args = has_args;
@@ -274,14 +275,60 @@ static int op_check(struct client_op *op)
 	return 0;
 }
 
-/* A blocking round trip. */
+/* Forgets a reply, so that the request can be sent again. */
+static void op_reply_clear(struct client_op *op)
+{
+	client_buf_free(&op->reply);
+	if (op->zone_ready)
+		msgpack_zone_destroy(&op->zone);
+	op->zone_ready = false;
+	memset(&op->env, 0, sizeof(op->env));
+}
+
+/* A blocking round trip: to the node that serves the tenant as far as the
+ * handle knows, then after each MOVED to the node it names (the same
+ * request, id and deadline: nothing of it was applied where it was
+ * moved). */
 int client_op_run(struct client_op *op)
 {
-	int rv;
+	kvc *home = op->c, *to;
+	int rv, hops;
 
 	if ((rv = op_check(op)) != 0)
 		return rv;
-	return op->c->tr->run(op->c->t, op);
+	if (home->route == NULL || op->raw || op->tenant == NULL)
+		return home->tr->run(home->t, op);
+	to = client_route_pick(home, op->tenant);
+	for (hops = 0;; hops++) {
+		op->c = to;
+		op->unsent = false;
+		rv = to->tr->run(to->t, op);
+		op->c = home;
+		if (rv == -KVC_UNAVAILABLE && to != home)
+			client_route_forget(home, op->tenant, to);
+		if (rv == -KVC_UNAVAILABLE && op->unsent && to == home) {
+			/* the handle's first endpoint cannot be reached: the
+			 * next ones of its list, while none could */
+			size_t next = 0;
+			kvc *seed;
+			while (rv == -KVC_UNAVAILABLE && op->unsent &&
+			       (seed = client_route_seed(home, &next)) != NULL) {
+				op_reply_clear(op);
+				op->c = to = seed;
+				op->unsent = false;
+				rv = to->tr->run(to->t, op);
+				op->c = home;
+			}
+		}
+		if (rv != -KVC_MOVED || hops == KVC_REDIRECTS_MAX)
+			break;
+		if ((to = client_route_moved(home, op)) == NULL) {
+			rv = -op->st.code;
+			break;
+		}
+		op_reply_clear(op);
+	}
+	return rv;
 }
 
 int client_op_send_async(struct client_op *op)
@@ -292,6 +339,10 @@ int client_op_send_async(struct client_op *op)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT, "an async call needs a callback");
 	if ((rv = op_check(op)) != 0)
 		return rv;
+	/* async calls go where earlier calls found the tenant; they do not
+	 * follow a MOVED themselves */
+	if (op->c->route != NULL && op->tenant != NULL)
+		op->c = client_route_pick(op->c, op->tenant);
 	return op->c->tr->send_async(op->c->t, op);
 }
 

@@ -88,16 +88,23 @@ struct kvc {
 	char *token;
 	char *tls_cert; /* kvc_open_tls: the client certificate and key; NULL: none */
 	char *tls_key;
+	char *tls_ca;   /* o->tls_ca_file, for the handles of other nodes */
 	uint32_t timeout_ms;
 	uint32_t contexts; /* requests in flight at most */
 	size_t max_message_size;
 	uint64_t client_id;
 	atomic_uint_fast64_t next_id;
+	/* client_route.c: the other nodes' handles and which tenant is where;
+	 * NULL in a handle of another node (it follows nothing itself) */
+	struct client_route *route;
+	char **seeds; /* the endpoints after the first of a list; NULL: one */
+	size_t nseeds;
 };
 
 struct client_op {
-	kvc *c;
+	kvc *c; /* the handle it runs on (another node's while a MOVED is followed) */
 	const char *method;
+	const char *tenant; /* the request's tenant (the call's or the handle's) */
 	uint64_t id;
 	uint32_t timeout_ms;
 	int64_t deadline_ms;   /* CLOCK_MONOTONIC */
@@ -105,6 +112,8 @@ struct client_op {
 	int write_error;
 	msgpack_packer pk;
 	bool raw; /* kvc_raw: the reply is not decoded */
+	bool unsent; /* set by a transport that failed before sending anything
+	                (no connection): another endpoint may be tried */
 
 	struct client_buf reply; /* the envelope and result point into it */
 	msgpack_zone zone;
@@ -131,6 +140,7 @@ uint64_t client_next_id(kvc *c);
  * values it will pack (to reserve room once). */
 int client_op_request(struct client_op *op, const struct kvc_call *call, bool has_args,
                       size_t payload);
+/* Follows MOVED replies (client_route.c), at most KVC_REDIRECTS_MAX times. */
 int client_op_run(struct client_op *op);
 /* Takes a malloc'd op (op->complete set): 0 when sent; on an error the op
  * is left to the caller. */
@@ -165,6 +175,27 @@ int client_reply_parse(const void *data, size_t len, msgpack_zone *zone, msgpack
 int client_op_check_reply(struct client_op *op);
 /* Both, into op (op->reply set). */
 int client_op_decode_reply(struct client_op *op);
+
+/* client_route.c: following MOVED. client_route_new: 0 or
+ * -KVC_RESOURCE_EXHAUSTED; client_route_free closes the other nodes'
+ * handles (NULL ok); client_route_drain waits for their calls. */
+struct client_route;
+int client_route_new(struct client_route **ret);
+void client_route_free(struct client_route *r);
+void client_route_drain(struct client_route *r);
+/* The handle a request for tenant goes to: one that answered it before,
+ * else home itself. */
+kvc *client_route_pick(kvc *home, const char *tenant);
+/* After a MOVED reply in op (decoded): the handle of the node it names
+ * (opened once), remembered for op->tenant; NULL with op->st saying why
+ * (no address, cannot open one). */
+kvc *client_route_moved(kvc *home, struct client_op *op);
+/* The handle of the next of the handle's other endpoints (kvc_options'
+ * comma-separated list), from *next on; NULL when there is none left. */
+kvc *client_route_seed(kvc *home, size_t *next);
+/* A call to `to` for tenant failed to reach it (to NULL: the tenant is
+ * served by home now): its route is forgotten. */
+void client_route_forget(kvc *home, const char *tenant, kvc *to);
 
 int64_t client_now_ms(void); /* CLOCK_MONOTONIC */
 int client_cond_init_monotonic(pthread_cond_t *cv);

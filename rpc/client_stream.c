@@ -815,8 +815,10 @@ static int cstream_run(void *t, struct client_op *op)
 		cc_close(stale);
 		stale = next;
 	}
-	if (cc == NULL && (rv = cc_dial(s, op, &cc)) != 0)
+	if (cc == NULL && (rv = cc_dial(s, op, &cc)) != 0) {
+		op->unsent = true; /* no connection: nothing was sent */
 		goto out;
+	}
 	rv = cc_send(s, cc, op, &op->req);
 	/* a server that refused the request may have answered before it
 	 * closed: that answer says more than the broken pipe */

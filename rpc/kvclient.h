@@ -40,6 +40,9 @@
  *   -KVC_UNIMPLEMENTED        the server does not know the method
  *   -KVC_INTERNAL             a malformed reply, or a bug in the server
  *   -KVC_UNKNOWN              a status this library does not know
+ *   -KVC_MOVED                cluster mode: the tenant is served by another
+ *                             node and the call could not follow it there
+ *                             (KVC_REDIRECTS_MAX hops; async calls)
  * and the calls on a tenant (the data calls, kvc_compact, kvc_stats) also
  * -KVC_NOT_FOUND when the tenant does not exist. Pass a struct kvc_status
  * in struct kvc_call to get the server's one-line message. Outputs (ret_*)
@@ -90,7 +93,16 @@ enum kvc_code {
 	KVC_UNAVAILABLE = 14,
 	KVC_DATA_LOSS = 15,
 	KVC_UNAUTHENTICATED = 16,
+	/* kvd's own: the tenant is served by another node of the cluster
+	 * (docs/CLUSTER.md). Calls follow it by themselves (up to
+	 * KVC_REDIRECTS_MAX hops); a call gives it only when it could not
+	 * (too many hops, an async call to a tenant not yet routed). Since
+	 * libkvclient 0.4. */
+	KVC_MOVED = 17,
 };
+
+/* Redirects (KVC_MOVED) one call follows at most. */
+#define KVC_REDIRECTS_MAX 3
 
 /* "NOT_FOUND" for KVC_NOT_FOUND or -KVC_NOT_FOUND; "UNKNOWN" otherwise. */
 const char *kvc_code_name(int code);
@@ -105,7 +117,11 @@ struct kvc_status {
 #define KVC_DEFAULT_ENDPOINT "kv+ipc:///run/kvd/kv.sock"
 
 struct kvc_options {
-	const char *endpoint;    /* default KVC_DEFAULT_ENDPOINT */
+	const char *endpoint;    /* default KVC_DEFAULT_ENDPOINT; or several,
+	                            comma-separated (the nodes of a cluster, at
+	                            most 16): calls go to the first, and to the
+	                            next ones in order while those before cannot
+	                            be connected to (nothing was sent) */
 	const char *tenant;      /* default tenant of calls; default "default" */
 	const char *token;       /* sent with every request when set */
 	uint32_t timeout_ms;     /* default per-call timeout; default 10000 */
@@ -420,6 +436,43 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name);
 int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
                         uint64_t *ret_activation_us);
+/* Cluster mode (docs/CLUSTER.md): a tenant's owner node. */
+struct kvc_owner {
+	char node[65];      /* its node id */
+	char address[256];  /* its client endpoint (kv+tcp://HOST:PORT) */
+	uint64_t epoch;     /* the etcd revision that made it the owner */
+};
+
+/* Cluster mode. release: the node that owns `name` (a MOVED is followed to
+ * it) passivates the tenant and gives its ownership up. adopt: the
+ * handle's node (never another: no route is followed) takes the tenant and
+ * serves it; *ret (if not NULL) is then this node, its address and its new
+ * epoch. Since libkvclient 0.4 (KVCLIENT_0.4).
+ * Errors, besides those of every call: -KVC_INVALID_ARGUMENT (a bad
+ * name), -KVC_FAILED_PRECONDITION (release: the tenant has no owner;
+ * adopt: another node owns it while its lease lives, the status message
+ * names it; either: kvd runs without a cluster), -KVC_UNAVAILABLE (busy,
+ * the node is fenced, or etcd cannot be asked), -KVC_MOVED (release: too
+ * many redirects). */
+int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name);
+/* kvc_tenant_list with each tenant's owner node in cluster mode (node ""
+ * and epoch 0: no owner, or kvd is a single node). The list is malloc'd:
+ * kvc_tenant_owners_free(). Since libkvclient 0.4.
+ * Errors: those of kvc_tenant_list; -KVC_UNAVAILABLE also when the node
+ * cannot read the owners from etcd. */
+struct kvc_tenant_owner {
+	char name[65];
+	bool active;
+	bool refused;
+	char node[65];  /* the owner's node id; "": none */
+	uint64_t epoch; /* its epoch; 0: none */
+};
+int kvc_tenant_owners(kvc *c, const struct kvc_call *call, struct kvc_tenant_owner **ret_list,
+                      size_t *ret_count);
+void kvc_tenant_owners_free(struct kvc_tenant_owner *list);
+int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_owner *ret);
+
 /* The call's tenant (or the handle's); the daemon's. None has errors of
  * its own besides -KVC_NOT_FOUND for the tenant. */
 int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret);

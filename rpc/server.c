@@ -30,6 +30,10 @@ static const struct {
 	[RPC_TENANT_PASSIVATE] = {WIRE_M_TENANT_PASSIVATE, RPC_KIND_TENANT},
 	[RPC_TENANT_ACTIVATE] = {WIRE_M_TENANT_ACTIVATE, RPC_KIND_TENANT},
 	[RPC_HEALTH] = {WIRE_M_HEALTH, RPC_KIND_LOCAL},
+	/* cluster mode: kvd's cluster.c answers TenantAdopt itself; TenantRelease
+	 * passivates on the tenant's worker, then cluster.c lets it go */
+	[RPC_TENANT_RELEASE] = {WIRE_M_TENANT_RELEASE, RPC_KIND_TENANT},
+	[RPC_TENANT_ADOPT] = {WIRE_M_TENANT_ADOPT, RPC_KIND_LOCAL},
 };
 
 /* The role each method needs (wire.h's third column). */
@@ -124,6 +128,19 @@ void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *
 	reply_restart(rp);
 	reply_head(rp, id, status, 1);
 	mp_kv_str(&rp->pk, WIRE_F_MESSAGE, message);
+}
+
+void rpc_reply_moved(struct rpc_reply *rp, uint64_t id, const char *message, const char *node,
+                     const char *address, uint64_t epoch)
+{
+	reply_restart(rp);
+	reply_head(rp, id, RPC_MOVED, 2);
+	mp_kv_str(&rp->pk, WIRE_F_MESSAGE, message);
+	mp_pack_cstr(&rp->pk, WIRE_F_RESULT);
+	msgpack_pack_map(&rp->pk, 3);
+	mp_kv_str(&rp->pk, WIRE_F_NODE, node);
+	mp_kv_str(&rp->pk, WIRE_F_ADDRESS, address);
+	mp_kv_uint(&rp->pk, WIRE_F_EPOCH, epoch);
 }
 
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
@@ -354,6 +371,8 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	case RPC_TENANT_INFO:
 	case RPC_TENANT_PASSIVATE:
 	case RPC_TENANT_ACTIVATE:
+	case RPC_TENANT_RELEASE:
+	case RPC_TENANT_ADOPT:
 		if (name_from(mp_map_get(r->args, WIRE_F_NAME), r->tenant) != 0) {
 			*ret_msg = "'name' missing or not a valid tenant name";
 			return -EINVAL;
@@ -835,6 +854,11 @@ static void pack_daemon_figures(msgpack_packer *pk, const struct rpc_daemon_fig 
 	}
 }
 
+static int owner_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct rpc_owner *)elem)->tenant);
+}
+
 void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_req *r,
                    uint64_t uptime_s, uint64_t requests, uint64_t in_flight, uint32_t workers,
                    bool stopping, struct rpc_reply *out)
@@ -903,7 +927,8 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 	}
 	case RPC_TENANT_LIST: {
 		struct kv_tenant_state *list;
-		size_t n, i, shown = 0;
+		struct rpc_owner *owners = NULL;
+		size_t n, i, shown = 0, nowners = 0;
 		if ((rv = kv_store_list(s, &list, &n)) != 0) {
 			reply_kv_error(out, r->id, rv);
 			return;
@@ -913,17 +938,31 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			if (r->may_see == NULL || r->may_see(r->grant, list[i].name))
 				list[shown++] = list[i];
 		n = shown;
+		if (lim->owners != NULL && (rv = lim->owners(lim->owners_arg, &owners, &nowners)) != 0) {
+			free(list);
+			reply_errorf(out, r->id, RPC_UNAVAILABLE,
+			             "the tenants' owners cannot be read from etcd: %s", strerror(-rv));
+			return;
+		}
 		rpc_reply_ok(out, r->id, 1);
 		mp_pack_cstr(&out->pk, WIRE_F_TENANTS);
 		msgpack_pack_array(&out->pk, (uint32_t)n);
 		for (i = 0; i < n; i++) {
-			msgpack_pack_map(&out->pk, 2);
+			const struct rpc_owner *o = NULL;
+			if (nowners > 0)
+				o = bsearch(list[i].name, owners, nowners, sizeof(*owners), owner_cmp);
+			msgpack_pack_map(&out->pk, o != NULL ? 4 : 2);
 			mp_kv_str(&out->pk, WIRE_F_NAME, list[i].name);
 			mp_kv_str(&out->pk, WIRE_F_STATE,
 			          list[i].refused  ? "refused"
 			          : list[i].active ? "active"
 			                           : "passive");
+			if (o != NULL) {
+				mp_kv_str(&out->pk, WIRE_F_OWNER, o->node);
+				mp_kv_uint(&out->pk, WIRE_F_EPOCH, o->epoch);
+			}
 		}
+		free(owners);
 		free(list);
 		break;
 	}
@@ -956,6 +995,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 		rv = kv_store_drop(s, r->tenant);
 		break;
 	case RPC_TENANT_PASSIVATE:
+	case RPC_TENANT_RELEASE:
 		rv = kv_store_passivate(s, r->tenant);
 		break;
 	case RPC_TENANT_ACTIVATE:
@@ -983,7 +1023,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 	if (r->method == RPC_TENANT_DROP) {
 		rpc_reply_ok(out, r->id, 1);
 		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
-	} else if (r->method == RPC_TENANT_PASSIVATE) {
+	} else if (r->method == RPC_TENANT_PASSIVATE || r->method == RPC_TENANT_RELEASE) {
 		rpc_reply_ok(out, r->id, 2);
 		mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
 		mp_kv_str(&out->pk, WIRE_F_STATE, "passive");

@@ -81,6 +81,13 @@ struct rpc_daemon_fig {
 	struct rpc_conn_fig conns[RPC_FIG_CONNS_MAX];
 };
 
+/* Cluster mode: a tenant's owner, as TenantList shows it. */
+struct rpc_owner {
+	char tenant[KV_TENANT_NAME_MAX + 1];
+	char node[65];
+	uint64_t epoch;
+};
+
 /* Limits and identity of the server, set once by kvd. */
 struct rpc_limits {
 	uint32_t max_value_size;
@@ -90,6 +97,12 @@ struct rpc_limits {
 	 * reply has only the daemon's totals. */
 	void (*figures)(void *arg, struct rpc_daemon_fig *ret);
 	void *figures_arg;
+	/* Cluster mode: every tenant that has an owner, sorted by tenant name
+	 * (malloc'd; the caller frees it): 0, or a negative errno when they
+	 * cannot be read (TenantList then answers UNAVAILABLE). NULL: no
+	 * cluster, TenantList shows no owners. */
+	int (*owners)(void *arg, struct rpc_owner **ret, size_t *ret_n);
+	void *owners_arg;
 };
 
 struct rpc_req {
@@ -131,6 +144,10 @@ void rpc_reply_bytes(struct rpc_reply *rp, const void *p, size_t len);
  * when not even that could be written (buf is then empty). */
 int rpc_reply_finish(struct rpc_reply *rp, uint64_t id);
 void rpc_reply_error(struct rpc_reply *rp, uint64_t id, int status, const char *message);
+/* A MOVED reply: the tenant is served by node `node` at `address` (its
+ * epoch), with a one-line message for clients that do not follow it. */
+void rpc_reply_moved(struct rpc_reply *rp, uint64_t id, const char *message, const char *node,
+                     const char *address, uint64_t epoch);
 /* Starts an OK reply whose result map has `fields` entries. */
 void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields);
 

@@ -26,7 +26,10 @@
 
 /* ---- status codes (PROTOCOL.md, "Status codes") -------------------------- */
 
-/* X(name, code): every code a reply's "status" may carry. */
+/* X(name, code): every code a reply's "status" may carry: gRPC's canonical
+ * codes, and kvd's own MOVED past them (a tenant another node of the
+ * cluster serves; the reply's result says which, WIRE_F_NODE and
+ * WIRE_F_ADDRESS). */
 #define WIRE_STATUSES(X)                                                                           \
 	X(OK, 0)                                                                                   \
 	X(CANCELLED, 1)                                                                            \
@@ -44,7 +47,8 @@
 	X(INTERNAL, 13)                                                                            \
 	X(UNAVAILABLE, 14)                                                                         \
 	X(DATA_LOSS, 15)                                                                           \
-	X(UNAUTHENTICATED, 16)
+	X(UNAUTHENTICATED, 16)                                                                     \
+	X(MOVED, 17)
 
 enum wire_status {
 #define WIRE_STATUS_ENUM(name, code) WIRE_##name = code,
@@ -70,6 +74,8 @@ enum wire_status {
 #define WIRE_M_TENANT_PASSIVATE "TenantPassivate"
 #define WIRE_M_TENANT_ACTIVATE  "TenantActivate"
 #define WIRE_M_HEALTH           "Health"
+#define WIRE_M_TENANT_RELEASE   "TenantRelease"
+#define WIRE_M_TENANT_ADOPT     "TenantAdopt"
 
 /* Who may call a method when kvd checks tokens (PROTOCOL.md,
  * "Authentication and roles"). READ < WRITE < ADMIN are roles on a tenant,
@@ -101,7 +107,9 @@ enum wire_role {
 	X(TENANT_INFO, WIRE_M_TENANT_INFO, WIRE_ROLE_ADMIN)                                        \
 	X(TENANT_PASSIVATE, WIRE_M_TENANT_PASSIVATE, WIRE_ROLE_ADMIN)                              \
 	X(TENANT_ACTIVATE, WIRE_M_TENANT_ACTIVATE, WIRE_ROLE_ADMIN)                                \
-	X(HEALTH, WIRE_M_HEALTH, WIRE_ROLE_NONE)
+	X(HEALTH, WIRE_M_HEALTH, WIRE_ROLE_NONE)                                                   \
+	X(TENANT_RELEASE, WIRE_M_TENANT_RELEASE, WIRE_ROLE_DAEMON)                                 \
+	X(TENANT_ADOPT, WIRE_M_TENANT_ADOPT, WIRE_ROLE_DAEMON)
 
 enum wire_method {
 #define WIRE_METHOD_ENUM(id, name, role) WIRE_METHOD_##id,
@@ -168,6 +176,12 @@ enum wire_method {
 #define WIRE_F_DISK_BYTES_AFTER  "disk_bytes_after"
 #define WIRE_F_ACTIVATION_US     "activation_us"
 #define WIRE_F_UPTIME_S          "uptime_s"
+/* cluster mode (docs/CLUSTER.md): MOVED's result, TenantAdopt's,
+ * TenantInfo's and TenantList's owner */
+#define WIRE_F_NODE              "node"
+#define WIRE_F_ADDRESS           "address"
+#define WIRE_F_EPOCH             "epoch"
+#define WIRE_F_OWNER             "owner"
 
 /* What Stats, TenantInfo, TenantList and Health answer, and other fields
  * only the server reads or writes. */

@@ -315,6 +315,14 @@ check_config missing 1 "$TMP/none.conf: No such file or directory" "$TMP/none.co
 printf '[kvd]\nmetrics_listen = 127.0.0.1\n' >"$TMP/metrics.conf"
 check_config metrics-listen 1 "metrics_listen '127.0.0.1': expected HOST:PORT" \
 	"$TMP/metrics.conf"
+# cluster mode (docs/CLUSTER.md): the combinations checked before etcd is asked
+printf '[kvd]\netcd = http://127.0.0.1:2379\n' >"$TMP/etcd-alone.conf"
+check_config etcd-without-cluster 1 "etcd needs cluster" "$TMP/etcd-alone.conf"
+printf '[kvd]\ncluster = c\nnode_id = n1\n' >"$TMP/cluster-alone.conf"
+check_config cluster-without-etcd 1 "cluster, node_id and advertise need etcd" \
+	"$TMP/cluster-alone.conf"
+printf '[kvd]\netcd = http://127.0.0.1:2379\ncluster = c\nlease_ttl = 1\n' >"$TMP/ttl.conf"
+check_config lease-ttl 1 "lease_ttl must be 2..3600" "$TMP/ttl.conf"
 
 # 16. When stderr is the journal (JOURNAL_STREAM names its device and inode,
 # as systemd sets it), a refusal carries the priority prefix journald reads

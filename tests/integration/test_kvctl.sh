@@ -175,7 +175,8 @@ done
 # Each command's own help: on stdout, exit 0, its synopsis first; the same
 # as `kvctl help COMMAND`.
 for c in put get del scan versions "tenant create" "tenant list" "tenant info" \
-	"tenant drop" "tenant passivate" "tenant activate" stats compact health help; do
+	"tenant drop" "tenant passivate" "tenant activate" "tenant release" "tenant adopt" \
+	stats compact health help; do
 	# shellcheck disable=SC2086 # "tenant create" is two words
 	run 0 "$c --help" "$KVCTL" $c --help || continue
 	grep -q "^usage: kvctl $c" "$TMP/out" || fail "$c --help: '$(head -n 1 "$TMP/out")'"
@@ -187,7 +188,7 @@ done
 run 0 "get KEY --help (after the arguments)" kv get k --help
 grep -q -- "--as-of V" "$TMP/out" || fail "get --help lacks --as-of: $(cat "$TMP/out")"
 run 0 "tenant --help" "$KVCTL" tenant --help
-for a in create list info drop passivate activate; do
+for a in create list info drop passivate activate release adopt; do
 	grep -q "^  kvctl tenant $a" "$TMP/out" || fail "tenant --help lacks $a"
 done
 mv "$TMP/out" "$TMP/help-cmd"
@@ -202,7 +203,7 @@ run 2 "help of an unknown command" "$KVCTL" help frob
 run 2 "help of an unknown action" "$KVCTL" help tenant frob
 run 2 "an action is not a command of its own" kv "tenant list"
 run 2 "tenant without an action" kv tenant
-err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate ...
+err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate|release|adopt ...
 Try 'kvctl tenant --help'."
 run 2 "a usage error points to the command's help" kv get
 err_is "get without a key's message" "kvctl: get: usage: kvctl get KEY [--version V | --as-of V]
@@ -517,14 +518,14 @@ completes "put" kvctl -o json p
 completes "create" kvctl tenant cr
 completes "info" kvctl -t x tenant i
 completes "stats" kvctl st
-completes "create list info drop passivate activate" kvctl tenant ''
+completes "create list info drop passivate activate release adopt" kvctl tenant ''
 completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
 completes "--max-keys" kvctl tenant create t --max
 completes "--token --token-file" kvctl --tok
 completes "" kvctl get --version ''
-completes "create list info drop passivate activate" kvctl help tenant ''
+completes "create list info drop passivate activate release adopt" kvctl help tenant ''
 # tenant names, from the daemon the line's -e names
 completes "hist" "$KVCTL" -e "$SOCK" tenant info h
 completes "scans" "$KVCTL" -e "$SOCK" -t sc

@@ -243,6 +243,11 @@ static void roles(void **state)
 	assert_int_equal(check(t, "TenantCreate", "c", "tok-daemon", NULL), RPC_OK);
 	assert_int_equal(check(t, "Stats", "x", "tok-daemon", "daemon"), RPC_OK);
 	assert_int_equal(check(t, "Get", "a", "tok-daemon", NULL), RPC_PERMISSION_DENIED);
+	/* cluster mode's release and adopt: the daemon admin's, not a tenant admin's */
+	assert_int_equal(check(t, "TenantRelease", "a", "tok-daemon", NULL), RPC_OK);
+	assert_int_equal(check(t, "TenantAdopt", "a", "tok-daemon", NULL), RPC_OK);
+	assert_int_equal(check(t, "TenantRelease", "a", "tok-admin", NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(check(t, "TenantAdopt", "a", "tok-admin", NULL), RPC_PERMISSION_DENIED);
 	/* no token field, or one that is not a str: no token */
 	r = decode("Get", "a", NULL, NULL);
 	assert_null(r->token);

@@ -100,6 +100,7 @@ static void status_table(void **state)
 	        {RPC_UNAVAILABLE, "UNAVAILABLE"},
 	        {RPC_DATA_LOSS, "DATA_LOSS"},
 	        {RPC_UNAUTHENTICATED, "UNAUTHENTICATED"},
+	        {RPC_MOVED, "MOVED"},
 	};
 	char *md = slurp(protocol_md), row[64];
 	size_t i;
