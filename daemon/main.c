@@ -686,9 +686,15 @@ static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t 
 	if (ri.hints_rejected)
 		klog(LOG_NOTICE, "tenant %s: %u hint file(s) unusable, their segments scanned",
 		     tenant, ri.hints_rejected);
-	if (ri.truncated_bytes)
-		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log", tenant,
-		     ri.truncated_bytes);
+	if (ri.open_segment)
+		/* on a device: the rest of the extent was room, not a torn write */
+		klog(LOG_NOTICE,
+		     "tenant %s: segment %08x was left open: its records end at %" PRIu64
+		     ", where it is sealed now",
+		     tenant, ri.open_segment, ri.open_end);
+	else if (ri.truncated_bytes)
+		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log",
+		     tenant, ri.truncated_bytes);
 	klog(LOG_DEBUG, "tenant %s: activated in %" PRIu64 " us, %" PRIu64 " records", tenant, us,
 	     ri.records);
 }
