@@ -802,7 +802,19 @@ static void plan_descriptors(struct kvd *d, struct kv_store_options *so)
 	}
 }
 
-/* The store on d->cfg.device: every tenant in its extents, data_dir unused. */
+struct store_try {
+	struct kv_store_options *so;
+	kv_store **ret;
+};
+
+static int store_open_once(void *arg)
+{
+	struct store_try *t = arg;
+	return kv_store_open(NULL, t->so, t->ret);
+}
+
+/* The store on d->cfg.device: every tenant in its extents, data_dir unused;
+ * a lock still held (by a kvd that just ended) is waited for a while. */
 static int open_device_store(struct kvd *d, struct kv_store_options *so)
 {
 	const char *dev = d->cfg.device;
@@ -810,7 +822,10 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 
 	so->device = dev;
 	so->device_cache_bytes = d->cfg.device_cache;
-	rv = kv_store_open(NULL, so, &d->store);
+	{
+		struct store_try t = {so, &d->store};
+		rv = device_lock_wait(dev, store_open_once, &t);
+	}
 	if (rv == 0) {
 		struct kv_store_stats st;
 		kv_store_stats(d->store, &st);
@@ -823,7 +838,11 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 		log_refused(d);
 		return 0;
 	}
-	if (rv == KV_ELOCKED || rv == -EBUSY)
+	if (rv == KV_ELOCKED)
+		kvd_say(stderr, LOG_ERR,
+		        "device %s is in use: another kvd holds its lock (still after %d s)", dev,
+		        DEVICE_LOCK_WAIT_MS / 1000);
+	else if (rv == -EBUSY)
 		kvd_say(stderr, LOG_ERR,
 		        "device %s is in use: another kvd holds its lock (or it is mounted or "
 		        "open exclusively)",
