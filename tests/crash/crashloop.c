@@ -434,8 +434,8 @@ static int prepare_dir(const struct cl_opts *o, char **ret)
 /* The device kvd serves (--device, or <dir>/dev.img for --device-image);
  * "" on files. */
 static char device_path[KVD_RUN_PATH_MAX];
-static bool device_is_file;       /* a regular file stands in for it: last-kill/ gets a copy */
-static uint64_t device_copies;    /* devices as a killed kvd left them checked */
+static bool device_is_file;        /* a regular file stands in for it: last-kill/ gets a copy */
+static uint64_t device_copies;     /* devices as a killed kvd left them checked */
 static uint64_t device_open_notes; /* … where kvd --check noted a segment left open */
 static int device_end_check = -1; /* exit status of kvd --check after the clean stop; -1: not run */
 static uint64_t device_lock_waits; /* kills after which the lock outlived the reaped kvd */
