@@ -7,7 +7,9 @@
  * Exit statuses: --format 0 formatted, 1 refused or failed, 2 a bad
  * --extent-size; --check 0 clean, 1 damage found, 2 could not check.
  * Neither touches a device that another kvd serves (the engine answers
- * KV_ELOCKED or -EBUSY, said here as "in use").
+ * KV_ELOCKED or -EBUSY, said here as "in use"); --check, like a kvd
+ * serving the device, first waits up to DEVICE_LOCK_WAIT_MS for the lock
+ * of one that just ended (device_lock_wait).
  */
 #include "device.h"
 
@@ -17,8 +19,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* The largest extent kv_dev_format takes (engine/dev_format.c; kvengine.h
  * names only the smallest). */
@@ -89,24 +93,65 @@ int device_format(const char *device, const char *extent_size, bool force)
 	return 0;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int device_lock_wait(const char *device, int (*attempt)(void *arg), void *arg)
+{
+	uint64_t deadline = mono_ms() + DEVICE_LOCK_WAIT_MS;
+	bool said = false;
+	int rv;
+
+	while ((rv = attempt(arg)) == KV_ELOCKED && mono_ms() < deadline) {
+		if (!said)
+			kvd_say(stderr, LOG_NOTICE,
+			        "device %s is locked: waiting up to %d s for it (a kvd that just "
+			        "ended holds its lock until the kernel has torn its I/O down)",
+			        device, DEVICE_LOCK_WAIT_MS / 1000);
+		said = true;
+		poll(NULL, 0, DEVICE_LOCK_POLL_MS);
+	}
+	return rv;
+}
+
 struct dev_check_out {
 	const char *device;
 	uint32_t damaged;
+	uint32_t lines; /* printed so far */
+	struct kv_dev_check_summary sum;
 };
 
 static void dev_check_item(void *arg, const struct kv_dev_check_item *it)
 {
 	struct dev_check_out *o = arg;
 
+	o->lines++;
 	if (it->damage)
 		o->damaged++;
 	printf("%s: %s%s at %" PRIu64 ": %s\n", o->device, it->damage ? "" : "note: ", it->where,
 	       it->off, it->what);
 }
 
+/* One try of the check; a lock taken while it ran, once it has printed
+ * findings, is not waited for (-EBUSY: the findings would repeat). */
+static int check_once(void *arg)
+{
+	struct dev_check_out *o = arg;
+	int rv;
+
+	memset(&o->sum, 0, sizeof(o->sum));
+	rv = kv_dev_check(o->device, dev_check_item, o, &o->sum);
+	return rv == KV_ELOCKED && o->lines > 0 ? -EBUSY : rv;
+}
+
 int device_check(const char *device)
 {
-	struct dev_check_out o = {device, 0};
+	struct dev_check_out o = {.device = device};
 	struct kv_dev_check_summary sum;
 	char err[512];
 	int rv;
@@ -115,8 +160,8 @@ int device_check(const char *device)
 		kvd_say(stderr, LOG_ERR, "cannot check: %s", err);
 		return 2;
 	}
-	memset(&sum, 0, sizeof(sum));
-	rv = kv_dev_check(device, dev_check_item, &o, &sum);
+	rv = device_lock_wait(device, check_once, &o);
+	sum = o.sum;
 	fflush(stdout);
 	if (rv == KV_ELOCKED || rv == -EBUSY) {
 		kvd_say(stderr, LOG_ERR, "%s is in use by a running kvd; stop it (or check a copy)",

@@ -4,7 +4,8 @@
  * instead of serving and return kvd's exit status; they print what they
  * found or why they failed (kvd_say, printf), once, as main's other
  * offline commands do. Serving on a device is main.c's open_store
- * (kv_store_options.device).
+ * (kv_store_options.device), which waits for the device's lock as --check
+ * does (device_lock_wait).
  */
 #ifndef KVD_DEVICE_H
 #define KVD_DEVICE_H
@@ -20,5 +21,17 @@ int device_format(const char *device, const char *extent_size, bool force);
  * damaged; 1 damage found; 2 the device could not be checked (in use by a
  * kvd, not a kvd device, unreadable). */
 int device_check(const char *device);
+
+/* How long kvd waits for a device's lock before it refuses the device as
+ * in use (serving, kvd --check): a kvd that was killed holds the lock until
+ * the kernel has torn its io_uring rings down, which happens after the
+ * process was reaped (a few ms). */
+#define DEVICE_LOCK_WAIT_MS 5000
+#define DEVICE_LOCK_POLL_MS 20
+
+/* Calls attempt(arg) until it returns anything but KV_ELOCKED or
+ * DEVICE_LOCK_WAIT_MS have passed, every DEVICE_LOCK_POLL_MS; returns its
+ * last return. Says once on stderr that it waits for device's lock. */
+int device_lock_wait(const char *device, int (*attempt)(void *arg), void *arg);
 
 #endif

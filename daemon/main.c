@@ -693,9 +693,15 @@ static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t 
 	if (ri.hints_rejected)
 		klog(LOG_NOTICE, "tenant %s: %u hint file(s) unusable, their segments scanned",
 		     tenant, ri.hints_rejected);
-	if (ri.truncated_bytes)
-		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log", tenant,
-		     ri.truncated_bytes);
+	if (ri.open_segment)
+		/* on a device: the rest of the extent was room, not a torn write */
+		klog(LOG_NOTICE,
+		     "tenant %s: segment %08x was left open: its records end at %" PRIu64
+		     ", where it is sealed now",
+		     tenant, ri.open_segment, ri.open_end);
+	else if (ri.truncated_bytes)
+		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log",
+		     tenant, ri.truncated_bytes);
 	klog(LOG_DEBUG, "tenant %s: activated in %" PRIu64 " us, %" PRIu64 " records", tenant, us,
 	     ri.records);
 }
@@ -803,7 +809,19 @@ static void plan_descriptors(struct kvd *d, struct kv_store_options *so)
 	}
 }
 
-/* The store on d->cfg.device: every tenant in its extents, data_dir unused. */
+struct store_try {
+	struct kv_store_options *so;
+	kv_store **ret;
+};
+
+static int store_open_once(void *arg)
+{
+	struct store_try *t = arg;
+	return kv_store_open(NULL, t->so, t->ret);
+}
+
+/* The store on d->cfg.device: every tenant in its extents, data_dir unused;
+ * a lock still held (by a kvd that just ended) is waited for a while. */
 static int open_device_store(struct kvd *d, struct kv_store_options *so)
 {
 	const char *dev = d->cfg.device;
@@ -811,7 +829,10 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 
 	so->device = dev;
 	so->device_cache_bytes = d->cfg.device_cache;
-	rv = kv_store_open(NULL, so, &d->store);
+	{
+		struct store_try t = {so, &d->store};
+		rv = device_lock_wait(dev, store_open_once, &t);
+	}
 	if (rv == 0) {
 		struct kv_store_stats st;
 		kv_store_stats(d->store, &st);
@@ -829,7 +850,11 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 		log_refused(d);
 		return 0;
 	}
-	if (rv == KV_ELOCKED || rv == -EBUSY)
+	if (rv == KV_ELOCKED)
+		kvd_say(stderr, LOG_ERR,
+		        "device %s is in use: another kvd holds its lock (still after %d s)", dev,
+		        DEVICE_LOCK_WAIT_MS / 1000);
+	else if (rv == -EBUSY)
 		kvd_say(stderr, LOG_ERR,
 		        "device %s is in use: another kvd holds its lock (or it is mounted or "
 		        "open exclusively)",

@@ -5,11 +5,14 @@
  * For each segment: its header, every record's bounds and crc (a scan of the
  * whole file), a torn end (only where recovery would see one: the newest
  * segment that is neither sealed nor written by merge), and, for a sealed
- * segment, that it is as long as META and its hint say. Sealed segments META
- * lists that are gone are damage. For each hint file: its checksums and
- * bounds, and that every entry names a record the segment really has at
- * that place -- reported as notes, since a hint is a cache the next open
- * rebuilds. The merge commit files and META: their checksums. The database
+ * segment, that it is as long as META and its hint say. On a backend that
+ * reports a segment left open as long as its room (a device: storage.h
+ * append_reopened), what follows its last record is not a torn end but
+ * room never written: a note, unless records follow a hole there. Sealed
+ * segments META lists that are gone are damage. For each hint file: its
+ * checksums and bounds, and that every entry names a record the segment
+ * really has at that place -- reported as notes, since a hint is a cache
+ * the next open rebuilds. The merge commit files and META: their checksums. The database
  * must not be open (its LOCK is taken, shared, for the duration). What
  * recovery does with each finding: recovery.c.
  */
@@ -165,8 +168,8 @@ static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
 	struct damage_ctx dc = {c, &rs};
 	struct seg_scan_result res;
 	struct seg *s;
-	bool damaged_header = false;
-	uint64_t expect = f->listed;
+	bool damaged_header = false, open_extent;
+	uint64_t expect = f->listed, size;
 	int rv;
 
 	seg_name(name, id, ".seg");
@@ -196,6 +199,10 @@ static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
 		goto unreadable;
 	}
 	c->sum.segments++;
+	size = s->size;
+	/* a backend that reports a segment left open as long as the room it
+	 * has (storage.h append_reopened) */
+	open_extent = !tn->st->append_reopened && !s->h->sealed && !damaged_header;
 	rv = seg_scan(s->h, s->size, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX,
 	              f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED) ? SEG_SCAN_ACTIVE
 	                                                                          : 0,
@@ -224,21 +231,32 @@ static int check_segment(struct ck *c, struct kv_stor_tenant *tn, uint32_t id,
 		}
 		rv = 0;
 	}
-	if (res.valid_end < s->size) {
+	if (open_extent && res.unsynced_cut == 0 && res.valid_end < s->size) {
+		/* the extent's room, not the segment's length: nothing was
+		 * written past its last record (bytes an earlier use left fail
+		 * the seeded crc) */
+		snprintf(msg, sizeof(msg),
+		         "open (not sealed): %llu bytes of records, the rest of its extent "
+		         "unwritten (sealed at the end of its records at next open)",
+		         (unsigned long long)(res.valid_end - SEG_HEADER_SIZE));
+		emit(c, name, res.valid_end, s->size - res.valid_end, msg, false);
+		size = res.valid_end;
+	}
+	if (res.valid_end < size) {
 		if (f->torn_ok && !damaged_header && !(s->flags & SEG_F_MERGED))
-			report(c, name, res.valid_end, s->size - res.valid_end,
+			report(c, name, res.valid_end, size - res.valid_end,
 			       "torn end of the active segment (a write cut by a crash; cut off "
 			       "at next open)");
 		else
-			report(c, name, res.valid_end, s->size - res.valid_end,
+			report(c, name, res.valid_end, size - res.valid_end,
 			       "damaged bytes at the end");
 	}
-	if (expect > s->size) {
+	if (expect > size) {
 		snprintf(msg, sizeof(msg),
 		         "sealed segment cut short: %llu bytes gone (keys of the records there "
 		         "read DATA_LOSS where its hint names them)",
-		         (unsigned long long)(expect - s->size));
-		report(c, name, s->size, expect - s->size, msg);
+		         (unsigned long long)(expect - size));
+		report(c, name, size, expect - size, msg);
 	}
 out:
 	free(rs.v);

@@ -108,6 +108,30 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	return 0;
 }
 
+/* On a backend that reports a segment left open as long as its room
+ * (storage.h append_reopened), recovery's cut of the newest segment is the
+ * unwritten rest of that room, not a torn write: it sealed that segment at
+ * the end of its log and started a new one. Says which segment and where,
+ * for the log line: the newest one written by neither merge nor this
+ * process. */
+static void note_open_segment(kv_db *db)
+{
+	size_t i;
+
+	if (db->stor->append_reopened || db->rinfo.truncated_bytes == 0)
+		return;
+	pthread_mutex_lock(&db->seg_mu);
+	for (i = db->nsegs; i-- > 0;) {
+		struct seg *s = db->segs[i];
+		if (s == db->active || s->lost || (s->flags & SEG_F_MERGED))
+			continue;
+		db->rinfo.open_segment = s->id;
+		db->rinfo.open_end = s->size;
+		break;
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+}
+
 int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret)
 {
 	*ret = db->rinfo;
@@ -365,6 +389,7 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)
 		goto fail;
+	note_open_segment(db);
 	/* mapped reads, except where tests inject read faults */
 	db->map_reads = o.mmap_reads && o.fault == NULL && io_map_available();
 	if (db->map_reads) {

@@ -425,6 +425,45 @@ static int record_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t 
 	return 0;
 }
 
+/*
+ * The first offset from off on where a record may start, judged by its type
+ * byte (header offset 4) alone: rec_check_header refuses every type but
+ * REC_PUT, REC_DELETE and REC_SYNC, so record_at would refuse every offset
+ * skipped here. One byte loop over the window (loaded a window at a time,
+ * never per offset). *ret is past file_size - REC_HEADER_SIZE when no
+ * offset left has a record's type byte.
+ */
+static int next_candidate(struct window *w, uint64_t off, uint64_t *ret)
+{
+	const uint8_t *p;
+	uint64_t last, n, i;
+	int rv;
+
+	if (off + REC_HEADER_SIZE > w->file_size) {
+		*ret = off;
+		return 0;
+	}
+	last = w->file_size - REC_HEADER_SIZE; /* the last offset a header fits at */
+	while (off <= last) {
+		if ((rv = window_get(w, off, REC_HEADER_SIZE, &p)) != 0)
+			return rv;
+		/* the offsets whose whole header is in the window */
+		n = w->start + w->len - off - REC_HEADER_SIZE + 1;
+		if (n > last - off + 1)
+			n = last - off + 1;
+		for (i = 0; i < n; i++) {
+			uint8_t t = p[i + 4];
+			if (t == REC_PUT || t == REC_DELETE || t == REC_SYNC) {
+				*ret = off + i;
+				return 0;
+			}
+		}
+		off += n;
+	}
+	*ret = off;
+	return 0;
+}
+
 /* The header at off, when it passes its bounds (its crc is not checked). */
 static bool plausible_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t max_value,
                          struct seg_scan_rec *r)
@@ -464,7 +503,11 @@ static int marks_after(struct window *w, uint64_t off, uint32_t max_key, uint32_
 	uint64_t size;
 	int rv;
 
-	while (off + REC_HEADER_SIZE <= w->file_size) {
+	for (;;) {
+		if ((rv = next_candidate(w, off, &off)) != 0)
+			return rv;
+		if (off + REC_HEADER_SIZE > w->file_size)
+			break;
 		rv = record_at(w, off, max_key, max_value, &h, &p, &size);
 		if (rv == KV_ECORRUPT) {
 			off++;
@@ -498,7 +541,11 @@ int seg_scan(struct kv_stor_seg *h, uint64_t file_size, uint32_t max_key, uint32
 		if (rv == KV_ECORRUPT) {
 			/* Look for the next record that checks out. */
 			uint64_t q;
-			for (q = off + 1; q + REC_HEADER_SIZE <= file_size; q++) {
+			for (q = off + 1;; q++) {
+				if ((rv = next_candidate(&w, q, &q)) != 0)
+					goto out;
+				if (q + REC_HEADER_SIZE > file_size)
+					break;
 				rv = record_at(&w, q, max_key, max_value, &r.h, &p, &size);
 				if (rv == 0)
 					break;

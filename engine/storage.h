@@ -331,7 +331,11 @@ struct kv_storage {
 	/* Whether a segment that was not sealed when its process ended may be
 	 * appended to again after recovery found its end (files: yes). A
 	 * device backend cannot tell bytes a crash left past that end from
-	 * records, so the engine seals such a segment and starts a new one. */
+	 * records, so the engine seals such a segment and starts a new one.
+	 * Without it, seg_open of a segment that is not sealed
+	 * (kv_stor_seg.sealed false) reports the room the segment has as its
+	 * size: what follows its last record was never written by this use
+	 * of the space (bytes of an earlier use fail the crc seed). */
 	bool append_reopened;
 };
 

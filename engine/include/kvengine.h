@@ -144,7 +144,11 @@ struct kv_recovery_info {
 	uint32_t hints_rejected;    /* hint files missing a checksum or bounds, segment scanned instead */
 	uint32_t segments_scanned;  /* segments replayed record by record */
 	uint64_t records;           /* records indexed */
-	uint64_t truncated_bytes;   /* torn tail cut off the newest segment */
+	uint64_t truncated_bytes;   /* torn tail cut off the newest segment (on a device: the
+	                               rest of the extent of a segment left open, open_segment) */
+	uint32_t open_segment;      /* on a device: the segment a crash left open, now sealed
+	                               at open_end, where its log ends (0: none) */
+	uint64_t open_end;
 	uint32_t corrupt_records;   /* damaged records skipped inside segments */
 	uint64_t corrupt_bytes;     /* bytes skipped with them */
 	uint32_t lost_segments;     /* sealed segments META lists that are gone or unreadable

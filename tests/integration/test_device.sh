@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_device.sh — kvd on a block device, on real loop devices and on a regular file used as one: kvd --format refuses a device carrying ext4 (naming it) unless --force; a formatted device serves put/get/del/versions/scan through kvctl and keeps them across a restart (data_dir untouched); a second kvd on the same device, --format and --check while one serves it are refused; a zeroed block 0 is reported by kvd --check and kvd still opens through the end copy of the superblock; a full device answers RESOURCE_EXHAUSTED, still reads, and writes again after deletes and kvctl compact; kvd --check of a clean device exits 0.
+# test_device.sh — kvd on a block device, on real loop devices and on a regular file used as one: kvd --format refuses a device carrying ext4 (naming it) unless --force; a formatted device serves put/get/del/versions/scan through kvctl and keeps them across a restart (data_dir untouched); a second kvd on the same device and --check while one serves it are refused after waiting 5 s for its lock (--format at once); a zeroed block 0 is reported by kvd --check and kvd still opens through the end copy of the superblock; a full device answers RESOURCE_EXHAUSTED, still reads, and writes again after deletes and kvctl compact; kvd --check of a clean device exits 0; a kvd SIGKILLed while writing is followed at once by a new kvd or kvd --check, which wait for the lock the dead kvd's I/O teardown still holds (never "in use"), --check finding no damage (the open segment a note) and the new kvd logging the open segment sealed, not a torn write.
 #
 # usage: test_device.sh KVD KVCTL   (meson passes the built binaries)
 #
@@ -45,13 +45,14 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtest-device-XXXXXX") || exit 1
 LOOPS=
 KVD_PID=
 KVD2_PID=
+HOLDER=
 failures=0
 checks=0
 TAB=$(printf '\t')
 
 # shellcheck disable=SC2317 # run by the trap
 cleanup() {
-	for pid in $KVD_PID $KVD2_PID; do
+	for pid in $KVD_PID $KVD2_PID $HOLDER; do
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
@@ -207,6 +208,16 @@ stop() {
 refused() {
 	name=$1
 	shift
+	refused_status "$name" ""
+	err_one_line "$name" "$@"
+}
+
+# refused_status NAME [WANT]: a (second) kvd on $DEV (on another socket)
+# exits non-zero on its own (WANT: with that status); its stdout and stderr
+# in $TMP/out and $TMP/err; it is killed if it is still up after 150 tries.
+refused_status() {
+	name=$1
+	want=$2
 	: >"$TMP/empty.conf"
 	"$KVD" --config "$TMP/empty.conf" --device "$DEV" --listen "kv+ipc://$TMP/$MODE-kv2.sock" \
 		>"$TMP/out" 2>"$TMP/err" &
@@ -223,8 +234,61 @@ refused() {
 	checks=$((checks + 1))
 	if [ "$status" -eq 0 ] || [ "$status" -ge 128 ]; then
 		fail "$name: the second kvd exited $status (killed: it served), want a refusal"
+	elif [ -n "$want" ] && [ "$status" -ne "$want" ]; then
+		fail "$name: the second kvd exited $status, want $want"
 	fi
-	err_one_line "$name" "$@"
+}
+
+# ms: milliseconds of a monotonic-enough clock (GNU date).
+ms() {
+	echo $(($(date +%s%N) / 1000000))
+}
+
+# err_wait_then_refusal WHAT T0 PATTERN...: stderr of the last run is two
+# lines, the notice that kvd waits for the device's lock, then the refusal
+# naming each PATTERN; and the run ended after the wait (5 s) and within
+# 5 s more of it (T0: ms when it started).
+err_wait_then_refusal() {
+	what=$1
+	t0=$2
+	shift 2
+	took=$(($(ms) - t0))
+	checks=$((checks + 1))
+	if [ "$(wc -l <"$TMP/err")" -ne 2 ]; then
+		fail "$what: want two lines on stderr (waiting, refused), got: $(cat "$TMP/err")"
+		return
+	fi
+	head -n 1 "$TMP/err" | grep -Eq -- "is locked: waiting up to 5 s" ||
+		fail "$what: the first line does not say it waits for the lock: $(cat "$TMP/err")"
+	for p in "$@"; do
+		tail -n 1 "$TMP/err" | grep -Eqi -- "$p" ||
+			fail "$what: the refusal lacks /$p/: $(cat "$TMP/err")"
+	done
+	checks=$((checks + 1))
+	if [ "$took" -lt 4900 ] || [ "$took" -gt 10000 ]; then
+		fail "$what: refused after $took ms, want the 5 s wait (and at most 5 s more)"
+	fi
+}
+
+# writers N PREFIX: N shell loops putting 16K values under keys PREFIX-W-I
+# to tenant t1 until a put fails, $TMP/stop exists or 400 puts each; their
+# pids in WRITERS.
+writers() {
+	WRITERS=
+	rm -f "$TMP/stop"
+	head -c 16384 /dev/urandom >"$TMP/val16k"
+	w=0
+	while [ $w -lt "$1" ]; do
+		w=$((w + 1))
+		(
+			i=0
+			while [ $i -lt 400 ] && [ ! -e "$TMP/stop" ] &&
+				"$KVCTL" -e "$SOCK" --timeout 2000 -t t1 put "$2-$w-$i" - <"$TMP/val16k" >/dev/null 2>&1; do
+				i=$((i + 1))
+			done
+		) &
+		WRITERS="$WRITERS $!"
+	done
 }
 
 # ---- one pass: MODE is loop (real loop devices) or file (a regular file) ----
@@ -295,11 +359,15 @@ k1
 
 	# (c) While it serves: a second kvd, --format (even --force) and --check
 	# are refused.
-	refused "a second kvd on the device" "in use|lock" "another kvd|kvd holds|served"
+	# A second kvd and --check wait 5 s for the lock, saying so, then refuse.
+	t0=$(ms)
+	refused_status "a second kvd on the device" 1
+	err_wait_then_refusal "a second kvd on the device" "$t0" "in use" "another kvd holds its lock"
 	run 1 "--format --force of a served device" "$KVD" --format "$DEV" --force
 	err_one_line "--format of a served device" "in use|lock|busy|serving"
+	t0=$(ms)
 	run 2 "--check of a served device" "$KVD" --check "$DEV"
-	err_one_line "--check of a served device" "in use"
+	err_wait_then_refusal "--check of a served device" "$t0" "in use by a running kvd"
 	run 0 "still serving after the refusals" kv -t t1 get k1 && out_is "still serving" three
 	stop serve2
 
@@ -366,9 +434,98 @@ k1
 	stop serve4
 	run 0 "--check of the device that was full" "$KVD" --check "$DEV" &&
 		out_has "--check's summary" "no damage$"
+
+	# (g) SIGKILL while writes go on, then at once (as systemd's restart
+	# would, but without its delay) a new kvd, or kvd --check: the lock the
+	# killed kvd's io_uring teardown still holds is waited for, never
+	# refused. --check finds no damage (the rest of the open segment's
+	# extent is a note), and the new kvd logs the open segment sealed, not
+	# a torn write.
+	new_device crash 256M
+	run 0 "--format the crash device" "$KVD" --format "$DEV" --extent-size 1M || return
+	# First the wait itself, on a lock held for 1 s by flock(1) standing in
+	# for a dead kvd's teardown: kvd --check and kvd wait, say so once, and
+	# go on once it is free.
+	for what in check serve; do
+		flock -x "$DEV" -c "sleep 1" &
+		HOLDER=$!
+		tries=0
+		while flock -n -s "$DEV" true && [ $tries -lt 100 ]; do
+			tries=$((tries + 1))
+			sleep 0.01
+		done
+		if [ "$what" = check ]; then
+			t0=$(ms)
+			run 0 "--check while the lock is held for 1 s" "$KVD" --check "$DEV" &&
+				out_has "--check after the lock came free" "no damage$"
+			took=$(($(ms) - t0))
+			cp "$TMP/err" "$TMP/held.log"
+		else
+			t0=$(ms)
+			start crash0 || return
+			took=$(($(ms) - t0))
+			cp "$TMP/crash0.log" "$TMP/held.log"
+		fi
+		wait "$HOLDER"
+		checks=$((checks + 1))
+		[ "$(grep -c "is locked: waiting up to 5 s" "$TMP/held.log")" -eq 1 ] ||
+			fail "$what while the lock is held: want one line saying it waits, got: $(cat "$TMP/held.log")"
+		checks=$((checks + 1))
+		[ "$took" -lt 5000 ] || fail "$what while the lock is held for 1 s took $took ms"
+	done
+	run 0 "tenant create t1 on the crash device" kv tenant create t1
+	round=0
+	while [ $round -lt 6 ]; do
+		round=$((round + 1))
+		writers 3 "r$round"
+		# until 30 puts of the round landed (or 20 s): writes go on now
+		tries=0
+		until [ "$(kv -t t1 scan --keys-only --prefix "r$round-" 2>/dev/null | wc -l)" -ge 30 ] ||
+			[ $tries -ge 200 ]; do
+			tries=$((tries + 1))
+			sleep 0.1
+		done
+		kill -KILL "$KVD_PID"
+		: >"$TMP/stop"
+		wait "$KVD_PID" 2>/dev/null
+		KVD_PID=
+		if [ $((round % 2)) -eq 0 ]; then
+			# --check at once: it waits for the lock, then finds no damage
+			if run 0 "round $round: --check right after a SIGKILL" "$KVD" --check "$DEV"; then
+				out_has "round $round: --check's summary" "no damage$"
+				out_has "round $round: --check notes the open segment" \
+					"^$DEV: note: tenant t1 [0-9a-f]{8}\.seg at [0-9]+: open \(not sealed\): [0-9]+ bytes of records"
+			fi
+			checks=$((checks + 1))
+			grep -q "torn end" "$TMP/out" && fail "round $round: --check reports a torn end: $(cat "$TMP/out")"
+			waits=$((waits + $(grep -c "is locked: waiting" "$TMP/err")))
+		fi
+		start "crash$round" || return
+		for pid in $WRITERS; do
+			wait "$pid"
+		done
+		checks=$((checks + 1))
+		grep -q "in use" "$TMP/crash$round.log" &&
+			fail "round $round: the restart says the device is in use: $(cat "$TMP/crash$round.log")"
+		# the tenant is activated (and recovered) by its first request
+		run 0 "round $round: a scan after the restart" kv -t t1 scan --keys-only --prefix "r$round-"
+		checks=$((checks + 1))
+		grep -q "segment [0-9a-f]\{8\} was left open: its records end at [0-9]" "$TMP/crash$round.log" ||
+			fail "round $round: the restart does not log the open segment: $(cat "$TMP/crash$round.log")"
+		checks=$((checks + 1))
+		grep -q "torn write" "$TMP/crash$round.log" &&
+			fail "round $round: the restart logs a torn write: $(cat "$TMP/crash$round.log")"
+		waits=$((waits + $(grep -c "is locked: waiting" "$TMP/crash$round.log")))
+	done
+	stop crash6
+	run 0 "--check of the crash device after a clean stop" "$KVD" --check "$DEV" &&
+		out_has "--check's summary" "no damage$"
+	echo "[$MODE] restarts and checks right after a SIGKILL that found the lock still held: $waits of 6"
 }
 
+waits=0
 suite loop
+waits=0
 suite file
 
 # Refusals that need no device of kvd's.
