@@ -36,45 +36,15 @@
 #include "dev_internal.h"
 #include "kvclient.h"
 #include "kvengine.h"
+
+#include "flips.h"
 #include "record.h"
 #include "segment.h"
 
-#define N_KEYS          1500
-#define VALUE_MAX       1500
 #define ROUNDS_DEFAULT  60
 #define ROUNDS_WITH_KVD 20
-#define TENANT          "flips"
 #define IMG_SIZE        (64ll << 20)
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next_rand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static void key_of(int i, char *buf, size_t cap)
-{
-	snprintf(buf, cap, "key/%05d", i);
-}
-
-/* The value of key i: its length and bytes follow from i. */
-static size_t value_of(int i, uint8_t *buf)
-{
-	uint64_t z = (uint64_t)i * 0x2545f4914f6cdd1dull + 7;
-	size_t len = (size_t)(z % VALUE_MAX);
-
-	for (size_t j = 0; j < len; j++) {
-		z ^= z << 13;
-		z ^= z >> 7;
-		z ^= z << 17;
-		buf[j] = (uint8_t)z;
-	}
-	return len;
-}
 
 static const char *kvd_bin(void)
 {
@@ -324,34 +294,6 @@ static kvc *client(struct kvd_proc *k)
 	return c;
 }
 
-/* Every key over the wire: exact value, or DATA_LOSS (counted). */
-static int read_all_wire(kvc *c)
-{
-	struct kvc_status st;
-	struct kvc_call call = {.status = &st};
-	uint8_t want[VALUE_MAX];
-	int lost = 0;
-
-	for (int i = 0; i < N_KEYS; i++) {
-		char key[32];
-		struct kvc_value v;
-		size_t len = value_of(i, want);
-		int rv;
-
-		key_of(i, key, sizeof(key));
-		rv = kvc_get(c, &call, key, strlen(key), 0, 0, &v);
-		if (rv == -KVC_DATA_LOSS) {
-			lost++;
-			continue;
-		}
-		if (rv != 0)
-			fail_msg("%s over kvd: %s '%s'", key, kvc_code_name(rv), st.message);
-		if (v.len != len || (len > 0 && memcmp(v.data, want, len) != 0))
-			fail_msg("%s over kvd: bytes that are not its value", key);
-		kvc_value_free(&v);
-	}
-	return lost;
-}
 
 /* A kvd serving img: DATA_LOSS for as many keys as the engine lost; the
  * log says so when it read a damaged record, and has log_want (what
