@@ -81,6 +81,8 @@ static int retry_cmp(const void *key, const void *e)
 
 static struct merge_retry *retry_find(struct kvd *d, const char *tenant)
 {
+	if (d->nretry == 0)
+		return NULL; /* (bsearch must not be given a NULL array) */
 	return bsearch(tenant, d->retry, d->nretry, sizeof(*d->retry), retry_cmp);
 }
 

@@ -150,7 +150,8 @@ static void f_write(uint8_t **data, size_t *len, uint64_t off, const uint8_t *sr
 		memset(*data + *len, 0, off + n - *len);
 		*len = off + n;
 	}
-	memcpy(*data + off, src, n);
+	if (n > 0) /* (memcpy must not be given a NULL buffer, even for 0 bytes) */
+		memcpy(*data + off, src, n);
 }
 
 static void f_truncate(uint8_t **data, size_t *len, uint64_t size)
@@ -336,11 +337,13 @@ static void m_materialize(struct model *m, enum cut how, const char *dir)
 		w.f[i].ino = m->f[i].ino;
 		w.f[i].len = m->f[i].len;
 		w.f[i].data = malloc(m->f[i].len + 1);
-		memcpy(w.f[i].data, m->f[i].data, m->f[i].len);
+		if (m->f[i].len > 0)
+			memcpy(w.f[i].data, m->f[i].data, m->f[i].len);
 	}
 	w.nd = m->nd;
 	w.d = calloc(m->nd + 1, sizeof(*w.d));
-	memcpy(w.d, m->d, m->nd * sizeof(*w.d));
+	if (m->nd > 0)
+		memcpy(w.d, m->d, m->nd * sizeof(*w.d));
 	if (how == CUT_PREFIX_TORN && keep > 0 && m->p[keep - 1].type == EV_WRITE)
 		torn = keep - 1;
 	for (size_t i = 0; i < keep; i++) {
