@@ -611,8 +611,9 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "lease_ttl must be 2..%d (seconds)", KVD_LEASE_TTL_MAX);
 		return -EINVAL;
 	}
-	if (c->device[0] != '\0')
-		return config_device_usable("device", c->device, err, errlen);
+	/* (a device that cannot be used is a bad setting, whatever stat said) */
+	if (c->device[0] != '\0' && config_device_usable("device", c->device, err, errlen) != 0)
+		return -EINVAL;
 	return 0;
 }
 
