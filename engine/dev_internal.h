@@ -119,6 +119,41 @@ static inline void *balloc(struct dev_storage *d, size_t len)
 	return p;
 }
 
+struct dev_seg_h {
+	struct kv_stor_seg base;
+	struct dev_segment *seg;
+};
+
+static inline struct dev_storage *dev_of(struct kv_storage *st)
+{
+	return (struct dev_storage *)st;
+}
+
+static inline struct dev_segment *seg_of(struct kv_stor_seg *s)
+{
+	return ((struct dev_seg_h *)s)->seg;
+}
+
+/* ---- storage_dev.c ------------------------------------------------------ */
+
+/* The device bytes [a, e) of s that writing len bytes of buf at segment
+ * offset off takes, staged in *stage (grown to *cap as needed), from a =
+ * the block holding off (invariant 1); their length in *ret_len. */
+int dev_stage_prepare(struct dev_storage *d, struct dev_segment *s, uint8_t **stage, size_t *cap,
+                      const void *buf, size_t len, uint64_t off, size_t *ret_len);
+/* After a write of [off, off+len) of s landed. */
+void dev_stage_done(struct dev_storage *d, struct dev_segment *s, const uint8_t *stage,
+                    uint64_t off, size_t len);
+
+/* ---- dev_append.c: the storage interface's writer calls ----------------- */
+
+int dev_writer_open(struct kv_storage *st, int mode, int efd, struct kv_stor_writer **ret);
+void dev_writer_close(struct kv_stor_writer *wh);
+bool dev_writer_is_uring(struct kv_stor_writer *w);
+int dev_append_start(struct kv_stor_writer *wh, struct kv_stor_seg *sh, const void *buf,
+                     size_t len, uint64_t off, bool sync);
+int dev_append_poll(struct kv_stor_writer *wh, bool wait, struct kv_stor_wres *ret);
+
 /* ---- dev_catalog.c ------------------------------------------------------ */
 
 /* Takes a free extent for tenant t, its header written (not synced: the
