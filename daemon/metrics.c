@@ -637,9 +637,9 @@ static void page_daemon(FILE *f, struct kvd *d)
 		metric(f, "kvd_device_cache_bytes", "gauge", "Size of the block device's read cache.",
 		       st.device_cache_bytes);
 		metric(f, "kvd_device_cache_hits_total", "counter",
-		       "Reads of sealed data the device's read cache served.", st.device_cache_hits);
+		       "Reads the device's read cache served.", st.device_cache_hits);
 		metric(f, "kvd_device_cache_misses_total", "counter",
-		       "Reads of sealed data that went to the device.", st.device_cache_misses);
+		       "Reads that missed the device's read cache and went to the device.", st.device_cache_misses);
 	}
 	metric(f, "kvd_open_segment_files", "gauge", "Segment files open.",
 	       kv_open_segment_files());

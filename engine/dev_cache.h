@@ -2,10 +2,12 @@
  * dev_cache.h — the device backend's read cache. A device read with O_DIRECT
  * bypasses the page cache the files backend gets for free, so the backend
  * keeps recently read chunks (one device block each, aligned on the device)
- * of immutable data — sealed segments and hint and metadata blobs — in
+ * of immutable data — sealed segments, the whole blocks of a segment being
+ * written below the block its end is in, and hint and metadata blobs — in
  * memory, evicted by CLOCK. Chunks are named by their device offset; a chunk
- * is dropped when its extent is given to a new use (dev_cache_drop_range),
- * so the cache never serves bytes of an earlier use.
+ * is dropped when its extent is given to a new use or its bytes are
+ * rewritten by a truncation (dev_cache_drop_range), so the cache never
+ * serves bytes that are no longer there.
  *
  * Threads: every call may come from any thread (one mutex).
  */
