@@ -167,6 +167,8 @@ enum {
 	                             * until seg_publish */
 };
 
+struct kv_dev_tenant;
+
 struct kv_storage_ops {
 	const char *name; /* "files" */
 	/* Releases the instance; every handle must be closed. NULL is no-op. */
@@ -319,6 +321,20 @@ struct kv_storage_ops {
 	 * the unpublished one. Open handles stay readable until closed.
 	 * -ENOENT. Durable with the next tenant_sync. */
 	int (*seg_remove)(struct kv_stor_tenant *t, uint32_t id, unsigned flags);
+
+	/* ---- a device shared by several nodes (kv_storage.shared) ------------
+	 * NULL on a backend that is never shared. */
+	/* Makes this node the tenant's owner at epoch (kv_store_claim): 0 when
+	 * it is now this node's (taken over from the node whose entry was
+	 * newest, if another's), -ENOENT when no node has it (a later
+	 * tenant_create makes it under epoch), -ESTALE when an entry's epoch
+	 * is ≥ epoch. The tenant must have no handle open. */
+	int (*claim)(struct kv_storage *st, const char *tenant, uint64_t epoch);
+	/* Every later change of the tenant (NULL: of every tenant) fails with
+	 * -ESTALE until claim takes it again. */
+	int (*disown)(struct kv_storage *st, const char *tenant);
+	/* Every tenant of every node's catalog, read now: the newest entries. */
+	int (*directory)(struct kv_storage *st, struct kv_dev_tenant **ret, size_t *ret_n);
 };
 
 struct kv_storage {
@@ -337,6 +353,10 @@ struct kv_storage {
 	 * size: what follows its last record was never written by this use
 	 * of the space (bytes of an earlier use fail the crc seed). */
 	bool append_reopened;
+	/* Formatted for several nodes: tenants are created and changed only
+	 * once claimed (ops->claim). */
+	bool shared;
+	uint32_t nodes, node; /* nodes it is formatted for, this instance's (device) */
 };
 
 /* The files backend. root: the directory tenant names are relative to;
@@ -350,6 +370,11 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
  * superblock copy or neither catalog slot is sound. */
 int kv_storage_dev_open(const char *device, uint64_t cache_bytes, bool readonly,
                         struct kv_io_fault *fault, struct kv_storage **ret);
+/* The same as node `node` (1..nodes) of a device formatted for several;
+ * node 0 reads every node's catalog and owns nothing (checking). */
+int kv_storage_dev_open_node(const char *device, uint64_t cache_bytes, bool readonly,
+                             uint32_t node, struct kv_io_fault *fault,
+                             struct kv_storage **ret);
 /* How the device backend st makes synced appends durable (enum kv_dev_sync;
  * KV_DEV_SYNC_DSYNC from open). For writers opened after the call. */
 void kv_storage_dev_set_sync(struct kv_storage *st, int mode);

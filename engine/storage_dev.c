@@ -1166,6 +1166,13 @@ static int read_super(struct dev_storage *d, const struct dev_geometry *g, bool 
 int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
                         struct kv_io_fault *fault, struct kv_storage **ret)
 {
+	return kv_storage_dev_open_node(path, cache_bytes, readonly, 1, fault, ret);
+}
+
+int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readonly,
+                             uint32_t node, struct kv_io_fault *fault, struct kv_storage **ret)
+{
+	(void)node;
 	struct dev_geometry g;
 	struct dev_storage *d;
 	bool fallback;

@@ -698,8 +698,9 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 			goto fail;
 		}
 		s->opt.device = s->dir; /* the caller's string need not outlive the call */
-		rv = kv_storage_dev_open(s->opt.device, s->opt.device_cache_bytes, false,
-		                         s->opt.base.fault, &s->stor);
+		rv = kv_storage_dev_open_node(s->opt.device, s->opt.device_cache_bytes, false,
+		                              s->opt.device_node ? s->opt.device_node : 1,
+		                              s->opt.base.fault, &s->stor);
 		if (rv != 0)
 			goto fail;
 		kv_storage_dev_set_sync(s->stor, (int)s->opt.device_sync);
@@ -740,7 +741,8 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 load:
 	if ((rv = load_tenants(s)) != 0)
 		goto fail;
-	if (find(s, "default") == NULL) {
+	/* on a shared device "default" is made by the node that claims it first */
+	if (!s->stor->shared && find(s, "default") == NULL) {
 		pthread_mutex_lock(&s->mu);
 		rv = create_locked(s, "default", NULL, NULL);
 		pthread_mutex_unlock(&s->mu);
@@ -1133,7 +1135,123 @@ int kv_store_stats(kv_store *s, struct kv_store_stats *ret)
 		st.device_cache_misses = ss.cache_misses;
 		st.device_superblocks_damaged = ss.superblocks_damaged;
 		st.device_extents_reclaimed = ss.extents_reclaimed;
+		st.device_nodes = s->stor->nodes;
+		st.device_node = s->stor->node;
 	}
 	*ret = st;
 	return 0;
+}
+
+/* ---- a shared device ------------------------------------------------------ */
+
+bool kv_store_shared(kv_store *s)
+{
+	return s->stor->shared;
+}
+
+int kv_store_claim(kv_store *s, const char *name, uint64_t epoch)
+{
+	struct kv_tenant *t, *fresh = NULL;
+	int rv = 0;
+
+	if (!s->stor->shared)
+		return 0;
+	if (!kv_tenant_name_valid(name, strlen(name)))
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	if ((t = find(s, name)) != NULL) {
+		t->hold++;
+		wait_settled(s, t);
+		if (t->state == T_ACTIVE)
+			wait_idle(s, t);
+		if (t->dropped)
+			rv = -EAGAIN;
+		else if (t->state == T_ACTIVE)
+			rv = t->refs > 0 ? -EBUSY : close_locked(s, t);
+		if (rv != 0) {
+			hold_drop(t);
+			pthread_mutex_unlock(&s->mu);
+			return rv == -EAGAIN ? -EBUSY : rv;
+		}
+	} else {
+		if ((t = tenant_new(s, name)) == NULL || (rv = table_insert(s, t)) != 0) {
+			tenant_free(t);
+			pthread_mutex_unlock(&s->mu);
+			return t == NULL ? -ENOMEM : rv;
+		}
+		t->hold++;
+	}
+	/* nobody opens it while the device says whose it is */
+	t->state = T_CREATING;
+	pthread_mutex_unlock(&s->mu);
+
+	rv = s->stor->ops->claim(s->stor, name, epoch);
+	if (rv == 0)
+		rv = load_tenant(s, name, &fresh); /* its TENANT and STATS as the device has them */
+
+	pthread_mutex_lock(&s->mu);
+	t->state = T_PASSIVE;
+	if (rv == 0 && fresh != NULL) {
+		t->cfg = fresh->cfg;
+		t->last = fresh->last;
+		free(t->why);
+		t->why = fresh->why;
+		fresh->why = NULL;
+	} else if (rv == 0 || rv == -ENOENT) {
+		/* no node has it (any more): not here either */
+		table_remove(s, t);
+		t->dropped = true;
+	}
+	pthread_cond_broadcast(&s->cv);
+	hold_drop(t);
+	if (rv == -ENOENT && strcmp(name, "default") == 0)
+		rv = create_locked(s, name, NULL, NULL);
+	else if (rv == -ENOENT)
+		rv = 0;
+	pthread_mutex_unlock(&s->mu);
+	tenant_free(fresh);
+	return rv;
+}
+
+int kv_store_disown(kv_store *s, const char *name)
+{
+	if (!s->stor->shared)
+		return 0;
+	return s->stor->ops->disown(s->stor, name);
+}
+
+static int dev_tenant_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct kv_dev_tenant *)a)->name,
+	              ((const struct kv_dev_tenant *)b)->name);
+}
+
+int kv_store_device_tenants(kv_store *s, struct kv_dev_tenant **ret, size_t *ret_n)
+{
+	int rv;
+
+	if (!s->stor->shared)
+		return -ENOTSUP;
+	if ((rv = s->stor->ops->directory(s->stor, ret, ret_n)) == 0)
+		qsort(*ret, *ret_n, sizeof(**ret), dev_tenant_cmp);
+	return rv;
+}
+
+int kv_store_device_find(kv_store *s, const char *name, struct kv_dev_tenant *ret)
+{
+	struct kv_dev_tenant *v;
+	size_t n, i;
+	int rv;
+
+	if ((rv = kv_store_device_tenants(s, &v, &n)) != 0)
+		return rv;
+	rv = -ENOENT;
+	for (i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0) {
+			*ret = v[i];
+			rv = 0;
+			break;
+		}
+	free(v);
+	return rv;
 }

@@ -409,7 +409,10 @@ int kv_sync(kv_db *db);
 struct kv_dev_format_options {
 	uint64_t extent_size; /* a power of two; 0: KV_DEV_EXTENT_SIZE_DEFAULT */
 	bool force;           /* format over a device that carries a known signature */
+	uint32_t nodes;       /* kvd nodes that share it (docs/SCALEOUT.md), 1..KV_DEV_NODES_MAX;
+	                         0: 1 */
 };
+#define KV_DEV_NODES_MAX 64
 
 /* How the device backend makes a synced append durable.
  * KV_DEV_SYNC_DSYNC (the default): one write with RWF_DSYNC, which the
@@ -501,6 +504,10 @@ struct kv_store_options {
 	uint64_t device_cache_bytes;
 	/* How an append under sync=always becomes durable on the device. */
 	enum kv_dev_sync device_sync;
+	/* On a device formatted for several nodes: which one this store is,
+	 * 1..nodes (0: 1). Each node writes only its own catalog slots and
+	 * allocates only its own extents (docs/SCALEOUT.md). */
+	uint32_t device_node;
 };
 void kv_store_options_init(struct kv_store_options *o);
 
@@ -590,6 +597,48 @@ int kv_store_maintain(kv_store *s, uint32_t *ret_passivated);
 /* Changes the reloadable settings. */
 void kv_store_set_limits(kv_store *s, uint64_t memory_budget, uint32_t idle_timeout_s);
 
+/* ---- a device shared by several nodes (docs/SCALEOUT.md) -----------------
+ *
+ * On a device formatted with kv_dev_format_options.nodes > 1, every node
+ * keeps its own catalog; the entry of a tenant with the highest epoch, over
+ * every node's catalog, is the tenant. Epochs come from the caller (kvd:
+ * the etcd revision of its claim) and only grow. On such a device a tenant
+ * is written only after kv_store_claim; kv_store_disown stops that. */
+
+/* Whether the store's device is shared (formatted for more than one node). */
+bool kv_store_shared(kv_store *s);
+
+/* Makes this node the tenant's owner at epoch, which must be above every
+ * epoch the device records for it. Reads every node's catalog; when
+ * another node's entry is the newest, the tenant is taken over from it:
+ * its segment that was open is sealed where its records end, and this node
+ * never writes the old owner's extents (its writes go to new extents under
+ * the new epoch). The tenant is then in the store, passive. When no node
+ * has it, it is not created ("default" is), but a later kv_store_create
+ * or auto-creation creates it under epoch. A tenant that is active here is
+ * passivated first (its database reopened from the device).
+ * Not shared: 0, nothing done. Errors: -ESTALE (the device records an
+ * epoch ≥ epoch for it), -EBUSY (in use here after busy_wait_ms), -errno. */
+int kv_store_claim(kv_store *s, const char *name, uint64_t epoch);
+
+/* This node gives the tenant up (name NULL: every tenant, for fencing):
+ * from now on every write of it to the device fails with -ESTALE until
+ * kv_store_claim takes it again. Its catalog entry stays until a newer
+ * one supersedes it. Not shared: 0, nothing done. */
+int kv_store_disown(kv_store *s, const char *name);
+
+/* A tenant as the shared device records it: the newest entry's node and epoch. */
+struct kv_dev_tenant {
+	char name[KV_TENANT_NAME_MAX + 1];
+	uint32_t node;
+	uint64_t epoch;
+};
+/* Every tenant of the device (dropped ones not), read from every node's
+ * catalog now; sorted by name; free() the list. Not shared: -ENOTSUP. */
+int kv_store_device_tenants(kv_store *s, struct kv_dev_tenant **ret, size_t *ret_n);
+/* One of them: 0, -ENOENT (none, or dropped), -ENOTSUP (not shared). */
+int kv_store_device_find(kv_store *s, const char *name, struct kv_dev_tenant *ret);
+
 struct kv_store_stats {
 	uint64_t tenants;
 	uint64_t active;
@@ -603,6 +652,7 @@ struct kv_store_stats {
 	uint32_t device_superblocks_damaged; /* of its 2 superblock copies, at open */
 	uint32_t device_extents_reclaimed;   /* taken but named by nothing at open (a crash
 	                                        during a merge): given back */
+	uint32_t device_nodes, device_node;  /* nodes it is formatted for; this store's */
 };
 /* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);
