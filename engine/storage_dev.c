@@ -1244,7 +1244,8 @@ int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readon
 		rv = -ENOMEM;
 		goto fail;
 	}
-	if ((rv = dev_cat_load(d, d->node ? d->node : 1)) != 0)
+	/* a reader of a shared device takes every node's catalog as another's */
+	if (d->node != 0 && (rv = dev_cat_load(d, d->node)) != 0)
 		goto fail;
 	/* a crash may have left extents taken for objects the catalog never
 	 * named: they are free already (their generation was counted) */
@@ -1280,6 +1281,21 @@ fail:
 void kv_storage_dev_set_sync(struct kv_storage *st, int mode)
 {
 	dev_of(st)->sync_mode = mode;
+}
+
+void kv_storage_dev_set_grace(struct kv_storage *st, uint32_t ms)
+{
+	struct dev_storage *d = dev_of(st);
+	uint64_t until;
+
+	pthread_mutex_lock(&d->mu);
+	d->grace_ms = ms ? ms : DEV_GRACE_MS_DEFAULT;
+	until = dev_mono_ms() + d->grace_ms;
+	/* the extents open found freed wait no longer than that either */
+	for (uint32_t i = 0; i < d->sb.extent_count; i++)
+		if (d->ext[i].grace_until > until)
+			d->ext[i].grace_until = until;
+	pthread_mutex_unlock(&d->mu);
 }
 
 int dev_storage_check_extents(struct kv_storage *st,
