@@ -211,6 +211,10 @@ int dev_lock(int fd, bool write, uint32_t node)
 	struct flock fl = {.l_type = write ? F_WRLCK : F_RDLCK, .l_whence = SEEK_SET,
 	                   .l_start = node, .l_len = node == 0 ? 0 : 1};
 
+	/* and flock(2), exclusive for a whole-device writer, shared otherwise:
+	 * `flock -x DEVICE cmd` (util-linux) keeps every kvd away meanwhile */
+	if (flock(fd, (write && node == 0 ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0)
+		return errno == EWOULDBLOCK ? KV_ELOCKED : -errno;
 	if (fcntl(fd, F_OFD_SETLK, &fl) != 0)
 		return errno == EAGAIN || errno == EACCES ? KV_ELOCKED : -errno;
 	return 0;

@@ -133,7 +133,9 @@ int dev_open_raw(const char *path, bool readonly);
 /* An open file description lock (F_OFD_SETLK) on fd: node 0 the whole
  * device, else node's own byte of it (a node of a shared device), so a
  * node excludes whole-device users (format, check) and the same node
- * number, not the other nodes. KV_ELOCKED: held. */
+ * number, not the other nodes. Also flock(2): exclusive for a whole-device
+ * writer, shared for the others, so `flock -x DEVICE` keeps all of them
+ * away. KV_ELOCKED: held. */
 int dev_lock(int fd, bool write, uint32_t node);
 /* Byte offset of catalog slot s (0, 1) of node (1..max_nodes). */
 static inline uint64_t dev_slot_off(const struct dev_super *sb, uint32_t node, int s)
