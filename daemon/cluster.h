@@ -31,8 +31,16 @@ struct rpc_owner;
  * registers the node's key, starts the keepalive thread; sets d->cluster
  * (NULL without etcd, and 0). 0, or -EINVAL (node_id or advertise missing
  * or invalid), -EEXIST (the node id is registered by a live lease), -ENOMEM,
- * or an etcd error (-ECONNREFUSED, -ETIMEDOUT, ...), with one line in err. */
+ * or an etcd error (-ECONNREFUSED, -ETIMEDOUT, ...), with one line in err.
+ * On a device shared by several nodes (docs/SCALEOUT.md) also: -EINVAL
+ * without etcd, -EEXIST when another live node holds its device_node; and
+ * it starts the failover thread (failover.h). After the store opened. */
 int cluster_start(struct kvd *d, char *err, size_t errlen);
+
+/* Before the store closes (after the workers stopped): stops the failover
+ * thread of a shared device, and fencing no longer tells the store.
+ * NULL cluster is fine. */
+void cluster_store_closing(struct kvd *d);
 
 /* Stops the keepalive thread and revokes the node's lease, which releases
  * every tenant it owns at once (clean shutdown); frees d->cluster. NULL
