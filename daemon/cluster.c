@@ -940,6 +940,11 @@ static int failover_take(void *arg, const char *name, uint64_t orphan_ms)
 	return 0;
 }
 
+uint64_t cluster_failover_adoptions(const struct cluster *c)
+{
+	return c != NULL ? failover_adoptions(c->fo) : 0;
+}
+
 /* ---- TenantList's owners --------------------------------------------------- */
 
 static int rpc_owner_cmp(const void *a, const void *b)

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct kvd;
 struct job;
@@ -70,6 +71,10 @@ void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_repl
  * (its worker's queue full, its deadline passed): requests on its tenant
  * go on. Others: nothing. */
 void cluster_release_undo(struct kvd *d, const struct rpc_req *r);
+
+/* Tenants of a shared device this node took over from nodes that were
+ * gone (failover.h), since it started; NULL is fine (0). Any thread. */
+uint64_t cluster_failover_adoptions(const struct cluster *c);
 
 /* rpc_limits.owners (set by cluster_start): every tenant that has an owner
  * in etcd, sorted by name; 0, -ENOMEM or an etcd error. Any thread. */
