@@ -81,9 +81,17 @@ uint32_t dev_ext_reclaim(struct dev_storage *d)
  * least 4 extents). */
 static uint32_t ext_reserve(const struct dev_storage *d)
 {
-	uint32_t r = d->sb.extent_count / 16;
+	uint32_t r = d->sb.extent_count / 16 / (dev_shared(d) ? d->sb.max_nodes : 1);
 
 	return r < 4 ? 4 : r;
+}
+
+/* Whether extent i may be taken now. [d->mu] */
+static bool ext_free(const struct dev_storage *d, uint32_t i, uint64_t now)
+{
+	const struct dev_extent *e = &d->ext[i];
+
+	return e->tenant == 0 && !e->pending && e->grace_until <= now && dev_in_range(d, i);
 }
 
 /* Takes a free extent for tenant t: its header written (not synced: the
@@ -97,23 +105,30 @@ int dev_ext_alloc(struct dev_storage *d, struct dev_tenant *t, uint8_t kind, uin
 	uint8_t *blk;
 	uint32_t i, n = d->sb.extent_count, gen;
 	bool settling = false;
+	uint64_t now;
 	int rv;
 
+	/* a shared device: what the other nodes hold and freed, as of now (S4) */
+	if (dev_shared(d) && (rv = dev_shared_refresh(d)) != 0)
+		return rv;
+	if ((rv = dev_writable(t)) != 0)
+		return rv;
 	if ((blk = balloc(d, d->B)) == NULL)
 		return -ENOMEM;
 again:
+	now = dev_mono_ms();
 	pthread_mutex_lock(&d->mu);
 	if (!reserve) {
 		uint32_t nfree = 0;
 		for (i = 0; i < n; i++)
-			nfree += d->ext[i].tenant == 0 && !d->ext[i].pending;
+			nfree += ext_free(d, i, now);
 		i = nfree > ext_reserve(d) ? 0 : n;
 	} else {
 		i = 0;
 	}
 	for (; i < n; i++) {
 		uint32_t k = (d->free_hint + i) % n;
-		if (d->ext[k].tenant == 0 && !d->ext[k].pending)
+		if (ext_free(d, k, now))
 			break;
 	}
 	if (i == n) {
@@ -215,15 +230,21 @@ static void cat_encode(struct dev_storage *d, struct wbuf *w)
 	size_t i, j;
 	uint32_t k;
 
-	w32(w, (uint32_t)d->ntenants);
+	uint32_t nt = 0;
+
+	for (i = 0; i < d->ntenants; i++)
+		nt += !d->tenants[i]->lost;
+	w32(w, nt);
 	w32(w, d->next_tenant);
 	w32(w, d->sb.extent_count);
 	for (i = 0; i < d->ntenants; i++) {
 		struct dev_tenant *t = d->tenants[i];
 		uint32_t nsegs = 0;
+		if (t->lost)
+			continue; /* another node's entry is newer: it goes */
 		for (j = 0; j < t->nsegs; j++)
 			nsegs += !t->segs[j]->temp;
-		w32(w, t->id);
+		w32(w, t->tomb ? 0 : t->id); /* a dropped tenant's entry: id 0, no objects */
 		w_name(w, t->name);
 		w32(w, t->owner);
 		w64(w, t->epoch);
@@ -259,8 +280,9 @@ static void cat_encode(struct dev_storage *d, struct wbuf *w)
 	for (k = 0; k < d->sb.extent_count; k++) {
 		const struct dev_extent *e = &d->ext[k];
 		/* a temporary segment's extent is written as free: after a crash
-		 * it is free (and its generation still counts) */
-		bool used = e->tenant != 0 && !e->pending;
+		 * it is free (and its generation still counts); so is one another
+		 * node's tenant holds (its catalog says so) */
+		bool used = e->tenant != 0 && e->tenant != DEV_FOREIGN && !e->pending;
 		w32(w, used ? e->tenant : 0);
 		w32(w, used ? e->position : 0);
 		w32(w, e->generation);
@@ -298,7 +320,7 @@ int dev_cat_write(struct dev_storage *d)
 	}
 	h.seq = d->cat_seq + 1;
 	h.body_len = w.len;
-	h.node = 1;
+	h.node = d->node ? d->node : 1;
 	h.epoch = 1;
 	memcpy(h.uuid, d->sb.uuid, 16);
 	dev_cat_header_encode(buf, &h, 0);
@@ -306,7 +328,7 @@ int dev_cat_write(struct dev_storage *d)
 	total = (size_t)round_up(DEV_CAT_HEADER + w.len, d->B);
 	memset(buf + DEV_CAT_HEADER + w.len, 0, total - DEV_CAT_HEADER - w.len);
 	slot = d->cat_slot ^ 1;
-	off = d->sb.catalog_off + (uint64_t)slot * d->sb.catalog_slot;
+	off = dev_slot_off(&d->sb, h.node, slot);
 	/* what the catalog names first, then the catalog */
 	if ((rv = io_fdatasync(d->base.fault, d->fd)) != 0)
 		goto out;
@@ -435,7 +457,7 @@ int dev_seg_add(struct dev_tenant *t, struct dev_segment *s)
 }
 
 /* Decodes a body into d (empty on entry). KV_ECORRUPT when it does not add up. */
-static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
+int dev_cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
 {
 	struct rbuf r = {.p = body, .len = len};
 	uint32_t nt, i, j, k;
@@ -451,6 +473,8 @@ static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
 		if (t == NULL)
 			return -ENOMEM;
 		t->id = r32(&r);
+		t->tomb = t->id == 0;
+		atomic_init(&t->owned, !dev_shared(d));
 		r_name(&r, t->name, sizeof(t->name));
 		t->owner = r32(&r);
 		t->epoch = r64(&r);
@@ -533,10 +557,10 @@ static int cat_decode(struct dev_storage *d, const uint8_t *body, size_t len)
 }
 
 /* Reads both slots; the valid one with the highest sequence wins. */
-int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb, int slot,
-                      uint8_t **ret_buf, struct dev_cat_header *ret)
+int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb,
+                      uint32_t node, int slot, uint8_t **ret_buf, struct dev_cat_header *ret)
 {
-	uint64_t off = sb->catalog_off + (uint64_t)slot * sb->catalog_slot;
+	uint64_t off = dev_slot_off(sb, node, slot);
 	uint32_t B = sb->block_size, crc;
 	struct dev_cat_header h;
 	uint8_t *buf = NULL;
@@ -569,14 +593,15 @@ out:
 	return rv;
 }
 
-int dev_cat_load(struct dev_storage *d)
+int dev_cat_load(struct dev_storage *d, uint32_t node)
 {
 	struct dev_cat_header h[2];
 	uint8_t *buf[2] = {NULL, NULL};
 	int slot, best = -1, rv = 0;
 
 	for (slot = 0; slot < 2 && rv >= 0; slot++) {
-		rv = dev_cat_slot_read(d->fd, d->base.fault, &d->sb, slot, &buf[slot], &h[slot]);
+		rv = dev_cat_slot_read(d->fd, d->base.fault, &d->sb, node, slot, &buf[slot],
+		                       &h[slot]);
 		if (rv == 0 && (best < 0 || h[slot].seq > h[best].seq))
 			best = slot;
 	}
@@ -586,7 +611,7 @@ int dev_cat_load(struct dev_storage *d)
 		rv = KV_ECORRUPT; /* neither slot: not a catalog */
 		goto out;
 	}
-	if ((rv = cat_decode(d, buf[best] + DEV_CAT_HEADER, (size_t)h[best].body_len)) == 0) {
+	if ((rv = dev_cat_decode(d, buf[best] + DEV_CAT_HEADER, (size_t)h[best].body_len)) == 0) {
 		d->cat_seq = h[best].seq;
 		d->cat_slot = best;
 	}
@@ -606,8 +631,8 @@ static uint64_t now_ms(void)
 
 /* ---- format ------------------------------------------------------------ */
 
-int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, char *err,
-                    size_t errlen)
+int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, uint32_t nodes,
+                    char *err, size_t errlen)
 {
 	struct dev_storage d = {.fd = fd, .B = g->block};
 	struct dev_super *sb = &d.sb;
@@ -622,7 +647,7 @@ int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, 
 	sb->physical_block = g->physical_block;
 	sb->device_size = g->size - g->size % g->block;
 	sb->extent_size = extent_size;
-	sb->max_nodes = 1;
+	sb->max_nodes = nodes;
 	sb->created_ms = now_ms();
 	{
 		FILE *f = fopen("/dev/urandom", "rb");
@@ -634,16 +659,16 @@ int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, 
 			return -EIO;
 		}
 	}
-	/* a catalog slot: 1/64 of the device, between 1 and 64 MiB, and room
-	 * for twice the extent table */
-	slot = sb->device_size / 64;
+	/* a catalog slot: 1/64 of the device (shared by the nodes' slot
+	 * pairs), between 1 and 64 MiB, and room for twice the extent table */
+	slot = sb->device_size / 64 / nodes;
 	if (slot < (1u << 20))
 		slot = 1u << 20;
 	if (slot > (64u << 20))
 		slot = 64u << 20;
 	sb->catalog_off = g->block;
 	sb->catalog_slot = round_up(slot, g->block);
-	sb->data_off = round_up(sb->catalog_off + 2 * sb->catalog_slot, 1u << 20);
+	sb->data_off = round_up(sb->catalog_off + 2ull * nodes * sb->catalog_slot, 1u << 20);
 	if (sb->device_size < sb->data_off + 2 * extent_size + g->block) {
 		snprintf(err, errlen,
 		         "the device (%llu bytes) is too small for two extents of %llu bytes",
@@ -663,11 +688,11 @@ int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, 
 	/* the first and last MiB (old signatures), both catalog slot headers */
 	if ((rv = io_pwrite_full(NULL, fd, buf, (size_t)span, 0)) == 0)
 		rv = io_pwrite_full(NULL, fd, buf, (size_t)span, sb->device_size - span);
-	if (rv == 0)
-		rv = io_pwrite_full(NULL, fd, buf, g->block, sb->catalog_off + sb->catalog_slot);
-	if (rv == 0) {
-		/* the empty catalog, then the superblocks: the end copy first */
-		struct dev_cat_header h = {.seq = 1, .node = 1, .epoch = 1};
+	for (uint32_t k = 1; k <= nodes && rv == 0; k++)
+		rv = io_pwrite_full(NULL, fd, buf, g->block, dev_slot_off(sb, k, 1));
+	for (uint32_t node = 1; node <= nodes && rv == 0; node++) {
+		/* each node's empty catalog, then the superblocks: the end copy first */
+		struct dev_cat_header h = {.seq = 1, .node = node, .epoch = 1};
 		struct wbuf w = {.p = buf + DEV_CAT_HEADER, .cap = (size_t)span - DEV_CAT_HEADER};
 		uint32_t k;
 		w32(&w, 0);
@@ -689,7 +714,7 @@ int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, 
 			dev_cat_header_encode(buf, &h, dev_cat_crc(buf, buf + DEV_CAT_HEADER, w.len));
 			rv = io_pwrite_full(NULL, fd, buf,
 			                    (size_t)round_up(DEV_CAT_HEADER + w.len, g->block),
-			                    sb->catalog_off);
+			                    dev_slot_off(sb, node, 0));
 		}
 	}
 	if (rv == 0)

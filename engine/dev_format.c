@@ -74,6 +74,7 @@ int kv_dev_format(const char *device, const struct kv_dev_format_options *o, cha
                   size_t errlen)
 {
 	uint64_t es = o && o->extent_size ? o->extent_size : KV_DEV_EXTENT_SIZE_DEFAULT;
+	uint32_t nodes = o && o->nodes ? o->nodes : 1;
 	struct dev_geometry g;
 	char what[128];
 	struct stat st;
@@ -83,6 +84,10 @@ int kv_dev_format(const char *device, const struct kv_dev_format_options *o, cha
 	if (es < KV_DEV_EXTENT_SIZE_MIN || es > (1ull << 30) || (es & (es - 1)) != 0) {
 		snprintf(err, errlen, "extent size %llu: a power of two from 1 MiB to 1 GiB",
 		         (unsigned long long)es);
+		return -EINVAL;
+	}
+	if (nodes > KV_DEV_NODES_MAX) {
+		snprintf(err, errlen, "%u nodes: from 1 to %u", nodes, KV_DEV_NODES_MAX);
 		return -EINVAL;
 	}
 	if (stat(device, &st) != 0) {
@@ -124,7 +129,7 @@ int kv_dev_format(const char *device, const struct kv_dev_format_options *o, cha
 		rv = KV_EREFUSED;
 		goto out;
 	}
-	rv = dev_write_fresh(fd, &g, es, err, errlen);
+	rv = dev_write_fresh(fd, &g, es, nodes, err, errlen);
 out:
 	close(fd);
 	return rv;
@@ -211,13 +216,17 @@ static int check_raw(struct dev_ck *c, int fd, const struct dev_geometry *g)
 		           true);
 	if (ok[0] || ok[1]) {
 		const struct dev_super *s = ok[0] ? &sb[0] : &sb[1];
-		for (i = 0; i < 2 && rv == 0; i++) {
+		for (i = 0; i < 2 * (int)s->max_nodes && rv == 0; i++) {
 			struct dev_cat_header h;
-			uint64_t off = s->catalog_off + (uint64_t)i * s->catalog_slot;
+			uint32_t node = (uint32_t)i / 2 + 1;
+			uint64_t off = dev_slot_off(s, node, i % 2);
 			uint8_t *slot = NULL;
-			char where[32];
-			int r = dev_cat_slot_read(fd, NULL, s, i, &slot, &h);
-			snprintf(where, sizeof(where), "catalog slot %d", i);
+			char where[48];
+			int r = dev_cat_slot_read(fd, NULL, s, node, i % 2, &slot, &h);
+			if (s->max_nodes > 1)
+				snprintf(where, sizeof(where), "node %u catalog slot %d", node, i % 2);
+			else
+				snprintf(where, sizeof(where), "catalog slot %d", i);
 			if (r == 2 || r == -EIO)
 				dev_report(c, where, off,
 				           "catalog slot torn or damaged (the other slot is used)", true);

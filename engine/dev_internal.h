@@ -13,12 +13,18 @@
 #include "storage.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdlib.h>
 
 #define DEV_INLINE_MAX 4096u
 #define NONE UINT32_MAX
+/* dev_extent.tenant of an extent a tenant of another node holds, or one
+ * this node may not allocate (another node's range) */
+#define DEV_FOREIGN (UINT32_MAX - 1)
+#define DEV_GRACE_MS_DEFAULT 10000u
 
 struct dev_segment {
 	uint32_t id;
@@ -62,6 +68,10 @@ struct dev_tenant {
 	int lock;          /* >0: shared holders, -1: exclusive */
 	uint32_t handles;
 	bool listed;
+	/* a shared device (dev_shared.c): */
+	atomic_bool owned; /* claimed by this node: changes allowed (always, unshared) */
+	bool lost;         /* another node's entry is newer: not listed, never written */
+	bool tomb;         /* dropped: an entry with no objects (id 0 on the device) */
 };
 
 struct dev_extent {
@@ -73,6 +83,13 @@ struct dev_extent {
 	uint32_t readers;    /* blob_get calls reading it right now (not reused meanwhile) */
 	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
 	bool pending;
+	uint64_t grace_until; /* shared: freed by another node; free from then (CLOCK_MONOTONIC ms) */
+};
+
+/* A claim of a tenant no node has (dev_shared.c): its epoch, for creating it. */
+struct dev_claim {
+	char name[KV_TENANT_NAME_MAX + 1];
+	uint64_t epoch;
 };
 
 struct dev_storage {
@@ -98,7 +115,29 @@ struct dev_storage {
 	uint32_t sb_damaged; /* superblock copies found not sound at open */
 	uint32_t reclaimed;  /* extents dev_ext_reclaim gave back at open */
 	int sync_mode;       /* enum kv_dev_sync */
+	/* a shared device (sb.max_nodes > 1; dev_shared.c) */
+	uint32_t node;       /* this instance's (1..max_nodes), 0: a reader of all */
+	uint32_t grace_ms;   /* extents another node freed wait this long */
+	struct dev_claim *claims;
+	size_t nclaims, capclaims;
 };
+
+static inline bool dev_shared(const struct dev_storage *d)
+{
+	return d->sb.max_nodes > 1;
+}
+
+/* Whether this node allocates extent i (its range of a shared device). */
+static inline bool dev_in_range(const struct dev_storage *d, uint32_t i)
+{
+	return !dev_shared(d) || d->node == 0 || i % d->sb.max_nodes == d->node - 1;
+}
+
+/* -ESTALE when t may not change (a shared device's tenant not claimed). */
+static inline int dev_writable(const struct dev_tenant *t)
+{
+	return atomic_load(&t->owned) ? 0 : -ESTALE;
+}
 
 static inline uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -117,6 +156,17 @@ static inline void *balloc(struct dev_storage *d, size_t len)
 	if (posix_memalign(&p, d->B, len ? len : d->B) != 0)
 		return NULL;
 	return p;
+}
+
+struct dev_tenant_h {
+	struct kv_stor_tenant base;
+	struct dev_tenant *t;
+	int lock; /* what this handle holds: 0, 1 shared, -1 exclusive */
+};
+
+static inline struct dev_tenant *dev_ten_of(struct kv_stor_tenant *t)
+{
+	return ((struct dev_tenant_h *)t)->t;
 }
 
 struct dev_seg_h {
@@ -171,9 +221,27 @@ uint32_t dev_ext_reclaim(struct dev_storage *d);
 void dev_ext_settle(struct dev_storage *d);
 /* Writes the catalog to the older slot, durably, when it changed. */
 int dev_cat_write(struct dev_storage *d);
-/* Reads both slots into d (empty on entry): the valid one with the highest
- * sequence. KV_ECORRUPT: neither is valid. */
-int dev_cat_load(struct dev_storage *d);
+/* Reads both slots of node `node` into d (empty on entry, its sb set): the
+ * valid one with the highest sequence. KV_ECORRUPT: neither is valid. */
+int dev_cat_load(struct dev_storage *d, uint32_t node);
+/* Decodes a slot's body into d (empty on entry). */
+int dev_cat_decode(struct dev_storage *d, const uint8_t *body, size_t len);
+
+/* ---- dev_shared.c --------------------------------------------------------- */
+
+/* At open, after this node's catalog is in d: every other node's catalog
+ * read, the newest entry of each tenant kept (node 0: all of them, as they
+ * are), this node's older entries dropped, extents marked. */
+int dev_shared_open(struct dev_storage *d);
+/* A new tenant of a shared device: only one this node claimed (-ESTALE
+ * otherwise), under the claim's epoch. [d->mu] */
+int dev_shared_tenant_new(struct dev_storage *d, const char *name, struct dev_tenant **ret);
+int dev_shared_claim(struct kv_storage *st, const char *tenant, uint64_t epoch);
+int dev_shared_disown(struct kv_storage *st, const char *tenant);
+int dev_shared_directory(struct kv_storage *st, struct kv_dev_tenant **ret, size_t *ret_n);
+/* Before an extent is allocated: the other catalogs read again. */
+int dev_shared_refresh(struct dev_storage *d);
+uint64_t dev_mono_ms(void);
 
 void dev_blob_clear(struct dev_blob *b);
 void dev_tenant_free(struct dev_tenant *t);

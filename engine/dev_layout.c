@@ -65,7 +65,8 @@ int dev_super_decode(const uint8_t *b, struct dev_super *ret)
 	    sb.extent_size < 2ull * sb.block_size || sb.extent_count == 0 ||
 	    sb.catalog_off % sb.block_size || sb.catalog_slot % sb.block_size ||
 	    sb.catalog_slot == 0 || sb.data_off % sb.block_size ||
-	    sb.catalog_off + 2 * sb.catalog_slot > sb.data_off ||
+	    sb.max_nodes == 0 || sb.max_nodes > KV_DEV_NODES_MAX ||
+	    sb.catalog_off + 2ull * sb.max_nodes * sb.catalog_slot > sb.data_off ||
 	    sb.data_off + (uint64_t)sb.extent_count * sb.extent_size >
 	        sb.device_size - sb.block_size)
 		return KV_EFORMAT;
@@ -191,7 +192,7 @@ int dev_geometry(int fd, struct dev_geometry *ret)
 	return 0;
 }
 
-int dev_open_locked(const char *path, bool readonly)
+int dev_open_raw(const char *path, bool readonly)
 {
 	int flags = (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	int fd;
@@ -199,13 +200,32 @@ int dev_open_locked(const char *path, bool readonly)
 	fd = open(path, flags | O_DIRECT);
 	if (fd < 0 && errno == EINVAL)
 		fd = open(path, flags); /* a file system without direct I/O */
+	return fd < 0 ? -errno : fd;
+}
+
+int dev_lock(int fd, bool write, uint32_t node)
+{
+	/* open file description locks: per open of the device, so two opens in
+	 * one process exclude each other too; the whole device, or the one
+	 * byte that stands for a node of a shared device */
+	struct flock fl = {.l_type = write ? F_WRLCK : F_RDLCK, .l_whence = SEEK_SET,
+	                   .l_start = node, .l_len = node == 0 ? 0 : 1};
+
+	if (fcntl(fd, F_OFD_SETLK, &fl) != 0)
+		return errno == EAGAIN || errno == EACCES ? KV_ELOCKED : -errno;
+	return 0;
+}
+
+int dev_open_locked(const char *path, bool readonly)
+{
+	int fd = dev_open_raw(path, readonly), rv;
+
 	if (fd < 0)
-		return -errno;
-	/* a shared lock for a reader (kvd --check), exclusive for a server */
-	if (flock(fd, (readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
-		int err = errno;
+		return fd;
+	/* shared for a reader (kvd --check), exclusive for a server or format */
+	if ((rv = dev_lock(fd, !readonly, 0)) != 0) {
 		close(fd);
-		return err == EWOULDBLOCK ? KV_ELOCKED : -err;
+		return rv;
 	}
 	return fd;
 }

@@ -5,8 +5,10 @@
  * bytes before it.
  *
  *   block 0                   superblock, copy 0
- *   [catalog_off, +slot)      catalog slot 0
- *   [+slot, +2·slot)          catalog slot 1
+ *   [catalog_off, +slot)      catalog slot 0 of node 1
+ *   [+slot, +2·slot)          catalog slot 1 of node 1
+ *   [+2(k-1)·slot, +2k·slot)  the slot pair of node k (a shared device:
+ *                             max_nodes > 1)
  *   [data_off + i·extent)     extent i (0 ≤ i < extent_count): its first
  *                             block is the extent header, then data
  *   last block                superblock, copy 1 (written first by format)
@@ -122,27 +124,40 @@ int dev_geometry(int fd, struct dev_geometry *ret);
 
 /* Opens a device for the backend or format: O_RDWR|O_DIRECT (a file
  * system without direct I/O falls back to buffered I/O, still whole
- * blocks), and takes the exclusive lock on it (flock; KV_ELOCKED while
- * another process holds it). Returns the descriptor or a negative error. */
+ * blocks), and takes the exclusive lock on it (dev_lock of the whole
+ * device; KV_ELOCKED while another process holds it, or any node of a
+ * shared device). Returns the descriptor or a negative error. */
 int dev_open_locked(const char *path, bool readonly);
+/* The same without a lock. */
+int dev_open_raw(const char *path, bool readonly);
+/* An open file description lock (F_OFD_SETLK) on fd: node 0 the whole
+ * device, else node's own byte of it (a node of a shared device), so a
+ * node excludes whole-device users (format, check) and the same node
+ * number, not the other nodes. KV_ELOCKED: held. */
+int dev_lock(int fd, bool write, uint32_t node);
+/* Byte offset of catalog slot s (0, 1) of node (1..max_nodes). */
+static inline uint64_t dev_slot_off(const struct dev_super *sb, uint32_t node, int s)
+{
+	return sb->catalog_off + ((uint64_t)(node - 1) * 2 + (uint64_t)s) * sb->catalog_slot;
+}
 
 /* ---- storage_dev.c's entry points for format and check --------------- */
 
 struct kv_storage;
 struct kv_io_fault;
 
-/* Reads catalog slot 0 or 1 of the device sb describes: 0 with the slot
+/* Reads catalog slot 0 or 1 of node `node` of the device sb describes: 0 with the slot
  * (header and body, in memory the caller frees) in *ret_buf and its header
  * in *ret; 1 when it holds no catalog of this device; 2 when it does but its
  * CRC does not match (a torn write); -errno when it cannot be read. */
-int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb, int slot,
-                      uint8_t **ret_buf, struct dev_cat_header *ret);
+int dev_cat_slot_read(int fd, struct kv_io_fault *fault, const struct dev_super *sb,
+                      uint32_t node, int slot, uint8_t **ret_buf, struct dev_cat_header *ret);
 
 /* Writes a fresh layout on fd (opened and locked by dev_open_locked): the
  * first and last MiB zeroed, an empty catalog, the superblocks (the end
  * copy first). err gets one line on failure. */
-int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, char *err,
-                    size_t errlen);
+int dev_write_fresh(int fd, const struct dev_geometry *g, uint64_t extent_size, uint32_t nodes,
+                    char *err, size_t errlen);
 
 /* Reads the header of every extent the catalog gives a tenant and calls
  * report for each that does not name that tenant, use and generation;

@@ -378,6 +378,8 @@ int kv_storage_dev_open_node(const char *device, uint64_t cache_bytes, bool read
 /* How the device backend st makes synced appends durable (enum kv_dev_sync;
  * KV_DEV_SYNC_DSYNC from open). For writers opened after the call. */
 void kv_storage_dev_set_sync(struct kv_storage *st, int mode);
+/* A shared device's grace period (kv_store_options.device_grace_ms). */
+void kv_storage_dev_set_grace(struct kv_storage *st, uint32_t ms);
 
 static inline void kv_storage_close(struct kv_storage *st)
 {

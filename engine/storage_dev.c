@@ -74,16 +74,9 @@
 #include <time.h>
 #include <unistd.h>
 
-struct dev_tenant_h {
-	struct kv_stor_tenant base;
-	struct dev_tenant *t;
-	int lock; /* what this handle holds: 0, 1 shared, -1 exclusive */
-};
-
-
 static struct dev_tenant *ten_of(struct kv_stor_tenant *t)
 {
-	return ((struct dev_tenant_h *)t)->t;
+	return dev_ten_of(t);
 }
 
 
@@ -94,7 +87,8 @@ static struct dev_tenant *tenant_find(struct dev_storage *d, const char *name)
 	size_t i;
 
 	for (i = 0; i < d->ntenants; i++)
-		if (strcmp(d->tenants[i]->name, name) == 0)
+		if (!d->tenants[i]->lost && !d->tenants[i]->tomb &&
+		    strcmp(d->tenants[i]->name, name) == 0)
 			return d->tenants[i];
 	return NULL;
 }
@@ -106,6 +100,8 @@ static int tenant_new(struct dev_storage *d, const char *name, struct dev_tenant
 
 	if (strlen(name) > KV_TENANT_NAME_MAX || name[0] == '\0' || strchr(name, '/') != NULL)
 		return -EINVAL;
+	if (dev_shared(d))
+		return dev_shared_tenant_new(d, name, ret);
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return -ENOMEM;
 	snprintf(t->name, sizeof(t->name), "%s", name);
@@ -113,6 +109,7 @@ static int tenant_new(struct dev_storage *d, const char *name, struct dev_tenant
 	t->owner = 1;
 	t->epoch = 1;
 	t->aux = NONE;
+	atomic_init(&t->owned, true);
 	if (dev_tenant_add(d, t) != 0) {
 		free(t);
 		return -ENOMEM;
@@ -258,9 +255,9 @@ static int dev_tenant_drop(struct kv_storage *st, const char *tenant)
 		pthread_mutex_unlock(&d->mu);
 		return -ENOENT;
 	}
-	if (t->handles > 0) {
+	if (t->handles > 0 || dev_writable(t) != 0) {
 		pthread_mutex_unlock(&d->mu);
-		return -EBUSY;
+		return t->handles > 0 ? -EBUSY : -ESTALE;
 	}
 	for (i = 0; i < t->nsegs; i++)
 		dev_ext_release(d, t->segs[i]->extent);
@@ -268,10 +265,23 @@ static int dev_tenant_drop(struct kv_storage *st, const char *tenant)
 		blob_drop(d, t, &t->blobs[0]);
 	if (t->aux != NONE)
 		dev_ext_release(d, t->aux);
+	d->changes++;
+	if (dev_shared(d)) {
+		/* a tombstone, so no node's older entry brings it back */
+		for (i = 0; i < t->nsegs; i++) {
+			free(t->segs[i]->tail);
+			free(t->segs[i]);
+		}
+		t->nsegs = 0;
+		t->aux = NONE;
+		t->tomb = true;
+		atomic_store(&t->owned, false);
+		pthread_mutex_unlock(&d->mu);
+		return dev_cat_write(d);
+	}
 	for (i = 0; i < d->ntenants; i++)
 		if (d->tenants[i] == t)
 			d->tenants[i] = d->tenants[--d->ntenants];
-	d->changes++;
 	pthread_mutex_unlock(&d->mu);
 	dev_tenant_free(t);
 	return dev_cat_write(d);
@@ -286,13 +296,13 @@ static int dev_tenant_list(struct kv_storage *st, int (*fn)(void *arg, const cha
 	int rv = 0;
 
 	pthread_mutex_lock(&d->mu);
-	n = d->ntenants;
-	if ((names = calloc(n ? n : 1, sizeof(*names))) == NULL) {
+	if ((names = calloc(d->ntenants ? d->ntenants : 1, sizeof(*names))) == NULL) {
 		pthread_mutex_unlock(&d->mu);
 		return -ENOMEM;
 	}
-	for (i = 0; i < n; i++)
-		memcpy(names[i], d->tenants[i]->name, sizeof(names[i]));
+	for (i = n = 0; i < d->ntenants; i++)
+		if (!d->tenants[i]->lost && !d->tenants[i]->tomb)
+			memcpy(names[n++], d->tenants[i]->name, sizeof(names[0]));
 	pthread_mutex_unlock(&d->mu);
 	for (i = 0; i < n && rv == 0; i++)
 		rv = fn(arg, names[i]);
@@ -487,6 +497,8 @@ static int blob_put(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, const 
 
 	if (strlen(name) > KV_STOR_NAME_MAX || len > KV_STOR_META_MAX)
 		return -EINVAL;
+	if ((rv = dev_writable(t)) != 0)
+		return rv;
 	snprintf(nb.name, sizeof(nb.name), "%s", name);
 	nb.len = len;
 	nb.crc = crc32c(buf, len);
@@ -586,6 +598,8 @@ static int blob_remove(struct kv_stor_tenant *th, uint8_t kind, uint32_t id, con
 	struct dev_tenant *t = ten_of(th);
 	struct dev_blob *b;
 
+	if (dev_writable(t) != 0)
+		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	if ((b = blob_find(t, kind, id, name)) == NULL) {
 		pthread_mutex_unlock(&d->mu);
@@ -753,6 +767,8 @@ static int dev_seg_remove(struct kv_stor_tenant *th, uint32_t id, unsigned flags
 	struct dev_tenant *t = ten_of(th);
 	size_t i;
 
+	if (dev_writable(t) != 0)
+		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	for (i = 0; i < t->nsegs; i++) {
 		struct dev_segment *s = t->segs[i];
@@ -774,6 +790,8 @@ static int dev_seg_reopen(struct kv_stor_seg *sh)
 	struct dev_storage *d = dev_of(sh->t->st);
 	struct dev_segment *s = seg_of(sh);
 
+	if (dev_writable(dev_ten_of(sh->t)) != 0)
+		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	s->sealed = false;
 	s->tail_ok = false; /* its tail block is read again before the first append */
@@ -790,6 +808,8 @@ static int dev_seg_publish(struct kv_stor_seg *sh)
 	struct dev_storage *d = dev_of(sh->t->st);
 	struct dev_segment *s = seg_of(sh);
 
+	if (dev_writable(dev_ten_of(sh->t)) != 0)
+		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	s->temp = false;
 	/* a merge output is complete when published (invariant 5) */
@@ -862,6 +882,8 @@ static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, ui
 	size_t cap = 0, n;
 	int rv;
 
+	if ((rv = dev_writable(dev_ten_of(sh->t))) != 0)
+		return rv;
 	if ((rv = dev_stage_prepare(d, s, &stage, &cap, buf, len, off, &n)) == 0 &&
 	    (rv = io_pwrite_full(d->base.fault, d->fd, stage, n,
 	                         data_off(d, s->extent) + (off - off % d->B))) == 0)
@@ -988,6 +1010,8 @@ static int dev_seg_truncate(struct kv_stor_seg *sh, uint64_t size)
 	bool known;
 	int rv = 0;
 
+	if (dev_writable(dev_ten_of(sh->t)) != 0)
+		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	old = s->len;
 	known = s->len_known;
@@ -1054,7 +1078,7 @@ static void dev_stats(struct kv_storage *st, struct kv_stor_stats *ret)
 
 	pthread_mutex_lock(&d->mu);
 	for (i = 0; i < d->sb.extent_count; i++)
-		nfree += d->ext[i].tenant == 0;
+		nfree += d->ext[i].tenant == 0 && dev_in_range(d, i);
 	pthread_mutex_unlock(&d->mu);
 	memset(ret, 0, sizeof(*ret));
 	ret->extents = d->sb.extent_count;
@@ -1078,6 +1102,7 @@ static void dev_destroy(struct kv_storage *st)
 	free(d->tenants);
 	free(d->ext);
 	free(d->cat_buf);
+	free(d->claims);
 	dev_cache_free(d->cache);
 	if (d->fd >= 0)
 		close(d->fd);
@@ -1123,6 +1148,9 @@ static const struct kv_storage_ops dev_ops = {
         .append_poll = dev_append_poll,
         .seg_remove = dev_seg_remove,
         .stats = dev_stats,
+        .claim = dev_shared_claim,
+        .disown = dev_shared_disown,
+        .directory = dev_shared_directory,
 };
 
 /* Reads the superblock: block 0, else the copy in the last block. */
@@ -1172,7 +1200,6 @@ int kv_storage_dev_open(const char *path, uint64_t cache_bytes, bool readonly,
 int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readonly,
                              uint32_t node, struct kv_io_fault *fault, struct kv_storage **ret)
 {
-	(void)node;
 	struct dev_geometry g;
 	struct dev_storage *d;
 	bool fallback;
@@ -1186,7 +1213,8 @@ int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readon
 	d->base.ops = &dev_ops;
 	d->base.fault = fault;
 	d->base.append_reopened = false;
-	if ((d->fd = dev_open_locked(path, readonly)) < 0) {
+	d->grace_ms = DEV_GRACE_MS_DEFAULT;
+	if ((d->fd = dev_open_raw(path, readonly)) < 0) {
 		rv = d->fd;
 		goto fail;
 	}
@@ -1195,6 +1223,18 @@ int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readon
 	d->B = g.block;
 	if ((rv = read_super(d, &g, &fallback)) != 0)
 		goto fail;
+	/* a reader or the one node of a device locks all of it; a node of a
+	 * shared device its own byte; then the superblock again, as of the lock */
+	d->node = readonly && d->sb.max_nodes > 1 ? 0 : node;
+	if (d->sb.max_nodes > 1 && d->node > d->sb.max_nodes) {
+		rv = -EINVAL; /* a node number the device has no catalog for */
+		goto fail;
+	}
+	if ((rv = dev_lock(d->fd, !readonly, d->sb.max_nodes > 1 ? d->node : 0)) != 0 ||
+	    (rv = read_super(d, &g, &fallback)) != 0)
+		goto fail;
+	if (d->sb.max_nodes == 1)
+		d->node = 1;
 	d->B = d->sb.block_size;
 	d->cap = d->sb.extent_size - d->B;
 	d->base.align = d->B;
@@ -1204,20 +1244,26 @@ int kv_storage_dev_open_node(const char *path, uint64_t cache_bytes, bool readon
 		rv = -ENOMEM;
 		goto fail;
 	}
-	if ((rv = dev_cat_load(d)) != 0)
+	/* a reader of a shared device takes every node's catalog as another's */
+	if (d->node != 0 && (rv = dev_cat_load(d, d->node)) != 0)
 		goto fail;
 	/* a crash may have left extents taken for objects the catalog never
 	 * named: they are free already (their generation was counted) */
 	for (i = 0; i < d->sb.extent_count; i++)
 		if (d->ext[i].kind == DEV_EXT_FREE)
 			d->ext[i].tenant = 0;
+	d->base.shared = dev_shared(d);
+	d->base.nodes = d->sb.max_nodes;
+	d->base.node = d->node;
+	if (dev_shared(d) && (rv = dev_shared_open(d)) != 0)
+		goto fail;
 	if (cache_bytes == 0)
 		cache_bytes = KV_DEV_CACHE_DEFAULT;
 	if ((rv = dev_cache_new(cache_bytes, d->B, &d->cache)) != 0)
 		goto fail;
 	d->cache_bytes = cache_bytes;
 	d->durable = d->changes;
-	if (!readonly) {
+	if (!readonly && !dev_shared(d)) {
 		pthread_mutex_lock(&d->mu);
 		d->reclaimed = dev_ext_reclaim(d);
 		pthread_mutex_unlock(&d->mu);
@@ -1235,6 +1281,21 @@ fail:
 void kv_storage_dev_set_sync(struct kv_storage *st, int mode)
 {
 	dev_of(st)->sync_mode = mode;
+}
+
+void kv_storage_dev_set_grace(struct kv_storage *st, uint32_t ms)
+{
+	struct dev_storage *d = dev_of(st);
+	uint64_t until;
+
+	pthread_mutex_lock(&d->mu);
+	d->grace_ms = ms ? ms : DEV_GRACE_MS_DEFAULT;
+	until = dev_mono_ms() + d->grace_ms;
+	/* the extents open found freed wait no longer than that either */
+	for (uint32_t i = 0; i < d->sb.extent_count; i++)
+		if (d->ext[i].grace_until > until)
+			d->ext[i].grace_until = until;
+	pthread_mutex_unlock(&d->mu);
 }
 
 int dev_storage_check_extents(struct kv_storage *st,

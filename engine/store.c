@@ -704,6 +704,7 @@ int kv_store_open(const char *dir, const struct kv_store_options *o, kv_store **
 		if (rv != 0)
 			goto fail;
 		kv_storage_dev_set_sync(s->stor, (int)s->opt.device_sync);
+		kv_storage_dev_set_grace(s->stor, s->opt.device_grace_ms);
 		goto load;
 	}
 	if (dir == NULL) {
@@ -1203,6 +1204,11 @@ int kv_store_claim(kv_store *s, const char *name, uint64_t epoch)
 		t->dropped = true;
 	}
 	pthread_cond_broadcast(&s->cv);
+	/* opened now, so the old owner's open segment is sealed where its
+	 * records end (durably) before anything is served: what a stale owner
+	 * appends to it later is never read */
+	if (rv == 0 && !t->dropped && t->why == NULL)
+		rv = activate_locked(s, t);
 	hold_drop(t);
 	if (rv == -ENOENT && strcmp(name, "default") == 0)
 		rv = create_locked(s, name, NULL, NULL);

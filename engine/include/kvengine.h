@@ -508,6 +508,10 @@ struct kv_store_options {
 	 * 1..nodes (0: 1). Each node writes only its own catalog slots and
 	 * allocates only its own extents (docs/SCALEOUT.md). */
 	uint32_t device_node;
+	/* On a shared device: how long an extent of this node's range that
+	 * another node stopped using waits before it is used again (reads that
+	 * node still had in flight finish first). 0: 10 s. */
+	uint32_t device_grace_ms;
 };
 void kv_store_options_init(struct kv_store_options *o);
 
@@ -613,7 +617,9 @@ bool kv_store_shared(kv_store *s);
  * another node's entry is the newest, the tenant is taken over from it:
  * its segment that was open is sealed where its records end, and this node
  * never writes the old owner's extents (its writes go to new extents under
- * the new epoch). The tenant is then in the store, passive. When no node
+ * the new epoch). The tenant is then in the store and active: recovery
+ * has sealed the old owner's open segment durably, so nothing a stale
+ * owner appends to it later is ever read. When no node
  * has it, it is not created ("default" is), but a later kv_store_create
  * or auto-creation creates it under epoch. A tenant that is active here is
  * passivated first (its database reopened from the device).

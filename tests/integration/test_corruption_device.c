@@ -207,7 +207,7 @@ static void find_layout(const char *img, struct layout *l)
 	for (int i = 0; i < 2; i++) {
 		struct dev_cat_header h;
 		uint8_t *buf = NULL;
-		assert_int_equal(dev_cat_slot_read(fd, NULL, &d->sb, i, &buf, &h), 0);
+		assert_int_equal(dev_cat_slot_read(fd, NULL, &d->sb, 1, i, &buf, &h), 0);
 		l->slot_len[i] = DEV_CAT_HEADER + h.body_len;
 		free(buf);
 	}
