@@ -1012,6 +1012,7 @@ int main(int argc, char **argv)
 	char err[512];
 	size_t i;
 	int sfd, rv, e;
+	bool shared;
 
 	memset(&d, 0, sizeof(d));
 	/* -1: --check-config found the settings sound */
@@ -1105,7 +1106,13 @@ out_threads:
 	for (i = 0; i < NTRANSPORTS; i++)
 		transports[i].stop(&d);
 	cluster_store_closing(&d);
-	if ((e = kv_store_close(d.store)) != 0) {
+	shared = kv_store_shared(d.store);
+	if ((e = kv_store_close(d.store)) == -ESTALE && shared) {
+		/* a tenant this node gave up (fenced, released) is not its to sync:
+		 * what it acknowledged is on the device for its new owner */
+		klog(LOG_NOTICE, "closing the store: tenants this node gave up on the shared "
+		                 "device were left to their new owners");
+	} else if (e != 0) {
 		klog(LOG_ERR, "closing the store: %s", kv_strerror(e));
 		rv = 1;
 	}
