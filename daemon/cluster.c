@@ -940,6 +940,20 @@ static int failover_take(void *arg, const char *name, uint64_t orphan_ms)
 	return 0;
 }
 
+bool cluster_serves(struct cluster *c, const char *tenant)
+{
+	struct owned *o;
+	bool yes;
+
+	if (c == NULL)
+		return true;
+	pthread_mutex_lock(&c->mu);
+	o = owned_find(c, tenant);
+	yes = o != NULL && o->gen == c->gen && !c->fenced && (o->claimed || !c->shared);
+	pthread_mutex_unlock(&c->mu);
+	return yes;
+}
+
 uint64_t cluster_failover_adoptions(const struct cluster *c)
 {
 	return c != NULL ? failover_adoptions(c->fo) : 0;

@@ -53,6 +53,11 @@ void cluster_stop(struct kvd *d);
  * and the node is not fenced. NULL is fine (true). */
 bool cluster_may_write(const struct cluster *c);
 
+/* Whether this node serves `tenant` now: no cluster, or the tenant is
+ * owned here under the current lease (and on a shared device the engine
+ * has claimed it). NULL cluster is fine (true). Any thread. */
+bool cluster_serves(struct cluster *c, const char *tenant);
+
 /* Before a request runs (after its token check): false when it may go on
  * (its tenant is owned here, or the request needs no tenant); true when it
  * was answered here: MOVED (another node owns the tenant), UNAVAILABLE (the

@@ -191,6 +191,8 @@ struct kvd {
 	                            (KVD_TEST_WORKER_DELAY_MS) */
 	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
 	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
+	uint32_t write_delay_ms;  /* tests: a write of a key "kvd-test-delay..." is held this
+	                             long past the fencing check (KVD_TEST_WRITE_DELAY_MS) */
 	struct cluster *cluster; /* cluster.h: cluster mode; NULL: a single node */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;

@@ -565,7 +565,10 @@ static int parse_args(struct kvd *d, int argc, char **argv)
  * Test hooks, compiled into the test build of kvd alone (build/daemon/
  * kvd-test, never installed): environment variables that hold replies,
  * slow workers or hold a Compact (KVD_TEST_REPLY_DELAY_MS,
- * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), and fault injection:
+ * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), hold a write whose
+ * first key starts with "kvd-test-delay" between the fencing check and the
+ * engine, so that it comes after its node was fenced and another took the
+ * tenant (KVD_TEST_WRITE_DELAY_MS, worker.c), and fault injection:
  * with KVD_TEST_FAULT_FILE=/path, every write, sync and file creation of a
  * tenant's files first reads that file; "write-eio", "write-enospc" or
  * "sync-eio" in it makes the operation fail so, "merge-eio" or
@@ -665,6 +668,13 @@ static void test_hooks_daemon(struct kvd *d)
 		d->compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
 		klog(LOG_WARNING, "test mode: Compact holds its tenant %u ms first",
 		     d->compact_hold_ms);
+	}
+	if ((delay = getenv("KVD_TEST_WRITE_DELAY_MS")) != NULL) {
+		d->write_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING,
+		     "test mode: a write of a key kvd-test-delay... waits %u ms after the fencing "
+		     "check",
+		     d->write_delay_ms);
 	}
 }
 #else

@@ -3,8 +3,9 @@
  * node, adopt on another) and taken over when its owner is stopped (SIGSTOP) or killed (SIGKILL)
  * keeps every acknowledged write readable with its value and version, versions only grow, a
  * stopped owner that resumes fences itself and never serves the tenant again, a restarted owner
- * does not take it back, two nodes adopting one tenant at once: exactly one wins, and a device
- * node number held by a live node, or a shared device without etcd, is refused at start. */
+ * does not take it back, two nodes adopting one tenant at once: exactly one wins, a write held
+ * past its node's fence (KVD_TEST_WRITE_DELAY_MS) is refused and never read, and a device node
+ * number held by a live node, or a shared device without etcd, is refused at start. */
 /*
  * etcd comes from etcd_proc.h (a real one; without it the test fails, as
  * test_cluster does). The loop device is attached by the test itself
@@ -181,8 +182,10 @@ static void node_conf(char *conf, size_t len, const char *cluster, const char *i
 	         g_etcd.url, cluster, id, g_dev, num, TTL_S);
 }
 
-/* Starts node `id` (device node num) of cluster and waits until it answers. */
-static void node_start(struct node *n, const char *cluster, const char *id, unsigned num)
+/* Starts node `id` (device node num) of cluster, with env (NAME=value, or
+ * NULL) in its environment, and waits until it answers. */
+static void node_start_env(struct node *n, const char *cluster, const char *id, unsigned num,
+                           const char *env)
 {
 	char conf[1024], err[1024];
 	const char *bin = getenv("KVD_BIN");
@@ -198,10 +201,16 @@ static void node_start(struct node *n, const char *cluster, const char *id, unsi
 	n->r.config_text = conf;
 	n->r.listen = KVD_RUN_LISTEN(KVD_RUN_KVTCP);
 	n->r.workers = 2;
+	n->r.env[0] = env;
 	node_track(n);
 	if (kvd_run_start(&n->r, err, sizeof(err)) != 0)
 		fail_msg("node %s: %s", id, err);
 	h_track(n->r.pid, true);
+}
+
+static void node_start(struct node *n, const char *cluster, const char *id, unsigned num)
+{
+	node_start_env(n, cluster, id, num, NULL);
 }
 
 /* The same node again, after it was killed: same id, number, port and log. */
@@ -699,6 +708,106 @@ static void *adopter_main(void *arg)
 	return NULL;
 }
 
+/* ---- d. a write held past the fence is never acknowledged nor read ---- */
+
+struct late_put {
+	kvc *c;
+	int rv;
+};
+
+static void *late_put_main(void *arg)
+{
+	struct late_put *x = arg;
+	struct kvc_call call = {.tenant = "t"};
+
+	x->rv = kvc_put(x->c, &call, "kvd-test-delay-1", 16, "late", 4, NULL, NULL);
+	return NULL;
+}
+
+/* Polls n's log for text, FAILOVER_MS at most. */
+static void log_wait(const struct node *n, const char *text)
+{
+	uint64_t deadline = h_now_ms() + FAILOVER_MS;
+
+	while (!log_has(n, text)) {
+		if (h_now_ms() > deadline) {
+			dump_log(n);
+			fail_msg("node %s did not log '%s'", n->id, text);
+		}
+		etcd_proc_pause();
+	}
+}
+
+static void test_late_write(void **state)
+{
+	static struct node a, b;
+	struct node *nodes[2] = {&a, &b};
+	struct late_put x = {0};
+	pthread_t th;
+	kvc *ca, *cb;
+	struct kvc_call call = {.tenant = "t"};
+	struct kvc_value v;
+	char owner[64], key[128];
+	int64_t e1 = 0, e2 = 0;
+
+	(void)state;
+	device_format();
+	node_start_env(&a, "late", "a", 1, "KVD_TEST_WRITE_DELAY_MS=4000");
+	node_start(&b, "late", "b", 2);
+	ca = client_of(nodes, 1, 0, "t", 10000);
+	cb = client_of(nodes + 1, 1, 0, "t", CALL_MS);
+	assert_int_equal(kvc_tenant_create(ca, NULL, "t", NULL), 0);
+	assert_int_equal(kvc_put(ca, &call, "k", 1, "on-a", 4, NULL, NULL), 0);
+	assert_true(owner_of("late", "t", owner, sizeof(owner), &e1));
+
+	/* a write on a passes its fencing check and is held there */
+	x.c = ca;
+	assert_int_equal(pthread_create(&th, NULL, late_put_main, &x), 0);
+	log_wait(&a, "test mode: a write of tenant t held");
+	/* meanwhile a loses its lease (revoked behind its back): it fences
+	 * itself, and b takes t */
+	{
+		struct etcd *e = NULL;
+		struct etcd_kv kv = {0};
+		snprintf(key, sizeof(key), "/kvd/late/nodes/a");
+		assert_int_equal(etcd_open(g_etcd.url, CALL_MS, &e), 0);
+		assert_int_equal(etcd_get(e, key, strlen(key), &kv, NULL), 0);
+		assert_int_equal(etcd_lease_revoke(e, kv.lease), 0);
+		etcd_kv_clear(&kv);
+		etcd_close(e);
+	}
+	log_wait(&a, "node a fenced");
+	assert_int_equal(kvc_get(cb, &call, "k", 1, 0, 0, &v), 0); /* b takes t on first use */
+	kvc_value_free(&v);
+	assert_true(owner_of("late", "t", owner, sizeof(owner), &e2));
+	assert_string_equal(owner, "b");
+	assert_true(e2 > e1);
+	assert_int_equal(kvc_put(cb, &call, "k2", 2, "on-b", 4, NULL, NULL), 0);
+
+	/* the held write goes on after all that: refused, and nowhere */
+	pthread_join(th, NULL);
+	if (x.rv == 0)
+		fail_msg("a acknowledged a write it was holding when it was fenced");
+	assert_int_equal(x.rv, -KVC_UNAVAILABLE);
+	assert_true(log_has(&a, "the shared device refused it"));
+	assert_int_equal(kvc_get(cb, &call, "kvd-test-delay-1", 16, 0, 0, &v), -KVC_NOT_FOUND);
+	assert_int_equal(kvc_get(cb, &call, "k", 1, 0, 0, &v), 0);
+	assert_int_equal(v.len, 4);
+	assert_memory_equal(v.data, "on-a", 4);
+	kvc_value_free(&v);
+	/* and after b passivates and reads the device again */
+	assert_int_equal(kvc_tenant_release(cb, NULL, "t"), 0);
+	assert_int_equal(kvc_tenant_adopt(cb, NULL, "t", NULL), 0);
+	assert_int_equal(kvc_get(cb, &call, "kvd-test-delay-1", 16, 0, 0, &v), -KVC_NOT_FOUND);
+	assert_int_equal(kvc_get(cb, &call, "k2", 2, 0, 0, &v), 0);
+	kvc_value_free(&v);
+
+	kvc_close(ca);
+	kvc_close(cb);
+	node_stop(&a);
+	node_stop(&b);
+}
+
 /* kvd with conf must exit 1, its log holding text. */
 static void start_refused(const char *conf, const char *text)
 {
@@ -894,6 +1003,7 @@ int main(void)
 	        cmocka_unit_test_teardown(test_handover, test_teardown),
 	        cmocka_unit_test_teardown(test_failover_stopped, test_teardown),
 	        cmocka_unit_test_teardown(test_failover_killed, test_teardown),
+	        cmocka_unit_test_teardown(test_late_write, test_teardown),
 	};
 
 	if (geteuid() != 0) {
