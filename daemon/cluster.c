@@ -112,8 +112,8 @@ struct cluster {
 
 	struct etcd *ka; /* the keepalive thread's */
 
-	bool shared;             /* the store's device is shared (invariants 5-8) */
-	uint32_t device_node;    /* its node number there */
+	bool shared;              /* the store's device is shared (invariants 5-8) */
+	uint32_t device_node;     /* its node number there */
 	pthread_mutex_t claim_mu; /* one kv_store_claim at a time (invariant 6) */
 	pthread_mutex_t store_mu; /* guards store_open against the store's close */
 	bool store_open;          /* fence() may tell the store (cluster_store_closing) */
@@ -848,8 +848,7 @@ static int claim(struct cluster *c, const char *name, bool take, struct claim *r
  * the engine refuses, the owner key goes again (as a release deletes it)
  * and the tenant leaves `owned`. 0, or -ESTALE (fenced meanwhile, or the
  * device records a newer epoch), -EBUSY, -errno with msg saying why. */
-static int device_claim(struct cluster *c, const char *name, int64_t epoch, char *msg,
-                        size_t mlen)
+static int device_claim(struct cluster *c, const char *name, int64_t epoch, char *msg, size_t mlen)
 {
 	char key[256];
 	struct owned *o;
@@ -894,8 +893,9 @@ static int device_claim(struct cluster *c, const char *name, int64_t epoch, char
 	pthread_mutex_unlock(&c->claim_mu);
 	if (rv == 0)
 		return 0;
-	snprintf(msg, mlen, "tenant '%s': the shared device cannot be taken at epoch %" PRId64 ": %s",
-	         name, epoch,
+	snprintf(msg, mlen,
+	         "tenant '%s': the shared device cannot be taken at epoch %" PRId64 ": %s", name,
+	         epoch,
 	         rv == -ESTALE ? "it records a newer owner (or this node was fenced)"
 	                       : kv_strerror(rv));
 	if (!stale && (klen = key_of(c, "tenants", name, "/owner", key, sizeof(key))) > 0) {
@@ -905,8 +905,8 @@ static int device_claim(struct cluster *c, const char *name, int64_t epoch, char
 		pthread_mutex_unlock(&c->op_mu);
 		if (drv < 0)
 			klog(LOG_WARNING,
-			     "cluster: tenant %s: its owner key stays until the lease ends: %s", name,
-			     etcd_errmsg(c->op));
+			     "cluster: tenant %s: its owner key stays until the lease ends: %s",
+			     name, etcd_errmsg(c->op));
 	}
 	klog(LOG_WARNING, "cluster: %s", msg);
 	return rv;

@@ -104,8 +104,9 @@ int device_format(const char *device, const char *extent_size, const char *nodes
 	}
 	size_text(o.extent_size ? o.extent_size : KV_DEV_EXTENT_SIZE_DEFAULT, size, sizeof(size));
 	if (o.nodes > 1)
-		kvd_say(stdout, LOG_INFO, "%s: formatted for kvd, extents of %s, shared by %u nodes",
-		        device, size, o.nodes);
+		kvd_say(stdout, LOG_INFO,
+		        "%s: formatted for kvd, extents of %s, shared by %u nodes", device, size,
+		        o.nodes);
 	else
 		kvd_say(stdout, LOG_INFO, "%s: formatted for kvd, extents of %s", device, size);
 	return 0;

@@ -481,7 +481,9 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	}
 	if (extent_size != NULL || nodes != NULL || force) {
 		kvd_say(stderr, LOG_ERR, "%s goes with --format DEVICE (kvd --help)",
-		        force ? "--force" : nodes != NULL ? "--nodes" : "--extent-size");
+		        force           ? "--force"
+		        : nodes != NULL ? "--nodes"
+		                        : "--extent-size");
 		return 2;
 	}
 	config_defaults(&d->cfg);

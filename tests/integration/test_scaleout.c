@@ -173,7 +173,6 @@ static void node_track(struct node *n)
 		}
 }
 
-
 static void node_conf(char *conf, size_t len, const char *cluster, const char *id, unsigned num)
 {
 	snprintf(conf, len,
@@ -515,7 +514,8 @@ static void writer_check(struct writer *w, kvc *c)
 		snprintf(k, sizeof(k), "w%08" PRIu32, a->seq);
 		snprintf(want, sizeof(want), "v%08" PRIu32 "-%s", a->seq, w->tenant);
 		if ((rv = kvc_get(c, &call, k, strlen(k), 0, 0, &v)) != 0)
-			fail_msg("acknowledged put %s (version %" PRIu64 ") does not read back: %d %s",
+			fail_msg("acknowledged put %s (version %" PRIu64
+			         ") does not read back: %d %s",
 			         k, a->version, rv, st.message);
 		if (v.len != strlen(want) || memcmp(v.data, want, v.len) != 0 ||
 		    v.version != a->version)
@@ -532,14 +532,14 @@ static void writer_check(struct writer *w, kvc *c)
 
 /* Waits until tenant's owner key names a node other than `not` (or any
  * when NULL): that node's id in node; fails after FAILOVER_MS. */
-static void owner_wait(const char *cluster, const char *tenant, const char *not, char *node,
+static void owner_wait(const char *cluster, const char *tenant, const char * not, char *node,
                        size_t len, int64_t *ret_epoch)
 {
 	uint64_t deadline = h_now_ms() + FAILOVER_MS;
 
 	for (;;) {
 		if (owner_of(cluster, tenant, node, len, ret_epoch) &&
-		    (not == NULL || strcmp(node, not) != 0))
+		    (not == NULL || strcmp(node, not ) != 0))
 			return;
 		if (h_now_ms() > deadline)
 			fail_msg("tenant %s: no owner but %s after %d ms", tenant,
@@ -865,8 +865,8 @@ static void test_failover_killed(void **state)
 		const char *key = "/kvd/killed/slots/3";
 		assert_int_equal(etcd_open(g_etcd.url, CALL_MS, &e), 0);
 		assert_int_equal(etcd_lease_grant(e, 60, &lease, &ttl), 0);
-		assert_int_equal(etcd_put_if_absent(e, key, strlen(key), "remote", 6, lease, &rev, &cur),
-		                 0);
+		assert_int_equal(
+		        etcd_put_if_absent(e, key, strlen(key), "remote", 6, lease, &rev, &cur), 0);
 		node_conf(conf, sizeof(conf), "killed", "c", 3);
 		start_refused(conf, "device node 3 is held in etcd by node 'remote'");
 		assert_int_equal(etcd_lease_revoke(e, lease), 0);
