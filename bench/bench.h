@@ -77,4 +77,8 @@ int bench_coldstart(int argc, char **argv);
  * followed by fio on the same device (bench/device.c). */
 int bench_device(int argc, char **argv);
 
+/* kvbench handover: a tenant moved between two nodes of a shared device
+ * against a passivation and activation on one node (bench/handover.c). */
+int bench_handover(int argc, char **argv);
+
 #endif

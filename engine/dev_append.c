@@ -220,8 +220,8 @@ int dev_append_start(struct kv_stor_writer *wh, struct kv_stor_seg *sh, const vo
 	size_t n;
 	int rv;
 
-	if ((rv = dev_writable(dev_ten_of(sh->t))) != 0)
-		return rv;
+	if ((rv = dev_writable(dev_ten_of(sh->t))) != 0 || sh->frozen)
+		return rv != 0 ? rv : -ESTALE;
 	if ((rv = dev_stage_prepare(d, s, &w->stage, &w->stage_cap, buf, len, off, &n)) != 0)
 		return rv;
 	w->seg = s;

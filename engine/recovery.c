@@ -923,7 +923,9 @@ static int resume_sealed(struct recovery *r, bool *ret)
 		return 0;
 	if ((rv = seg_pin(tail)) < 0)
 		return rv;
-	if (!tail->h->sealed) {
+	if (!tail->h->sealed || tail->h->frozen) {
+		/* frozen: another node's extent (a tenant taken over): a new
+		 * segment takes the writes */
 		seg_unpin(tail);
 		return 0;
 	}

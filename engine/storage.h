@@ -107,6 +107,9 @@ struct kv_stor_seg {
 	/* Set by seg_open when the backend knows the segment was sealed at the
 	 * size it reports (a device: seg_seal recorded it); never on files. */
 	bool sealed;
+	/* Set by seg_open when the segment may never be written again, not even
+	 * reopened: it lies in another node's part of a shared device. */
+	bool frozen;
 };
 
 enum kv_stor_kind {

@@ -665,6 +665,8 @@ static int seg_handle(struct kv_stor_tenant *th, struct dev_segment *s, struct k
 	h->base.id = s->id;
 	h->base.crc_seed = s->seed;
 	h->base.sealed = s->sealed && s->len_known;
+	/* S2 (dev_shared.c): another node's extent is never written again */
+	h->base.frozen = !dev_in_range(dev_of(th->st), s->extent);
 	h->seg = s;
 	s->refs++;
 	*ret = &h->base;
@@ -790,7 +792,7 @@ static int dev_seg_reopen(struct kv_stor_seg *sh)
 	struct dev_storage *d = dev_of(sh->t->st);
 	struct dev_segment *s = seg_of(sh);
 
-	if (dev_writable(dev_ten_of(sh->t)) != 0)
+	if (dev_writable(dev_ten_of(sh->t)) != 0 || sh->frozen)
 		return -ESTALE;
 	pthread_mutex_lock(&d->mu);
 	s->sealed = false;
@@ -882,8 +884,8 @@ static int dev_seg_write(struct kv_stor_seg *sh, const void *buf, size_t len, ui
 	size_t cap = 0, n;
 	int rv;
 
-	if ((rv = dev_writable(dev_ten_of(sh->t))) != 0)
-		return rv;
+	if ((rv = dev_writable(dev_ten_of(sh->t))) != 0 || sh->frozen)
+		return rv != 0 ? rv : -ESTALE;
 	if ((rv = dev_stage_prepare(d, s, &stage, &cap, buf, len, off, &n)) == 0 &&
 	    (rv = io_pwrite_full(d->base.fault, d->fd, stage, n,
 	                         data_off(d, s->extent) + (off - off % d->B))) == 0)
@@ -1016,6 +1018,8 @@ static int dev_seg_truncate(struct kv_stor_seg *sh, uint64_t size)
 	old = s->len;
 	known = s->len_known;
 	pthread_mutex_unlock(&d->mu);
+	if (known && old > size && sh->frozen)
+		return -ESTALE; /* S2: another node's extent is not rewritten */
 	if (known && old > size) {
 		uint64_t a = size - size % d->B, e = round_up(old, d->B);
 		/* blocks cached below the old end that this rewrites (invariant 6) */

@@ -185,8 +185,14 @@ void kvc_drain(kvc *c)
 {
 	if (c == NULL)
 		return;
-	c->tr->drain(c->t);
-	client_route_drain(c->route);
+	/* an async call that follows a MOVED goes on on another node's handle,
+	 * from there perhaps to a third (at most KVC_REDIRECTS_MAX hops) */
+	for (int round = 0; round <= KVC_REDIRECTS_MAX; round++) {
+		c->tr->drain(c->t);
+		client_route_drain(c->route);
+		if (c->route == NULL)
+			break;
+	}
 }
 
 /* ---- raw ------------------------------------------------------------------------- */

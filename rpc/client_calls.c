@@ -505,6 +505,8 @@ int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
 /* On a library thread, once: decode what the call needs and run its callback. */
 static void async_finish(struct client_op *op, struct kvc_async_result *res, int rv)
 {
+	if (rv == -KVC_MOVED && client_op_async_moved(op))
+		return; /* the op sent to the node named completes instead */
 	if (rv == 0)
 		client_status_set(&op->st, KVC_OK, "", 0);
 	res->rv = rv;

@@ -339,17 +339,61 @@ int client_op_send_async(struct client_op *op)
 		return client_op_fail(op, KVC_INVALID_ARGUMENT, "an async call needs a callback");
 	if ((rv = op_check(op)) != 0)
 		return rv;
-	/* async calls go where earlier calls found the tenant; they do not
-	 * follow a MOVED themselves */
-	if (op->c->route != NULL && op->tenant != NULL)
+	/* async calls go where earlier calls found the tenant, and keep the
+	 * request to follow a MOVED (client_op_async_moved) */
+	if (op->c->route != NULL && op->tenant != NULL && !op->raw) {
+		size_t n = strlen(op->tenant);
+		if (n < sizeof(op->resend_tenant) &&
+		    (op->resend.data = client_copy_bytes(op->req.data, op->req.len)) != NULL) {
+			op->resend.len = op->resend.cap = op->req.len;
+			memcpy(op->resend_tenant, op->tenant, n + 1);
+			op->home = op->c;
+		}
 		op->c = client_route_pick(op->c, op->tenant);
+	}
 	return op->c->tr->send_async(op->c->t, op);
+}
+
+bool client_op_async_moved(struct client_op *op)
+{
+	struct client_op *n;
+	kvc *to;
+
+	if (op->rv != -KVC_MOVED || op->home == NULL || op->hops >= KVC_REDIRECTS_MAX)
+		return false;
+	op->tenant = op->resend_tenant;
+	if ((to = client_route_moved(op->home, op)) == NULL || (n = malloc(sizeof(*n))) == NULL)
+		return false;
+	/* the same request, id and deadline: nothing of it was applied where
+	 * it was moved */
+	client_op_init(n, to, NULL, op->method);
+	n->timeout_ms = op->timeout_ms;
+	n->deadline_ms = op->deadline_ms;
+	n->id = op->id;
+	n->req = op->resend;
+	n->resend.data = client_copy_bytes(op->resend.data, op->resend.len);
+	n->resend.len = n->resend.cap = n->resend.data != NULL ? op->resend.len : 0;
+	memcpy(n->resend_tenant, op->resend_tenant, sizeof(n->resend_tenant));
+	n->tenant = n->resend_tenant;
+	n->home = n->resend.data != NULL ? op->home : NULL;
+	n->hops = op->hops + 1;
+	n->complete = op->complete;
+	n->fn = op->fn;
+	n->arg = op->arg;
+	op->resend = (struct client_buf){0};
+	if (to->tr->send_async(to->t, n) != 0) {
+		/* not sent: the MOVED stays this op's answer */
+		client_op_free(n);
+		return false;
+	}
+	return true;
 }
 
 static void op_release(struct client_op *op)
 {
 	client_buf_free(&op->req);
 	client_buf_free(&op->reply);
+	client_buf_free(&op->resend);
 	if (op->zone_ready)
 		msgpack_zone_destroy(&op->zone);
 	op->zone_ready = false;

@@ -131,6 +131,12 @@ struct client_op {
 	struct client_op *complete_next; /* stream: a list of ops being failed */
 	kvc_async_fn fn;
 	void *arg;
+	/* async on a handle that follows MOVED: the handle it was called on,
+	 * the request again and its tenant, for the next node (client_route.c) */
+	kvc *home;
+	struct client_buf resend;
+	char resend_tenant[65];
+	int hops;
 };
 
 void client_op_init(struct client_op *op, kvc *c, const struct kvc_call *call, const char *method);
@@ -145,6 +151,10 @@ int client_op_run(struct client_op *op);
 /* Takes a malloc'd op (op->complete set): 0 when sent; on an error the op
  * is left to the caller. */
 int client_op_send_async(struct client_op *op);
+/* In an async op's completion: when its reply was MOVED and it may follow
+ * it, sends the request again to the node named (a new op, which completes
+ * in its place) and returns true; the op then completes nothing. */
+bool client_op_async_moved(struct client_op *op);
 int client_op_report(struct client_op *op, const struct kvc_call *call, int rv);
 int client_op_end(struct client_op *op, const struct kvc_call *call, int rv);
 /* client_op_end's freeing, and free(op). NULL ok. */

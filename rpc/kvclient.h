@@ -95,9 +95,10 @@ enum kvc_code {
 	KVC_UNAUTHENTICATED = 16,
 	/* kvd's own: the tenant is served by another node of the cluster
 	 * (docs/CLUSTER.md). Calls follow it by themselves (up to
-	 * KVC_REDIRECTS_MAX hops); a call gives it only when it could not
-	 * (too many hops, an async call to a tenant not yet routed). Since
-	 * libkvclient 0.4. */
+	 * KVC_REDIRECTS_MAX hops), async calls too (their callback runs once,
+	 * with the answer of the node that served them; kvc_drain waits for
+	 * them); a call gives it only when it could not (too many hops, a
+	 * node that cannot be reached). Since libkvclient 0.4. */
 	KVC_MOVED = 17,
 };
 

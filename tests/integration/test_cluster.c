@@ -282,6 +282,22 @@ static void test_claim_and_redirect(void **state)
 		assert_int_equal(atomic_load(&g_async_rv), 0);
 		get_str(ca, "t1", "k4", "async");
 	}
+	/* and follows a MOVED itself: a new handle of b has no route yet */
+	{
+		struct kvc_call call = {.tenant = "t1"};
+		kvc *fresh[2] = {node_client(&b, KVD_RUN_KVTCP, "t1"),
+		                 node_client(&b, KVD_RUN_TCP, "t1")};
+		for (int i = 0; i < 2; i++) {
+			atomic_store(&g_async_rv, 1);
+			assert_int_equal(kvc_put_async(fresh[i], &call, "k5", 2, i ? "n" : "s", 1,
+			                               NULL, async_done, NULL),
+			                 0);
+			kvc_drain(fresh[i]);
+			assert_int_equal(atomic_load(&g_async_rv), 0);
+			get_str(ca, "t1", "k5", i ? "n" : "s");
+			kvc_close(fresh[i]);
+		}
+	}
 	/* a scan and a tenant's stats through b, followed to a too */
 	{
 		struct kvc_call call = {.tenant = "t1"};
@@ -297,10 +313,10 @@ static void test_claim_and_redirect(void **state)
 			items++;
 		assert_int_equal(rv, 1);
 		kvc_scan_close(iter);
-		assert_int_equal(items, 4); /* k, k2, k3, k4 */
+		assert_int_equal(items, 5); /* k, k2, k3, k4, k5 */
 		assert_int_equal(kvc_stats(cb, &call, &ti), 0);
 		assert_string_equal(ti.name, "t1");
-		assert_int_equal(ti.keys, 4);
+		assert_int_equal(ti.keys, 5);
 	}
 	/* a tenant nobody has: NOT_FOUND, and no owner key left behind */
 	{

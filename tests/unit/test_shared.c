@@ -6,6 +6,9 @@
  * and kvd --check's reading of every node's catalog. */
 #include "testutil.h"
 
+#include "crc.h"
+#include "dev_layout.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -120,6 +123,28 @@ static void expect(kv_store *s, const char *tenant, const char *k, const char *w
 	assert_string_equal(buf, want);
 }
 
+/* CRC32C of every extent of node's range, in order. */
+static uint32_t range_crc(const char *img, uint32_t node)
+{
+	struct dev_super sb;
+	uint8_t *b = malloc(1u << 20);
+	uint32_t crc = 0;
+	int fd = open(img, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0 && b != NULL);
+	assert_int_equal(pread(fd, b, 4096, 0), 4096);
+	assert_int_equal(dev_super_decode(b, &sb), 0);
+	assert_int_equal(sb.max_nodes, NODES);
+	for (uint32_t i = node - 1; i < sb.extent_count; i += NODES) {
+		assert_int_equal(pread(fd, b, sb.extent_size, (off_t)dev_extent_off(&sb, i)),
+		                 (ssize_t)sb.extent_size);
+		crc = crc32c_extend(crc, b, sb.extent_size);
+	}
+	close(fd);
+	free(b);
+	return crc;
+}
+
 static void create(kv_store *s, const char *name, uint64_t epoch)
 {
 	assert_int_equal(kv_store_claim(s, name, epoch), 0);
@@ -189,6 +214,7 @@ static void test_handover(void **state)
 	struct kv_dev_tenant dt;
 	kv_store *a = node(f->img, 1), *b = node(f->img, 2);
 	char k[32], v[64];
+	uint32_t crc1;
 
 	create(a, "t", 10);
 	for (int i = 0; i < 3000; i++) { /* several segments of 1 MiB extents */
@@ -202,6 +228,7 @@ static void test_handover(void **state)
 	assert_int_equal(kv_store_passivate(a, "t"), 0);
 	assert_int_equal(kv_store_disown(a, "t"), 0);
 	assert_int_equal(put(a, "t", "late", "x"), -ESTALE); /* its activation cannot seal */
+	crc1 = range_crc(f->img, 1);
 
 	assert_int_equal(kv_store_claim(b, "t", 10), -ESTALE);
 	assert_int_equal(kv_store_claim(b, "t", 11), 0);
@@ -209,6 +236,10 @@ static void test_handover(void **state)
 	expect(b, "t", "k02999", "a-02999-0000000000000000000000000000000000002999");
 	assert_int_equal(put(b, "t", "k00001", "b"), 0);
 	expect(b, "t", "k00001", "b");
+	/* S2: node 2 wrote none of node 1's extents, not even the last segment
+	 * node 1 sealed cleanly (which node 1 itself would reopen) */
+	assert_int_equal(kv_store_passivate(b, "t"), 0);
+	assert_int_equal(range_crc(f->img, 1), crc1);
 	assert_int_equal(kv_store_device_find(a, "t", &dt), 0);
 	assert_int_equal(dt.node, 2);
 	assert_int_equal(dt.epoch, 11);
