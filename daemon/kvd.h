@@ -27,8 +27,9 @@
  * answers), one per worker (tenants hashed to it; the stream connections it
  * reads), one maintenance thread (interval syncs, hints, idle and memory
  * passivation, merges, Compact, sd_notify STATUS), libmicrohttpd's for the
- * metrics endpoint (metrics.c), cluster mode's etcd keepalive (cluster.c),
- * and the main thread (signals, the watchdog,
+ * metrics endpoint (metrics.c), cluster mode's etcd keepalive (cluster.c)
+ * and, on a shared device, its failover thread (failover.c), and the main
+ * thread (signals, the watchdog,
  * the nng ipc:// listener watch).
  *
  * Errors (the engine's convention, 0/-errno/KV_E*, is STYLE.md's; the daemon
