@@ -26,14 +26,31 @@
  *      drop delete only the key whose value is this node's, and a stale key
  *      of this node's own older lease only by its mod_revision.
  *
+ * On a device shared by several nodes (kv_store_shared; docs/SCALEOUT.md)
+ * also:
+ *   5. The node holds `/kvd/<cluster>/slots/<device_node>` (its node id) on
+ *      its lease while it is registered: two live nodes never write with
+ *      one device node number.
+ *   6. A tenant is served only once the engine has it too: kv_store_claim
+ *      at the owner key's epoch (`claimed`), done once per epoch under
+ *      `claim_mu`; when that fails, the owner key goes again.
+ *   7. The engine gives a tenant up (kv_store_disown) before anything else
+ *      when the node fences itself (every tenant), and before its owner key
+ *      is deleted when it is released: no write of an old epoch reaches the
+ *      device once another node could take the tenant.
+ *   8. Tenants whose owner node is gone are taken over by a survivor
+ *      (failover.c, through failover_take here).
+ *
  * Threads: `mu` guards owned, seen, lease, gen and fenced; `op_mu` guards
  * `op`, the etcd connection of request threads (claims, lookups, releases);
- * the keepalive thread has its own connection `ka`. No etcd call is made
- * with `mu` held.
+ * the keepalive thread has its own connection `ka`, the failover thread its
+ * own. No etcd call is made with `mu` held; `claim_mu` is taken before
+ * `mu` and `op_mu`, never after.
  */
 #include "cluster.h"
 
 #include "etcd.h"
+#include "failover.h"
 #include "kvd.h"
 #include "log.h"
 #include "mp.h"
@@ -59,6 +76,7 @@ struct owned {
 	uint64_t gen;       /* lease generation that took it */
 	uint64_t releasing; /* TenantRelease is passivating it until then (monotonic ms;
 	                       a bound in case its job is lost before it ran) */
+	bool claimed;       /* shared device: kv_store_claim took it at epoch */
 	struct owned *next;
 };
 
@@ -93,6 +111,13 @@ struct cluster {
 	struct etcd *op;
 
 	struct etcd *ka; /* the keepalive thread's */
+
+	bool shared;              /* the store's device is shared (invariants 5-8) */
+	uint32_t device_node;     /* its node number there */
+	pthread_mutex_t claim_mu; /* one kv_store_claim at a time (invariant 6) */
+	pthread_mutex_t store_mu; /* guards store_open against the store's close */
+	bool store_open;          /* fence() may tell the store (cluster_store_closing) */
+	struct failover *fo;      /* failover.c's thread; NULL when not shared */
 	pthread_t thread;
 	bool running;
 	pthread_mutex_t wait_mu;
@@ -259,11 +284,26 @@ bool cluster_may_write(const struct cluster *c)
 	return (int64_t)(now_ms() - atomic_load(&c->last_ok_sent_ms)) < c->ttl_ms - c->margin_ms;
 }
 
-/* Gives every tenant up (invariant 3); says why once. */
+/* kv_store_disown of every tenant, while the store is open. */
+static int store_disown_all(struct cluster *c)
+{
+	int rv;
+
+	pthread_mutex_lock(&c->store_mu);
+	rv = c->store_open ? kv_store_disown(c->d->store, NULL) : 0;
+	pthread_mutex_unlock(&c->store_mu);
+	return rv;
+}
+
+/* Gives every tenant up (invariants 3 and 7); says why once. */
 static void fence(struct cluster *c, const char *why)
 {
 	bool was;
+	int rv = 0;
 
+	/* invariant 7: the device first, before anything else can wait */
+	if (c->shared && !atomic_load(&c->fenced_flag))
+		rv = store_disown_all(c);
 	pthread_mutex_lock(&c->mu);
 	was = c->fenced;
 	if (!was) {
@@ -274,6 +314,13 @@ static void fence(struct cluster *c, const char *why)
 		seen_clear(c);
 	}
 	pthread_mutex_unlock(&c->mu);
+	/* and again: a claim the engine finished between the first and the
+	 * fence saw no fence yet (device_claim checks it after the engine) */
+	if (c->shared && !was && rv == 0)
+		rv = store_disown_all(c);
+	if (rv != 0)
+		klog(LOG_ERR, "cluster: node %s: giving the device's tenants up: %s", c->node,
+		     kv_strerror(rv));
 	if (!was)
 		klog(LOG_ERR,
 		     "cluster: node %s fenced (%s): every tenant given up until a new lease",
@@ -285,8 +332,53 @@ static void fence(struct cluster *c, const char *why)
 
 /* ---- the node's lease and key ------------------------------------------ */
 
-/* Grants a lease and registers the node key on it. stale: a lease of ours
- * whose node key may still be there (deleted first). */
+/* Takes the device node number on `lease` (invariant 5): put-if-absent of
+ * slots/<K> holding the node id; a key of this node's `stale` lease is
+ * deleted first. 0, -EEXIST (another node holds it) or an etcd error, with
+ * one line in err. */
+static int slot_take(struct cluster *c, struct etcd *e, int64_t lease, int64_t stale, char *err,
+                     size_t errlen)
+{
+	char key[256], num[16];
+	struct etcd_kv cur = {0};
+	int64_t rev;
+	int rv, klen;
+
+	snprintf(num, sizeof(num), "%" PRIu32, c->device_node);
+	if ((klen = key_of(c, "slots", num, "", key, sizeof(key))) < 0)
+		return klen;
+	for (int tries = 0;; tries++) {
+		rv = etcd_put_if_absent(e, key, (size_t)klen, c->node, strlen(c->node), lease, &rev,
+		                        &cur);
+		if (rv != ETCD_EXISTS)
+			break;
+		if (stale == 0 || cur.lease != stale || tries > 0 ||
+		    strlen(c->node) != cur.value_len || memcmp(cur.value, c->node, cur.value_len)) {
+			snprintf(err, errlen,
+			         "device node %" PRIu32
+			         " is held in etcd by node '%s' (lease %" PRIx64
+			         "): each node sharing the device needs a device_node of its own "
+			         "(it is free again when that lease ends)",
+			         c->device_node, cur.value, (uint64_t)cur.lease);
+			etcd_kv_clear(&cur);
+			return -EEXIST;
+		}
+		rv = etcd_delete_if_mod(e, key, (size_t)klen, cur.mod_rev);
+		etcd_kv_clear(&cur);
+		if (rv < 0)
+			break;
+	}
+	if (rv != 0) {
+		snprintf(err, errlen, "etcd: taking device node %" PRIu32 ": %s", c->device_node,
+		         etcd_errmsg(e));
+		return rv < 0 ? rv : -EIO;
+	}
+	return 0;
+}
+
+/* Grants a lease and registers the node key on it, and on a shared device
+ * the node's device node number (slot_take). stale: a lease of ours whose
+ * keys may still be there (deleted first). */
 static int node_register(struct cluster *c, struct etcd *e, int64_t stale, int64_t *ret_lease,
                          char *err, size_t errlen)
 {
@@ -325,6 +417,10 @@ static int node_register(struct cluster *c, struct etcd *e, int64_t stale, int64
 		snprintf(err, errlen, "etcd: registering node '%s': %s", c->node, etcd_errmsg(e));
 		etcd_lease_revoke(e, lease);
 		return rv < 0 ? rv : -EIO;
+	}
+	if (c->shared && (rv = slot_take(c, e, lease, stale, err, errlen)) != 0) {
+		etcd_lease_revoke(e, lease);
+		return rv;
 	}
 	*ret_lease = lease;
 	return 0;
@@ -407,6 +503,8 @@ static void *keepalive_main(void *arg)
 
 /* ---- start and stop ----------------------------------------------------- */
 
+static int failover_take(void *arg, const char *name, uint64_t orphan_ms);
+
 /* The first kv+tcp:// listener, when its host is one clients can dial. */
 static int default_advertise(const struct kvd_config *cfg, char *buf, size_t len)
 {
@@ -424,6 +522,34 @@ static int default_advertise(const struct kvd_config *cfg, char *buf, size_t len
 	return -ENOENT;
 }
 
+/* Stops the failover and keepalive threads (those that run). */
+static void cluster_threads_stop(struct cluster *c)
+{
+	failover_stop(c->fo);
+	c->fo = NULL;
+	if (c->running) {
+		pthread_mutex_lock(&c->wait_mu);
+		c->quit = true;
+		pthread_cond_signal(&c->wait_cv);
+		pthread_mutex_unlock(&c->wait_mu);
+		pthread_join(c->thread, NULL);
+		c->running = false;
+	}
+}
+
+void cluster_store_closing(struct kvd *d)
+{
+	struct cluster *c = d->cluster;
+
+	if (c == NULL)
+		return;
+	failover_stop(c->fo);
+	c->fo = NULL;
+	pthread_mutex_lock(&c->store_mu);
+	c->store_open = false;
+	pthread_mutex_unlock(&c->store_mu);
+}
+
 static void cluster_free(struct cluster *c)
 {
 	if (c == NULL)
@@ -432,6 +558,8 @@ static void cluster_free(struct cluster *c)
 	seen_clear(c);
 	etcd_close(c->op);
 	etcd_close(c->ka);
+	pthread_mutex_destroy(&c->claim_mu);
+	pthread_mutex_destroy(&c->store_mu);
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->op_mu);
 	pthread_mutex_destroy(&c->wait_mu);
@@ -448,8 +576,17 @@ int cluster_start(struct kvd *d, char *err, size_t errlen)
 	int rv;
 
 	d->cluster = NULL;
-	if (cfg->etcd[0] == '\0')
+	if (cfg->etcd[0] == '\0') {
+		if (d->store != NULL && kv_store_shared(d->store)) {
+			snprintf(err, errlen,
+			         "device %s is shared by several nodes (kvd --format --nodes): it "
+			         "needs etcd and cluster, which say which node writes which tenant "
+			         "(docs/SCALEOUT.md)",
+			         cfg->device);
+			return -EINVAL;
+		}
 		return 0;
+	}
 	if (!id_valid(cfg->cluster)) {
 		snprintf(err, errlen, "cluster '%s': 1-64 characters of [A-Za-z0-9._-]",
 		         cfg->cluster);
@@ -462,6 +599,8 @@ int cluster_start(struct kvd *d, char *err, size_t errlen)
 	c->d = d;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->op_mu, NULL);
+	pthread_mutex_init(&c->claim_mu, NULL);
+	pthread_mutex_init(&c->store_mu, NULL);
 	pthread_mutex_init(&c->wait_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -513,6 +652,13 @@ int cluster_start(struct kvd *d, char *err, size_t errlen)
 		                       : strerror(-rv));
 		goto fail;
 	}
+	if (d->store != NULL && kv_store_shared(d->store)) {
+		struct kv_store_stats st;
+		kv_store_stats(d->store, &st);
+		c->shared = true;
+		c->store_open = true;
+		c->device_node = st.device_node != 0 ? st.device_node : cfg->device_node;
+	}
 	atomic_store(&c->last_ok_sent_ms, now_ms());
 	if ((rv = node_register(c, c->op, 0, &c->lease, err, errlen)) != 0)
 		goto fail;
@@ -523,6 +669,24 @@ int cluster_start(struct kvd *d, char *err, size_t errlen)
 		goto fail;
 	}
 	c->running = true;
+	if (c->shared) {
+		struct failover_conf fc = {
+		        .etcd = cfg->etcd,
+		        .call_ms = (int)call_ms,
+		        .prefix = c->prefix,
+		        .node = c->node,
+		        .interval_ms = c->interval_ms,
+		        .grace_ms = c->margin_ms,
+		        .store = d->store,
+		        .take = failover_take,
+		        .arg = c,
+		};
+		if ((rv = failover_start(&fc, &c->fo, err, errlen)) != 0) {
+			cluster_threads_stop(c);
+			etcd_lease_revoke(c->op, c->lease);
+			goto fail;
+		}
+	}
 	d->cluster = c;
 	d->lim.owners = cluster_owners; /* TenantList shows them */
 	d->lim.owners_arg = c;
@@ -544,13 +708,7 @@ void cluster_stop(struct kvd *d)
 
 	if (c == NULL)
 		return;
-	if (c->running) {
-		pthread_mutex_lock(&c->wait_mu);
-		c->quit = true;
-		pthread_cond_signal(&c->wait_cv);
-		pthread_mutex_unlock(&c->wait_mu);
-		pthread_join(c->thread, NULL);
-	}
+	cluster_threads_stop(c);
 	/* a clean stop lets every tenant go at once */
 	if ((rv = etcd_lease_revoke(c->op, c->lease)) < 0)
 		klog(LOG_WARNING,
@@ -666,6 +824,8 @@ static int claim(struct cluster *c, const char *name, bool take, struct claim *r
 				snprintf(msg, mlen, "out of memory");
 				rv = -ENOMEM;
 			} else {
+				if (o->epoch != ret->epoch || o->gen != gen)
+					o->claimed = false; /* invariant 6: the engine next */
 				o->epoch = ret->epoch;
 				o->gen = gen;
 				seen_forget(c, name);
@@ -681,6 +841,122 @@ static int claim(struct cluster *c, const char *name, bool take, struct claim *r
 		pthread_mutex_unlock(&c->mu);
 	}
 	return rv;
+}
+
+/* Invariant 6: on a shared device, makes the engine write `name` under
+ * `epoch` (claim() put it in `owned` at that epoch), once per epoch. When
+ * the engine refuses, the owner key goes again (as a release deletes it)
+ * and the tenant leaves `owned`. 0, or -ESTALE (fenced meanwhile, or the
+ * device records a newer epoch), -EBUSY, -errno with msg saying why. */
+static int device_claim(struct cluster *c, const char *name, int64_t epoch, char *msg, size_t mlen)
+{
+	char key[256];
+	struct owned *o;
+	uint64_t gen;
+	bool stale = false;
+	int rv, klen;
+
+	if (!c->shared)
+		return 0;
+	pthread_mutex_lock(&c->claim_mu);
+	pthread_mutex_lock(&c->mu);
+	o = owned_find(c, name);
+	gen = c->gen;
+	if (o == NULL || o->epoch != epoch || o->gen != gen || c->fenced) {
+		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->claim_mu);
+		snprintf(msg, mlen, "tenant '%s': node %s gave it up meanwhile (fenced)", name,
+		         c->node);
+		return -ESTALE;
+	}
+	if (o->claimed) {
+		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->claim_mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->mu);
+	rv = kv_store_claim(c->d->store, name, (uint64_t)epoch);
+	pthread_mutex_lock(&c->mu);
+	o = owned_find(c, name);
+	if (o == NULL || o->epoch != epoch || o->gen != gen || c->gen != gen || c->fenced) {
+		stale = rv == 0; /* fenced while the engine took it: given up again */
+		if (rv == 0)
+			rv = -ESTALE;
+	} else if (rv == 0) {
+		o->claimed = true;
+	} else {
+		owned_remove(c, name);
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (stale)
+		kv_store_disown(c->d->store, name);
+	pthread_mutex_unlock(&c->claim_mu);
+	if (rv == 0)
+		return 0;
+	snprintf(msg, mlen,
+	         "tenant '%s': the shared device cannot be taken at epoch %" PRId64 ": %s", name,
+	         epoch,
+	         rv == -ESTALE ? "it records a newer owner (or this node was fenced)"
+	                       : kv_strerror(rv));
+	if (!stale && (klen = key_of(c, "tenants", name, "/owner", key, sizeof(key))) > 0) {
+		int drv;
+		pthread_mutex_lock(&c->op_mu);
+		drv = etcd_delete_if_value(c->op, key, (size_t)klen, c->value, strlen(c->value));
+		pthread_mutex_unlock(&c->op_mu);
+		if (drv < 0)
+			klog(LOG_WARNING,
+			     "cluster: tenant %s: its owner key stays until the lease ends: %s",
+			     name, etcd_errmsg(c->op));
+	}
+	klog(LOG_WARNING, "cluster: %s", msg);
+	return rv;
+}
+
+/* failover.c's take (invariant 8): `name` has had no owner for orphan_ms
+ * and this node won it; taken as TenantAdopt takes a tenant. 0 taken, or
+ * -EEXIST (another node has it now), -ESTALE (fenced), -errno. */
+static int failover_take(void *arg, const char *name, uint64_t orphan_ms)
+{
+	struct cluster *c = arg;
+	struct claim o = {0};
+	char msg[512];
+	int rv;
+
+	if (!cluster_may_write(c))
+		return -ESTALE;
+	rv = claim(c, name, true, &o, msg, sizeof(msg));
+	if (rv == CLAIM_OTHER || rv == CLAIM_NONE)
+		return -EEXIST;
+	if (rv != CLAIM_OURS) {
+		klog(LOG_WARNING, "cluster: failover of tenant %s: %s", name, msg);
+		return rv;
+	}
+	if ((rv = device_claim(c, name, o.epoch, msg, sizeof(msg))) != 0)
+		return rv;
+	klog(LOG_NOTICE,
+	     "cluster: node %s took tenant %s over, epoch %" PRId64 ", %" PRIu64
+	     " ms after it was first seen without a live owner",
+	     c->node, name, o.epoch, orphan_ms);
+	return 0;
+}
+
+bool cluster_serves(struct cluster *c, const char *tenant)
+{
+	struct owned *o;
+	bool yes;
+
+	if (c == NULL)
+		return true;
+	pthread_mutex_lock(&c->mu);
+	o = owned_find(c, tenant);
+	yes = o != NULL && o->gen == c->gen && !c->fenced && (o->claimed || !c->shared);
+	pthread_mutex_unlock(&c->mu);
+	return yes;
+}
+
+uint64_t cluster_failover_adoptions(const struct cluster *c)
+{
+	return c != NULL ? failover_adoptions(c->fo) : 0;
 }
 
 /* ---- TenantList's owners --------------------------------------------------- */
@@ -775,6 +1051,8 @@ static void adopt(struct cluster *c, struct job *j)
 		job_reply_error(j, j->req.id, RPC_FAILED_PRECONDITION, msg);
 		return;
 	}
+	if (rv == CLAIM_OURS && (rv = device_claim(c, name, o.epoch, msg, sizeof(msg))) == 0)
+		rv = CLAIM_OURS;
 	if (rv != CLAIM_OURS) {
 		job_reply_error(j, j->req.id,
 		                rv == -ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_UNAVAILABLE, msg);
@@ -810,6 +1088,7 @@ bool cluster_gate(struct kvd *d, struct job *j)
 	struct owned *own;
 	struct claim o = {0};
 	struct kv_tenant_info info;
+	struct kv_dev_tenant dt;
 	char msg[512];
 	bool take;
 	int rv;
@@ -837,7 +1116,7 @@ bool cluster_gate(struct kvd *d, struct job *j)
 	}
 	pthread_mutex_lock(&c->mu);
 	own = owned_find(c, r->tenant);
-	if (own != NULL && own->gen == c->gen && !c->fenced) {
+	if (own != NULL && own->gen == c->gen && !c->fenced && (own->claimed || !c->shared)) {
 		if (own->releasing > now_ms()) {
 			pthread_mutex_unlock(&c->mu);
 			snprintf(msg, sizeof(msg), "tenant '%s' is being released", r->tenant);
@@ -863,12 +1142,17 @@ bool cluster_gate(struct kvd *d, struct job *j)
 	pthread_mutex_unlock(&c->mu);
 	/* not owned here: take it on first use, or find who has it. Only a
 	 * tenant that exists here (or that the request creates) is taken: a
-	 * request for a name nobody has leaves no owner key behind. A release
-	 * only looks. */
+	 * request for a name nobody has leaves no owner key behind (on a
+	 * shared device: that exists on the device, whichever node wrote it).
+	 * A release only looks. */
 	take = r->method != RPC_TENANT_RELEASE &&
 	       (r->method == RPC_TENANT_CREATE || d->cfg.auto_create ||
-	        kv_store_info(d->store, r->tenant, &info) != -ENOENT);
+	        (c->shared ? kv_store_device_find(d->store, r->tenant, &dt)
+	                   : kv_store_info(d->store, r->tenant, &info)) != -ENOENT);
 	rv = claim(c, r->tenant, take, &o, msg, sizeof(msg));
+	if (rv == CLAIM_OURS && r->method != RPC_TENANT_RELEASE &&
+	    (rv = device_claim(c, r->tenant, o.epoch, msg, sizeof(msg))) == 0)
+		rv = CLAIM_OURS;
 	switch (rv) {
 	case CLAIM_OURS:
 		if (r->method == RPC_TENANT_RELEASE) {
@@ -889,7 +1173,7 @@ bool cluster_gate(struct kvd *d, struct job *j)
 		job_reply_error(j, r->id, RPC_FAILED_PRECONDITION, msg);
 		return true;
 	default:
-		if (rv == -ESTALE)
+		if (rv == -ESTALE && atomic_load(&c->fenced_flag))
 			reply_fenced(c, j);
 		else
 			job_reply_error(j, r->id,
@@ -927,6 +1211,21 @@ void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_repl
 	}
 	if ((klen = key_of(c, "tenants", r->tenant, "/owner", key, sizeof(key))) < 0)
 		return;
+	/* invariant 7: the device is told before another node can take it */
+	if (c->shared && r->method == RPC_TENANT_RELEASE) {
+		if ((rv = kv_store_disown(d->store, r->tenant)) != 0) {
+			snprintf(msg, sizeof(msg),
+			         "tenant '%s' is passive but the shared device still has it: %s",
+			         r->tenant, kv_strerror(rv));
+			cluster_release_undo(d, r);
+			rpc_reply_error(rp, r->id, RPC_UNAVAILABLE, msg);
+			return;
+		}
+		pthread_mutex_lock(&c->mu);
+		if ((o = owned_find(c, r->tenant)) != NULL)
+			o->claimed = false; /* should the delete fail: claimed again first */
+		pthread_mutex_unlock(&c->mu);
+	}
 	/* invariant 4: only the key whose value is ours */
 	pthread_mutex_lock(&c->op_mu);
 	rv = etcd_delete_if_value(c->op, key, (size_t)klen, c->value, strlen(c->value));

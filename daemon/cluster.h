@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct kvd;
 struct job;
@@ -31,8 +32,16 @@ struct rpc_owner;
  * registers the node's key, starts the keepalive thread; sets d->cluster
  * (NULL without etcd, and 0). 0, or -EINVAL (node_id or advertise missing
  * or invalid), -EEXIST (the node id is registered by a live lease), -ENOMEM,
- * or an etcd error (-ECONNREFUSED, -ETIMEDOUT, ...), with one line in err. */
+ * or an etcd error (-ECONNREFUSED, -ETIMEDOUT, ...), with one line in err.
+ * On a device shared by several nodes (docs/SCALEOUT.md) also: -EINVAL
+ * without etcd, -EEXIST when another live node holds its device_node; and
+ * it starts the failover thread (failover.h). After the store opened. */
 int cluster_start(struct kvd *d, char *err, size_t errlen);
+
+/* Before the store closes (after the workers stopped): stops the failover
+ * thread of a shared device, and fencing no longer tells the store.
+ * NULL cluster is fine. */
+void cluster_store_closing(struct kvd *d);
 
 /* Stops the keepalive thread and revokes the node's lease, which releases
  * every tenant it owns at once (clean shutdown); frees d->cluster. NULL
@@ -43,6 +52,11 @@ void cluster_stop(struct kvd *d);
  * successful keepalive was sent less than TTL minus the fencing margin ago
  * and the node is not fenced. NULL is fine (true). */
 bool cluster_may_write(const struct cluster *c);
+
+/* Whether this node serves `tenant` now: no cluster, or the tenant is
+ * owned here under the current lease (and on a shared device the engine
+ * has claimed it). NULL cluster is fine (true). Any thread. */
+bool cluster_serves(struct cluster *c, const char *tenant);
 
 /* Before a request runs (after its token check): false when it may go on
  * (its tenant is owned here, or the request needs no tenant); true when it
@@ -62,6 +76,10 @@ void cluster_tenant_done(struct kvd *d, const struct rpc_req *r, struct rpc_repl
  * (its worker's queue full, its deadline passed): requests on its tenant
  * go on. Others: nothing. */
 void cluster_release_undo(struct kvd *d, const struct rpc_req *r);
+
+/* Tenants of a shared device this node took over from nodes that were
+ * gone (failover.h), since it started; NULL is fine (0). Any thread. */
+uint64_t cluster_failover_adoptions(const struct cluster *c);
 
 /* rpc_limits.owners (set by cluster_start): every tenant that has an owner
  * in etcd, sorted by name; 0, -ENOMEM or an etcd error. Any thread. */

@@ -34,6 +34,7 @@ void config_defaults(struct kvd_config *c)
 	c->segment_size = KV_SEGMENT_SIZE_DEFAULT;
 	c->max_queue = 65536;
 	c->lease_ttl_s = KVD_LEASE_TTL_DEFAULT;
+	c->device_node = 1;
 	kv_tenant_config_init(&c->defaults);
 }
 
@@ -169,6 +170,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return copy_str(c->device, sizeof(c->device), v);
 		if (!strcmp(k, "device_cache"))
 			return parse_size(v, &c->device_cache);
+		if (!strcmp(k, "device_node"))
+			return parse_u32(v, &c->device_node);
 		if (!strcmp(k, "listen")) {
 			if (!l->listen_seen) {
 				config_release(c); /* the file's list replaces the default */
@@ -596,6 +599,11 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->device_cache != 0 && c->device_cache < KVD_DEVICE_CACHE_MIN) {
 		snprintf(err, errlen, "device_cache must be at least 1M (0: the default, 256M)");
+		return -EINVAL;
+	}
+	if (c->device_node < 1 || c->device_node > KV_DEV_NODES_MAX) {
+		snprintf(err, errlen, "device_node must be 1..%d (which node of a shared device)",
+		         KV_DEV_NODES_MAX);
 		return -EINVAL;
 	}
 	if ((c->cluster[0] != '\0' || c->node_id[0] != '\0' || c->advertise[0] != '\0') &&

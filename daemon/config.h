@@ -29,6 +29,8 @@ struct kvd_config {
 	char device[4096];     /* a block device (or a file used as one) holding every
 	                          tenant (kv_store_options.device); "": the files backend */
 	uint64_t device_cache; /* bytes of the device backend's read cache; 0: its default */
+	uint32_t device_node;  /* which node of a shared device this kvd is, 1..nodes
+	                          (kv_store_options.device_node; docs/SCALEOUT.md) */
 	char *listen[KVD_LISTEN_MAX];
 	int nlisten;
 	uint32_t workers;         /* 0: one per CPU */

@@ -5,7 +5,7 @@
  * stdout, a summary line, refusals as one "kvd: " line on stderr.
  *
  * Exit statuses: --format 0 formatted, 1 refused or failed, 2 a bad
- * --extent-size; --check 0 clean, 1 damage found, 2 could not check.
+ * --extent-size or --nodes; --check 0 clean, 1 damage found, 2 could not check.
  * Neither touches a device that another kvd serves (the engine answers
  * KV_ELOCKED or -EBUSY, said here as "in use"); --check, like a kvd
  * serving the device, first waits up to DEVICE_LOCK_WAIT_MS for the lock
@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -44,12 +45,25 @@ static void size_text(uint64_t n, char *buf, size_t cap)
 		snprintf(buf, cap, "%" PRIu64 "%c", n, units[u]);
 }
 
-int device_format(const char *device, const char *extent_size, bool force)
+int device_format(const char *device, const char *extent_size, const char *nodes, bool force)
 {
-	struct kv_dev_format_options o = {.extent_size = 0, .force = force};
+	struct kv_dev_format_options o = {.extent_size = 0, .force = force, .nodes = 1};
 	char err[512], size[32];
 	int rv;
 
+	if (nodes != NULL) {
+		char *end;
+		unsigned long n;
+		errno = 0;
+		n = strtoul(nodes, &end, 10);
+		if (nodes[0] < '0' || nodes[0] > '9' || *end != '\0' || errno != 0 || n < 1 ||
+		    n > KV_DEV_NODES_MAX) {
+			kvd_say(stderr, LOG_ERR, "--nodes takes a number of nodes 1..%d, not '%s'",
+			        KV_DEV_NODES_MAX, nodes);
+			return 2;
+		}
+		o.nodes = (uint32_t)n;
+	}
 	if (extent_size != NULL) {
 		uint64_t v;
 		if (parse_size(extent_size, &v) != 0 || v < KV_DEV_EXTENT_SIZE_MIN ||
@@ -89,7 +103,12 @@ int device_format(const char *device, const char *extent_size, bool force)
 		return 1;
 	}
 	size_text(o.extent_size ? o.extent_size : KV_DEV_EXTENT_SIZE_DEFAULT, size, sizeof(size));
-	kvd_say(stdout, LOG_INFO, "%s: formatted for kvd, extents of %s", device, size);
+	if (o.nodes > 1)
+		kvd_say(stdout, LOG_INFO,
+		        "%s: formatted for kvd, extents of %s, shared by %u nodes", device, size,
+		        o.nodes);
+	else
+		kvd_say(stdout, LOG_INFO, "%s: formatted for kvd, extents of %s", device, size);
 	return 0;
 }
 

@@ -12,10 +12,12 @@
 
 #include <stdbool.h>
 
-/* kvd --format DEVICE [--extent-size SIZE] [--force]: extent_size NULL for
- * the engine's default. 0 formatted; 1 refused or failed (one line on
- * stderr: the engine's reason); 2 a bad --extent-size. */
-int device_format(const char *device, const char *extent_size, bool force);
+/* kvd --format DEVICE [--extent-size SIZE] [--nodes N] [--force]:
+ * extent_size NULL for the engine's default, nodes NULL for one node (a
+ * device shared by N nodes: docs/SCALEOUT.md). 0 formatted; 1 refused or
+ * failed (one line on stderr: the engine's reason); 2 a bad --extent-size
+ * or --nodes. */
+int device_format(const char *device, const char *extent_size, const char *nodes, bool force);
 
 /* kvd --check DEVICE: one line per finding, then a summary line. 0 nothing
  * damaged; 1 damage found; 2 the device could not be checked (in use by a

@@ -27,8 +27,9 @@
  * answers), one per worker (tenants hashed to it; the stream connections it
  * reads), one maintenance thread (interval syncs, hints, idle and memory
  * passivation, merges, Compact, sd_notify STATUS), libmicrohttpd's for the
- * metrics endpoint (metrics.c), cluster mode's etcd keepalive (cluster.c),
- * and the main thread (signals, the watchdog,
+ * metrics endpoint (metrics.c), cluster mode's etcd keepalive (cluster.c)
+ * and, on a shared device, its failover thread (failover.c), and the main
+ * thread (signals, the watchdog,
  * the nng ipc:// listener watch).
  *
  * Errors (the engine's convention, 0/-errno/KV_E*, is STYLE.md's; the daemon
@@ -191,6 +192,8 @@ struct kvd {
 	                            (KVD_TEST_WORKER_DELAY_MS) */
 	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
 	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
+	uint32_t write_delay_ms;  /* tests: a write of a key "kvd-test-delay..." is held this
+	                             long past the fencing check (KVD_TEST_WRITE_DELAY_MS) */
 	struct cluster *cluster; /* cluster.h: cluster mode; NULL: a single node */
 	bool notify;            /* run by systemd (NOTIFY_SOCKET set) */
 	uint64_t watchdog_usec;

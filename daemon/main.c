@@ -52,7 +52,7 @@ static void usage(FILE *f)
 	        "           [--workers N] [--log-level LEVEL] [--auto-create]\n"
 	        "           [--metrics-listen HOST:PORT] [--help] [--version]\n"
 	        "       kvd --check DIR | DEVICE\n"
-	        "       kvd --format DEVICE [--extent-size SIZE] [--force]\n"
+	        "       kvd --format DEVICE [--extent-size SIZE] [--nodes N] [--force]\n"
 	        "       kvd --check-config [FILE] [flags]\n"
 	        "       kvd --hash-token | --new-token\n"
 	        "\n"
@@ -91,6 +91,9 @@ static void usage(FILE *f)
 	        "      --extent-size SIZE\n"
 	        "                        --format's extent size, a power of two from 1M to\n"
 	        "                        1G (default 64M)\n"
+	        "      --nodes N         --format DEVICE for N kvd nodes that share it\n"
+	        "                        (1..64, default 1; each sets device_node and etcd,\n"
+	        "                        docs/SCALEOUT.md)\n"
 	        "      --force           --format over whatever DEVICE holds\n"
 	        "\n"
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
@@ -302,6 +305,7 @@ static void reload(struct kvd *d)
 		        {"segment_size", n->segment_size != o->segment_size},
 		        {"device", strcmp(n->device, o->device) != 0},
 		        {"device_cache", n->device_cache != o->device_cache},
+		        {"device_node", n->device_node != o->device_node},
 		        {"open_files", n->open_files != o->open_files},
 		        {"max_queue", n->max_queue != o->max_queue},
 		        {"max_connections", n->max_connections != o->max_connections},
@@ -365,6 +369,7 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {"format", required_argument, NULL, 'F'},
 	        {"extent-size", required_argument, NULL, 'E'},
 	        {"force", no_argument, NULL, 'X'},
+	        {"nodes", required_argument, NULL, 'P'},
 	        {"metrics-listen", required_argument, NULL, 'M'},
 	        {"check-config", optional_argument, NULL, 'T'},
 	        {"hash-token", no_argument, NULL, 'H'},
@@ -374,7 +379,7 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	char *listen[KVD_LISTEN_MAX], *data = NULL, *workers = NULL, *level = NULL;
-	char *metrics = NULL, *device = NULL, *format = NULL, *extent_size = NULL;
+	char *metrics = NULL, *device = NULL, *format = NULL, *extent_size = NULL, *nodes = NULL;
 	const char *config = NULL, *check = NULL;
 	char err[512];
 	int nlisten = 0, ch, rv, serving_flags = 0;
@@ -383,7 +388,7 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	opterr = 0; /* kvd says what is wrong itself, in one line (kvd_say) */
 	while ((ch = getopt_long(argc, argv, ":d:l:c:w:h", lo, NULL)) != -1) {
 		/* the flags --format has no use for: it formats and exits */
-		if (ch != 'F' && ch != 'E' && ch != 'X' && ch != ':' && ch != '?')
+		if (ch != 'F' && ch != 'E' && ch != 'X' && ch != 'P' && ch != ':' && ch != '?')
 			serving_flags++;
 		switch (ch) {
 		case 'd':
@@ -423,6 +428,9 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			break;
 		case 'X':
 			force = true;
+			break;
+		case 'P':
+			nodes = optarg;
 			break;
 		case 'K':
 			exit(run_check(optarg));
@@ -465,14 +473,17 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	if (format != NULL) {
 		if (serving_flags > 0) {
 			kvd_say(stderr, LOG_ERR,
-			        "--format takes only --extent-size and --force (kvd --help)");
+			        "--format takes only --extent-size, --nodes and --force (kvd "
+			        "--help)");
 			return 2;
 		}
-		exit(device_format(format, extent_size, force));
+		exit(device_format(format, extent_size, nodes, force));
 	}
-	if (extent_size != NULL || force) {
+	if (extent_size != NULL || nodes != NULL || force) {
 		kvd_say(stderr, LOG_ERR, "%s goes with --format DEVICE (kvd --help)",
-		        force ? "--force" : "--extent-size");
+		        force           ? "--force"
+		        : nodes != NULL ? "--nodes"
+		                        : "--extent-size");
 		return 2;
 	}
 	config_defaults(&d->cfg);
@@ -556,7 +567,10 @@ static int parse_args(struct kvd *d, int argc, char **argv)
  * Test hooks, compiled into the test build of kvd alone (build/daemon/
  * kvd-test, never installed): environment variables that hold replies,
  * slow workers or hold a Compact (KVD_TEST_REPLY_DELAY_MS,
- * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), and fault injection:
+ * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), hold a write whose
+ * first key starts with "kvd-test-delay" between the fencing check and the
+ * engine, so that it comes after its node was fenced and another took the
+ * tenant (KVD_TEST_WRITE_DELAY_MS, worker.c), and fault injection:
  * with KVD_TEST_FAULT_FILE=/path, every write, sync and file creation of a
  * tenant's files first reads that file; "write-eio", "write-enospc" or
  * "sync-eio" in it makes the operation fail so, "merge-eio" or
@@ -656,6 +670,13 @@ static void test_hooks_daemon(struct kvd *d)
 		d->compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
 		klog(LOG_WARNING, "test mode: Compact holds its tenant %u ms first",
 		     d->compact_hold_ms);
+	}
+	if ((delay = getenv("KVD_TEST_WRITE_DELAY_MS")) != NULL) {
+		d->write_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING,
+		     "test mode: a write of a key kvd-test-delay... waits %u ms after the fencing "
+		     "check",
+		     d->write_delay_ms);
 	}
 }
 #else
@@ -829,6 +850,7 @@ static int open_device_store(struct kvd *d, struct kv_store_options *so)
 
 	so->device = dev;
 	so->device_cache_bytes = d->cfg.device_cache;
+	so->device_node = d->cfg.device_node;
 	{
 		struct store_try t = {so, &d->store};
 		rv = device_lock_wait(dev, store_open_once, &t);
@@ -1002,6 +1024,7 @@ int main(int argc, char **argv)
 	char err[512];
 	size_t i;
 	int sfd, rv, e;
+	bool shared;
 
 	memset(&d, 0, sizeof(d));
 	/* -1: --check-config found the settings sound */
@@ -1094,7 +1117,14 @@ out_threads:
 	workers_stop(&d);
 	for (i = 0; i < NTRANSPORTS; i++)
 		transports[i].stop(&d);
-	if ((e = kv_store_close(d.store)) != 0) {
+	cluster_store_closing(&d);
+	shared = kv_store_shared(d.store);
+	if ((e = kv_store_close(d.store)) == -ESTALE && shared) {
+		/* a tenant this node gave up (fenced, released) is not its to sync:
+		 * what it acknowledged is on the device for its new owner */
+		klog(LOG_NOTICE, "closing the store: tenants this node gave up on the shared "
+		                 "device were left to their new owners");
+	} else if (e != 0) {
 		klog(LOG_ERR, "closing the store: %s", kv_strerror(e));
 		rv = 1;
 	}

@@ -37,6 +37,8 @@
  */
 #include "kvd.h"
 
+#include "cluster.h"
+
 #include "hostport.h"
 #include "log.h"
 
@@ -641,6 +643,10 @@ static void page_daemon(FILE *f, struct kvd *d)
 		metric(f, "kvd_device_cache_misses_total", "counter",
 		       "Reads that missed the device's read cache and went to the device.", st.device_cache_misses);
 	}
+	if (st.device_nodes > 1 && d->cluster != NULL)
+		metric(f, "kvd_failover_adoptions_total", "counter",
+		       "Tenants of a shared device this node took over from a node that was gone.",
+		       cluster_failover_adoptions(d->cluster));
 	metric(f, "kvd_open_segment_files", "gauge", "Segment files open.",
 	       kv_open_segment_files());
 	metric(f, "kvd_open_segment_files_limit", "gauge",

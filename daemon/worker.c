@@ -270,6 +270,19 @@ static void write_done(struct kv_req *kreq, int status)
 
 	rpc_reply_init(&rp);
 	rpc_write_reply(&j->req, status, j->ops, j->nops, &rp);
+	if (status == -EIO && !cluster_serves(d->cluster, j->req.tenant)) {
+		/* a shared device refuses the writes of a tenant this node gave
+		 * up (fenced, released) while the write was on its way */
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+		         "tenant '%s' was given up by this node while the write was on its way: "
+		         "the shared device refused it",
+		         j->req.tenant);
+		rpc_reply_error(&rp, j->req.id, RPC_UNAVAILABLE, msg);
+		if (!b->io_failed)
+			klog(LOG_NOTICE, "%s", msg);
+		b->io_failed = true;
+	}
 	/* whole before it is remembered and copied to the repeats */
 	rpc_reply_finish(&rp, j->req.id);
 	if (status == -EIO && !b->io_failed) {
@@ -348,6 +361,16 @@ static void run_write(struct worker *w, struct job *j)
 		job_reply_error(j, j->req.id, RPC_INTERNAL, "cannot watch the tenant's log");
 		return;
 	}
+#ifdef KVD_TEST_HOOKS
+	/* KVD_TEST_WRITE_DELAY_MS (main.c): past the fencing check, before the
+	 * engine; a node fenced meanwhile must not get it onto the device */
+	if (d->write_delay_ms && j->nops > 0 && j->ops[0].key_len >= 14 &&
+	    memcmp(j->ops[0].key, "kvd-test-delay", 14) == 0) {
+		klog(LOG_NOTICE, "test mode: a write of tenant %s held %u ms", j->req.tenant,
+		     d->write_delay_ms);
+		poll(NULL, 0, (int)d->write_delay_ms);
+	}
+#endif
 	memset(&j->kreq, 0, sizeof(j->kreq));
 	j->kreq.ops = j->ops;
 	j->kreq.n = j->nops;

@@ -13,7 +13,7 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
 run() {
 	rm -rf "$dir/data" "$dir/log"
 	: >"$dir/kvd.conf" # its own (empty) settings, not /etc/kvd/kvd.conf
-	KVD_TEST_REPLY_DELAY_MS=1 KVD_TEST_WORKER_DELAY_MS=1 KVD_TEST_COMPACT_HOLD_MS=1 \
+	KVD_TEST_REPLY_DELAY_MS=1 KVD_TEST_WORKER_DELAY_MS=1 KVD_TEST_COMPACT_HOLD_MS=1 KVD_TEST_WRITE_DELAY_MS=1 \
 		KVD_TEST_FAULT_FILE="$dir/fault" KVD_TEST_MERGE_MIN_BYTES=1 \
 		"$1" --config "$dir/kvd.conf" --data-dir "$dir/data" --listen "kv+ipc://$dir/kv.sock" --log-level debug \
 		>"$dir/log" 2>&1 &
