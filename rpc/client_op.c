@@ -304,7 +304,10 @@ int client_op_run(struct client_op *op)
 		op->unsent = false;
 		rv = to->tr->run(to->t, op);
 		op->c = home;
-		if (rv == -KVC_UNAVAILABLE && to != home)
+		/* a node that cannot be reached or does not answer in time
+		 * (stopped, frozen) loses its routes: the next call asks the
+		 * handle's own node again, which says where the tenant is now */
+		if ((rv == -KVC_UNAVAILABLE || rv == -KVC_DEADLINE_EXCEEDED) && to != home)
 			client_route_forget(home, op->tenant, to);
 		if (rv == -KVC_UNAVAILABLE && op->unsent && to == home) {
 			/* the handle's first endpoint cannot be reached: the

@@ -183,6 +183,7 @@ int rpc_status_of(int err)
 	case KV_ELOCKED:
 	case -EBUSY:
 	case -EIO:
+	case -ESTALE:
 		return RPC_UNAVAILABLE;
 	case KV_EKEYSIZE:
 	case KV_EVALSIZE:
@@ -216,6 +217,9 @@ const char *rpc_message_of(int err)
 		return "I/O error";
 	case -EBUSY:
 		return "busy, try again";
+	case -ESTALE:
+		return "this node gave the tenant up (another node of the shared device may "
+		       "serve it)";
 	case KV_EREADONLY:
 		return "tenant is read-only after a failed fsync: fix the disk, then "
 		       "TenantPassivate and TenantActivate it (or restart kvd)";

@@ -420,11 +420,8 @@ static void *writer_main(void *arg)
 		}
 		pthread_mutex_unlock(&w->mu);
 		if (rv != 0) {
-			/* that node does not serve it: the next, with a fresh handle
-			 * (libkvclient keeps a route to a node that does not answer
-			 * at all: it forgets routes on UNAVAILABLE, not on a timeout) */
-			kvc_close(w->h[cur]);
-			w->h[cur] = client_of(w->nodes, w->nh, cur, w->tenant, WRITE_MS);
+			/* that node does not answer or serve it: the next (each
+			 * handle forgets a route to a node that timed out) */
 			cur = (cur + 1) % w->nh;
 			etcd_proc_pause(); /* a pause between retries */
 		}
