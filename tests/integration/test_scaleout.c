@@ -966,6 +966,105 @@ static void test_failover_killed(void **state)
 	node_stop(&c);
 }
 
+/* ---- e. many failovers in a row (a soak: KVTEST_FAILOVERS=100) ---- */
+
+static int u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static void test_failover_rounds(void **state)
+{
+	static struct node a, b, c;
+	static struct writer w;
+	struct node *nodes[NODES] = {&a, &b, &c};
+	const char *env = getenv("KVTEST_FAILOVERS");
+	int rounds = env != NULL ? atoi(env) : 4;
+	uint64_t *took = calloc(rounds > 0 ? (size_t)rounds : 1, sizeof(*took));
+	kvc *ca, *call_all;
+	char owner[64];
+	int64_t epoch = 0, last = 0;
+
+	(void)state;
+	assert_true(rounds > 0 && took != NULL);
+	device_format();
+	node_start(&a, "rounds", "a", 1);
+	node_start(&b, "rounds", "b", 2);
+	node_start(&c, "rounds", "c", 3);
+	ca = client_of(nodes, 1, 0, "t", CALL_MS);
+	assert_int_equal(kvc_tenant_create(ca, NULL, "t", NULL), 0);
+	kvc_close(ca);
+	writer_start(&w, nodes, NODES, "t");
+	writer_wait(&w, 20, "before the first failover");
+	for (int r = 0; r < rounds; r++) {
+		struct node *o = NULL;
+		uint64_t t0, t_ack, deadline;
+		assert_true(owner_of("rounds", "t", owner, sizeof(owner), &epoch));
+		assert_true(epoch > last); /* every owner had a newer epoch */
+		last = epoch;
+		for (int i = 0; i < NODES; i++)
+			if (strcmp(nodes[i]->id, owner) == 0)
+				o = nodes[i];
+		assert_non_null(o);
+		/* odd rounds stop the owner (it resumes and fences itself), even
+		 * rounds kill it (it restarts and does not take the tenant back) */
+		if (r % 2 == 0)
+			assert_int_equal(kill(o->r.pid, SIGSTOP), 0);
+		else
+			node_kill(o);
+		t0 = h_now_ms();
+		deadline = t0 + FAILOVER_MS;
+		while ((t_ack = writer_first_ack_after(&w, t0)) == 0) {
+			if (h_now_ms() > deadline) {
+				kill(o->r.pid, SIGCONT);
+				fail_msg("round %d: no put acknowledged %d ms after node %s %s", r,
+				         FAILOVER_MS, o->id, r % 2 == 0 ? "stopped" : "was killed");
+			}
+			etcd_proc_pause();
+		}
+		took[r] = t_ack - t0;
+		if (r % 2 == 0) {
+			assert_int_equal(kill(o->r.pid, SIGCONT), 0);
+		} else {
+			node_restart(o);
+		}
+		/* the old owner is back: it answers MOVED for t (never serves it) */
+		deadline = h_now_ms() + FAILOVER_MS;
+		for (;;) {
+			int st = raw_call(o, "Put", "t", "late", "from-an-old-owner");
+			if (st == KVC_MOVED)
+				break;
+			if (st != KVC_UNAVAILABLE && st != KVC_DEADLINE_EXCEEDED)
+				fail_msg("round %d: node %s answered a put of t with status %d", r,
+				         o->id, st);
+			if (h_now_ms() > deadline)
+				fail_msg("round %d: node %s did not come back", r, o->id);
+			etcd_proc_pause();
+		}
+		writer_wait(&w, 10, "after a failover");
+	}
+	writer_stop(&w);
+	call_all = client_of(nodes, NODES, 0, "t", CALL_MS);
+	writer_check(&w, call_all);
+	{
+		struct kvc_call call = {.tenant = "t"};
+		struct kvc_value v;
+		assert_int_equal(kvc_get(call_all, &call, "late", 4, 0, 0, &v), -KVC_NOT_FOUND);
+	}
+	qsort(took, (size_t)rounds, sizeof(*took), u64_cmp);
+	print_message("%d failovers (lease_ttl %d s, half stopped, half killed): owner gone -> "
+	              "first put acknowledged by the next: median %" PRIu64 " ms, fastest %" PRIu64
+	              ", slowest %" PRIu64 "; 0 acknowledged puts lost\n",
+	              rounds, TTL_S, took[rounds / 2], took[0], took[rounds - 1]);
+	free(took);
+	kvc_close(call_all);
+	node_stop(&a);
+	node_stop(&b);
+	node_stop(&c);
+}
+
 static int test_teardown(void **state)
 {
 	(void)state;
@@ -1001,6 +1100,7 @@ int main(void)
 	        cmocka_unit_test_teardown(test_failover_stopped, test_teardown),
 	        cmocka_unit_test_teardown(test_failover_killed, test_teardown),
 	        cmocka_unit_test_teardown(test_late_write, test_teardown),
+	        cmocka_unit_test_teardown(test_failover_rounds, test_teardown),
 	};
 
 	if (geteuid() != 0) {
