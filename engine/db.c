@@ -65,6 +65,29 @@ uint64_t db_now(kv_db *db)
 
 /* ---- stats and maintenance --------------------------------------------- */
 
+/* Sealed segments less than a quarter full, on a backend where each one
+ * takes a whole extent (kv_storage.seg_max: a device), whose room is lost
+ * until a merge packs them: a segment sealed at every activation after a
+ * crash, or at every change of owner on a shared device (which never
+ * reopens another node's segment). */
+size_t db_underfilled(kv_db *db)
+{
+	uint64_t cap = db->stor->seg_max;
+	size_t n = 0;
+
+	if (cap == 0)
+		return 0;
+	if (db->opt.segment_size < cap)
+		cap = db->opt.segment_size; /* what a merge output holds at most */
+	pthread_mutex_lock(&db->seg_mu);
+	for (size_t i = 0; i < db->nsegs; i++) {
+		const struct seg *s = db->segs[i];
+		n += s->sealed && !s->lost && !s->retired && s->size < cap / 4;
+	}
+	pthread_mutex_unlock(&db->seg_mu);
+	return n;
+}
+
 uint64_t db_reclaimable(kv_db *db)
 {
 	uint64_t dead, retained = atomic_load(&db->retained_bytes);
@@ -219,7 +242,7 @@ int kv_tick(kv_db *db)
 	if (reclaim >= db->opt.merge_min_bytes && total > 0 &&
 	    reclaim * 100 >= total * db->opt.merge_ratio_pct)
 		return 1;
-	return 0;
+	return db_underfilled(db) >= DB_UNDERFILLED_MERGE;
 }
 
 static void *background_main(void *arg)

@@ -176,6 +176,10 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
             kv_db **ret_db);
 uint64_t db_now(kv_db *db);
 uint64_t db_reclaimable(kv_db *db);
+/* Sealed segments less than a quarter full on a device (db.c); a merge is
+ * due once there are DB_UNDERFILLED_MERGE of them. */
+size_t db_underfilled(kv_db *db);
+#define DB_UNDERFILLED_MERGE 4
 
 /* segtab.c */
 int db_fsync_dir(kv_db *db);

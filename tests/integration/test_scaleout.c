@@ -545,6 +545,31 @@ static void owner_wait(const char *cluster, const char *tenant, const char * not
 	}
 }
 
+/* Waits until pid is stopped (its state in /proc/PID/stat is 'T'): a
+ * SIGSTOP is delivered after kill(2) returns, so the process may still
+ * answer a request meanwhile. */
+static void stopped_wait(pid_t pid)
+{
+	uint64_t deadline = h_now_ms() + 5000;
+	char path[64], buf[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		const char *paren;
+		if (f != NULL)
+			fclose(f);
+		buf[n] = '\0';
+		/* "PID (comm) STATE ...": the state follows the last ')' */
+		if ((paren = strrchr(buf, ')')) != NULL && paren[1] == ' ' && paren[2] == 'T')
+			return;
+		if (h_now_ms() > deadline)
+			fail_msg("process %d did not stop within 5 s", (int)pid);
+		etcd_proc_pause();
+	}
+}
+
 /* ---- a. handover under load ---- */
 
 static void test_handover(void **state)
@@ -630,6 +655,7 @@ static void test_failover_stopped(void **state)
 	writer_start(&w, nodes, NODES, "t");
 	writer_wait(&w, 50, "before the stop");
 	assert_int_equal(kill(a.r.pid, SIGSTOP), 0);
+	stopped_wait(a.r.pid);
 	t_stop = h_now_ms();
 	deadline = t_stop + FAILOVER_MS;
 	while ((t_ack = writer_first_ack_after(&w, t_stop)) == 0) {
@@ -968,6 +994,7 @@ static void test_failover_killed(void **state)
 
 /* ---- e. many failovers in a row (a soak: KVTEST_FAILOVERS=100) ---- */
 
+
 static int u64_cmp(const void *x, const void *y)
 {
 	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
@@ -1010,10 +1037,12 @@ static void test_failover_rounds(void **state)
 		assert_non_null(o);
 		/* odd rounds stop the owner (it resumes and fences itself), even
 		 * rounds kill it (it restarts and does not take the tenant back) */
-		if (r % 2 == 0)
+		if (r % 2 == 0) {
 			assert_int_equal(kill(o->r.pid, SIGSTOP), 0);
-		else
+			stopped_wait(o->r.pid); /* kill(2) returns before the stop */
+		} else {
 			node_kill(o);
+		}
 		t0 = h_now_ms();
 		deadline = t0 + FAILOVER_MS;
 		while ((t_ack = writer_first_ack_after(&w, t0)) == 0) {

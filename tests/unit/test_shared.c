@@ -415,6 +415,49 @@ static void test_extents_and_drop(void **state)
 	check_clean(f->img);
 }
 
+/* A tenant handed back and forth gets a new segment at every change of
+ * owner (another node's segment is never reopened), each in an extent of
+ * its own: once four are less than a quarter full, a merge is due, and it
+ * packs them. */
+static void test_small_segments_merged(void **state)
+{
+	struct fx *f = *state;
+	kv_store *s[2] = {node(f->img, 1), node(f->img, 2)};
+	struct kv_stats st;
+	kv_tenant *t;
+	uint64_t epoch = 70;
+	char k[32];
+	int r;
+
+	create(s[0], "t", epoch++);
+	for (r = 0; r < 6; r++) {
+		kv_store *o = s[r % 2], *n = s[(r + 1) % 2];
+		snprintf(k, sizeof(k), "round%d", r);
+		assert_int_equal(put(o, "t", k, "v"), 0);
+		assert_int_equal(kv_store_passivate(o, "t"), 0);
+		assert_int_equal(kv_store_disown(o, "t"), 0);
+		assert_int_equal(kv_store_claim(n, "t", epoch++), 0);
+	}
+	/* s[0] owns it again; its database is open (the claim opened it) */
+	assert_int_equal(kv_store_get(s[0], "t", &t), 0);
+	assert_int_equal(kv_stats(kv_tenant_db(t), &st), 0);
+	assert_true(st.segments >= 6);
+	/* what kvd's maintenance (or a database's background thread) asks */
+	assert_int_equal(kv_tick(kv_tenant_db(t)), 1);
+	assert_int_equal(kv_merge(kv_tenant_db(t)), 0);
+	assert_int_equal(kv_stats(kv_tenant_db(t), &st), 0);
+	assert_true(st.segments <= 3);
+	assert_int_equal(kv_tick(kv_tenant_db(t)), 0); /* packed: not due again */
+	kv_store_put(s[0], t);
+	for (r = 0; r < 6; r++) {
+		snprintf(k, sizeof(k), "round%d", r);
+		expect(s[0], "t", k, "v");
+	}
+	assert_int_equal(kv_store_close(s[0]), 0);
+	assert_int_equal(kv_store_close(s[1]), 0);
+	check_clean(f->img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +466,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_takeover_after_crash, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stale_owner, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_extents_and_drop, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_small_segments_merged, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
