@@ -38,6 +38,7 @@
 #define EXPORT_FORMAT_VERSION 1
 #define EXPORT_PAGE           1000 /* keys per scan page, read in parallel */
 #define EXPORT_JOBS           8    /* threads reading one page's keys */
+#define EXPORT_IN_FLIGHT      256  /* requests in flight (the handle's contexts) */
 #define EXPORT_VERSIONS_PAGE  1000 /* the protocol's Versions maximum */
 #define IMPORT_BATCH_DEFAULT  1000 /* records per Batch */
 #define IMPORT_BATCH_MAX      10000 /* the protocol's Batch maximum */
@@ -120,11 +121,19 @@ static int buf_b64(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
+/* The 6-bit value of each base64 character; -1 for other bytes. */
+static int8_t b64_table[256];
+
+static void b64_table_init(void)
+{
+	memset(b64_table, -1, sizeof(b64_table));
+	for (int i = 0; i < 64; i++)
+		b64_table[(unsigned char)b64_alphabet[i]] = (int8_t)i;
+}
+
 static int b64_value(unsigned char c)
 {
-	const char *p = c != '\0' ? strchr(b64_alphabet, c) : NULL;
-
-	return p != NULL ? (int)(p - b64_alphabet) : -1;
+	return b64_table[c];
 }
 
 /* Decodes standard padded base64 into a new block (one byte more, so that
@@ -250,6 +259,9 @@ struct ekey {
 	uint64_t value_bytes;
 	int rv;             /* 0 or the failed call's return */
 	struct kvc_status st;
+	/* the newest value, read by kvc_get_async (without history) */
+	struct kvc_value newest;
+	int newest_rv;
 };
 
 struct epage {
@@ -394,6 +406,78 @@ static void *export_worker(void *arg)
 	return NULL;
 }
 
+/* A reply to kvc_get_async: the key's newest value, on a library thread. */
+static void newest_done(void *arg, const struct kvc_async_result *res)
+{
+	struct ekey *e = arg;
+
+	e->newest_rv = res->rv;
+	if (res->rv != 0) {
+		if (res->status != NULL)
+			e->st = *res->status;
+		return;
+	}
+	if ((e->newest.data = malloc(res->value_len + 1)) == NULL) {
+		e->newest_rv = -KVC_RESOURCE_EXHAUSTED;
+		return;
+	}
+	memcpy(e->newest.data, res->value, res->value_len);
+	e->newest.len = res->value_len;
+	e->newest.version = res->version;
+	e->newest.timestamp_ms = res->timestamp_ms;
+	e->newest.expiry_ms = res->expiry_ms;
+}
+
+/*
+ * Without history, the page's keys are read with kvc_get_async, pipelined
+ * on one connection, which is several times faster than a Get each. An
+ * async Get reads the newest version, not the snapshot's: when it is the
+ * version the scan saw, that is the snapshot's value; otherwise (written or
+ * deleted since the snapshot) the key is read again by its exact version.
+ */
+static int export_page_newest(struct epage *pg)
+{
+	struct kvc_call call = {.tenant = pg->tenant};
+	size_t sent, i;
+	bool written;
+	int rv = 0;
+
+	for (sent = 0; sent < pg->n; sent++) {
+		struct ekey *e = &pg->keys[sent];
+
+		call.status = &e->st;
+		e->newest_rv = 1; /* no reply yet */
+		if ((rv = kvc_get_async(pg->c, &call, e->key, e->len, newest_done, e)) != 0) {
+			e->rv = rv;
+			break;
+		}
+	}
+	kvc_drain(pg->c);
+	for (i = 0; i < sent; i++) {
+		struct ekey *e = &pg->keys[i];
+		struct kvc_value *v = &e->newest;
+
+		if (e->newest_rv == 0 && v->version == e->version) {
+			if (record_line(&e->out, e->key, e->len, v->data, v->len, v->version,
+			                v->timestamp_ms, v->expiry_ms) != 0) {
+				e->rv = -KVC_RESOURCE_EXHAUSTED;
+				break;
+			}
+			e->records = 1;
+			e->value_bytes = v->len;
+		} else if (e->newest_rv == 0 || e->newest_rv == -KVC_NOT_FOUND) {
+			if ((e->rv = export_put(pg, e, e->version, &written)) != 0)
+				break;
+		} else {
+			e->rv = e->newest_rv;
+			break;
+		}
+	}
+	for (i = 0; i < sent; i++)
+		kvc_value_free(&pg->keys[i].newest);
+	return rv;
+}
+
 /* Runs the page's keys through EXPORT_JOBS threads. */
 static int export_page(struct epage *pg)
 {
@@ -528,7 +612,10 @@ static int export_run(struct kvctl *k, struct export_out *o, bool history, uint6
 				goto write_failed;
 			header = true;
 		}
-		export_page(&pg);
+		if (history)
+			export_page(&pg);
+		else
+			export_page_newest(&pg);
 		for (size_t i = 0; i < pg.n; i++) {
 			struct ekey *e = &keys[i];
 
@@ -613,6 +700,8 @@ int cmd_export(struct kvctl *k, int argc, char **argv)
 	if (file == NULL && isatty(STDOUT_FILENO))
 		return kvctl_usage(k, "will not write an export to a terminal: use --file F or "
 		                      "redirect stdout");
+	/* room for a page of pipelined Gets */
+	k->opts.contexts = EXPORT_IN_FLIGHT;
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
 	if (file != NULL && (o.f = fopen(file, "we")) == NULL)
@@ -718,6 +807,76 @@ static int bytes_of(json_t *v, char **ret, size_t *ret_len)
 	return b64_decode(json_string_value(v), json_string_length(v), ret, ret_len);
 }
 
+/* The line as kvctl export writes it, matched without a JSON parser:
+ * {"key":"B64","value":"B64"|null,"version":N,"timestamp_ms":N,"expiry_ms":N}
+ * and nothing else. 1 with r filled; 0 when the line has another shape
+ * (another writer's spacing or member order) or anything in it is wrong:
+ * the JSON parser then reads it, and says what is wrong. */
+static const char *fast_lit(const char *p, const char *end, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
+}
+
+static const char *fast_b64(const char *p, const char *end, char **ret, size_t *ret_len)
+{
+	const char *q;
+
+	if (p == NULL || p == end || *p != '"' || (q = memchr(p + 1, '"', (size_t)(end - p - 1))) == NULL)
+		return NULL;
+	if (b64_decode(p + 1, (size_t)(q - p - 1), ret, ret_len) != 0)
+		return NULL;
+	return q + 1;
+}
+
+static const char *fast_u64(const char *p, const char *end, uint64_t *ret)
+{
+	uint64_t v = 0;
+	const char *s = p;
+
+	if (p == NULL)
+		return NULL;
+	for (; p < end && *p >= '0' && *p <= '9'; p++) {
+		if (v > ((uint64_t)INT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return NULL;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (p == s || (p - s > 1 && *s == '0'))
+		return NULL;
+	*ret = v;
+	return p;
+}
+
+static int parse_fast(const char *line, size_t len, struct irec *r)
+{
+	const char *p = line, *end = line + len;
+	uint64_t version, ts;
+
+	memset(r, 0, sizeof(*r));
+	p = fast_b64(fast_lit(p, end, "{\"key\":"), end, &r->key, &r->klen);
+	if (p == NULL || r->klen == 0 || r->klen > WIRE_KEY_MAX ||
+	    (p = fast_lit(p, end, ",\"value\":")) == NULL)
+		goto no;
+	if (fast_lit(p, end, "null") != NULL)
+		p += 4;
+	else if ((p = fast_b64(p, end, &r->value, &r->vlen)) == NULL)
+		goto no;
+	p = fast_u64(fast_lit(p, end, ",\"version\":"), end, &version);
+	p = p != NULL ? fast_u64(fast_lit(p, end, ",\"timestamp_ms\":"), end, &ts) : NULL;
+	p = p != NULL ? fast_u64(fast_lit(p, end, ",\"expiry_ms\":"), end, &r->expiry_ms) : NULL;
+	if (p == NULL || end - p != 2 || p[0] != '}' || p[1] != '\n')
+		goto no;
+	return 1;
+no:
+	irec_free(r);
+	return 0;
+}
+
+/* A record or the trailer: 1 for a record in r, 0 for the trailer (its
+ * document in *ret_doc when ret_doc is not NULL), -1 with in->err set. */
+static int parse_line(struct istream *in, struct irec *r, json_t **ret_doc);
+
 /* A record line into r; -1 with in->err set. */
 static int parse_record(struct istream *in, json_t *doc, struct irec *r)
 {
@@ -746,6 +905,32 @@ static int parse_record(struct istream *in, json_t *doc, struct irec *r)
 fail:
 	irec_free(r);
 	return -1;
+}
+
+static int parse_line(struct istream *in, struct irec *r, json_t **ret_doc)
+{
+	json_error_t jerr;
+	json_t *doc;
+	int rv;
+
+	if (in->len > 0 && in->line[0] == '{' && parse_fast(in->line, in->len, r) == 1)
+		return 1;
+	if ((doc = json_loadb(in->line, in->len, 0, &jerr)) == NULL || !json_is_object(doc)) {
+		snprintf(in->err, sizeof(in->err), "not a JSON object (%s)",
+		         doc == NULL ? jerr.text : "another JSON value");
+		json_decref(doc);
+		return -1;
+	}
+	if (json_object_get(doc, "end") != NULL) {
+		if (ret_doc != NULL)
+			*ret_doc = doc;
+		else
+			json_decref(doc);
+		return 0;
+	}
+	rv = parse_record(in, doc, r);
+	json_decref(doc);
+	return rv == 0 ? 1 : -1;
 }
 
 struct ihead {
@@ -799,15 +984,10 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 	for (;;) {
 		if ((rv = next_line(in)) != 0)
 			goto bad_line;
-		if ((doc = json_loadb(in->line, in->len, 0, &jerr)) == NULL || !json_is_object(doc)) {
-			snprintf(in->err, sizeof(in->err), "not a JSON object (%s)",
-			         doc == NULL ? jerr.text : "another JSON value");
+		if ((rv = parse_line(in, &r, &doc)) < 0)
 			goto bad_record;
-		}
-		if (json_object_get(doc, "end") != NULL)
-			break;
-		if (parse_record(in, doc, &r) != 0)
-			goto bad_record;
+		if (rv == 0)
+			break; /* the trailer, in doc */
 		if (prev.key != NULL && key_cmp(prev.key, prev.klen, r.key, r.klen) > 0) {
 			irec_free(&r);
 			snprintf(in->err, sizeof(in->err), "keys out of order");
@@ -820,8 +1000,6 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 		irec_free(&prev);
 		prev = r;
 		EVP_DigestUpdate(sha, in->line, in->len);
-		json_decref(doc);
-		doc = NULL;
 	}
 	/* the trailer: the last line, with the counts and the checksum */
 	if ((rv = next_line(in)) != 1) {
@@ -1156,7 +1334,6 @@ static int import_apply(struct import_state *is, struct istream *in, uint64_t to
 {
 	struct igroup *cur = NULL;
 	struct irec r;
-	json_t *doc;
 	int rv;
 
 	progress_init(&is->pr, "import", total);
@@ -1166,16 +1343,10 @@ static int import_apply(struct import_state *is, struct istream *in, uint64_t to
 		if (next_line(in) != 0)
 			return -KVC_INTERNAL; /* it was whole a moment ago */
 		is->bytes_read += in->len;
-		if ((doc = json_loadb(in->line, in->len, 0, NULL)) == NULL)
+		if ((rv = parse_line(in, &r, NULL)) < 0)
 			return -KVC_INTERNAL;
-		if (json_object_get(doc, "end") != NULL) {
-			json_decref(doc);
-			break;
-		}
-		rv = parse_record(in, doc, &r);
-		json_decref(doc);
-		if (rv != 0)
-			return -KVC_INTERNAL;
+		if (rv == 0)
+			break; /* the trailer */
 		is->seen_records++;
 		if (cur == NULL || key_cmp(cur->r[0].key, cur->r[0].klen, r.key, r.klen) != 0) {
 			is->seen_keys++;
@@ -1275,6 +1446,7 @@ int cmd_import(struct kvctl *k, int argc, char **argv)
 		return kvctl_usage(k, "usage: kvctl import [--file F] [--batch N]");
 	if (file != NULL && file[0] == '\0')
 		return kvctl_usage(k, "--file wants a file name");
+	b64_table_init();
 	if ((is.ops = calloc(is.batch, sizeof(*is.ops))) == NULL)
 		return kvctl_error(k, "out of memory");
 	if ((rv = open_input(k, file, &in.f)) != 0)
