@@ -1,5 +1,11 @@
-/* test_export.c — kvctl export → kvctl import between two real kvds is byte-exact (keys, values, the order of versions with deletes, TTLs), at a past version too; an interrupted import run again ends in the same state with no version twice; a truncated or changed export is refused. */
+/* test_export.c — kvctl export → import between two kvds: byte-exact, resumable, damage refused. */
 /*
+ * Byte-exact: keys, values, the order of versions with their deletes, and
+ * expiries, with --history and at a past version (--as-of); an import
+ * killed half way and run again ends in the state of one that was not, with
+ * no version written twice; a truncated or changed export is refused and
+ * writes nothing.
+ *
  * Two kvds, A and B. A's tenant "src" (history 4) gets NKEYS keys in two
  * rounds: the first ends at version v1; the second overwrites, deletes and
  * re-creates some keys, gives others a TTL, deletes a few for good and adds
@@ -29,9 +35,9 @@
 static struct kvd_proc kvd_a, kvd_b;
 static kvc *ca, *cb;
 static char *scratch;
-static char *export_hist;  /* --history, now */
-static char *export_asof;  /* without history, as of v1 */
-static uint64_t v1;        /* the last version of the first round */
+static char *export_hist; /* --history, now */
+static char *export_asof; /* without history, as of v1 */
+static uint64_t v1;       /* the last version of the first round */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
@@ -288,12 +294,12 @@ static void assert_same_history(const char *src, const char *dst)
 		size_t na, nb;
 		bool ta, tb;
 
-		assert_int_equal(kvc_versions(ca, &cs, a.key[i], a.klen[i], 1000, 0, true, &va, &na,
-		                              &ta),
-		                 0);
-		assert_int_equal(kvc_versions(cb, &cd, a.key[i], a.klen[i], 1000, 0, true, &vb, &nb,
-		                              &tb),
-		                 0);
+		assert_int_equal(
+		        kvc_versions(ca, &cs, a.key[i], a.klen[i], 1000, 0, true, &va, &na, &ta),
+		        0);
+		assert_int_equal(
+		        kvc_versions(cb, &cd, a.key[i], a.klen[i], 1000, 0, true, &vb, &nb, &tb),
+		        0);
 		assert_true(na >= 1);
 		assert_int_equal(na, nb);
 		for (size_t j = 0; j < na; j++) {
@@ -506,7 +512,7 @@ static void test_damaged_refused(void **state)
 		int c;
 
 		assert_non_null(fgets(line, sizeof(line), f)); /* the header */
-		at = ftell(f) + 10;                             /* in the first key's base64 */
+		at = ftell(f) + 10;                            /* in the first key's base64 */
 		fseek(f, at, SEEK_SET);
 		c = fgetc(f);
 		fseek(f, at, SEEK_SET);
