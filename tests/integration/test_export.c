@@ -527,13 +527,55 @@ static void test_damaged_refused(void **state)
 	free(bad);
 }
 
+/* Keys with more records than one Batch (--batch 2), read from a pipe: one
+ * key's first Batch already in the target (an import interrupted inside
+ * the key) is resumed after it, not written twice. */
+static void test_big_keys_from_a_pipe(void **state)
+{
+	static const char *const vals[] = {"v1", "v2", NULL, "v3", "v4"}; /* NULL: delete */
+	struct kvc_call call = {.tenant = "big"}, dcall = {.tenant = "bigdst"};
+	struct kvc_tenant_opts o = {.sync = KVC_SYNC_NONE, .history = 8};
+	char *file = tu_path(scratch, "big.jsonl"), *cmd, key[16];
+	uint64_t v;
+
+	(void)state;
+	assert_int_equal(kvc_tenant_create(ca, NULL, "big", &o), 0);
+	assert_int_equal(kvc_tenant_create(cb, NULL, "bigdst", &o), 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "b%d", i);
+		for (int j = 0; j < 5; j++) {
+			if (vals[j] == NULL)
+				assert_int_equal(kvc_delete(ca, &call, key, strlen(key),
+				                            KVC_ANY_VERSION, &v),
+				                 0);
+			else
+				assert_int_equal(kvc_put(ca, &call, key, strlen(key), vals[j], 2,
+				                         &(struct kvc_write)KVC_WRITE_INIT, &v),
+				                 0);
+		}
+	}
+	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_a.surl, "-t", "big", "export", "--history",
+	                           "--file", file, NULL),
+	                 0);
+	/* what the first Batch of b0 would have written */
+	assert_int_equal(
+	        kvc_put(cb, &dcall, "b0", 2, "v1", 2, &(struct kvc_write)KVC_WRITE_INIT, &v), 0);
+	assert_int_equal(
+	        kvc_put(cb, &dcall, "b0", 2, "v2", 2, &(struct kvc_write)KVC_WRITE_INIT, &v), 0);
+	assert_true(asprintf(&cmd, "cat '%s' | '%s' -e '%s' -t bigdst import --batch 2 >/dev/null",
+	                     file, getenv("KVCTL_BIN"), kvd_b.surl) > 0);
+	assert_int_equal(system(cmd), 0);
+	assert_same_history("big", "bigdst");
+	free(cmd);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_history_round_trip),
-	        cmocka_unit_test(test_as_of),
-	        cmocka_unit_test(test_interrupted_import),
-	        cmocka_unit_test(test_damaged_refused),
+	        cmocka_unit_test(test_history_round_trip),   cmocka_unit_test(test_as_of),
+	        cmocka_unit_test(test_interrupted_import),   cmocka_unit_test(test_damaged_refused),
+	        cmocka_unit_test(test_big_keys_from_a_pipe),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
