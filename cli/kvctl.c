@@ -1,8 +1,8 @@
 /*
  * kvctl.c — the kvd command line: global options, the command table, option
  * parsing shared by the commands, and how a failure becomes one line on
- * stderr and an exit code. The commands are in commands.c, the output
- * helpers in output.c; docs/kvctl.1 is the manual.
+ * stderr and an exit code. The commands are in commands.c (export and
+ * import in export.c), the output helpers in output.c; docs/kvctl.1 is the manual.
  */
 #include "kvctl.h"
 
@@ -58,6 +58,18 @@ static const struct kvctl_command commands[] = {
          "  --values   the values too: VERSION<TAB>TIME<TAB>MARK<TAB>VALUE, MARK\n"
          "             being 'deleted' or empty\n",
          cmd_versions},
+        {"export", "[--history] [--as-of V] [--file F]",
+         "writes the tenant, at one version, as JSON lines (docs/EXPORT.md)",
+         "  --history  every version of each key, deletes too, oldest first (default:\n"
+         "             the newest value of each key)\n"
+         "  --as-of V  the tenant as it was at version V (default: now)\n"
+         "  --file F   into F (default: stdout); a failed export removes F\n",
+         cmd_export},
+        {"import", "[--file F] [--batch N]",
+         "loads an export into the tenant; a second run writes nothing twice",
+         "  --file F   from F (default: stdin); refused unless whole and unchanged\n"
+         "  --batch N  records per write (default 1000, at most 10000)\n",
+         cmd_import},
         {"tenant", "ACTION [ARGS]", "manages the daemon's tenants", NULL, NULL},
         {"tenant create",
          "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]",
@@ -207,6 +219,10 @@ static const char global_help[] =
         "              [{transport, listen, open}]}\n"
         "  compact    {compact_revision, disk_bytes_before, disk_bytes_after}\n"
         "  health     {status, version, uptime_s}\n"
+        "  export     {file, as_of, history, keys, records, deletes, expired,\n"
+        "              value_bytes, bytes, elapsed_ms} (with --file)\n"
+        "  import     {tenant, keys, records, deletes, present, expired_keys,\n"
+        "              expired, value_bytes, bytes, elapsed_ms}\n"
         "  failure    {error: {code, name, message, exit}}\n"
         "\n"
         "Exit status: 0 success, 1 not found, 2 usage error, 3 version mismatch,\n"

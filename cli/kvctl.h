@@ -154,6 +154,11 @@ int cmd_stats(struct kvctl *k, int argc, char **argv);
 int cmd_compact(struct kvctl *k, int argc, char **argv);
 int cmd_health(struct kvctl *k, int argc, char **argv);
 
+/* ---- export and import (export.c; docs/EXPORT.md) ---------------------------- */
+
+int cmd_export(struct kvctl *k, int argc, char **argv);
+int cmd_import(struct kvctl *k, int argc, char **argv);
+
 /* kvctl.c: the help of one command (a group's lists its subcommands) on
  * stdout. */
 void kvctl_command_help(const struct kvctl_command *cmd);

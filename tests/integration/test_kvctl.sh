@@ -523,6 +523,10 @@ completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
 completes "--max-keys" kvctl tenant create t --max
+completes "export" kvctl exp
+completes "--history" kvctl export --hi
+completes "--batch" kvctl import --ba
+completes "" kvctl tenant create t --history ''
 completes "--token --token-file" kvctl --tok
 completes "" kvctl get --version ''
 completes "create list info drop passivate activate release adopt" kvctl help tenant ''

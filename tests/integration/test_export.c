@@ -1,0 +1,582 @@
+/* test_export.c — kvctl export → import between two kvds: byte-exact, resumable, damage refused. */
+/*
+ * Byte-exact: keys, values, the order of versions with their deletes, and
+ * expiries, with --history and at a past version (--as-of); an import
+ * killed half way and run again ends in the state of one that was not, with
+ * no version written twice; a truncated or changed export is refused and
+ * writes nothing.
+ *
+ * Two kvds, A and B. A's tenant "src" (history 4) gets NKEYS keys in two
+ * rounds: the first ends at version v1; the second overwrites, deletes and
+ * re-creates some keys, gives others a TTL, deletes a few for good and adds
+ * new ones. Values are binary (NUL bytes, every length from 0 to a few
+ * hundred bytes, a few of 64 KiB). kvctl ($KVCTL_BIN) exports and imports
+ * as a user would; the comparison reads both daemons through libkvclient
+ * (Scan, then Versions with values and Get of every key).
+ */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include <cmocka.h> /* after the headers it needs */
+
+#include "kvclient.h"
+
+#define NKEYS    20000
+#define NEWKEYS  500
+#define HISTORY  4
+#define KEY_FMT  "key:%05d"
+#define TTL_MS   3600000ULL /* long enough never to expire during the test */
+#define EXP_SLOP 2000       /* ms an imported expiry may differ by */
+
+static struct kvd_proc kvd_a, kvd_b;
+static kvc *ca, *cb;
+static char *scratch;
+static char *export_hist; /* --history, now */
+static char *export_asof; /* without history, as of v1 */
+static uint64_t v1;       /* the last version of the first round */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A binary value: NULs included; now and then 64 KiB. */
+static size_t make_value(char *buf, size_t cap, int i, int round)
+{
+	size_t n = (i % 997 == 0) ? 65536 : next_rand() % 300;
+
+	assert_true(n <= cap);
+	for (size_t j = 0; j < n; j++)
+		buf[j] = (char)(next_rand() & 0xff);
+	if (n >= 8)
+		memcpy(buf, &round, sizeof(round));
+	return n;
+}
+
+/* Runs kvctl with the arguments (NULL-ended); its exit status. stdout and
+ * stderr go to files in scratch; err (if not NULL) gets stderr's text. */
+static int run_kvctl(char *err, size_t errcap, ...)
+{
+	const char *bin = getenv("KVCTL_BIN");
+	char *argv[32];
+	char *out = tu_path(scratch, "kvctl.out"), *errf = tu_path(scratch, "kvctl.err");
+	va_list ap;
+	int n = 0, status;
+	pid_t pid;
+
+	assert_non_null(bin);
+	argv[n++] = (char *)bin;
+	va_start(ap, errcap);
+	while ((argv[n] = va_arg(ap, char *)) != NULL)
+		n++;
+	va_end(ap);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fo, STDOUT_FILENO);
+		dup2(fe, STDERR_FILENO);
+		execv(bin, argv);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (err != NULL) {
+		FILE *f = fopen(errf, "r");
+		size_t r = f != NULL ? fread(err, 1, errcap - 1, f) : 0;
+
+		err[r] = '\0';
+		if (f != NULL)
+			fclose(f);
+	}
+	free(out);
+	free(errf);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	char buf[1 << 16];
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+static kvc *client(const char *url)
+{
+	struct kvc_options o;
+	kvc *c;
+
+	kvc_options_init(&o);
+	o.endpoint = url;
+	o.timeout_ms = 30000;
+	assert_int_equal(kvc_open(&o, &c), 0);
+	return c;
+}
+
+static void create_tenant(kvc *c, const char *name)
+{
+	struct kvc_tenant_opts o = {.sync = KVC_SYNC_NONE, .history = HISTORY};
+
+	assert_int_equal(kvc_tenant_create(c, NULL, name, &o), 0);
+}
+
+/* Sends the ops in Batches of up to 1000; the newest version written. */
+static uint64_t send_all(kvc *c, struct kvc_op *ops, size_t n)
+{
+	struct kvc_call call = {.tenant = "src"};
+	uint64_t last = 0;
+
+	for (size_t i = 0; i < n; i += 1000) {
+		size_t m = n - i < 1000 ? n - i : 1000;
+
+		assert_int_equal(kvc_batch(c, &call, ops + i, m, NULL), 0);
+		for (size_t j = 0; j < m; j++)
+			last = ops[i + j].version > last ? ops[i + j].version : last;
+	}
+	return last;
+}
+
+static void free_ops(char **keys, char **vals, size_t n)
+{
+	for (size_t j = 0; j < n; j++) {
+		free(keys[j]);
+		free(vals[j]);
+		keys[j] = vals[j] = NULL;
+	}
+}
+
+static void populate(void)
+{
+	size_t cap = 4 * (NKEYS + NEWKEYS), n = 0;
+	struct kvc_op *ops = calloc(cap, sizeof(*ops));
+	char **keys = calloc(cap, sizeof(char *)), **vals = calloc(cap, sizeof(char *));
+	static char value[65536];
+	char key[32];
+	int i;
+
+	assert_non_null(ops);
+#define ADD(type_, i_, round_, ttl_)                                                               \
+	do {                                                                                       \
+		snprintf(key, sizeof(key), KEY_FMT, (i_));                                         \
+		keys[n] = strdup(key);                                                             \
+		ops[n].type = (type_);                                                             \
+		ops[n].key = keys[n];                                                              \
+		ops[n].key_len = strlen(key);                                                      \
+		ops[n].if_version = KVC_ANY_VERSION;                                               \
+		ops[n].ttl_ms = (ttl_);                                                            \
+		if ((type_) == KVC_OP_PUT) {                                                       \
+			ops[n].value_len = make_value(value, sizeof(value), (i_), (round_));       \
+			vals[n] = malloc(ops[n].value_len + 1);                                    \
+			memcpy(vals[n], value, ops[n].value_len);                                  \
+			ops[n].value = vals[n];                                                    \
+		}                                                                                  \
+		n++;                                                                               \
+	} while (0)
+	for (i = 0; i < NKEYS; i++)
+		ADD(KVC_OP_PUT, i, 1, KVC_TTL_NONE);
+	v1 = send_all(ca, ops, n);
+	free_ops(keys, vals, n);
+	n = 0;
+	for (i = 0; i < NKEYS; i++) {
+		if (i % 3 == 0)
+			ADD(KVC_OP_PUT, i, 2, KVC_TTL_NONE);
+		if (i % 7 == 0) { /* a delete in the middle of the history */
+			ADD(KVC_OP_DELETE, i, 3, 0);
+			ADD(KVC_OP_PUT, i, 4, KVC_TTL_NONE);
+		}
+		if (i % 11 == 0)
+			ADD(KVC_OP_PUT, i, 5, TTL_MS);
+		if (i % 13 == 5) /* gone for good: not exported */
+			ADD(KVC_OP_DELETE, i, 6, 0);
+	}
+	for (i = NKEYS; i < NKEYS + NEWKEYS; i++)
+		ADD(KVC_OP_PUT, i, 7, i % 2 ? TTL_MS : KVC_TTL_NONE);
+#undef ADD
+	send_all(ca, ops, n);
+	free_ops(keys, vals, n);
+	free(keys);
+	free(vals);
+	free(ops);
+}
+
+/* The keys and values of a scan (as_of 0: now). */
+struct snap {
+	char **key;
+	size_t *klen;
+	char **val;
+	size_t *vlen;
+	size_t n;
+};
+
+static void snap_take(kvc *c, const char *tenant, uint64_t as_of, struct snap *s)
+{
+	struct kvc_call call = {.tenant = tenant};
+	struct kvc_scan_opts o = {.as_of = as_of, .page_size = 5000};
+	size_t cap = NKEYS + NEWKEYS + 16;
+	struct kvc_item it;
+	kvc_iter *iter;
+	int rv;
+
+	memset(s, 0, sizeof(*s));
+	s->key = calloc(cap, sizeof(char *));
+	s->val = calloc(cap, sizeof(char *));
+	s->klen = calloc(cap, sizeof(size_t));
+	s->vlen = calloc(cap, sizeof(size_t));
+	assert_int_equal(kvc_scan_open(c, &call, &o, &iter), 0);
+	while ((rv = kvc_scan_next(iter, &it)) == 0) {
+		assert_true(s->n < cap);
+		s->key[s->n] = malloc(it.key_len);
+		memcpy(s->key[s->n], it.key, it.key_len);
+		s->klen[s->n] = it.key_len;
+		s->val[s->n] = malloc(it.value_len + 1);
+		memcpy(s->val[s->n], it.value, it.value_len);
+		s->vlen[s->n] = it.value_len;
+		s->n++;
+	}
+	assert_int_equal(rv, 1);
+	kvc_scan_close(iter);
+}
+
+static void snap_free(struct snap *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->key[i]);
+		free(s->val[i]);
+	}
+	free(s->key);
+	free(s->val);
+	free(s->klen);
+	free(s->vlen);
+}
+
+static void assert_same_snap(const struct snap *a, const struct snap *b)
+{
+	assert_int_equal(a->n, b->n);
+	for (size_t i = 0; i < a->n; i++) {
+		assert_int_equal(a->klen[i], b->klen[i]);
+		assert_memory_equal(a->key[i], b->key[i], a->klen[i]);
+		assert_int_equal(a->vlen[i], b->vlen[i]);
+		if (a->vlen[i] > 0)
+			assert_memory_equal(a->val[i], b->val[i], a->vlen[i]);
+	}
+}
+
+/* Every key of the source's snapshot has, in the target, the same values
+ * and deletes in the same order (history), and the same expiry. */
+static void assert_same_history(const char *src, const char *dst)
+{
+	struct kvc_call cs = {.tenant = src}, cd = {.tenant = dst};
+	struct snap a, b;
+
+	snap_take(ca, src, 0, &a);
+	snap_take(cb, dst, 0, &b);
+	assert_same_snap(&a, &b);
+	for (size_t i = 0; i < a.n; i++) {
+		struct kvc_version *va, *vb;
+		struct kvc_value ga, gb;
+		size_t na, nb;
+		bool ta, tb;
+
+		assert_int_equal(
+		        kvc_versions(ca, &cs, a.key[i], a.klen[i], 1000, 0, true, &va, &na, &ta),
+		        0);
+		assert_int_equal(
+		        kvc_versions(cb, &cd, a.key[i], a.klen[i], 1000, 0, true, &vb, &nb, &tb),
+		        0);
+		assert_true(na >= 1);
+		assert_int_equal(na, nb);
+		for (size_t j = 0; j < na; j++) {
+			assert_int_equal(va[j].deleted, vb[j].deleted);
+			assert_int_equal(va[j].len, vb[j].len);
+			if (va[j].len > 0)
+				assert_memory_equal(va[j].data, vb[j].data, va[j].len);
+			/* the target gives versions of its own, in the same order */
+			if (j > 0)
+				assert_true(vb[j].version < vb[j - 1].version);
+		}
+		kvc_versions_free(va, na);
+		kvc_versions_free(vb, nb);
+		assert_int_equal(kvc_get(ca, &cs, a.key[i], a.klen[i], 0, 0, &ga), 0);
+		assert_int_equal(kvc_get(cb, &cd, a.key[i], a.klen[i], 0, 0, &gb), 0);
+		assert_int_equal(ga.expiry_ms == 0, gb.expiry_ms == 0);
+		assert_true(ga.expiry_ms <= gb.expiry_ms + EXP_SLOP &&
+		            gb.expiry_ms <= ga.expiry_ms + EXP_SLOP);
+		kvc_value_free(&ga);
+		kvc_value_free(&gb);
+	}
+	snap_free(&a);
+	snap_free(&b);
+}
+
+static uint64_t tenant_keys(kvc *c, const char *tenant, uint64_t *ret_last)
+{
+	struct kvc_tenant_info ti;
+
+	assert_int_equal(kvc_stats(c, &(struct kvc_call){.tenant = tenant}, &ti), 0);
+	if (ret_last != NULL)
+		*ret_last = ti.last_version;
+	return ti.keys;
+}
+
+static int group_setup(void **state)
+{
+	struct kvd_opts o = {0};
+	char err[2048];
+
+	(void)state;
+	scratch = tu_mkdtemp("export");
+	if (kvd_start(&kvd_a, &o) != 0 || kvd_start(&kvd_b, &o) != 0)
+		return -1;
+	ca = client(kvd_a.surl);
+	cb = client(kvd_b.surl);
+	create_tenant(ca, "src");
+	populate();
+	export_hist = tu_path(scratch, "hist.jsonl");
+	export_asof = tu_path(scratch, "asof.jsonl");
+	char asof[32];
+	snprintf(asof, sizeof(asof), "%llu", (unsigned long long)v1);
+	if (run_kvctl(err, sizeof(err), "-e", kvd_a.surl, "-t", "src", "export", "--history",
+	              "--file", export_hist, NULL) != 0 ||
+	    run_kvctl(err, sizeof(err), "-e", kvd_a.surl, "-t", "src", "export", "--as-of", asof,
+	              "--file", export_asof, NULL) != 0) {
+		fprintf(stderr, "export failed: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	kvc_close(ca);
+	kvc_close(cb);
+	if (kvd_a.pid > 0 && kvd_stop(&kvd_a) != 0)
+		return -1;
+	if (kvd_b.pid > 0 && kvd_stop(&kvd_b) != 0)
+		return -1;
+	kvd_cleanup(&kvd_a, false);
+	kvd_cleanup(&kvd_b, false);
+	tu_rmtree(scratch);
+	free(scratch);
+	free(export_hist);
+	free(export_asof);
+	return 0;
+}
+
+/* --history into B: the same keys, values, versions in order, expiries;
+ * a second run writes nothing. */
+static void test_history_round_trip(void **state)
+{
+	char err[2048];
+	uint64_t last1, last2;
+
+	(void)state;
+	create_tenant(cb, "hist");
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "hist", "import",
+	                           "--file", export_hist, NULL),
+	                 0);
+	assert_same_history("src", "hist");
+	tenant_keys(cb, "hist", &last1);
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "hist", "import",
+	                           "--file", export_hist, NULL),
+	                 0);
+	tenant_keys(cb, "hist", &last2);
+	assert_int_equal(last1, last2); /* nothing written twice */
+}
+
+/* --as-of v1 without history: the scan of A as of v1, one version a key. */
+static void test_as_of(void **state)
+{
+	struct snap a, b;
+	char err[2048];
+
+	(void)state;
+	create_tenant(cb, "asof");
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "asof", "import",
+	                           "--file", export_asof, NULL),
+	                 0);
+	snap_take(ca, "src", v1, &a);
+	snap_take(cb, "asof", 0, &b);
+	assert_int_equal(a.n, NKEYS);
+	assert_same_snap(&a, &b);
+	for (size_t i = 0; i < b.n; i += 97) {
+		struct kvc_version *vb;
+		size_t nb;
+		bool tb;
+
+		assert_int_equal(kvc_versions(cb, &(struct kvc_call){.tenant = "asof"}, b.key[i],
+		                              b.klen[i], 10, 0, false, &vb, &nb, &tb),
+		                 0);
+		assert_int_equal(nb, 1);
+		kvc_versions_free(vb, nb);
+	}
+	snap_free(&a);
+	snap_free(&b);
+}
+
+/* An import killed half way, run again, ends as one that was not. */
+static void test_interrupted_import(void **state)
+{
+	const char *bin = getenv("KVCTL_BIN");
+	uint64_t t0, keys = 0, total;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	create_tenant(cb, "intr");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+
+		dup2(fd, STDOUT_FILENO);
+		execl(bin, bin, "-e", kvd_b.surl, "-t", "intr", "import", "--batch", "20", "--file",
+		      export_hist, (char *)NULL);
+		_exit(127);
+	}
+	/* killed once about a quarter of the keys are in */
+	total = tenant_keys(ca, "src", NULL);
+	t0 = h_now_ms();
+	while ((keys = tenant_keys(cb, "intr", NULL)) < total / 4 && h_now_ms() - t0 < 30000 &&
+	       waitpid(pid, &status, WNOHANG) == 0)
+		poll(NULL, 0, 1);
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0); /* still running */
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	keys = tenant_keys(cb, "intr", NULL);
+	printf("import killed after %llu of %llu keys\n", (unsigned long long)keys,
+	       (unsigned long long)total);
+	assert_true(keys > 0 && keys < total);
+	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "intr", "import", "--file",
+	                           export_hist, NULL),
+	                 0);
+	assert_same_history("src", "intr");
+}
+
+/* A truncated or changed export is refused, and nothing is written. */
+static void test_damaged_refused(void **state)
+{
+	char *bad = tu_path(scratch, "bad.jsonl");
+	char err[2048];
+	off_t size = tu_file_size(export_hist);
+
+	(void)state;
+	create_tenant(cb, "bad");
+	copy_file(export_hist, bad);
+	assert_int_equal(truncate(bad, size / 2), 0);
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "bad", "import",
+	                           "--file", bad, NULL),
+	                 5);
+	assert_non_null(strstr(err, "truncated"));
+	/* cut at a line's end: no trailer either */
+	copy_file(export_hist, bad);
+	{
+		FILE *f = fopen(bad, "r+");
+		char line[256];
+		long at = 0;
+
+		assert_non_null(f);
+		for (int i = 0; i < 100 && fgets(line, sizeof(line), f) != NULL; i++)
+			at = ftell(f);
+		fclose(f);
+		assert_int_equal(truncate(bad, at), 0);
+	}
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "bad", "import",
+	                           "--file", bad, NULL),
+	                 5);
+	assert_non_null(strstr(err, "truncated"));
+	/* one byte of a value changed: the checksum says so */
+	copy_file(export_hist, bad);
+	{
+		FILE *f = fopen(bad, "r+");
+		char line[1024];
+		long at;
+		int c;
+
+		assert_non_null(fgets(line, sizeof(line), f)); /* the header */
+		at = ftell(f) + 10;                            /* in the first key's base64 */
+		fseek(f, at, SEEK_SET);
+		c = fgetc(f);
+		fseek(f, at, SEEK_SET);
+		fputc(c == 'A' ? 'B' : 'A', f);
+		fclose(f);
+	}
+	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "bad", "import",
+	                           "--file", bad, NULL),
+	                 5);
+	assert_non_null(strstr(err, "checksum mismatch"));
+	assert_int_equal(tenant_keys(cb, "bad", NULL), 0);
+	free(bad);
+}
+
+/* Keys with more records than one Batch (--batch 2), read from a pipe: one
+ * key's first Batch already in the target (an import interrupted inside
+ * the key) is resumed after it, not written twice. */
+static void test_big_keys_from_a_pipe(void **state)
+{
+	static const char *const vals[] = {"v1", "v2", NULL, "v3", "v4"}; /* NULL: delete */
+	struct kvc_call call = {.tenant = "big"}, dcall = {.tenant = "bigdst"};
+	struct kvc_tenant_opts o = {.sync = KVC_SYNC_NONE, .history = 8};
+	char *file = tu_path(scratch, "big.jsonl"), *cmd, key[16];
+	uint64_t v;
+
+	(void)state;
+	assert_int_equal(kvc_tenant_create(ca, NULL, "big", &o), 0);
+	assert_int_equal(kvc_tenant_create(cb, NULL, "bigdst", &o), 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "b%d", i);
+		for (int j = 0; j < 5; j++) {
+			if (vals[j] == NULL)
+				assert_int_equal(kvc_delete(ca, &call, key, strlen(key),
+				                            KVC_ANY_VERSION, &v),
+				                 0);
+			else
+				assert_int_equal(kvc_put(ca, &call, key, strlen(key), vals[j], 2,
+				                         &(struct kvc_write)KVC_WRITE_INIT, &v),
+				                 0);
+		}
+	}
+	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_a.surl, "-t", "big", "export", "--history",
+	                           "--file", file, NULL),
+	                 0);
+	/* what the first Batch of b0 would have written */
+	assert_int_equal(
+	        kvc_put(cb, &dcall, "b0", 2, "v1", 2, &(struct kvc_write)KVC_WRITE_INIT, &v), 0);
+	assert_int_equal(
+	        kvc_put(cb, &dcall, "b0", 2, "v2", 2, &(struct kvc_write)KVC_WRITE_INIT, &v), 0);
+	assert_true(asprintf(&cmd, "cat '%s' | '%s' -e '%s' -t bigdst import --batch 2 >/dev/null",
+	                     file, getenv("KVCTL_BIN"), kvd_b.surl) > 0);
+	assert_int_equal(system(cmd), 0);
+	assert_same_history("big", "bigdst");
+	free(cmd);
+	free(file);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_history_round_trip),   cmocka_unit_test(test_as_of),
+	        cmocka_unit_test(test_interrupted_import),   cmocka_unit_test(test_damaged_refused),
+	        cmocka_unit_test(test_big_keys_from_a_pipe),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
