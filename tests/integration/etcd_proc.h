@@ -39,6 +39,8 @@ struct etcd_proc {
 	pid_t pid;    /* -1: not running */
 	char dir[64]; /* its temporary directory ("" when none) */
 	char url[64]; /* its client URL, http://127.0.0.1:PORT */
+	char peer[64];
+	char bin[512];
 };
 
 static inline uint64_t etcd_proc_now_ms(void)
@@ -144,19 +146,17 @@ static inline void etcd_proc_stop(struct etcd_proc *p)
 	p->dir[0] = '\0';
 }
 
+static inline int etcd_proc_run(struct etcd_proc *p);
+
 /* Starts etcd and waits until it answers: 0, or -1 with the reason (and
  * etcd's log) on stderr. */
 static inline int etcd_proc_start(struct etcd_proc *p)
 {
-	char bin[512], peer[64], log[128], cluster[96], data[96];
 	int cport = etcd_proc_free_port(), pport = etcd_proc_free_port();
-	uint64_t deadline;
-	struct etcd *e = NULL;
-	int rv;
 
 	memset(p, 0, sizeof(*p));
 	p->pid = -1;
-	if (!etcd_proc_find(bin, sizeof(bin))) {
+	if (!etcd_proc_find(p->bin, sizeof(p->bin))) {
 		fprintf(stderr,
 		        "etcd is not installed (Debian: etcd-server; scripts/deps.sh installs it), "
 		        "or $ETCD_BIN is not executable: this test needs a real etcd\n");
@@ -169,14 +169,44 @@ static inline int etcd_proc_start(struct etcd_proc *p)
 		return -1;
 	}
 	snprintf(p->url, sizeof(p->url), "http://127.0.0.1:%d", cport);
-	snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", pport);
+	snprintf(p->peer, sizeof(p->peer), "http://127.0.0.1:%d", pport);
+	return etcd_proc_run(p);
+}
+
+/* SIGKILL: etcd dies at once, its data directory stays (etcd_proc_restart). */
+static inline void etcd_proc_kill(struct etcd_proc *p)
+{
+	int status;
+
+	if (p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, &status, 0);
+	}
+	p->pid = -1;
+}
+
+/* The same etcd again (its data, its ports) after etcd_proc_kill. */
+static inline int etcd_proc_restart(struct etcd_proc *p)
+{
+	return etcd_proc_run(p);
+}
+
+/* Runs etcd on p's directory and ports; waits until it answers. */
+static inline int etcd_proc_run(struct etcd_proc *p)
+{
+	char log[128], cluster[96], data[96];
+	const char *bin = p->bin, *peer = p->peer;
+	uint64_t deadline;
+	struct etcd *e = NULL;
+	int rv;
+
 	snprintf(cluster, sizeof(cluster), "t=%s", peer);
 	snprintf(data, sizeof(data), "%s/data", p->dir);
 	snprintf(log, sizeof(log), "%s/etcd.log", p->dir);
 	if ((p->pid = fork()) < 0)
 		return -1;
 	if (p->pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (fd >= 0) {

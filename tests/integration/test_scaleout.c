@@ -4,7 +4,8 @@
  * keeps every acknowledged write readable with its value and version, versions only grow, a
  * stopped owner that resumes fences itself and never serves the tenant again, a restarted owner
  * does not take it back, two nodes adopting one tenant at once: exactly one wins, a write held
- * past its node's fence (KVD_TEST_WRITE_DELAY_MS) is refused and never read, and a device node
+ * past its node's fence (KVD_TEST_WRITE_DELAY_MS) is refused and never read, etcd killed (-9)
+ * and restarted under load loses nothing, failovers in a row, and a device node
  * number held by a live node, or a shared device without etcd, is refused at start. */
 /*
  * etcd comes from etcd_proc.h (a real one; without it the test fails, as
@@ -992,6 +993,62 @@ static void test_failover_killed(void **state)
 	node_stop(&c);
 }
 
+/* ---- f. etcd killed (kill -9) and restarted in the middle ---- */
+
+static void test_etcd_killed(void **state)
+{
+	static struct node a, b;
+	static struct writer w;
+	struct node *nodes[2] = {&a, &b};
+	kvc *ca, *call_all;
+	char owner[64];
+	int64_t e1 = 0, e2 = 0;
+	uint64_t deadline;
+
+	(void)state;
+	device_format();
+	node_start(&a, "etcdkill", "a", 1);
+	node_start(&b, "etcdkill", "b", 2);
+	ca = client_of(nodes, 1, 0, "t", CALL_MS);
+	assert_int_equal(kvc_tenant_create(ca, NULL, "t", NULL), 0);
+	kvc_close(ca);
+	assert_true(owner_of("etcdkill", "t", owner, sizeof(owner), &e1));
+	writer_start(&w, nodes, 2, "t");
+	writer_wait(&w, 50, "before etcd was killed");
+
+	/* etcd gone: every node fences itself within lease_ttl - margin and
+	 * nothing is acknowledged until etcd is back */
+	etcd_proc_kill(&g_etcd);
+	deadline = h_now_ms() + FAILOVER_MS;
+	while (!log_has(&a, "node a fenced") || !log_has(&b, "node b fenced")) {
+		if (h_now_ms() > deadline) {
+			etcd_proc_restart(&g_etcd);
+			fail_msg("the nodes did not fence themselves without etcd");
+		}
+		etcd_proc_pause();
+	}
+	{
+		/* no put started now is acknowledged in the next second, while
+		 * etcd is down (an observation window, not a wait for an event) */
+		uint64_t t_fenced = h_now_ms();
+		while (h_now_ms() < t_fenced + 1000)
+			etcd_proc_pause();
+		assert_int_equal(writer_first_ack_after(&w, t_fenced), 0);
+	}
+	/* etcd back with its data: the nodes register again, the tenant is
+	 * taken again under a newer epoch, the writer goes on */
+	assert_int_equal(etcd_proc_restart(&g_etcd), 0);
+	writer_wait(&w, 50, "after etcd came back");
+	writer_stop(&w);
+	assert_true(owner_of("etcdkill", "t", owner, sizeof(owner), &e2));
+	assert_true(e2 > e1);
+	call_all = client_of(nodes, 2, 0, "t", CALL_MS);
+	writer_check(&w, call_all);
+	kvc_close(call_all);
+	node_stop(&a);
+	node_stop(&b);
+}
+
 /* ---- e. many failovers in a row (a soak: KVTEST_FAILOVERS=100) ---- */
 
 
@@ -1129,6 +1186,7 @@ int main(void)
 	        cmocka_unit_test_teardown(test_failover_stopped, test_teardown),
 	        cmocka_unit_test_teardown(test_failover_killed, test_teardown),
 	        cmocka_unit_test_teardown(test_late_write, test_teardown),
+	        cmocka_unit_test_teardown(test_etcd_killed, test_teardown),
 	        cmocka_unit_test_teardown(test_failover_rounds, test_teardown),
 	};
 
