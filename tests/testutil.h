@@ -202,18 +202,8 @@ static inline uint64_t tu_clock_read(void *arg)
 	return __atomic_load_n(&((struct tu_clock *)arg)->ms, __ATOMIC_SEQ_CST);
 }
 
-#ifdef TU_DEVICE
-/* Built with -DTU_DEVICE, a suite runs on the device backend: kv_open(dir)
- * opens the tenant "t" of a device image dir/dev.img (512 MiB, sparse, 1 MiB
- * extents), formatted on first use, so the same tests pass on both
- * backends. With $KVTEST_LOOP set (root), the image is served through a
- * real loop device (direct I/O, 4 KiB sectors, LO_FLAGS_AUTOCLEAR: the
- * kernel detaches it when the test process ends). */
-#include "storage.h"
 #include <linux/loop.h>
 #include <sys/ioctl.h>
-int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
-            kv_db **ret_db);
 
 /* A loop device over img, its node in path: an open descriptor (closing the
  * last one detaches it), or -1 with errno set. */
@@ -260,6 +250,18 @@ static inline int tu_loop_attach(const char *img, char *path, size_t len)
 		errno = err;
 	return lfd;
 }
+
+#ifdef TU_DEVICE
+/* Built with -DTU_DEVICE, a suite runs on the device backend: kv_open(dir)
+ * opens the tenant "t" of a device image dir/dev.img (512 MiB, sparse, 1 MiB
+ * extents), formatted on first use, so the same tests pass on both
+ * backends. With $KVTEST_LOOP set (root), the image is served through a
+ * real loop device (direct I/O, 4 KiB sectors, LO_FLAGS_AUTOCLEAR: the
+ * kernel detaches it when the test process ends). */
+#include "storage.h"
+int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv_options *opts,
+            kv_db **ret_db);
+
 
 /* The loop device over img, attached on first use and kept (this process
  * holds it open) until the process ends, so that every open of one image

@@ -63,49 +63,6 @@ struct node {
 
 /* ---- the loop device ---- */
 
-/* A loop device over img in path: its open descriptor, or -1 and errno. */
-static int loop_attach(const char *img, char *path, size_t len)
-{
-	int ctl, ifd, lfd = -1, err = 0;
-
-	if ((ifd = open(img, O_RDWR | O_CLOEXEC)) < 0)
-		return -1;
-	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0) {
-		err = errno;
-		close(ifd);
-		errno = err;
-		return -1;
-	}
-	for (int tries = 0; tries < 100 && lfd < 0; tries++) {
-		struct loop_config lc;
-		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (n < 0) {
-			err = errno;
-			break;
-		}
-		snprintf(path, len, "/dev/loop%d", n);
-		if ((lfd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
-			err = errno;
-			continue;
-		}
-		memset(&lc, 0, sizeof(lc));
-		lc.fd = (uint32_t)ifd;
-		lc.block_size = 4096;
-		lc.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
-		if (ioctl(lfd, LOOP_CONFIGURE, &lc) != 0) {
-			err = errno;
-			close(lfd);
-			lfd = -1;
-			if (err != EBUSY) /* another process took that one first */
-				break;
-		}
-	}
-	close(ctl);
-	close(ifd);
-	if (lfd < 0)
-		errno = err;
-	return lfd;
-}
 
 /* kvd --format the device for NODES nodes, 4 MiB extents. */
 static void device_format(void)
@@ -139,7 +96,7 @@ static int group_setup(void **state)
 		return -1;
 	}
 	close(fd);
-	if ((g_loop_fd = loop_attach(g_img, g_dev, sizeof(g_dev))) < 0) {
+	if ((g_loop_fd = tu_loop_attach(g_img, g_dev, sizeof(g_dev))) < 0) {
 		fprintf(stderr, "a loop device over %s: %s\n", g_img, strerror(errno));
 		return -1;
 	}
