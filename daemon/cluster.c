@@ -332,6 +332,30 @@ static void fence(struct cluster *c, const char *why)
 
 /* ---- the node's lease and key ------------------------------------------ */
 
+/* put-if-absent of key = val on lease. A key of this node's `stale` lease
+ * (holding val too, when same_value) is deleted first, once. 0; ETCD_EXISTS
+ * with the holder in *cur (the caller clears it); or etcd's error. */
+static int key_take(struct etcd *e, const char *key, size_t klen, const char *val, int64_t lease,
+                    int64_t stale, bool same_value, struct etcd_kv *cur)
+{
+	size_t vlen = strlen(val);
+	int64_t rev;
+	int rv;
+
+	for (int tries = 0;; tries++) {
+		rv = etcd_put_if_absent(e, key, klen, val, vlen, lease, &rev, cur);
+		if (rv != ETCD_EXISTS)
+			return rv;
+		if (stale == 0 || cur->lease != stale || tries > 0 ||
+		    (same_value && (vlen != cur->value_len || memcmp(cur->value, val, vlen) != 0)))
+			return ETCD_EXISTS;
+		rv = etcd_delete_if_mod(e, key, klen, cur->mod_rev);
+		etcd_kv_clear(cur);
+		if (rv < 0)
+			return rv;
+	}
+}
+
 /* Takes the device node number on `lease` (invariant 5): put-if-absent of
  * slots/<K> holding the node id; a key of this node's `stale` lease is
  * deleted first. 0, -EEXIST (another node holds it) or an etcd error, with
@@ -341,32 +365,20 @@ static int slot_take(struct cluster *c, struct etcd *e, int64_t lease, int64_t s
 {
 	char key[256], num[16];
 	struct etcd_kv cur = {0};
-	int64_t rev;
 	int rv, klen;
 
 	snprintf(num, sizeof(num), "%" PRIu32, c->device_node);
 	if ((klen = key_of(c, "slots", num, "", key, sizeof(key))) < 0)
 		return klen;
-	for (int tries = 0;; tries++) {
-		rv = etcd_put_if_absent(e, key, (size_t)klen, c->node, strlen(c->node), lease, &rev,
-		                        &cur);
-		if (rv != ETCD_EXISTS)
-			break;
-		if (stale == 0 || cur.lease != stale || tries > 0 ||
-		    strlen(c->node) != cur.value_len || memcmp(cur.value, c->node, cur.value_len)) {
-			snprintf(err, errlen,
-			         "device node %" PRIu32
-			         " is held in etcd by node '%s' (lease %" PRIx64
-			         "): each node sharing the device needs a device_node of its own "
-			         "(it is free again when that lease ends)",
-			         c->device_node, cur.value, (uint64_t)cur.lease);
-			etcd_kv_clear(&cur);
-			return -EEXIST;
-		}
-		rv = etcd_delete_if_mod(e, key, (size_t)klen, cur.mod_rev);
+	rv = key_take(e, key, (size_t)klen, c->node, lease, stale, true, &cur);
+	if (rv == ETCD_EXISTS) {
+		snprintf(err, errlen,
+		         "device node %" PRIu32 " is held in etcd by node '%s' (lease %" PRIx64
+		         "): each node sharing the device needs a device_node of its own "
+		         "(it is free again when that lease ends)",
+		         c->device_node, cur.value, (uint64_t)cur.lease);
 		etcd_kv_clear(&cur);
-		if (rv < 0)
-			break;
+		return -EEXIST;
 	}
 	if (rv != 0) {
 		snprintf(err, errlen, "etcd: taking device node %" PRIu32 ": %s", c->device_node,
@@ -383,7 +395,7 @@ static int node_register(struct cluster *c, struct etcd *e, int64_t stale, int64
                          char *err, size_t errlen)
 {
 	char key[256];
-	int64_t lease, ttl, rev;
+	int64_t lease, ttl;
 	struct etcd_kv cur = {0};
 	int rv, klen;
 
@@ -393,25 +405,15 @@ static int node_register(struct cluster *c, struct etcd *e, int64_t stale, int64
 		snprintf(err, errlen, "etcd: granting a lease: %s", etcd_errmsg(e));
 		return rv < 0 ? rv : -EIO;
 	}
-	for (int tries = 0;; tries++) {
-		rv = etcd_put_if_absent(e, key, (size_t)klen, c->addr, strlen(c->addr), lease, &rev,
-		                        &cur);
-		if (rv != ETCD_EXISTS)
-			break;
-		if (stale == 0 || cur.lease != stale || tries > 0) {
-			snprintf(err, errlen,
-			         "node id '%s' is registered in etcd by another process (lease "
-			         "%" PRId64
-			         ", address %s); it goes when that lease ends (lease_ttl)",
-			         c->node, cur.lease, cur.value);
-			etcd_kv_clear(&cur);
-			etcd_lease_revoke(e, lease);
-			return -EEXIST;
-		}
-		rv = etcd_delete_if_mod(e, key, (size_t)klen, cur.mod_rev);
+	rv = key_take(e, key, (size_t)klen, c->addr, lease, stale, false, &cur);
+	if (rv == ETCD_EXISTS) {
+		snprintf(err, errlen,
+		         "node id '%s' is registered in etcd by another process (lease %" PRId64
+		         ", address %s); it goes when that lease ends (lease_ttl)",
+		         c->node, cur.lease, cur.value);
 		etcd_kv_clear(&cur);
-		if (rv < 0)
-			break;
+		etcd_lease_revoke(e, lease);
+		return -EEXIST;
 	}
 	if (rv != 0) {
 		snprintf(err, errlen, "etcd: registering node '%s': %s", c->node, etcd_errmsg(e));
