@@ -1062,6 +1062,8 @@ static void test_failover_rounds(void **state)
 		while ((t_ack = writer_first_ack_after(&w, t0)) == 0) {
 			if (h_now_ms() > deadline) {
 				kill(o->r.pid, SIGCONT);
+				for (int i = 0; i < NODES; i++)
+					dump_log(nodes[i]);
 				fail_msg("round %d: no put acknowledged %d ms after node %s %s", r,
 				         FAILOVER_MS, o->id, r % 2 == 0 ? "stopped" : "was killed");
 			}
