@@ -1,0 +1,111 @@
+/* codec.c — LZ4 and zstd compression of stored values (codec.h). */
+#include "codec.h"
+
+#include "endian_util.h"
+
+#include <errno.h>
+#include <lz4.h>
+#include <stdlib.h>
+#include <zstd.h>
+
+#define ZSTD_LEVEL_DEFAULT 3
+
+void codec_ctx_release(struct codec_ctx *c)
+{
+	if (c == NULL)
+		return;
+	ZSTD_freeCCtx(c->zstd);
+	c->zstd = NULL;
+}
+
+bool codec_level_valid(enum kv_codec codec, int level)
+{
+	switch (codec) {
+	case KV_CODEC_NONE:
+	case KV_CODEC_LZ4:
+		return level == 0;
+	case KV_CODEC_ZSTD:
+		return level >= 0 && level <= ZSTD_maxCLevel();
+	}
+	return false;
+}
+
+const char *codec_name(enum kv_codec codec)
+{
+	switch (codec) {
+	case KV_CODEC_NONE: return "none";
+	case KV_CODEC_LZ4: return "lz4";
+	case KV_CODEC_ZSTD: return "zstd";
+	}
+	return NULL;
+}
+
+size_t codec_compress(struct codec_ctx *c, enum kv_codec codec, int level, const void *src,
+                      size_t len, uint8_t *dst, size_t cap)
+{
+	size_t room, out;
+
+	if (codec == KV_CODEC_NONE || len < CODEC_MIN_VALUE || len > KV_VALUE_SIZE_MAX)
+		return 0;
+	/* the output must leave the stored value shorter than the value */
+	if (cap > len - 1)
+		cap = len - 1;
+	if (cap <= CODEC_PREFIX)
+		return 0;
+	room = cap - CODEC_PREFIX;
+	if (codec == KV_CODEC_LZ4) {
+		int n = LZ4_compress_default(src, (char *)dst + CODEC_PREFIX, (int)len, (int)room);
+		if (n <= 0)
+			return 0;
+		out = (size_t)n;
+	} else if (codec == KV_CODEC_ZSTD) {
+		if (c->zstd == NULL && (c->zstd = ZSTD_createCCtx()) == NULL)
+			return 0;
+		out = ZSTD_compressCCtx(c->zstd, dst + CODEC_PREFIX, room, src, len,
+		                        level ? level : ZSTD_LEVEL_DEFAULT);
+		if (ZSTD_isError(out))
+			return 0; /* (dstSize_tooSmall: it did not shrink) */
+	} else {
+		return 0;
+	}
+	put_le32(dst, (uint32_t)len);
+	return CODEC_PREFIX + out;
+}
+
+int codec_decompress(unsigned codec, const uint8_t *src, size_t len, uint32_t max_len,
+                     uint8_t **ret_buf, size_t *ret_len)
+{
+	uint32_t logical;
+	uint8_t *buf;
+	size_t got;
+
+	if (codec != KV_CODEC_LZ4 && codec != KV_CODEC_ZSTD)
+		return KV_ECORRUPT;
+	if (len < CODEC_PREFIX)
+		return KV_ECORRUPT;
+	logical = get_le32(src);
+	/* a stored value is compressed only when that made it shorter */
+	if (logical > max_len || logical <= len || logical > INT32_MAX)
+		return KV_ECORRUPT;
+	if ((buf = malloc(logical)) == NULL)
+		return -ENOMEM;
+	src += CODEC_PREFIX;
+	len -= CODEC_PREFIX;
+	if (codec == KV_CODEC_LZ4) {
+		int n = len > INT32_MAX ? -1
+		                        : LZ4_decompress_safe((const char *)src, (char *)buf,
+		                                              (int)len, (int)logical);
+		got = n < 0 ? SIZE_MAX : (size_t)n;
+	} else {
+		got = ZSTD_decompress(buf, logical, src, len);
+		if (ZSTD_isError(got))
+			got = SIZE_MAX;
+	}
+	if (got != logical) {
+		free(buf);
+		return KV_ECORRUPT;
+	}
+	*ret_buf = buf;
+	*ret_len = logical;
+	return 0;
+}
