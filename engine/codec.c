@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <lz4.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
 
 #define ZSTD_LEVEL_DEFAULT 3
@@ -108,4 +110,50 @@ int codec_decompress(unsigned codec, const uint8_t *src, size_t len, uint32_t ma
 	*ret_buf = buf;
 	*ret_len = logical;
 	return 0;
+}
+
+int kv_codec_parse(const char *s, size_t n, enum kv_codec *ret_codec, int *ret_level)
+{
+	enum kv_codec codec;
+	size_t name_len = 0;
+	int level = 0;
+
+	while (name_len < n && s[name_len] != ':')
+		name_len++;
+	if (name_len == 4 && memcmp(s, "none", 4) == 0)
+		codec = KV_CODEC_NONE;
+	else if (name_len == 3 && memcmp(s, "lz4", 3) == 0)
+		codec = KV_CODEC_LZ4;
+	else if (name_len == 4 && memcmp(s, "zstd", 4) == 0)
+		codec = KV_CODEC_ZSTD;
+	else
+		return -EINVAL;
+	if (name_len < n) {
+		size_t i = name_len + 1;
+		if (codec != KV_CODEC_ZSTD || i == n || n - i > 2)
+			return -EINVAL;
+		for (; i < n; i++) {
+			if (s[i] < '0' || s[i] > '9')
+				return -EINVAL;
+			level = level * 10 + (s[i] - '0');
+		}
+		if (level == 0)
+			return -EINVAL;
+	}
+	if (!codec_level_valid(codec, level))
+		return -EINVAL;
+	*ret_codec = codec;
+	*ret_level = level;
+	return 0;
+}
+
+int kv_codec_format(enum kv_codec codec, int level, char *buf, size_t cap)
+{
+	const char *name = codec_name(codec);
+	int n;
+
+	if (name == NULL || !codec_level_valid(codec, level))
+		return -EINVAL;
+	n = level ? snprintf(buf, cap, "%s:%d", name, level) : snprintf(buf, cap, "%s", name);
+	return n < 0 || (size_t)n >= cap ? -ENOBUFS : 0;
 }

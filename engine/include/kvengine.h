@@ -97,6 +97,15 @@ enum kv_codec {
 	KV_CODEC_ZSTD = 2, /* zstd frame, level 1..22 (0: 3) */
 };
 
+/* Parses the n bytes at s as "none", "lz4", "zstd" or "zstd:LEVEL" (1..22).
+ * 0, or -EINVAL. */
+int kv_codec_parse(const char *s, size_t n, enum kv_codec *ret_codec, int *ret_level);
+/* Writes the form kv_codec_parse reads (NUL-terminated) into buf.
+ * 0, -EINVAL (not a valid codec and level), -ENOBUFS. KV_CODEC_NAME_MAX
+ * bytes always suffice. */
+#define KV_CODEC_NAME_MAX 16
+int kv_codec_format(enum kv_codec codec, int level, char *buf, size_t cap);
+
 /* Wall clock in milliseconds since the Unix epoch. */
 typedef uint64_t (*kv_clock_fn)(void *arg);
 
