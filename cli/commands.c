@@ -28,6 +28,7 @@ enum {
 	OPT_SYNC,
 	OPT_HISTORY,
 	OPT_MAX_KEYS,
+	OPT_COMPRESSION,
 	OPT_DAEMON,
 	OPT_REVISION,
 };
@@ -482,6 +483,8 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 	U(history);
 	U(ttl_ms);
 	U(max_keys);
+	if (ti->compression[0] != '\0')
+		json_object_set_new(o, "compression", json_string(ti->compression));
 	if (stats) {
 		U(dead_bytes);
 		U(segments);
@@ -494,6 +497,9 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 		U(syncs);
 		U(last_activation_us);
 		json_object_set_new(o, "read_only", json_boolean(ti->read_only));
+		U(value_logical_bytes);
+		U(value_stored_bytes);
+		U(values_compressed);
 	}
 #undef U
 	return o;
@@ -506,6 +512,7 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	        OPT("history", required_argument, OPT_HISTORY),
 	        OPT("ttl", required_argument, OPT_TTL),
 	        OPT("max-keys", required_argument, OPT_MAX_KEYS),
+	        OPT("compression", required_argument, OPT_COMPRESSION),
 	        OPT_END_OF_LIST,
 	};
 	struct kvctl_opts oi;
@@ -540,6 +547,9 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 			break;
 		case OPT_MAX_KEYS:
 			rv = kvctl_parse_u64(k, "--max-keys", optarg, UINT64_MAX, &to.max_keys);
+			break;
+		case OPT_COMPRESSION:
+			to.compression = optarg; /* the daemon checks it */
 			break;
 		default:
 			return KVCTL_EXIT_USAGE;

@@ -167,7 +167,8 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 {
 	unsigned s = (unsigned)o->sync;
 
-	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0));
+	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0) +
+	                         (o->compression != NULL));
 	mp_kv_str(pk, WIRE_F_NAME, name);
 	mp_kv_str(pk, WIRE_F_SYNC, sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
 	if (o->sync_interval_ms != 0)
@@ -176,6 +177,8 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 		mp_kv_uint(pk, WIRE_F_HISTORY, o->history);
 	mp_kv_uint(pk, WIRE_F_TTL_MS, o->ttl_ms);
 	mp_kv_uint(pk, WIRE_F_MAX_KEYS, o->max_keys);
+	if (o->compression != NULL)
+		mp_kv_str(pk, WIRE_F_COMPRESSION, o->compression);
 }
 
 void creq_name(msgpack_packer *pk, const char *name)
@@ -390,7 +393,8 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 	        TI(keydir_bytes),   TI(activations), TI(last_activation_ms), TI(last_version),
 	        TI(ttl_ms),         TI(max_keys),    TI(dead_bytes),         TI(segments),
 	        TI(tombstones),     TI(merges),      TI(compact_revision),   TI(batches),
-	        TI(batched_writes), TI(syncs),       TI(last_activation_us), {NULL, 0},
+	        TI(batched_writes), TI(syncs),       TI(last_activation_us),
+	        TI(value_logical_bytes), TI(value_stored_bytes), TI(values_compressed), {NULL, 0},
 	};
 	struct kvc_tenant_info ti;
 	const msgpack_object *name = mp_map_get(result, WIRE_F_NAME);
@@ -408,6 +412,14 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 	    (rv = mp_field_str(result, WIRE_F_SYNC, false, &s, &n)) != 0)
 		return rv;
 	ti.history = history > UINT32_MAX ? UINT32_MAX : (uint32_t)history;
+	if (mp_map_get(result, WIRE_F_COMPRESSION) != NULL) {
+		const char *cs;
+		size_t cn;
+		if (mp_field_str(result, WIRE_F_COMPRESSION, false, &cs, &cn) != 0 ||
+		    cn >= sizeof(ti.compression))
+			return -EINVAL;
+		memcpy(ti.compression, cs, cn);
+	}
 	if ((rv = mp_field_bool(result, WIRE_F_IO_URING, false, &ti.io_uring)) != 0 ||
 	    (rv = mp_field_bool(result, WIRE_F_READ_ONLY, false, &ti.read_only)) != 0)
 		return rv;

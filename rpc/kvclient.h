@@ -310,6 +310,8 @@ struct kvc_tenant_opts {
 	uint32_t history;          /* 0: server default (1) */
 	uint64_t ttl_ms;
 	uint64_t max_keys;
+	/* "none", "lz4", "zstd" or "zstd:LEVEL" (1..22); NULL: server default */
+	const char *compression;
 };
 
 struct kvc_tenant_info {
@@ -339,6 +341,12 @@ struct kvc_tenant_info {
 	uint64_t syncs;            /* fdatasyncs of the log since activation */
 	uint64_t last_activation_us;
 	bool read_only;            /* a write or fdatasync failed: writes refused until reopened */
+	char compression[17];      /* how values written from now on are stored ("" from an older server) */
+	/* Stats only, since activation: value bytes of puts as given and as
+	 * stored, and how many were stored compressed */
+	uint64_t value_logical_bytes;
+	uint64_t value_stored_bytes;
+	uint64_t values_compressed;
 };
 
 struct kvc_tenant_entry {
