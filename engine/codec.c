@@ -5,12 +5,46 @@
 
 #include <errno.h>
 #include <lz4.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
 #define ZSTD_LEVEL_DEFAULT 3
+
+/* A zstd decompression context per thread, made on the thread's first
+ * zstd read and freed when the thread ends: a context is about 100 KiB
+ * to set up, more than decoding a small value costs. */
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+static bool dctx_key_ok;
+
+static void dctx_free(void *p)
+{
+	ZSTD_freeDCtx(p);
+}
+
+static void dctx_key_make(void)
+{
+	dctx_key_ok = pthread_key_create(&dctx_key, dctx_free) == 0;
+}
+
+/* The calling thread's context, or NULL (then a one-off one is used). */
+static ZSTD_DCtx *thread_dctx(void)
+{
+	ZSTD_DCtx *d;
+
+	pthread_once(&dctx_once, dctx_key_make);
+	if (!dctx_key_ok)
+		return NULL;
+	if ((d = pthread_getspecific(dctx_key)) == NULL && (d = ZSTD_createDCtx()) != NULL &&
+	    pthread_setspecific(dctx_key, d) != 0) {
+		ZSTD_freeDCtx(d);
+		d = NULL;
+	}
+	return d;
+}
 
 void codec_ctx_release(struct codec_ctx *c)
 {
@@ -99,7 +133,9 @@ int codec_decompress(unsigned codec, const uint8_t *src, size_t len, uint32_t ma
 		                                              (int)len, (int)logical);
 		got = n < 0 ? SIZE_MAX : (size_t)n;
 	} else {
-		got = ZSTD_decompress(buf, logical, src, len);
+		ZSTD_DCtx *d = thread_dctx();
+		got = d != NULL ? ZSTD_decompressDCtx(d, buf, logical, src, len)
+		                : ZSTD_decompress(buf, logical, src, len);
 		if (ZSTD_isError(got))
 			got = SIZE_MAX;
 	}
