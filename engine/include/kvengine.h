@@ -397,8 +397,8 @@ size_t kv_open_segment_files(void);
 size_t kv_open_files_budget(void);
 
 /* Reads every file of the database at path without changing anything and
- * calls fn for each damaged thing found: a record failing its checksum,
- * damaged bytes, a torn end, a damaged segment header, merge commit or META,
+ * calls fn for each damaged thing found: a record failing its checksum, a
+ * compressed value that does not decompress, damaged bytes, a torn end, a damaged segment header, merge commit or META,
  * a sealed segment that is gone, unreadable or shorter than when it was
  * sealed. Also, as notes (damage false), what the next open rebuilds or
  * removes: a hint file that is damaged or stale (hints are a cache), a
