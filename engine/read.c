@@ -6,7 +6,8 @@
  * has one, else one read through the storage interface (storage.h
  * read_batch: with files, the calling thread's io_uring ring, or pread
  * when io_uring is not available). Only bytes whose crc
- * matched are returned. Older versions are reached by
+ * matched are returned, a compressed value decompressed (rec_read_value; one
+ * that does not decompress is KV_ECORRUPT). Older versions are reached by
  * following each record's previous-location field; a location in a segment
  * merge retired is looked up in the relocation map, and one with no
  * relocation means merge dropped the older versions.

@@ -4,7 +4,9 @@
  * Requests queue under db->mu. The driver (see db.h) takes every queued
  * request that fits, checks each against the key directory plus the changes
  * of the requests before it in the same batch (the overlay), gives versions,
- * encodes the records into one buffer (ended, now and then, by a sync mark:
+ * encodes the records into one buffer — each value compressed in place when
+ * the database's codec makes it shorter (codec.h; the record's flags say
+ * which codec) — (ended, now and then, by a sync mark:
  * add_sync_mark) and appends it through the storage's writer (storage.h
  * append_start/append_poll; with files, one pwrite, followed under
  * KV_SYNC_ALWAYS by one fdatasync on the ring: io_wr_uring.c says why the
