@@ -38,11 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CB_POOL_BYTES   (4u << 20)
+#define CB_POOL_BYTES    (4u << 20)
 #define CB_BYTES_DEFAULT (256ull << 20) /* logical bytes put per cell */
-#define CB_QUICK_BYTES  (1ull << 20)
-#define CB_SIZES_MAX    8
-#define CB_VALUE_MAX    (1ull << 20)
+#define CB_QUICK_BYTES   (1ull << 20)
+#define CB_SIZES_MAX     8
+#define CB_VALUE_MAX     (1ull << 20)
 
 enum { CB_TEXT, CB_RANDOM, CB_KINDS };
 
@@ -194,11 +194,13 @@ static void cb_print(const struct cb_cell *c, size_t n, bool json)
 	if (json) {
 		printf("{\"cells\": [");
 		for (size_t i = 0; i < n; i++)
-			printf("%s\n {\"compression\": \"%s\", \"kind\": \"%s\", \"value_size\": %" PRIu64
-			       ", \"n\": %" PRIu64 ", \"put_ops\": %.0f, \"put_mbs\": %.1f"
+			printf("%s\n {\"compression\": \"%s\", \"kind\": \"%s\", \"value_size\": "
+			       "%" PRIu64 ", \"n\": %" PRIu64
+			       ", \"put_ops\": %.0f, \"put_mbs\": %.1f"
 			       ", \"get_ops\": %.0f, \"get_mbs\": %.1f, \"logical_bytes\": %" PRIu64
 			       ", \"stored_bytes\": %" PRIu64 ", \"compressed\": %" PRIu64
-			       ", \"disk_bytes\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"error\": \"%s\"}",
+			       ", \"disk_bytes\": %" PRIu64 ", \"bad\": %" PRIu64
+			       ", \"error\": \"%s\"}",
 			       i ? "," : "", c[i].codec, c[i].kind, c[i].size, c[i].n,
 			       c[i].put_s > 0 ? (double)c[i].n / c[i].put_s : 0,
 			       cb_mbs(c[i].n, c[i].size, c[i].put_s),
@@ -213,17 +215,17 @@ static void cb_print(const struct cb_cell *c, size_t n, bool json)
 	       "put op/s", "put MB/s", "get op/s", "get MB/s", "stored/logical", "compressed");
 	for (size_t i = 0; i < n; i++) {
 		if (c[i].err) {
-			printf("%-5s %-6s %6" PRIu64 " error: %s\n", c[i].codec, c[i].kind, c[i].size,
-			       kv_strerror(c[i].err));
+			printf("%-5s %-6s %6" PRIu64 " error: %s\n", c[i].codec, c[i].kind,
+			       c[i].size, kv_strerror(c[i].err));
 			continue;
 		}
-		printf("%-5s %-6s %6" PRIu64 " %8" PRIu64 " %10.0f %9.1f %10.0f %9.1f %14.3f %10" PRIu64
-		       "%s\n",
+		printf("%-5s %-6s %6" PRIu64 " %8" PRIu64
+		       " %10.0f %9.1f %10.0f %9.1f %14.3f %10" PRIu64 "%s\n",
 		       c[i].codec, c[i].kind, c[i].size, c[i].n, (double)c[i].n / c[i].put_s,
 		       cb_mbs(c[i].n, c[i].size, c[i].put_s), (double)c[i].n / c[i].get_s,
 		       cb_mbs(c[i].n, c[i].size, c[i].get_s),
-		       c[i].logical ? (double)c[i].stored / (double)c[i].logical : 0, c[i].compressed,
-		       c[i].bad ? "  MISMATCH" : "");
+		       c[i].logical ? (double)c[i].stored / (double)c[i].logical : 0,
+		       c[i].compressed, c[i].bad ? "  MISMATCH" : "");
 	}
 }
 
@@ -323,8 +325,8 @@ int bench_codec(int argc, char **argv)
 				if (c->err || c->bad)
 					status = 1;
 				if (!o.json)
-					fprintf(stderr, "kvbench codec: %s %s %" PRIu64 " done\n", c->codec,
-					        c->kind, c->size);
+					fprintf(stderr, "kvbench codec: %s %s %" PRIu64 " done\n",
+					        c->codec, c->kind, c->size);
 				n++;
 			}
 	cb_print(cells, n, o.json);

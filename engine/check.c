@@ -18,8 +18,8 @@
  */
 #include "kvengine.h"
 
-#include "crc.h"
 #include "codec.h"
+#include "crc.h"
 #include "db.h"
 #include "endian_util.h"
 #include "hint.h"

@@ -69,9 +69,12 @@ bool codec_level_valid(enum kv_codec codec, int level)
 const char *codec_name(enum kv_codec codec)
 {
 	switch (codec) {
-	case KV_CODEC_NONE: return "none";
-	case KV_CODEC_LZ4: return "lz4";
-	case KV_CODEC_ZSTD: return "zstd";
+	case KV_CODEC_NONE:
+		return "none";
+	case KV_CODEC_LZ4:
+		return "lz4";
+	case KV_CODEC_ZSTD:
+		return "zstd";
 	}
 	return NULL;
 }

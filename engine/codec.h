@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CODEC_PREFIX 4u     /* the logical length before the codec's output */
+#define CODEC_PREFIX    4u  /* the logical length before the codec's output */
 #define CODEC_MIN_VALUE 64u /* shorter values are stored raw without trying */
 
 /* The compression state of one writer; zero-initialised means "none yet". */

@@ -478,8 +478,9 @@ again:
 				if (rec_codec(&h) != KV_CODEC_NONE) {
 					/* the logical value lives in it->rr until the next entry */
 					size_t len;
-					rv = codec_decompress(rec_codec(&h), ret->value, h.value_len,
-					                      KV_VALUE_SIZE_MAX, &it->rr.buf, &len);
+					rv = codec_decompress(rec_codec(&h), ret->value,
+					                      h.value_len, KV_VALUE_SIZE_MAX,
+					                      &it->rr.buf, &len);
 					if (rv != 0)
 						return rv;
 					ret->value = it->rr.buf;

@@ -168,7 +168,7 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 	unsigned s = (unsigned)o->sync;
 
 	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0) +
-	                         (o->compression != NULL));
+	                             (o->compression != NULL));
 	mp_kv_str(pk, WIRE_F_NAME, name);
 	mp_kv_str(pk, WIRE_F_SYNC, sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
 	if (o->sync_interval_ms != 0)
@@ -389,12 +389,29 @@ static int read_state(const msgpack_object *map, bool *ret_active)
 int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 {
 	static const struct uint_field fields[] = {
-	        TI(idle_s),         TI(keys),        TI(live_bytes),         TI(disk_bytes),
-	        TI(keydir_bytes),   TI(activations), TI(last_activation_ms), TI(last_version),
-	        TI(ttl_ms),         TI(max_keys),    TI(dead_bytes),         TI(segments),
-	        TI(tombstones),     TI(merges),      TI(compact_revision),   TI(batches),
-	        TI(batched_writes), TI(syncs),       TI(last_activation_us),
-	        TI(value_logical_bytes), TI(value_stored_bytes), TI(values_compressed), {NULL, 0},
+	        TI(idle_s),
+	        TI(keys),
+	        TI(live_bytes),
+	        TI(disk_bytes),
+	        TI(keydir_bytes),
+	        TI(activations),
+	        TI(last_activation_ms),
+	        TI(last_version),
+	        TI(ttl_ms),
+	        TI(max_keys),
+	        TI(dead_bytes),
+	        TI(segments),
+	        TI(tombstones),
+	        TI(merges),
+	        TI(compact_revision),
+	        TI(batches),
+	        TI(batched_writes),
+	        TI(syncs),
+	        TI(last_activation_us),
+	        TI(value_logical_bytes),
+	        TI(value_stored_bytes),
+	        TI(values_compressed),
+	        {NULL, 0},
 	};
 	struct kvc_tenant_info ti;
 	const msgpack_object *name = mp_map_get(result, WIRE_F_NAME);

@@ -1,12 +1,15 @@
-/* test_codec.c — compressed values (engine/codec.c): records of every codec mixed in one database across codec changes read back byte-exact through get, versions and scan, after merge and after reopening; incompressible values stay raw, repetitive text shrinks; a compressed value that does not decode under a correct CRC is KV_ECORRUPT. */
+/* test_codec.c — compressed values (engine/codec.c): records of every codec mixed in one database
+ * across codec changes read back byte-exact through get, versions and scan, after merge and after
+ * reopening; incompressible values stay raw, repetitive text shrinks; a compressed value that does
+ * not decode under a correct CRC is KV_ECORRUPT. */
 #include "testutil.h"
 
+#include <cmocka.h>
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#include <cmocka.h>
 
 #include "codec.h"
 #include "crc.h"
@@ -34,8 +37,8 @@ static uint64_t rng_next(uint64_t *s)
 /* Repetitive text (a few words in a varying order): compresses well. */
 static void text_value(uint8_t *buf, size_t len, uint64_t seed)
 {
-	static const char *words[] = {"tenant ", "value ", "record ", "segment ", "merge ",
-	                              "version ", "key ", "log "};
+	static const char *words[] = {"tenant ", "value ",   "record ", "segment ",
+	                              "merge ",  "version ", "key ",    "log "};
 	size_t at = 0;
 
 	while (at < len) {
@@ -56,7 +59,7 @@ static void random_value(uint8_t *buf, size_t len, uint64_t seed)
 
 /* ---- the model: every version of every key, with its bytes ------------- */
 
-#define NKEYS 24
+#define NKEYS   24
 #define MAXVERS 8
 
 struct mver {
@@ -124,8 +127,8 @@ static void verify(kv_db *db)
 		assert_memory_equal(val.data, m->v[m->n - 1].data, val.len);
 		assert_int_equal(val.version, m->v[m->n - 1].version);
 		kv_value_release(&val);
-		assert_int_equal(kv_versions(db, m->name, strlen(m->name), 0, 0, true, &list, &n, &cut),
-		                 0);
+		assert_int_equal(
+		        kv_versions(db, m->name, strlen(m->name), 0, 0, true, &list, &n, &cut), 0);
 		assert_int_equal(n, m->n);
 		for (size_t i = 0; i < n; i++) {
 			const struct mver *w = &m->v[m->n - 1 - i];
@@ -306,8 +309,8 @@ static void test_raw_when_incompressible(void **state)
 
 /* The record of key at version ver in any file under dir (segment files, or
  * the device image): its file and offset. */
-static bool find_record(const char *dir, const char *key, uint64_t ver, char *ret_path,
-                        size_t cap, uint64_t *ret_off)
+static bool find_record(const char *dir, const char *key, uint64_t ver, char *ret_path, size_t cap,
+                        uint64_t *ret_off)
 {
 	size_t klen = strlen(key);
 	struct dirent *d;
@@ -438,8 +441,10 @@ static void test_damaged_compressed_value_is_corrupt(void **state)
 			o.compression = codecs[c];
 			assert_int_equal(kv_open(dir, &o, &db), 0);
 			assert_int_equal(kv_put(db, "a-before", 8, "x", 1, NULL, &ver), 0);
-			assert_int_equal(kv_put(db, "victim-key", 10, text, sizeof(text), NULL, &ver), 0);
-			assert_int_equal(kv_put(db, "z-after", 7, text, sizeof(text), NULL, NULL), 0);
+			assert_int_equal(
+			        kv_put(db, "victim-key", 10, text, sizeof(text), NULL, &ver), 0);
+			assert_int_equal(kv_put(db, "z-after", 7, text, sizeof(text), NULL, NULL),
+			                 0);
 			assert_int_equal(kv_close(db), 0);
 			assert_true(find_record(dir, "victim-key", ver, path, sizeof(path), &off));
 			damage_record(path, off, damages[d]);
@@ -455,11 +460,12 @@ static void test_damaged_compressed_value_is_corrupt(void **state)
 
 			assert_int_equal(kv_open(dir, &o, &db), 0);
 			assert_int_equal(kv_get(db, "victim-key", 10, NULL, &val), KV_ECORRUPT);
-			assert_int_equal(kv_versions(db, "victim-key", 10, 0, 0, true, &list, &n, NULL),
-			                 KV_ECORRUPT);
+			assert_int_equal(
+			        kv_versions(db, "victim-key", 10, 0, 0, true, &list, &n, NULL),
+			        KV_ECORRUPT);
 			/* without values the versions are still listed */
-			assert_int_equal(kv_versions(db, "victim-key", 10, 0, 0, false, &list, &n, NULL),
-			                 0);
+			assert_int_equal(
+			        kv_versions(db, "victim-key", 10, 0, 0, false, &list, &n, NULL), 0);
 			assert_int_equal(n, 1);
 			kv_versions_free(list, n);
 			assert_int_equal(kv_iter_open(db, NULL, &it), 0);
@@ -498,11 +504,12 @@ static void test_decoder_on_noise(void **state)
 
 		if (round % 2 == 0) {
 			/* a real value with a few bytes changed */
-			size_t n = codec_compress(&cx, (enum kv_codec)codec, 0, plain, sizeof(plain),
-			                          stored, sizeof(stored));
+			size_t n = codec_compress(&cx, (enum kv_codec)codec, 0, plain,
+			                          sizeof(plain), stored, sizeof(stored));
 			assert_true(n > CODEC_PREFIX && n < sizeof(plain));
 			for (int f = 0; f < 1 + round % 4; f++)
-				stored[rng_next(&seed) % n] ^= (uint8_t)(1u << (rng_next(&seed) % 8));
+				stored[rng_next(&seed) % n] ^=
+				        (uint8_t)(1u << (rng_next(&seed) % 8));
 			rv = codec_decompress(codec, stored, n, KV_VALUE_SIZE_MAX, &out, &got);
 		} else {
 			for (size_t i = 0; i < len; i++)
@@ -525,11 +532,13 @@ static void test_codec_names(void **state)
 		const char *s;
 		enum kv_codec c;
 		int level;
-	} good[] = {{"none", KV_CODEC_NONE, 0}, {"lz4", KV_CODEC_LZ4, 0},
-	            {"zstd", KV_CODEC_ZSTD, 0}, {"zstd:1", KV_CODEC_ZSTD, 1},
+	} good[] = {{"none", KV_CODEC_NONE, 0},
+	            {"lz4", KV_CODEC_LZ4, 0},
+	            {"zstd", KV_CODEC_ZSTD, 0},
+	            {"zstd:1", KV_CODEC_ZSTD, 1},
 	            {"zstd:22", KV_CODEC_ZSTD, 22}};
-	static const char *bad[] = {"", "gzip", "zstd:", "zstd:0", "zstd:23", "zstd:-1",
-	                            "zstd:1x", "lz4:1", "none:1", "ZSTD", "zstd:123"};
+	static const char *bad[] = {"",        "gzip",  "zstd:",  "zstd:0", "zstd:23", "zstd:-1",
+	                            "zstd:1x", "lz4:1", "none:1", "ZSTD",   "zstd:123"};
 	char buf[KV_CODEC_NAME_MAX];
 	enum kv_codec c;
 	int level;
