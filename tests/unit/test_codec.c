@@ -1,15 +1,13 @@
-/* test_codec.c — compressed values (engine/codec.c): records of every codec mixed in one database
- * across codec changes read back byte-exact through get, versions and scan, after merge and after
- * reopening; incompressible values stay raw, repetitive text shrinks; a compressed value that does
- * not decode under a correct CRC is KV_ECORRUPT. */
+/* test_codec.c — compressed values (engine/codec.c): records of every codec mixed in one database across codec changes read back byte-exact through get, versions and scan, after merge and after reopening; incompressible values stay raw, repetitive text shrinks; a compressed value that does not decode under a correct CRC is KV_ECORRUPT (kv_check says so too). */
 #include "testutil.h"
 
-#include <cmocka.h>
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+
+#include <cmocka.h> /* after the headers it needs */
 
 #include "codec.h"
 #include "crc.h"
