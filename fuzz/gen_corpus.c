@@ -483,7 +483,7 @@ static void gen_requests(void)
 	creq_stats(pk, false);
 	msg_emit(&m, "request", "client-stats-tenant");
 	pk = req_begin(&m, "TenantCreate", true);
-	creq_tenant_create(pk, "orders", &to);
+	creq_tenant_create(pk, "orders", &to, NULL);
 	msg_emit(&m, "request", "client-tenantcreate");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		pk = req_begin(&m, names[i], true);

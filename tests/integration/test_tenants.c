@@ -382,7 +382,7 @@ static void test_compression(void **state)
 	                     .extra = {"--auto-create"}};
 	static const char *codecs[] = {"lz4", "zstd", "none"};
 	struct kvc_options co;
-	struct kvc_tenant_info ti;
+	struct kvc_codec_info ti;
 	struct kvc_value v;
 	struct kvd_proc k;
 	char text[8192], rnd[8192], dir[1024];
@@ -401,12 +401,11 @@ static void test_compression(void **state)
 	co.endpoint = k.surl;
 	assert_int_equal(kvc_open(&co, &c), 0);
 	for (size_t i = 0; i < 3; i++) {
-		struct kvc_tenant_opts to = {.compression = codecs[i]};
 		struct kvc_call call = {.tenant = codecs[i]};
-		assert_int_equal(kvc_tenant_create(c, NULL, codecs[i], &to), 0);
+		assert_int_equal(kvc_tenant_create_codec(c, NULL, codecs[i], NULL, codecs[i]), 0);
 		assert_int_equal(kvc_put(c, &call, "text", 4, text, sizeof(text), NULL, NULL), 0);
 		assert_int_equal(kvc_put(c, &call, "random", 6, rnd, sizeof(rnd), NULL, NULL), 0);
-		assert_int_equal(kvc_stats(c, &call, &ti), 0);
+		assert_int_equal(kvc_stats_codec(c, &call, &ti), 0);
 		assert_string_equal(ti.compression, codecs[i]);
 		assert_int_equal(ti.value_logical_bytes, 2 * sizeof(text));
 		if (strcmp(codecs[i], "none") == 0) {
@@ -422,14 +421,15 @@ static void test_compression(void **state)
 	{
 		struct kvc_call call = {.tenant = "auto"};
 		assert_int_equal(kvc_put(c, &call, "text", 4, text, sizeof(text), NULL, NULL), 0);
-		assert_int_equal(kvc_tenant_info(c, NULL, "auto", &ti), 0);
+		assert_int_equal(kvc_tenant_codec(c, NULL, "auto", &ti), 0);
 		assert_string_equal(ti.compression, "zstd:9");
+		assert_int_equal(ti.value_logical_bytes, 0); /* Stats's, not TenantInfo's */
 	}
 	{
-		struct kvc_tenant_opts to = {.compression = "gzip"};
 		struct kvc_status st;
 		struct kvc_call call = {.status = &st};
-		assert_int_equal(kvc_tenant_create(c, &call, "bad", &to), -KVC_INVALID_ARGUMENT);
+		assert_int_equal(kvc_tenant_create_codec(c, &call, "bad", NULL, "gzip"),
+		                 -KVC_INVALID_ARGUMENT);
 	}
 	kvc_close(c);
 	assert_int_equal(kvd_stop(&k), 0);
