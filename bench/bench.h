@@ -35,6 +35,9 @@
 #include "proc.h"
 #include "sys.h"
 
+/* kvbench codec: put/get throughput and stored/logical bytes per value codec. */
+int bench_codec(int argc, char **argv);
+
 /* kvbench engine: db_bench-style workloads against the engine and its peers. */
 int bench_engine(int argc, char **argv);
 

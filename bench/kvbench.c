@@ -21,6 +21,7 @@ static void usage(FILE *f)
 	        "  coldstart a new process opening a database (or connecting) and doing k ops\n"
 	        "  device   the block-device backend side by side with fio on the same device\n"
 	        "  handover a tenant moved between two nodes of a shared device\n"
+	        "  codec    put/get throughput and stored/logical bytes per value codec\n"
 
 	        "run 'kvbench COMMAND --help' for the options of a command\n");
 }
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
 		return bench_device(argc - 1, argv + 1);
 	if (strcmp(argv[1], "handover") == 0)
 		return bench_handover(argc - 1, argv + 1);
+	if (strcmp(argv[1], "codec") == 0)
+		return bench_codec(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -28,6 +28,7 @@ enum {
 	OPT_SYNC,
 	OPT_HISTORY,
 	OPT_MAX_KEYS,
+	OPT_COMPRESSION,
 	OPT_DAEMON,
 	OPT_REVISION,
 };
@@ -462,8 +463,10 @@ static const char *sync_name(enum kvc_sync s)
 	return (unsigned)s < 3 ? sync_names[s] : "always";
 }
 
-/* TenantInfo's fields, and with stats those only Stats has. */
-static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
+/* TenantInfo's fields, and with stats those only Stats has; the
+ * compression fields from ci (NULL: none). */
+static json_t *tenant_json(const struct kvc_tenant_info *ti, const struct kvc_codec_info *ci,
+                           bool stats)
 {
 	json_t *o = json_object();
 
@@ -482,6 +485,8 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 	U(history);
 	U(ttl_ms);
 	U(max_keys);
+	if (ci != NULL && ci->compression[0] != '\0')
+		json_object_set_new(o, "compression", json_string(ci->compression));
 	if (stats) {
 		U(dead_bytes);
 		U(segments);
@@ -495,6 +500,13 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, bool stats)
 		U(last_activation_us);
 		json_object_set_new(o, "read_only", json_boolean(ti->read_only));
 	}
+	if (stats && ci != NULL) {
+		json_object_set_new(o, "value_logical_bytes",
+		                    kvctl_json_u64(ci->value_logical_bytes));
+		json_object_set_new(o, "value_stored_bytes",
+		                    kvctl_json_u64(ci->value_stored_bytes));
+		json_object_set_new(o, "values_compressed", kvctl_json_u64(ci->values_compressed));
+	}
 #undef U
 	return o;
 }
@@ -506,6 +518,7 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	        OPT("history", required_argument, OPT_HISTORY),
 	        OPT("ttl", required_argument, OPT_TTL),
 	        OPT("max-keys", required_argument, OPT_MAX_KEYS),
+	        OPT("compression", required_argument, OPT_COMPRESSION),
 	        OPT_END_OF_LIST,
 	};
 	struct kvctl_opts oi;
@@ -513,7 +526,7 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	struct kvc_call call = {.status = &st};
 	struct kvc_tenant_opts to = {0};
 	uint64_t v;
-	const char *name;
+	const char *name, *compression = NULL;
 	int opt, rv = 0;
 
 	kvctl_opts_begin(k, &oi, "tenant create", own);
@@ -541,6 +554,9 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 		case OPT_MAX_KEYS:
 			rv = kvctl_parse_u64(k, "--max-keys", optarg, UINT64_MAX, &to.max_keys);
 			break;
+		case OPT_COMPRESSION:
+			compression = optarg; /* the daemon checks it */
+			break;
 		default:
 			return KVCTL_EXIT_USAGE;
 		}
@@ -551,7 +567,7 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	kvctl_what(k, "tenant create", name, strlen(name));
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
-	if ((rv = kvc_tenant_create(k->c, &call, name, &to)) != 0)
+	if ((rv = kvc_tenant_create_codec(k->c, &call, name, &to, compression)) != 0)
 		return kvctl_fail(k, rv, &st);
 	if (!k->json)
 		return kvctl_finish(k);
@@ -636,9 +652,11 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
 	if (strcmp(action, "info") == 0) {
-		if ((rv = kvc_tenant_info(k->c, &call, name, &ti)) != 0)
+		struct kvc_codec_info ci;
+		if ((rv = kvc_tenant_info(k->c, &call, name, &ti)) != 0 ||
+		    (rv = kvc_tenant_codec(k->c, &call, name, &ci)) != 0)
 			return kvctl_fail(k, rv, &st);
-		return print_fields(k, tenant_json(&ti, false));
+		return print_fields(k, tenant_json(&ti, &ci, false));
 	}
 	if (strcmp(action, "adopt") == 0) {
 		if ((rv = kvc_tenant_adopt(k->c, &call, name, &own)) != 0)
@@ -836,9 +854,11 @@ int cmd_stats(struct kvctl *k, int argc, char **argv)
 	    (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if (!daemon) {
-		if ((rv = kvc_stats(k->c, &call, &ti)) != 0)
+		struct kvc_codec_info ci;
+		if ((rv = kvc_stats(k->c, &call, &ti)) != 0 ||
+		    (rv = kvc_stats_codec(k->c, &call, &ci)) != 0)
 			return kvctl_fail(k, rv, &st);
-		return print_fields(k, tenant_json(&ti, true));
+		return print_fields(k, tenant_json(&ti, &ci, true));
 	}
 	if ((rv = kvc_stats_daemon_detail(k->c, &call, &dd)) != 0)
 		return kvctl_fail(k, rv, &st);

@@ -72,13 +72,16 @@ static const struct kvctl_command commands[] = {
          cmd_import},
         {"tenant", "ACTION [ARGS]", "manages the daemon's tenants", NULL, NULL},
         {"tenant create",
-         "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]",
+         "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]\n"
+         "     [--compression none|lz4|zstd[:LEVEL]]",
          "creates a tenant",
          "  --sync always|interval|none  when writes reach the disk (default always:\n"
          "                               before the reply)\n"
          "  --history N                  versions kept per key (default 1)\n"
          "  --ttl SECONDS                the keys' default expiry (default none)\n"
-         "  --max-keys N                 a limit on the tenant's keys (default none)\n",
+         "  --max-keys N                 a limit on the tenant's keys (default none)\n"
+         "  --compression CODEC          how values are stored: none, lz4, zstd or\n"
+         "                               zstd:1..22 (default: the daemon's)\n",
          cmd_tenant_create},
         {"tenant list", "",
          "NAME<TAB>STATE lines (active, passive or refused), by name; in cluster\n"

@@ -278,6 +278,9 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u64(v, &c->defaults.default_ttl_ms);
 		if (!strcmp(k, "max_keys"))
 			return parse_u64(v, &c->defaults.max_keys);
+		if (!strcmp(k, "compression"))
+			return kv_codec_parse(v, strlen(v), &c->defaults.compression,
+			                      &c->defaults.compression_level);
 	}
 	return -ENOENT;
 }

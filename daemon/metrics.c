@@ -425,6 +425,9 @@ enum tenant_field {
 	TF_BATCHES,
 	TF_BATCHED_WRITES,
 	TF_LAST_ACTIVATION,
+	TF_VALUE_LOGICAL,
+	TF_VALUE_STORED,
+	TF_VALUES_COMPRESSED,
 };
 
 static const struct {
@@ -454,6 +457,13 @@ static const struct {
                                "size)."},
         [TF_LAST_ACTIVATION] = {"kvd_tenant_last_activation_seconds", "gauge",
                                 "How long the tenant's last activation took."},
+        [TF_VALUE_LOGICAL] = {"kvd_tenant_value_logical_bytes_total", "counter",
+                              "Value bytes of puts as given, since the tenant was last "
+                              "activated."},
+        [TF_VALUE_STORED] = {"kvd_tenant_value_stored_bytes_total", "counter",
+                             "The same values' bytes as stored (after compression)."},
+        [TF_VALUES_COMPRESSED] = {"kvd_tenant_values_compressed_total", "counter",
+                                  "Values of those puts stored compressed."},
 };
 #define NTENANT_FIELDS (sizeof(tenant_heads) / sizeof(tenant_heads[0]))
 
@@ -488,6 +498,12 @@ static uint64_t tenant_value(const struct kv_tenant_info *in, enum tenant_field 
 		return in->stats.batched_writes;
 	case TF_LAST_ACTIVATION:
 		return in->last_activation_us / 1000;
+	case TF_VALUE_LOGICAL:
+		return in->stats.value_logical_bytes;
+	case TF_VALUE_STORED:
+		return in->stats.value_stored_bytes;
+	case TF_VALUES_COMPRESSED:
+		return in->stats.values_compressed;
 	}
 	return 0;
 }

@@ -18,6 +18,7 @@
  */
 #include "kvengine.h"
 
+#include "codec.h"
 #include "crc.h"
 #include "db.h"
 #include "endian_util.h"
@@ -119,6 +120,22 @@ static int rec_damaged(void *arg, uint64_t off, uint64_t len, const struct seg_s
 static int scan_rec_cb(void *arg, const struct seg_scan_rec *r)
 {
 	struct damage_ctx *d = arg;
+
+	if (rec_codec(&r->h) != KV_CODEC_NONE) {
+		/* its CRC matched; its value must also decompress */
+		uint8_t *buf;
+		size_t len;
+		int rv = codec_decompress(rec_codec(&r->h), r->value, r->h.value_len,
+		                          KV_VALUE_SIZE_MAX, &buf, &len);
+		if (rv == 0)
+			free(buf);
+		else if (rv == KV_ECORRUPT)
+			report(d->c, d->c->file, r->off, r->size,
+			       "compressed value does not decompress (reads of its key report data "
+			       "loss)");
+		else
+			return rv;
+	}
 	return rec_seen(d->rs, r);
 }
 

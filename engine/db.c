@@ -120,6 +120,9 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	s.batches = atomic_load(&db->batches);
 	s.batched_writes = atomic_load(&db->batched_writes);
 	s.syncs = atomic_load(&db->syncs);
+	s.value_logical_bytes = atomic_load(&db->value_logical_bytes);
+	s.value_stored_bytes = atomic_load(&db->value_stored_bytes);
+	s.values_compressed = atomic_load(&db->values_compressed);
 	s.sync_us_sum = atomic_load(&db->sync_us_sum);
 	for (size_t i = 0; i < KV_SYNC_BUCKETS; i++)
 		s.sync_hist[i] = atomic_load(&db->sync_hist[i]);
@@ -291,6 +294,16 @@ static int check_options(const struct kv_options *o)
 		return -EINVAL;
 	if (o->merge_ratio_pct > 100)
 		return -EINVAL;
+	if (!codec_level_valid(o->compression, o->compression_level))
+		return -EINVAL;
+	return 0;
+}
+
+int kv_set_compression(kv_db *db, enum kv_codec codec, int level)
+{
+	if (!codec_level_valid(codec, level))
+		return -EINVAL;
+	atomic_store(&db->codec_cfg, (uint32_t)codec | (uint32_t)level << 8);
 	return 0;
 }
 
@@ -368,6 +381,7 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
 		return -ENOMEM;
 	db->efd = -1;
 	db->opt = o;
+	atomic_store(&db->codec_cfg, (uint32_t)o.compression | (uint32_t)o.compression_level << 8);
 	pthread_rwlock_init(&db->kd_lock, NULL);
 	pthread_mutex_init(&db->seg_mu, NULL);
 	pthread_mutex_init(&db->mu, NULL);

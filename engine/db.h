@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "io.h"
 #include "keydir.h"
 #include "kvengine.h"
@@ -77,6 +78,8 @@ struct batch {
 	uint64_t first_version;
 	int64_t keys_delta;
 	uint64_t start_us; /* db_clock_us() when its write was submitted */
+	/* its puts' values: bytes as given, as stored, how many compressed */
+	uint64_t val_logical, val_stored, val_compressed;
 };
 
 struct kv_db {
@@ -117,6 +120,7 @@ struct kv_db {
 	uint64_t next_version;
 	struct batch batch;
 	bool in_flight;
+	struct codec_ctx codec; /* compresses values as they join a batch */
 	/* The active segment's hint entries, collected as its batches land,
 	 * while collecting: from its creation, until HINT_COLLECT_MAX bytes. At
 	 * the roll they become its hint_ready, and its hint is written without
@@ -132,6 +136,12 @@ struct kv_db {
 	_Atomic uint64_t batches;
 	_Atomic uint64_t batched_writes;
 	_Atomic uint64_t syncs;
+	/* the codec of values written from now on: kv_codec | level << 8
+	 * (kv_set_compression; read by the driver as it forms a batch) */
+	_Atomic uint32_t codec_cfg;
+	_Atomic uint64_t value_logical_bytes; /* kv_stats */
+	_Atomic uint64_t value_stored_bytes;  /* kv_stats */
+	_Atomic uint64_t values_compressed;   /* kv_stats */
 	_Atomic uint64_t sync_us_sum;                  /* kv_stats */
 	_Atomic uint64_t sync_hist[KV_SYNC_BUCKETS];   /* kv_stats */
 	_Atomic uint64_t batch_hist[KV_BATCH_BUCKETS]; /* kv_stats */
@@ -238,6 +248,12 @@ void db_seg_map(kv_db *db, struct seg *s, bool active);
 int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_value,
             struct rec_read *ret);
 void rec_read_release(struct rec_read *r);
+/* The logical value of r, read with its value: *ret_len its length and
+ * r->value its bytes — decompressed into a buffer that replaces r->buf when
+ * the record's value is compressed (r->h keeps the stored length). 0,
+ * KV_ECORRUPT (the value does not decompress), -ENOMEM; r is unchanged on
+ * failure. */
+int rec_read_value(struct rec_read *r, size_t *ret_len);
 /* Follows key's chain from head to the newest record with version ≤ version.
  * KV_ENOTFOUND before the key's first version, KV_ECOMPACTED where merge cut
  * the history. */

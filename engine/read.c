@@ -6,7 +6,8 @@
  * has one, else one read through the storage interface (storage.h
  * read_batch: with files, the calling thread's io_uring ring, or pread
  * when io_uring is not available). Only bytes whose crc
- * matched are returned. Older versions are reached by
+ * matched are returned, a compressed value decompressed (rec_read_value; one
+ * that does not decompress is KV_ECORRUPT). Older versions are reached by
  * following each record's previous-location field; a location in a segment
  * merge retired is looked up in the relocation map, and one with no
  * relocation means merge dropped the older versions.
@@ -26,6 +27,27 @@ void rec_read_release(struct rec_read *r)
 		return;
 	free(r->buf);
 	r->buf = NULL;
+}
+
+int rec_read_value(struct rec_read *r, size_t *ret_len)
+{
+	uint8_t *buf;
+	size_t len;
+	int rv;
+
+	if (rec_codec(&r->h) == KV_CODEC_NONE) {
+		*ret_len = r->h.value_len;
+		return 0;
+	}
+	rv = codec_decompress(rec_codec(&r->h), r->value, r->h.value_len, KV_VALUE_SIZE_MAX, &buf,
+	                      &len);
+	if (rv != 0)
+		return rv;
+	free(r->buf);
+	r->buf = buf;
+	r->value = buf;
+	*ret_len = len;
+	return 0;
 }
 
 /* One read of a pinned segment, through the storage's reads. */
@@ -165,15 +187,23 @@ static int head_lookup(kv_db *db, const void *key, size_t key_len, struct kd_ent
 	return 0;
 }
 
-static void value_from(struct kv_value *v, struct rec_read *r)
+static int value_from(struct kv_value *v, struct rec_read *r)
 {
+	size_t len;
+	int rv;
+
+	if ((rv = rec_read_value(r, &len)) != 0) {
+		rec_read_release(r);
+		return rv;
+	}
 	v->data = (void *)r->value;
-	v->len = r->h.value_len;
+	v->len = len;
 	v->version = r->h.version;
 	v->timestamp_ms = r->h.timestamp_ms;
 	v->expiry_ms = r->h.expiry_ms;
 	v->priv_ = r->buf;
 	r->buf = NULL;
+	return 0;
 }
 
 /*
@@ -283,8 +313,7 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 			return KV_ENOTFOUND;
 		}
 	}
-	value_from(ret, &r);
-	return 0;
+	return value_from(ret, &r);
 }
 
 int chain_at_version(kv_db *db, const void *key, size_t key_len, const struct kd_entry *head,
@@ -382,8 +411,13 @@ restart:
 			x->expiry_ms = r.h.expiry_ms;
 			x->tombstone = r.h.type == REC_DELETE;
 			if (with_values && r.h.type == REC_PUT) {
+				size_t len;
+				if ((rv = rec_read_value(&r, &len)) != 0) {
+					rec_read_release(&r);
+					goto fail;
+				}
 				x->data = (void *)r.value;
-				x->len = r.h.value_len;
+				x->len = len;
 				x->priv_ = r.buf;
 				r.buf = NULL;
 			}

@@ -61,7 +61,9 @@ int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_
 		return KV_ECORRUPT;
 	if (h->value_len > max_value)
 		return KV_ECORRUPT;
-	if (h->type == REC_DELETE && h->value_len != 0)
+	if (h->type == REC_DELETE && (h->value_len != 0 || rec_codec(h) != 0))
+		return KV_ECORRUPT;
+	if (rec_codec(h) > KV_CODEC_ZSTD)
 		return KV_ECORRUPT;
 	if (h->version == 0)
 		return KV_ECORRUPT;

@@ -36,8 +36,9 @@ enum rec_type {
 enum {
 	REC_F_BATCH_MORE = 1u << 0,  /* more records of the same atomic batch follow */
 	REC_F_HISTORY_CUT = 1u << 1, /* older versions of this key were dropped by merge */
-	REC_F_CODEC_MASK = 0xf0u,    /* value codec (0 = raw); reserved for compression */
+	REC_F_CODEC_MASK = 0xf0u,    /* value codec: 0 = raw, 1 = lz4, 2 = zstd (codec.h) */
 };
+#define REC_F_CODEC_SHIFT 4
 
 struct rec_header {
 	uint32_t crc;
@@ -51,6 +52,12 @@ struct rec_header {
 	uint32_t prev_seg;  /* 0 = none */
 	uint32_t prev_off;
 };
+
+/* The codec of a record's value (enum kv_codec). */
+static inline unsigned rec_codec(const struct rec_header *h)
+{
+	return (h->flags & REC_F_CODEC_MASK) >> REC_F_CODEC_SHIFT;
+}
 
 static inline uint64_t rec_size(uint64_t key_len, uint64_t value_len)
 {
@@ -66,7 +73,8 @@ void rec_encode(uint8_t *dst, const struct rec_header *h, const void *key, const
 void rec_decode_header(const uint8_t *src, struct rec_header *ret);
 
 /* 0 when the header's type and lengths are plausible: type known, 1 ≤ key_len
- * ≤ max_key, value_len ≤ max_value, a delete carries no value, a version ≥ 1,
+ * ≤ max_key, value_len ≤ max_value, a delete carries no value, the value
+ * codec is known (and 0 for a delete), a version ≥ 1,
  * and the whole record fits in `avail` bytes; a sync mark: no key, an 8-byte
  * value, version 0, no flags. KV_ECORRUPT otherwise. */
 int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,

@@ -475,6 +475,17 @@ again:
 				ret->key_len = pe->key_len;
 				ret->value = rec + REC_HEADER_SIZE + h.key_len;
 				ret->value_len = h.value_len;
+				if (rec_codec(&h) != KV_CODEC_NONE) {
+					/* the logical value lives in it->rr until the next entry */
+					size_t len;
+					rv = codec_decompress(rec_codec(&h), ret->value,
+					                      h.value_len, KV_VALUE_SIZE_MAX,
+					                      &it->rr.buf, &len);
+					if (rv != 0)
+						return rv;
+					ret->value = it->rr.buf;
+					ret->value_len = len;
+				}
 				ret->version = h.version;
 				ret->timestamp_ms = h.timestamp_ms;
 				ret->expiry_ms = h.expiry_ms;
@@ -505,10 +516,18 @@ again:
 		rec_read_release(&it->rr);
 		return 1;
 	}
+	if (!it->keys_only) {
+		size_t len;
+		if ((rv = rec_read_value(&it->rr, &len)) != 0)
+			return rv;
+		ret->value = it->rr.value;
+		ret->value_len = len;
+	} else {
+		ret->value = NULL;
+		ret->value_len = 0;
+	}
 	ret->key = key;
 	ret->key_len = pe->key_len;
-	ret->value = it->keys_only ? NULL : it->rr.value;
-	ret->value_len = it->keys_only ? 0 : it->rr.h.value_len;
 	ret->version = it->rr.h.version;
 	ret->timestamp_ms = it->rr.h.timestamp_ms;
 	ret->expiry_ms = it->rr.h.expiry_ms;

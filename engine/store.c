@@ -40,6 +40,7 @@
  *      last hold goes.
  *   3. t->why != NULL implies the state is PASSIVE; it is set only at open.
  */
+#include "codec.h"
 #include "db.h"
 #include "io.h"
 #include "kvengine.h"
@@ -154,6 +155,8 @@ static int config_valid(const struct kv_tenant_config *c)
 	if (c->sync > KV_SYNC_NONE || c->history_versions == 0)
 		return -EINVAL;
 	if (c->sync == KV_SYNC_INTERVAL && c->sync_interval_ms == 0)
+		return -EINVAL;
+	if (!codec_level_valid(c->compression, c->compression_level))
 		return -EINVAL;
 	return 0;
 }
@@ -425,6 +428,8 @@ static void db_options(kv_store *s, const struct kv_tenant *t, struct kv_options
 	o->sync_interval_ms = t->cfg.sync_interval_ms;
 	o->history_versions = t->cfg.history_versions;
 	o->max_keys = t->cfg.max_keys;
+	o->compression = t->cfg.compression;
+	o->compression_level = t->cfg.compression_level;
 }
 
 static uint64_t store_keydir_bytes_locked(kv_store *s)

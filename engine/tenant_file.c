@@ -48,13 +48,17 @@ static const char *sync_name(enum kv_sync s)
 
 int tenant_file_format(const struct kv_tenant_config *c, char *buf, size_t cap)
 {
+	char codec[KV_CODEC_NAME_MAX];
 	int n, m;
 
+	if (kv_codec_format(c->compression, c->compression_level, codec, sizeof(codec)) != 0)
+		return -EINVAL;
 	n = snprintf(buf, cap,
 	             "# kvd tenant configuration\n[tenant]\nsync = %s\nsync_interval_ms = %u\n"
-	             "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n",
+	             "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n"
+	             "compression = %s\n",
 	             sync_name(c->sync), c->sync_interval_ms, c->history_versions,
-	             c->default_ttl_ms, c->max_keys);
+	             c->default_ttl_ms, c->max_keys, codec);
 	if (n < 0 || (size_t)n >= cap)
 		return -ENOBUFS;
 	m = snprintf(buf + n, cap - (size_t)n, "%s = %08" PRIx32 "\n", crc_key,
@@ -175,6 +179,14 @@ static int line_setting(const char *k, size_t kn, const char *v, size_t vn, unsi
 		else
 			return why_set(why, size,
 			               "line %u: bad value '%s' for 'sync' (always, interval or none)",
+			               line, qv);
+		return 0;
+	}
+	if (is(k, kn, "compression")) {
+		if (kv_codec_parse(v, vn, &c->compression, &c->compression_level) != 0)
+			return why_set(why, size,
+			               "line %u: bad value '%s' for 'compression' "
+			               "(none, lz4, zstd or zstd:1..22)",
 			               line, qv);
 		return 0;
 	}

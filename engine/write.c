@@ -4,7 +4,9 @@
  * Requests queue under db->mu. The driver (see db.h) takes every queued
  * request that fits, checks each against the key directory plus the changes
  * of the requests before it in the same batch (the overlay), gives versions,
- * encodes the records into one buffer (ended, now and then, by a sync mark:
+ * encodes the records into one buffer — each value compressed in place when
+ * the database's codec makes it shorter (codec.h; the record's flags say
+ * which codec) — (ended, now and then, by a sync mark:
  * add_sync_mark) and appends it through the storage's writer (storage.h
  * append_start/append_poll; with files, one pwrite, followed under
  * KV_SYNC_ALWAYS by one fdatasync on the ring: io_wr_uring.c says why the
@@ -149,6 +151,7 @@ static void batch_reset(struct batch *b)
 	b->head = b->tail = NULL;
 	b->nreqs = 0;
 	b->keys_delta = 0;
+	b->val_logical = b->val_stored = b->val_compressed = 0;
 	/* do not keep a huge buffer around after one large batch */
 	if (b->cap > 2 * BATCH_BYTES_MAX) {
 		free(b->buf);
@@ -165,6 +168,7 @@ void write_release(kv_db *db)
 	free(db->batch.ov);
 	free(db->batch.ht);
 	memset(&db->batch, 0, sizeof(db->batch));
+	codec_ctx_release(&db->codec);
 	collect_drop(db);
 }
 
@@ -527,8 +531,12 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 	struct batch *b = &db->batch;
 	size_t ov_mark = b->nov, len_mark = b->len, i;
 	uint64_t ver_mark = db->next_version, bytes = req_bytes(req);
+	uint64_t vl_mark = b->val_logical, vs_mark = b->val_stored, vc_mark = b->val_compressed;
 	int64_t keys_mark = b->keys_delta;
 	size_t last_rec = SIZE_MAX;
+	uint32_t codec_cfg = atomic_load(&db->codec_cfg);
+	enum kv_codec codec = (enum kv_codec)(codec_cfg & 0xffu);
+	int level = (int)(codec_cfg >> 8);
 	int rv = 0;
 
 	if (b->len > 0 && b->len + bytes > BATCH_BYTES_MAX)
@@ -551,6 +559,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		uint32_t h = key_hash(op->key, op->key_len);
 		struct kd_entry cur, e;
 		struct rec_header rh;
+		const void *value = op->value;
 		bool found = head_of(db, op->key, op->key_len, h, &cur);
 		bool exists = found && !(cur.flags & KD_F_TOMBSTONE) &&
 		              !((cur.flags & KD_F_TTL) && db_expired(db, cur.expiry_ms, now));
@@ -588,6 +597,23 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		rh.flags = REC_F_BATCH_MORE;
 		rh.key_len = (uint32_t)op->key_len;
 		rh.value_len = op->type == KV_OP_PUT ? (uint32_t)op->value_len : 0;
+		if (op->type == KV_OP_PUT && codec != KV_CODEC_NONE) {
+			/* compressed in place, where the value goes (batch_reserve made
+			 * room for it uncompressed); raw when that does not shrink it */
+			uint8_t *dst = b->buf + b->len + REC_HEADER_SIZE + op->key_len;
+			size_t n = codec_compress(&db->codec, codec, level, op->value,
+			                          op->value_len, dst, op->value_len);
+			if (n != 0) {
+				value = dst;
+				rh.value_len = (uint32_t)n;
+				rh.flags |= (uint8_t)(codec << REC_F_CODEC_SHIFT);
+				b->val_compressed++;
+			}
+		}
+		if (op->type == KV_OP_PUT) {
+			b->val_logical += op->value_len;
+			b->val_stored += rh.value_len;
+		}
 		rh.version = db->next_version++;
 		rh.timestamp_ms = now;
 		rh.expiry_ms = op->type == KV_OP_PUT ? expiry_of(now, op->ttl_ms) : 0;
@@ -596,7 +622,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 			rh.prev_off = cur.off;
 		}
 		rec_off = (uint32_t)b->len;
-		rec_encode(b->buf + b->len, &rh, op->key, op->value, db->active->crc_seed);
+		rec_encode(b->buf + b->len, &rh, op->key, value, db->active->crc_seed);
 		b->len += rec_size(rh.key_len, rh.value_len);
 		last_rec = rec_off;
 
@@ -625,6 +651,9 @@ fail:
 	ov_truncate(b, ov_mark);
 	b->len = len_mark;
 	b->keys_delta = keys_mark;
+	b->val_logical = vl_mark;
+	b->val_stored = vs_mark;
+	b->val_compressed = vc_mark;
 	db->next_version = ver_mark;
 	for (i = 0; i < req->n; i++)
 		req->ops[i].version = 0;
@@ -670,6 +699,9 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		else
 			atomic_fetch_add(&db->unsynced_bytes, b->len);
 		db_count_batch(db, b->nreqs);
+		atomic_fetch_add(&db->value_logical_bytes, b->val_logical);
+		atomic_fetch_add(&db->value_stored_bytes, b->val_stored);
+		atomic_fetch_add(&db->values_compressed, b->val_compressed);
 	} else {
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it

@@ -22,6 +22,8 @@
  * the body.
  *
  * Invariants:
+ *   - a record whose value is compressed (flags bits 4-7) decompresses to
+ *     exactly its announced logical length or is KV_ECORRUPT (codec.h).
  *   - rec_check_header accepts exactly the headers FORMAT.md allows, and
  *     never a record larger than the bytes available; rec_verify matches an
  *     independent CRC32C; a verified record with zero reserved bytes
@@ -38,6 +40,7 @@
  */
 #include "fuzz.h"
 
+#include "codec.h"
 #include "io.h"
 #include "kvengine.h"
 #include "record.h"
@@ -115,6 +118,9 @@ static bool ref_header_ok(const uint8_t *f, uint64_t size, uint64_t off, uint32_
 	if (key_len == 0 || key_len > max_key || value_len > max_value)
 		return false;
 	if (type == REC_DELETE && value_len != 0)
+		return false;
+	/* value codec: 0 raw, 1 lz4, 2 zstd; a delete has none */
+	if ((f[off + 5] >> 4) > 2 || (type == REC_DELETE && (f[off + 5] >> 4) != 0))
 		return false;
 	if (fz_le64(f + off + 16) == 0)
 		return false;
@@ -303,6 +309,18 @@ static void check_records(const uint8_t *body, size_t len)
 		FZ_CHECK(out != NULL);
 		rec_encode(out, &h, body + REC_HEADER_SIZE, body + REC_HEADER_SIZE + h.key_len, 0);
 		FZ_CHECK(memcmp(out, body, rs) == 0);
+		free(out);
+	}
+	if (rec_codec(&h) != KV_CODEC_NONE) {
+		/* a compressed value decodes to exactly the length it announces,
+		 * or is damaged; never anything else */
+		const uint8_t *v = body + REC_HEADER_SIZE + h.key_len;
+		uint8_t *out = NULL;
+		size_t n = 0;
+		rv = codec_decompress(rec_codec(&h), v, h.value_len, 1u << 20, &out, &n);
+		FZ_CHECK(rv == 0 || rv == KV_ECORRUPT);
+		if (rv == 0)
+			FZ_CHECK(h.value_len >= CODEC_PREFIX && n == fz_le32(v) && n > h.value_len);
 		free(out);
 	}
 }

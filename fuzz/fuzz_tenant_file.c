@@ -19,7 +19,8 @@ static bool same(const struct kv_tenant_config *a, const struct kv_tenant_config
 {
 	return a->sync == b->sync && a->sync_interval_ms == b->sync_interval_ms &&
 	       a->history_versions == b->history_versions &&
-	       a->default_ttl_ms == b->default_ttl_ms && a->max_keys == b->max_keys;
+	       a->default_ttl_ms == b->default_ttl_ms && a->max_keys == b->max_keys &&
+	       a->compression == b->compression && a->compression_level == b->compression_level;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -6,7 +6,8 @@
  * record/, hint/, commit/, manifest/: the files of a real database, made with the
  *   engine (a fixed clock, so the bytes are the same on every run): puts,
  *   a TTL, deletes, a batch, small segments so several get sealed, a merge;
- *   hints written by kv_close. Each file gets the parameter prefix its
+ *   hints written by kv_close; and one written with lz4 and then zstd, so
+ *   that records with compressed values are among them. Each file gets the parameter prefix its
  *   target expects (see the top of fuzz_<target>.c).
  * request/, reply/: every example message of PROTOCOL.md, the requests
  *   libkvclient's encoders make for every method (with the token the
@@ -301,6 +302,19 @@ static void gen_engine(void)
 
 	rm_rf(dir);
 
+	/* records with compressed values: lz4, then zstd, beside raw ones */
+	if (mkdtemp(strcpy(dir, "/tmp/kvd-gen-corpus.XXXXXX")) == NULL)
+		die("mkdtemp: %s", strerror(errno));
+	o.compression = KV_CODEC_LZ4;
+	check(kv_open(dir, &o, &db), "open lz4");
+	fill_db(db, 0);
+	check(kv_set_compression(db, KV_CODEC_ZSTD, 3), "zstd");
+	fill_db(db, 1);
+	check(kv_close(db), "close lz4/zstd");
+	harvest(dir, "codec");
+	rm_rf(dir);
+	o.compression = KV_CODEC_NONE;
+
 	/* a commit with relocations, which only a merge racing writers makes,
 	 * and an empty one */
 	if (mkdtemp(strcpy(dir, "/tmp/kvd-gen-corpus.XXXXXX")) == NULL)
@@ -469,7 +483,7 @@ static void gen_requests(void)
 	creq_stats(pk, false);
 	msg_emit(&m, "request", "client-stats-tenant");
 	pk = req_begin(&m, "TenantCreate", true);
-	creq_tenant_create(pk, "orders", &to);
+	creq_tenant_create(pk, "orders", &to, NULL);
 	msg_emit(&m, "request", "client-tenantcreate");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		pk = req_begin(&m, names[i], true);

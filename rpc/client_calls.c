@@ -205,7 +205,7 @@ int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
  * a {name} request (or o for TenantCreate) whose reply op is left to the
  * caller to decode and end. */
 static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, const char *method,
-                     const char *name, const struct kvc_tenant_opts *o)
+                     const char *name, const struct kvc_tenant_opts *o, const char *compression)
 {
 	int rv;
 
@@ -215,28 +215,35 @@ static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, 
 		return rv;
 	op->tenant = name; /* where it runs, and so where it is routed */
 	if (o != NULL)
-		creq_tenant_create(&op->pk, name, o);
+		creq_tenant_create(&op->pk, name, o, compression);
 	else
 		creq_name(&op->pk, name);
 	return client_op_run(op);
 }
 
-int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
-                      const struct kvc_tenant_opts *o)
+int kvc_tenant_create_codec(kvc *c, const struct kvc_call *call, const char *name,
+                            const struct kvc_tenant_opts *o, const char *compression)
 {
 	static const struct kvc_tenant_opts defaults = {0};
 	struct client_op op;
 
-	return client_op_end(
-	        &op, call,
-	        name_call(&op, c, call, WIRE_M_TENANT_CREATE, name, o != NULL ? o : &defaults));
+	return client_op_end(&op, call,
+	                     name_call(&op, c, call, WIRE_M_TENANT_CREATE, name,
+	                               o != NULL ? o : &defaults, compression));
+}
+
+int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
+                      const struct kvc_tenant_opts *o)
+{
+	return kvc_tenant_create_codec(c, call, name, o, NULL);
 }
 
 int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name)
 {
 	struct client_op op;
 
-	return client_op_end(&op, call, name_call(&op, c, call, WIRE_M_TENANT_DROP, name, NULL));
+	return client_op_end(&op, call,
+	                     name_call(&op, c, call, WIRE_M_TENANT_DROP, name, NULL, NULL));
 }
 
 int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
@@ -244,7 +251,7 @@ int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
 	struct client_op op;
 
 	return client_op_end(&op, call,
-	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL));
+	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL, NULL));
 }
 
 int kvc_tenant_owners(kvc *c, const struct kvc_call *call, struct kvc_tenant_owner **ret_list,
@@ -302,7 +309,8 @@ int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name)
 {
 	struct client_op op;
 
-	return client_op_end(&op, call, name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL));
+	return client_op_end(&op, call,
+	                     name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL, NULL));
 }
 
 int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
@@ -336,7 +344,7 @@ int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
 	uint64_t us = 0;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_ACTIVATE, name, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_ACTIVATE, name, NULL, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_activate(op.env.result, &us));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret_activation_us != NULL)
@@ -351,13 +359,31 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 	struct kvc_tenant_info ti;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
 		/* The Stats-only fields stay 0, as kvclient.h says. */
 		ti.dead_bytes = ti.segments = ti.tombstones = ti.merges = ti.compact_revision = 0;
 		*ret = ti;
+	}
+	return rv;
+}
+
+int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_codec_info *ret)
+{
+	struct client_op op;
+	struct kvc_codec_info ci;
+	int rv;
+
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL)) == 0)
+		rv = client_op_decoded(&op, crep_codec_info(op.env.result, &ci));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL) {
+		/* the counters are Stats's */
+		ci.value_logical_bytes = ci.value_stored_bytes = ci.values_compressed = 0;
+		*ret = ci;
 	}
 	return rv;
 }
@@ -415,6 +441,24 @@ int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL)
 		*ret = ti;
+	return rv;
+}
+
+int kvc_stats_codec(kvc *c, const struct kvc_call *call, struct kvc_codec_info *ret)
+{
+	struct client_op op;
+	struct kvc_codec_info ci;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_STATS);
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_stats(&op.pk, false);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_codec_info(op.env.result, &ci));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = ci;
 	return rv;
 }
 

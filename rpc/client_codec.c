@@ -163,11 +163,13 @@ static const char *const sync_names[] = {
 
 /* ttl_ms and max_keys are always sent: 0 means "none" in the API and on the
  * wire alike; sync_interval_ms and history 0 mean "the server's default". */
-void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o)
+void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o,
+                        const char *compression)
 {
 	unsigned s = (unsigned)o->sync;
 
-	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0));
+	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0) +
+	                             (compression != NULL));
 	mp_kv_str(pk, WIRE_F_NAME, name);
 	mp_kv_str(pk, WIRE_F_SYNC, sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
 	if (o->sync_interval_ms != 0)
@@ -176,6 +178,8 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 		mp_kv_uint(pk, WIRE_F_HISTORY, o->history);
 	mp_kv_uint(pk, WIRE_F_TTL_MS, o->ttl_ms);
 	mp_kv_uint(pk, WIRE_F_MAX_KEYS, o->max_keys);
+	if (compression != NULL)
+		mp_kv_str(pk, WIRE_F_COMPRESSION, compression);
 }
 
 void creq_name(msgpack_packer *pk, const char *name)
@@ -382,6 +386,36 @@ static int read_state(const msgpack_object *map, bool *ret_active)
 // clang-format off
 #define TI(f) {#f, offsetof(struct kvc_tenant_info, f)}
 // clang-format on
+
+// clang-format off
+#define CI(f) {#f, offsetof(struct kvc_codec_info, f)}
+// clang-format on
+
+int crep_codec_info(const msgpack_object *result, struct kvc_codec_info *ret)
+{
+	static const struct uint_field fields[] = {
+	        CI(value_logical_bytes),
+	        CI(value_stored_bytes),
+	        CI(values_compressed),
+	        {NULL, 0},
+	};
+	struct kvc_codec_info ci;
+	const char *s;
+	size_t n = 0;
+	int rv;
+
+	memset(&ci, 0, sizeof(ci));
+	if ((rv = read_uints(result, &ci, fields)) != 0 ||
+	    (rv = mp_field_str(result, WIRE_F_COMPRESSION, false, &s, &n)) != 0)
+		return rv;
+	if (mp_map_get(result, WIRE_F_COMPRESSION) != NULL) {
+		if (n >= sizeof(ci.compression))
+			return -EINVAL;
+		memcpy(ci.compression, s, n);
+	}
+	*ret = ci;
+	return 0;
+}
 
 int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret)
 {

@@ -51,7 +51,9 @@ void creq_versions(msgpack_packer *pk, const void *key, size_t key_len, uint32_t
 void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n);
 void creq_compact(msgpack_packer *pk, uint64_t revision);
 void creq_stats(msgpack_packer *pk, bool daemon);
-void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o);
+/* compression: NULL leaves it out (the server's default) */
+void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o,
+                        const char *compression);
 /* TenantDrop, TenantInfo, TenantPassivate, TenantActivate: {name}. */
 void creq_name(msgpack_packer *pk, const char *name);
 
@@ -100,6 +102,9 @@ int crep_batch_failed(const msgpack_object *result, size_t n, size_t *ret_index)
 int crep_compact(const msgpack_object *result, struct kvc_compact_result *ret);
 /* TenantInfo, and tenant-scope Stats (which adds the Stats-only fields). */
 int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret);
+/* compression (absent: "") and the value byte counters (absent: 0) of a
+ * TenantInfo or Stats result. 0 or -EINVAL. */
+int crep_codec_info(const msgpack_object *result, struct kvc_codec_info *ret);
 int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret);
 /* Daemon-scope Stats with the metrics figures: *ret a new block
  * (kvc_daemon_detail_free); -EINVAL for a malformed reply, -ENOMEM. */

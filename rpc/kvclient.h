@@ -342,6 +342,19 @@ struct kvc_tenant_info {
 	bool read_only;            /* a write or fdatasync failed: writes refused until reopened */
 };
 
+/* How a tenant stores values (kvc_tenant_codec, kvc_stats_codec). A struct
+ * of its own, so struct kvc_tenant_info keeps its layout. */
+struct kvc_codec_info {
+	char compression[17]; /* "none", "lz4", "zstd" or "zstd:LEVEL"; "" from a server
+	                         without compression */
+	/* kvc_stats_codec only (kvc_tenant_codec leaves them 0), since the
+	 * tenant was activated: value bytes of puts as given, the same values
+	 * as stored (after compression), how many were stored compressed */
+	uint64_t value_logical_bytes;
+	uint64_t value_stored_bytes;
+	uint64_t values_compressed;
+};
+
 struct kvc_tenant_entry {
 	char name[65];
 	bool active;
@@ -428,6 +441,17 @@ struct kvc_compact_result {
  * The lists are malloc'd: kvc_tenant_list_free(). */
 int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
                       const struct kvc_tenant_opts *o);
+/* kvc_tenant_create, with how the tenant stores values: compression
+ * "none", "lz4", "zstd" or "zstd:LEVEL" (1..22), each value compressed only
+ * when that makes it shorter; NULL: the server's [tenant-defaults], as
+ * kvc_tenant_create. Errors: kvc_tenant_create's (-KVC_INVALID_ARGUMENT
+ * also for a codec the server does not take). (KVCLIENT_0.5) */
+int kvc_tenant_create_codec(kvc *c, const struct kvc_call *call, const char *name,
+                            const struct kvc_tenant_opts *o, const char *compression);
+/* The tenant's compression, from TenantInfo (the counters 0). Errors:
+ * kvc_tenant_info's. (KVCLIENT_0.5) */
+int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_codec_info *ret);
 int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name);
 int kvc_tenant_list(kvc *c, const struct kvc_call *call, struct kvc_tenant_entry **ret_list,
                     size_t *ret_count);
@@ -477,6 +501,9 @@ int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
 /* The call's tenant (or the handle's); the daemon's. None has errors of
  * its own besides -KVC_NOT_FOUND for the tenant. */
 int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret);
+/* Stats of the call's tenant: its compression and value byte counters.
+ * Errors: kvc_stats'. (KVCLIENT_0.5) */
+int kvc_stats_codec(kvc *c, const struct kvc_call *call, struct kvc_codec_info *ret);
 int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret);
 /* The daemon's figures with those of its metrics endpoint: requests by
  * method and status, latency percentiles, bytes, connections per listener.

@@ -663,7 +663,12 @@ static const char *sync_str(enum kv_sync s)
 static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant_info *in,
                       bool with_stats)
 {
-	rpc_reply_ok(out, id, with_stats ? 25 : 14);
+	char codec[KV_CODEC_NAME_MAX];
+
+	if (kv_codec_format(in->config.compression, in->config.compression_level, codec,
+	                    sizeof(codec)) != 0)
+		snprintf(codec, sizeof(codec), "unknown");
+	rpc_reply_ok(out, id, with_stats ? 29 : 15);
 	mp_kv_str(&out->pk, WIRE_F_NAME, in->name);
 	mp_kv_str(&out->pk, WIRE_F_STATE, in->active ? "active" : "passive");
 	mp_kv_uint(&out->pk, WIRE_F_IDLE_S, in->idle_ms / 1000);
@@ -678,6 +683,7 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 	mp_kv_uint(&out->pk, WIRE_F_HISTORY, in->config.history_versions);
 	mp_kv_uint(&out->pk, WIRE_F_TTL_MS, in->config.default_ttl_ms);
 	mp_kv_uint(&out->pk, WIRE_F_MAX_KEYS, in->config.max_keys);
+	mp_kv_str(&out->pk, WIRE_F_COMPRESSION, codec);
 	if (with_stats) {
 		mp_kv_uint(&out->pk, WIRE_F_DEAD_BYTES, in->stats.dead_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_SEGMENTS, in->stats.segments);
@@ -690,6 +696,9 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 		mp_kv_uint(&out->pk, WIRE_F_SYNCS, in->stats.syncs);
 		mp_kv_uint(&out->pk, WIRE_F_LAST_ACTIVATION_US, in->last_activation_us);
 		mp_kv_bool(&out->pk, WIRE_F_READ_ONLY, in->active && in->stats.read_only);
+		mp_kv_uint(&out->pk, WIRE_F_VALUE_LOGICAL_BYTES, in->stats.value_logical_bytes);
+		mp_kv_uint(&out->pk, WIRE_F_VALUE_STORED_BYTES, in->stats.value_stored_bytes);
+		mp_kv_uint(&out->pk, WIRE_F_VALUES_COMPRESSED, in->stats.values_compressed);
 	}
 }
 
@@ -754,8 +763,8 @@ void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc
 
 static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct kv_tenant_config *c)
 {
-	const char *sync = NULL;
-	size_t sl = 0;
+	const char *sync = NULL, *codec = NULL;
+	size_t sl = 0, cl = 0;
 	uint64_t v;
 
 	if (mp_field_str(r->args, WIRE_F_SYNC, false, &sync, &sl) != 0) {
@@ -795,6 +804,14 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 	if (arg_uint(r, out, WIRE_F_TTL_MS, &c->default_ttl_ms) ||
 	    arg_uint(r, out, WIRE_F_MAX_KEYS, &c->max_keys))
 		return -EINVAL;
+	if (mp_field_str(r->args, WIRE_F_COMPRESSION, false, &codec, &cl) != 0 ||
+	    (codec != NULL &&
+	     kv_codec_parse(codec, cl, &c->compression, &c->compression_level) != 0)) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+		                "'compression' must be \"none\", \"lz4\", \"zstd\" or "
+		                "\"zstd:LEVEL\" (1..22)");
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -9,6 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential meson ninja-build pkg-config cmake
  liburing-dev libnng-dev libmsgpack-dev libsystemd-dev libcmocka-dev
  libisal-dev libxxhash-dev libinih-dev libjansson-dev libmicrohttpd-dev libssl-dev
+ liblz4-dev libzstd-dev
  libblkid-dev e2fsprogs fio
  libcurl4-openssl-dev etcd-server
  librocksdb-dev libleveldb-dev liblmdb-dev libhiredis-dev redis-server

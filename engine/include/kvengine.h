@@ -87,6 +87,25 @@ enum kv_io {
 	KV_IO_PSYNC = 2, /* pread/pwrite/fdatasync */
 };
 
+/* How values are stored (docs/FORMAT.md, "Compressed values"). A value is
+ * stored compressed only when that makes it shorter; every record says how
+ * its own value is stored, so the codec can change at any time. Reads always
+ * give the value as written. */
+enum kv_codec {
+	KV_CODEC_NONE = 0, /* as given */
+	KV_CODEC_LZ4 = 1,  /* LZ4 block (fast, modest ratio) */
+	KV_CODEC_ZSTD = 2, /* zstd frame, level 1..22 (0: 3) */
+};
+
+/* Parses the n bytes at s as "none", "lz4", "zstd" or "zstd:LEVEL" (1..22).
+ * 0, or -EINVAL. */
+int kv_codec_parse(const char *s, size_t n, enum kv_codec *ret_codec, int *ret_level);
+/* Writes the form kv_codec_parse reads (NUL-terminated) into buf.
+ * 0, -EINVAL (not a valid codec and level), -ENOBUFS. KV_CODEC_NAME_MAX
+ * bytes always suffice. */
+#define KV_CODEC_NAME_MAX 16
+int kv_codec_format(enum kv_codec codec, int level, char *buf, size_t cap);
+
 /* Wall clock in milliseconds since the Unix epoch. */
 typedef uint64_t (*kv_clock_fn)(void *arg);
 
@@ -101,6 +120,8 @@ struct kv_options {
 	uint32_t max_key_size;      /* default KV_KEY_SIZE_MAX */
 	uint32_t max_value_size;    /* default 16 MiB */
 	uint64_t max_keys;          /* live keys allowed; 0 = unlimited */
+	enum kv_codec compression;  /* codec of values written from now on; default none */
+	int compression_level;      /* zstd level 1..22; 0 = the codec's default (lz4: 0 only) */
 	uint32_t merge_ratio_pct;   /* auto-merge when reclaimable bytes reach this % of the log; 0 = never; default 50 */
 	uint64_t merge_min_bytes;   /* and at least this many reclaimable bytes; default 16 MiB */
 	enum kv_io io;              /* default KV_IO_AUTO */
@@ -322,6 +343,12 @@ struct kv_stats {
 	uint64_t batches;        /* write batches (group commits) since open */
 	uint64_t batched_writes; /* writes carried by them */
 	uint64_t syncs;          /* fdatasync calls on the log since open */
+	/* Values of the puts written since open: their bytes as given
+	 * (logical), as stored (after compression, the codec's 4-byte length
+	 * prefix included), and how many were stored compressed. */
+	uint64_t value_logical_bytes;
+	uint64_t value_stored_bytes;
+	uint64_t values_compressed;
 	/* How long those fdatasyncs took: under KV_SYNC_ALWAYS a batch's write
 	 * and its fdatasync together (one submission, from its start to its
 	 * completion), otherwise the fdatasync alone. sync_hist[i] counts the
@@ -338,6 +365,12 @@ struct kv_stats {
 };
 /* Always 0. */
 int kv_stats(kv_db *db, struct kv_stats *ret);
+
+/* Values written from now on are stored with codec at level (as
+ * kv_options.compression and compression_level); records already written
+ * keep theirs. 0, or -EINVAL (an unknown codec or a level it does not
+ * take). Takes effect with the next batch formed. */
+int kv_set_compression(kv_db *db, enum kv_codec codec, int level);
 
 /* Rewrites all sealed segments, keeping what is live and within retention.
  * Runs on the calling thread; reads and writes go on meanwhile, paused only
@@ -364,8 +397,8 @@ size_t kv_open_segment_files(void);
 size_t kv_open_files_budget(void);
 
 /* Reads every file of the database at path without changing anything and
- * calls fn for each damaged thing found: a record failing its checksum,
- * damaged bytes, a torn end, a damaged segment header, merge commit or META,
+ * calls fn for each damaged thing found: a record failing its checksum, a
+ * compressed value that does not decompress, damaged bytes, a torn end, a damaged segment header, merge commit or META,
  * a sealed segment that is gone, unreadable or shorter than when it was
  * sealed. Also, as notes (damage false), what the next open rebuilds or
  * removes: a hint file that is damaged or stale (hints are a cache), a
@@ -480,6 +513,8 @@ struct kv_tenant_config {
 	uint32_t history_versions;
 	uint64_t default_ttl_ms; /* applied by the caller to puts without a TTL */
 	uint64_t max_keys;
+	enum kv_codec compression;
+	int compression_level;   /* as in kv_options */
 };
 void kv_tenant_config_init(struct kv_tenant_config *c);
 

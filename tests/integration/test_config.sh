@@ -261,6 +261,8 @@ refuse empty-section "$TMP/bogus.conf" "line 2: unknown section '[bogus]'"
 printf 'idle_timeout = 5m
 ' >"$TMP/suffix.conf"
 refuse number-suffix "$TMP/suffix.conf" "line 1: bad value '5m' for 'idle_timeout'"
+printf '[tenant-defaults]\ncompression = zstd:23\n' >"$TMP/codec.conf"
+refuse compression "$TMP/codec.conf" "line 2: bad value 'zstd:23' for 'compression'"
 printf 'workers = 4294967295
 ' >"$TMP/workers.conf"
 refuse workers "$TMP/workers.conf" "workers must be 0 (one per CPU) .. 1024"

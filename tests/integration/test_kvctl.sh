@@ -366,8 +366,18 @@ run 0 "tenant create --sync always -o json" kv -o json tenant create always --sy
 json "tenant create document" 'd == {"name": "always"}'
 run 5 "tenant create of an existing tenant" kv tenant create hist
 run 5 "an invalid tenant name" kv tenant create .hidden
+run 0 "tenant create --compression" kv tenant create zt --compression zstd:5
+run 0 "tenant info of a compressing tenant" kv tenant info zt
+grep -qx 'compression: zstd:5' "$TMP/out" || fail "tenant info lacks 'compression: zstd:5'"
+run 5 "tenant create --compression gzip" kv tenant create zbad --compression gzip
+zval=$(printf 'compressible text %.0s' $(seq 1 200))
+run 0 "put into a compressing tenant" kv -t zt put ztext "$zval"
+run 0 "get from a compressing tenant" kv -t zt get ztext
+[ "$(cat "$TMP/out")" = "$zval" ] || fail "a compressed value did not read back as written"
+run 0 "stats of a compressing tenant -o json" kv -t zt -o json stats
+json "stored below logical" 'd["compression"] == "zstd:5" and d["values_compressed"] == 1 and d["value_logical_bytes"] == 3600 and d["value_stored_bytes"] < 1800'
 run 0 "tenant list" kv tenant list
-for t in default hist nosync always; do
+for t in default hist nosync always zt; do
 	grep -Eq "^$t${TAB}(active|passive)\$" "$TMP/out" || fail "tenant list lacks $t: $(cat "$TMP/out")"
 done
 run 0 "tenant list -o json" kv -o json tenant list

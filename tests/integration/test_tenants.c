@@ -1,4 +1,4 @@
-/* test_tenants.c — a real kvd: one tenant's damaged or missing TENANT file takes that tenant alone down (UNAVAILABLE naming the file, a log line, kvd --check exit 1) and --auto-create never recreates it; a NUL inside a tenant name is INVALID_ARGUMENT; a TTL near 2^64 from the wire, TenantCreate or [tenant-defaults] leaves the write visible. */
+/* test_tenants.c — a real kvd: one tenant's damaged or missing TENANT file takes that tenant alone down (UNAVAILABLE naming the file, a log line, kvd --check exit 1) and --auto-create never recreates it; a NUL inside a tenant name is INVALID_ARGUMENT; a TTL near 2^64 from the wire, TenantCreate or [tenant-defaults] leaves the write visible; compression from TenantCreate and [tenant-defaults], reported by Stats, survives a restart. */
 #include "harness.h"
 
 #include <setjmp.h>
@@ -216,7 +216,7 @@ static void test_damaged_tenant_file(void **state)
 
 	/* "[tenant]" -> "[te\xffant]": caught by the checksum */
 	tu_flip_byte(tenant, 30);
-	expect_w_refused(dir, "checksum mismatch: line 8 says");
+	expect_w_refused(dir, "checksum mismatch: line 9 says");
 	/* a file without a checksum line, with a value out of range */
 	write_text(tenant, "# kvd tenant configuration\n[tenant]\nhistory = 4294967296\n");
 	expect_w_refused(dir, "line 3: 'history' = 4294967296 is out of range (1..4294967295)");
@@ -372,12 +372,100 @@ static void test_ttl_near_max(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* Compression through kvd: TenantCreate's and [tenant-defaults]'
+ * compression, values read back byte-exact across a restart, Stats with
+ * stored below logical for text and equal for random bytes, a bad codec
+ * INVALID_ARGUMENT. */
+static void test_compression(void **state)
+{
+	struct kvd_opts o = {.config_text = "[tenant-defaults]\ncompression = zstd:9\n",
+	                     .extra = {"--auto-create"}};
+	static const char *codecs[] = {"lz4", "zstd", "none"};
+	struct kvc_options co;
+	struct kvc_codec_info ti;
+	struct kvc_value v;
+	struct kvd_proc k;
+	char text[8192], rnd[8192], dir[1024];
+	uint64_t x = 88172645463325252ull;
+	kvc *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(text); i++)
+		text[i] = "kvd compresses text "[i % 20];
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		rnd[i] = (char)(x >> 24);
+	}
+	assert_int_equal(kvd_start(&k, &o), 0);
+	kvc_options_init(&co);
+	co.endpoint = k.surl;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	for (size_t i = 0; i < 3; i++) {
+		struct kvc_call call = {.tenant = codecs[i]};
+		assert_int_equal(kvc_tenant_create_codec(c, NULL, codecs[i], NULL, codecs[i]), 0);
+		assert_int_equal(kvc_put(c, &call, "text", 4, text, sizeof(text), NULL, NULL), 0);
+		assert_int_equal(kvc_put(c, &call, "random", 6, rnd, sizeof(rnd), NULL, NULL), 0);
+		assert_int_equal(kvc_stats_codec(c, &call, &ti), 0);
+		assert_string_equal(ti.compression, codecs[i]);
+		assert_int_equal(ti.value_logical_bytes, 2 * sizeof(text));
+		if (strcmp(codecs[i], "none") == 0) {
+			assert_int_equal(ti.values_compressed, 0);
+			assert_int_equal(ti.value_stored_bytes, 2 * sizeof(text));
+		} else {
+			assert_int_equal(ti.values_compressed, 1);
+			assert_true(ti.value_stored_bytes < sizeof(rnd) + sizeof(text) / 2);
+			assert_true(ti.value_stored_bytes > sizeof(rnd));
+		}
+	}
+	/* [tenant-defaults] for an auto-created tenant */
+	{
+		struct kvc_call call = {.tenant = "auto"};
+		assert_int_equal(kvc_put(c, &call, "text", 4, text, sizeof(text), NULL, NULL), 0);
+		assert_int_equal(kvc_tenant_codec(c, NULL, "auto", &ti), 0);
+		assert_string_equal(ti.compression, "zstd:9");
+		assert_int_equal(ti.value_logical_bytes, 0); /* Stats's, not TenantInfo's */
+	}
+	{
+		struct kvc_status st;
+		struct kvc_call call = {.status = &st};
+		assert_int_equal(kvc_tenant_create_codec(c, &call, "bad", NULL, "gzip"),
+		                 -KVC_INVALID_ARGUMENT);
+	}
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+
+	/* restarted: every value as written */
+	snprintf(dir, sizeof(dir), "%s", k.dir);
+	kvd_cleanup(&k, true);
+	o.reuse_dir = dir;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	co.endpoint = k.surl;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	for (size_t i = 0; i < 4; i++) {
+		struct kvc_call call = {.tenant = i < 3 ? codecs[i] : "auto"};
+		assert_int_equal(kvc_get(c, &call, "text", 4, 0, 0, &v), 0);
+		assert_int_equal(v.len, sizeof(text));
+		assert_memory_equal(v.data, text, sizeof(text));
+		kvc_value_free(&v);
+		if (i == 3)
+			break;
+		assert_int_equal(kvc_get(c, &call, "random", 6, 0, 0, &v), 0);
+		assert_int_equal(v.len, sizeof(rnd));
+		assert_memory_equal(v.data, rnd, sizeof(rnd));
+		kvc_value_free(&v);
+	}
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_damaged_tenant_file),
 		cmocka_unit_test(test_nul_in_tenant_names),
 		cmocka_unit_test(test_ttl_near_max),
+		cmocka_unit_test(test_compression),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

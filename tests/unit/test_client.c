@@ -196,7 +196,7 @@ static void test_encode_examples(void **state)
 	              "53 74 61 74 73 a4 61 72 67 73 81 a5 73 63 6f 70"
 	              "65 a6 64 61 65 6d 6f 6e");
 
-	creq_tenant_create(enc_begin(&e, 12, "TenantCreate", NULL, true), "orders", &to);
+	creq_tenant_create(enc_begin(&e, 12, "TenantCreate", NULL, true), "orders", &to, NULL);
 	enc_check(&e, "84 a1 76 01 a2 69 64 0c a6 6d 65 74 68 6f 64 ac"
 	              "54 65 6e 61 6e 74 43 72 65 61 74 65 a4 61 72 67"
 	              "73 86 a4 6e 61 6d 65 a6 6f 72 64 65 72 73 a4 73"
@@ -589,6 +589,67 @@ static void test_decode_daemon_detail_malformed(void **state)
 	for (size_t i = 0; i < sizeof(fills) / sizeof(fills[0]); i++) {
 		assert_int_equal(crep_daemon_detail(daemon_result(&p, fills[i]), &dd), -EINVAL);
 		assert_null(dd); /* untouched */
+		msgpack_zone_destroy(&p.zone);
+	}
+}
+
+static void codec_stats(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 5);
+	mp_kv_str(pk, "name", "z");
+	mp_kv_str(pk, "compression", "zstd:5");
+	mp_kv_uint(pk, "value_logical_bytes", 3600);
+	mp_kv_uint(pk, "value_stored_bytes", 120);
+	mp_kv_uint(pk, "values_compressed", 1);
+}
+
+static void codec_absent(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "name", "old");
+}
+
+static void codec_too_long(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "compression", "zstd:5-and-then-some");
+}
+
+static void codec_not_str(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_uint(pk, "compression", 2);
+}
+
+static void counter_not_uint(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "value_stored_bytes", "120");
+}
+
+/* A tenant's compression and value counters; an older server's reply
+ * without them; fields of the wrong shape refused, the result untouched. */
+static void test_decode_codec_info(void **state)
+{
+	void (*const bad[])(msgpack_packer *) = {codec_too_long, codec_not_str, counter_not_uint};
+	struct kvc_codec_info ci;
+	struct parsed p;
+
+	(void)state;
+	assert_int_equal(crep_codec_info(daemon_result(&p, codec_stats), &ci), 0);
+	assert_string_equal(ci.compression, "zstd:5");
+	assert_int_equal(ci.value_logical_bytes, 3600);
+	assert_int_equal(ci.value_stored_bytes, 120);
+	assert_int_equal(ci.values_compressed, 1);
+	msgpack_zone_destroy(&p.zone);
+	assert_int_equal(crep_codec_info(daemon_result(&p, codec_absent), &ci), 0);
+	assert_string_equal(ci.compression, "");
+	assert_int_equal(ci.value_logical_bytes, 0);
+	msgpack_zone_destroy(&p.zone);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&ci, 0x5a, sizeof(ci));
+		assert_int_equal(crep_codec_info(daemon_result(&p, bad[i]), &ci), -EINVAL);
+		assert_int_equal(ci.values_compressed, 0x5a5a5a5a5a5a5a5aull);
 		msgpack_zone_destroy(&p.zone);
 	}
 }
@@ -1340,6 +1401,7 @@ int main(void)
 	        cmocka_unit_test(test_decode_examples),
 	        cmocka_unit_test(test_decode_malformed),
 	        cmocka_unit_test(test_decode_daemon_detail_malformed),
+	        cmocka_unit_test(test_decode_codec_info),
 	        cmocka_unit_test(test_round_trips_and_errors),
 	        cmocka_unit_test(test_timeout_and_context_reuse),
 	        cmocka_unit_test(test_unreachable_fails_fast),

@@ -1,4 +1,4 @@
-/* test_model.c — 100k random operations checked against a simple in-memory reference, across close/reopen, merges and TTL expiry. */
+/* test_model.c — 100k random operations checked against a simple in-memory reference, across close/reopen, merges, TTL expiry and changes of value codec (compressible and random values). */
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -306,6 +306,7 @@ static void test_model(void **state)
 	o.history_versions = HISTORY;
 	o.sync = KV_SYNC_NONE;
 	o.merge_ratio_pct = 0;
+	o.compression = KV_CODEC_LZ4;
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	for (long op = 0; op < ops; op++) {
 		struct mkey *m = &keys[rnd() % NKEYS];
@@ -317,8 +318,9 @@ static void test_model(void **state)
 			size_t len = rnd() % (rnd() % 8 == 0 ? 400 : 40);
 			uint64_t ver = 0;
 			int rv, want = 0;
+			bool text = rnd() % 2; /* compressible: the codecs store it shorter */
 			for (size_t i = 0; i < len; i++)
-				val[i] = (uint8_t)rnd();
+				val[i] = text ? (uint8_t)('a' + (i / 3 + len) % 5) : (uint8_t)rnd();
 			if (rnd() % 10 == 0)
 				w.ttl_ms = 1 + rnd() % 3000;
 			if (rnd() % 5 == 0) {
@@ -394,9 +396,13 @@ static void test_model(void **state)
 			clk.ms += rnd() % 500;
 		}
 		if (op % 20000 == 19999) {
+			/* reopened with the next codec: every record keeps its own */
 			assert_int_equal(kv_close(db), 0);
+			o.compression = (enum kv_codec)((o.compression + 1) % 3);
 			assert_int_equal(kv_open(dir, &o, &db), 0);
 		}
+		if (op % 7000 == 6999)
+			assert_int_equal(kv_set_compression(db, (enum kv_codec)(rnd() % 3), 0), 0);
 		if (op % 15000 == 14999) {
 			assert_int_equal(kv_merge(db), 0);
 			model_merge();

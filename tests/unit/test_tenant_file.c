@@ -19,6 +19,8 @@ static struct kv_tenant_config sample(void)
 	c.history_versions = 5;
 	c.default_ttl_ms = 30000;
 	c.max_keys = 1000000;
+	c.compression = KV_CODEC_ZSTD;
+	c.compression_level = 7;
 	return c;
 }
 
@@ -29,6 +31,8 @@ static void assert_config_equal(const struct kv_tenant_config *a, const struct k
 	assert_int_equal(a->history_versions, b->history_versions);
 	assert_int_equal(a->default_ttl_ms, b->default_ttl_ms);
 	assert_int_equal(a->max_keys, b->max_keys);
+	assert_int_equal(a->compression, b->compression);
+	assert_int_equal(a->compression_level, b->compression_level);
 }
 
 /* Parses text; returns the status, the reason in why. */
@@ -76,6 +80,9 @@ static void test_file_without_checksum(void **state)
 	                       "max_keys = 1000000\n",
 	                       &got, why, sizeof(why)),
 	                 0);
+	/* (no compression line: an older kvd wrote none) */
+	c.compression = KV_CODEC_NONE;
+	c.compression_level = 0;
 	assert_config_equal(&got, &c);
 	/* settings it leaves out keep the defaults it was given */
 	assert_int_equal(parse("[tenant]\nhistory = 7\n", &got, why, sizeof(why)), 0);
@@ -104,6 +111,10 @@ static void test_damage_is_named(void **state)
 		{"[tenant]\nmax_keys = -1\n", "line 2: bad value '-1' for 'max_keys'"},
 		{"[tenant]\nhistory = 5 ; five\n", "line 2: bad value '5 ; five'"},
 		{"[tenant]\nsync = sometimes\n", "line 2: bad value 'sometimes' for 'sync'"},
+		{"[tenant]\ncompression = gzip\n", "line 2: bad value 'gzip' for 'compression'"},
+		{"[tenant]\ncompression = zstd:23\n", "line 2: bad value 'zstd:23' for 'compression'"},
+		{"[tenant]\ncompression = zstd:0\n", "line 2: bad value 'zstd:0' for 'compression'"},
+		{"[tenant]\ncompression = lz4:1\n", "line 2: bad value 'lz4:1' for 'compression'"},
 		{"[tenant]\nhistroy = 5\n", "line 2: unknown setting 'histroy'"},
 		{"# kvd tenant configuration\n[te\xff" "ant]\nhistory = 5\n", "line 2: unknown section '[te\\xffant]'"},
 		{"[tenant]\nhistory = 5\ngarbage line\n", "line 3: not INI: 'garbage line'"},
