@@ -26,6 +26,10 @@
  *   S5. A dropped tenant leaves a tombstone (an entry with id 0 and no
  *       objects) while any other node's catalog still holds an older entry
  *       of its name, so that entry cannot bring it back.
+ *   S6. The read cache (dev_cache.h) holds only this node's view: an
+ *       extent another node freed may since have been reused by its range
+ *       owner, so taking a tenant over drops what the cache holds of every
+ *       extent the tenant names before anything of it is read.
  *
  * Threads: as storage_dev.c; catalog reads run without d->mu.
  */
@@ -471,6 +475,28 @@ static int take_over(struct dev_storage *d, struct dev_storage *p, struct dev_te
 	return 0;
 }
 
+/* The extents t names, in memory the caller frees (NULL: none, or no memory). */
+static uint32_t *extents_of(const struct dev_tenant *t, size_t *ret_n)
+{
+	size_t n = t->nsegs + (t->aux != NONE), k = 0;
+	uint32_t *v;
+
+	for (size_t j = 0; j < t->nblobs; j++)
+		n += t->blobs[j].nexts;
+	*ret_n = 0;
+	if (n == 0 || (v = calloc(n, sizeof(*v))) == NULL)
+		return NULL;
+	for (size_t j = 0; j < t->nsegs; j++)
+		v[k++] = t->segs[j]->extent;
+	for (size_t j = 0; j < t->nblobs; j++)
+		for (uint32_t e = 0; e < t->blobs[j].nexts; e++)
+			v[k++] = t->blobs[j].exts[e];
+	if (t->aux != NONE)
+		v[k++] = t->aux;
+	*ret_n = k;
+	return v;
+}
+
 int dev_shared_claim(struct kv_storage *st, const char *tenant, uint64_t epoch)
 {
 	struct dev_storage *d = dev_of(st);
@@ -478,7 +504,9 @@ int dev_shared_claim(struct kv_storage *st, const char *tenant, uint64_t epoch)
 	struct entry *v = NULL, *w = NULL;
 	struct dev_tenant *fresh;
 	struct dev_claim *c;
-	size_t n, i;
+	uint32_t *stale = NULL;
+	size_t n, i, nstale = 0;
+	bool took_over = false;
 	int rv;
 
 	if (d->node == 0)
@@ -527,7 +555,10 @@ int dev_shared_claim(struct kv_storage *st, const char *tenant, uint64_t epoch)
 		d->changes++;
 	} else {
 		drop_others(d, tenant, NULL);
-		rv = take_over(d, w->p, w->t, epoch);
+		if ((rv = take_over(d, w->p, w->t, epoch)) == 0) {
+			stale = extents_of(w->t, &nstale);
+			took_over = true;
+		}
 	}
 	/* what the other entries named changes hands */
 	if (rv == 0) {
@@ -542,6 +573,14 @@ out:
 	pthread_mutex_unlock(&d->mu);
 	free(v);
 	peers_free(&ps);
+	/* S6: what this node's cache holds of the extents it took over may be
+	 * of an earlier use (another node freed and reused them meanwhile) */
+	for (i = 0; i < nstale; i++)
+		dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, stale[i]), d->sb.extent_size);
+	if (took_over && stale == NULL) /* no memory for the list: all of it */
+		dev_cache_drop_range(d->cache, d->sb.data_off,
+		                     (uint64_t)d->sb.extent_count * d->sb.extent_size);
+	free(stale);
 	if (rv == 0)
 		rv = dev_cat_write(d); /* durable before it is served */
 	return rv;

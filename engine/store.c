@@ -1158,6 +1158,7 @@ bool kv_store_shared(kv_store *s)
 int kv_store_claim(kv_store *s, const char *name, uint64_t epoch)
 {
 	struct kv_tenant *t, *fresh = NULL;
+	bool claimed;
 	int rv = 0;
 
 	if (!s->stor->shared)
@@ -1192,6 +1193,7 @@ int kv_store_claim(kv_store *s, const char *name, uint64_t epoch)
 	pthread_mutex_unlock(&s->mu);
 
 	rv = s->stor->ops->claim(s->stor, name, epoch);
+	claimed = rv == 0;
 	if (rv == 0)
 		rv = load_tenant(s, name, &fresh); /* its TENANT and STATS as the device has them */
 
@@ -1221,6 +1223,9 @@ int kv_store_claim(kv_store *s, const char *name, uint64_t epoch)
 		rv = 0;
 	pthread_mutex_unlock(&s->mu);
 	tenant_free(fresh);
+	/* not taken after all: nothing of it is written from this node */
+	if (rv != 0 && claimed)
+		s->stor->ops->disown(s->stor, name);
 	return rv;
 }
 

@@ -109,8 +109,10 @@ static int group_teardown(void **state)
 	if (g_loop_fd >= 0)
 		close(g_loop_fd); /* autoclear: detached once nobody has it open */
 	g_loop_fd = -1;
-	if (g_img[0] != '\0')
+	if (g_img[0] != '\0' && getenv("KVTEST_KEEP") == NULL)
 		unlink(g_img);
+	else if (g_img[0] != '\0')
+		print_message("device image kept: %s\n", g_img);
 	etcd_proc_stop(&g_etcd);
 	etcd_global_cleanup();
 	return 0;

@@ -73,13 +73,15 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static uint64_t g_cache_bytes = 1u << 20;
+
 static int open_node(const char *img, uint32_t node, uint32_t grace_ms, kv_store **ret)
 {
 	struct kv_store_options o;
 
 	kv_store_options_init(&o);
 	o.device = img;
-	o.device_cache_bytes = 1u << 20;
+	o.device_cache_bytes = g_cache_bytes;
 	o.device_node = node;
 	o.device_grace_ms = grace_ms;
 	o.busy_wait_ms = 2000;
@@ -468,6 +470,51 @@ static void test_small_segments_merged(void **state)
 	check_clean(f->img);
 }
 
+/* S6: node 1 reads a tenant (its cache keeps the blocks), node 2 takes it
+ * back, merges, and reuses its freed extents for new segments; when node 1
+ * takes it again, it reads what the extents hold now, not what it cached. */
+static void test_cache_after_move(void **state)
+{
+	struct fx *f = *state;
+	kv_store *a, *b;
+	uint64_t epoch = 200;
+	kv_tenant *t;
+	char k[32], v[512];
+	int i, r;
+
+	g_cache_bytes = 64u << 20; /* all of what node 1 reads stays cached */
+	a = node(f->img, 1);
+	b = node(f->img, 2);
+	g_cache_bytes = 1u << 20;
+	create(b, "t", epoch++);
+	for (r = 0; r < 12; r++) { /* node 2 comes round its range again */
+		/* node 2 writes (and overwrites: the merge has garbage to drop) */
+		for (i = 0; i < 3000; i++) {
+			snprintf(k, sizeof(k), "k%04d", i % 1000);
+			snprintf(v, sizeof(v), "r%d-%05d-%0400d", r, i, i); /* 1.2 MB a round */
+			assert_int_equal(put(b, "t", k, v), 0);
+		}
+		assert_int_equal(kv_store_get(b, "t", &t), 0);
+		assert_int_equal(kv_merge(kv_tenant_db(t)), 0);
+		kv_store_put(b, t);
+		assert_int_equal(kv_store_passivate(b, "t"), 0);
+		assert_int_equal(kv_store_disown(b, "t"), 0);
+		/* node 1 takes it and reads all of it, through its cache */
+		assert_int_equal(kv_store_claim(a, "t", epoch++), 0);
+		for (i = 2000; i < 3000; i++) {
+			snprintf(k, sizeof(k), "k%04d", i % 1000);
+			snprintf(v, sizeof(v), "r%d-%05d-%0400d", r, i, i);
+			expect(a, "t", k, v);
+		}
+		assert_int_equal(kv_store_passivate(a, "t"), 0);
+		assert_int_equal(kv_store_disown(a, "t"), 0);
+		assert_int_equal(kv_store_claim(b, "t", epoch++), 0);
+	}
+	assert_int_equal(kv_store_close(a), 0);
+	assert_int_equal(kv_store_close(b), 0);
+	check_clean(f->img);
+}
+
 /* A tenant moved between the three nodes many times, each owner writing,
  * merging now and then, and ending by a crash (no close) or cleanly, with
  * extents freed by one node reused by another at once (1 ms of grace):
@@ -544,6 +591,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_extents_and_drop, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_small_segments_merged, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_moves, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_after_move, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
