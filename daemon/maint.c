@@ -256,6 +256,15 @@ static void tick_tenants(struct kvd *d)
 		}
 		/* (the copies a merge a crash interrupts leaves are removed at
 		 * the next activation: engine/recovery.c) */
+		if (rv == -ESTALE) {
+			/* a tenant of a shared device this node gave up (fenced,
+			 * released, taken over): closed, not retried every tick */
+			kv_store_put_unused(d->store, t);
+			rv = kv_store_passivate(d->store, list[i].name);
+			klog(LOG_INFO, "tenant %s: given up on the shared device: passivated%s",
+			     list[i].name, rv == 0 ? "" : " (its last writes refused)");
+			continue;
+		}
 		if (rv == 1 && !atomic_load(&d->stopping) &&
 		    !retry_holds(d, list[i].name, now_ms()))
 			merge_tenant(d, t);
