@@ -434,7 +434,7 @@ int db_check(struct kv_storage *st, const char *path, kv_check_fn fn, void *arg,
 				                "remains: the keys it names read DATA_LOSS)"
 				              : "sealed segment missing (META lists it; no hint "
 				                "remains to say which keys it held)");
-			} else if (man.format == 2) {
+			} else if (man.format >= 2) {
 				seg_name(name, id, ".hint");
 				note(&c, name,
 				     "hint of a segment a merge retired (removed at next open)");
@@ -452,7 +452,7 @@ int db_check(struct kv_storage *st, const char *path, kv_check_fn fn, void *arg,
 			rv = check_segment(&c, tn, id, &f);
 		}
 	}
-	if (rv == 0 && man.format == 2 && man.active != 0 && !in_ids(segs.v, segs.n, man.active) &&
+	if (rv == 0 && man.format >= 2 && man.active != 0 && !in_ids(segs.v, segs.n, man.active) &&
 	    !in_ids(retired.v, retired.n, man.active) && manifest_find(&man, man.active) == NULL) {
 		char name[SEG_NAME_MAX];
 		seg_name(name, man.active, ".seg");

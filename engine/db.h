@@ -142,6 +142,8 @@ struct kv_db {
 	_Atomic uint64_t value_logical_bytes; /* kv_stats */
 	_Atomic uint64_t value_stored_bytes;  /* kv_stats */
 	_Atomic uint64_t values_compressed;   /* kv_stats */
+	/* META is written as format 3: a compressed value was written (sticky) */
+	atomic_bool meta_v3;
 	_Atomic uint64_t sync_us_sum;                  /* kv_stats */
 	_Atomic uint64_t sync_hist[KV_SYNC_BUCKETS];   /* kv_stats */
 	_Atomic uint64_t batch_hist[KV_BATCH_BUCKETS]; /* kv_stats */

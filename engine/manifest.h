@@ -37,7 +37,8 @@ struct manifest_seg {
 };
 
 struct manifest {
-	uint32_t format;           /* 1: written by an older kvd (no list, no mark); 2 */
+	uint32_t format;           /* 1: written by an older kvd (no list, no mark); 2; 3:
+	                              2 where values may be compressed */
 	uint64_t floor;            /* compact revision */
 	uint64_t version_mark;     /* no version above it was handed out (format 2) */
 	uint32_t active;           /* the active segment when it was written; 0: none */

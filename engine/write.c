@@ -826,9 +826,15 @@ static bool form_and_start(kv_db *db)
 	db->in_flight = true;
 	{
 		int rv = reserve_space(db, b->len);
-		/* META promises no version above its mark was handed out */
-		if (rv == 0 && db->next_version - 1 > db->version_mark)
+		/* META promises no version above its mark was handed out, and
+		 * says (format 3) that values may be compressed before any is */
+		if (rv == 0 && b->val_compressed > 0 && !atomic_load(&db->meta_v3)) {
+			atomic_store(&db->meta_v3, true);
+			if ((rv = manifest_write(db)) != 0)
+				atomic_store(&db->meta_v3, false); /* tried again next batch */
+		} else if (rv == 0 && db->next_version - 1 > db->version_mark) {
 			rv = manifest_write(db);
+		}
 		if (rv != 0) {
 			struct kv_stor_wres full = {rv, false};
 			batch_finish(db, &full);

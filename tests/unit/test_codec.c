@@ -239,6 +239,57 @@ static void test_codec_changes_merge_reopen(void **state)
 
 /* Random bytes are stored raw (stored = logical); repetitive text shrinks
  * to less than half; the value limit is on the logical length. */
+#ifndef TU_DEVICE
+/* META's format field: 3 once a compressed value was written, so a kvd
+ * that knows only format 2 refuses the tenant instead of reading compressed
+ * bytes as values; 2 while none was (incompressible values stay raw); and
+ * it stays 3. */
+static uint32_t meta_format(const char *dir)
+{
+	char path[512];
+	uint8_t b[12];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/META", dir);
+	assert_non_null(f = fopen(path, "rb"));
+	assert_int_equal(fread(b, 1, sizeof(b), f), sizeof(b));
+	fclose(f);
+	return get_le32(b + 8);
+}
+
+static void test_meta_format(void **state)
+{
+	char *dir = tu_mkdtemp("codec-meta");
+	struct kv_options o;
+	uint8_t buf[4096];
+	kv_db *db;
+
+	(void)state;
+	opts(&o);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_set_compression(db, KV_CODEC_LZ4, 0), 0);
+	random_value(buf, sizeof(buf), 3);
+	assert_int_equal(kv_put(db, "random", 6, buf, sizeof(buf), NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+	assert_int_equal(meta_format(dir), 2); /* nothing compressed */
+
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_set_compression(db, KV_CODEC_LZ4, 0), 0);
+	text_value(buf, sizeof(buf), 5);
+	assert_int_equal(kv_put(db, "text", 4, buf, sizeof(buf), NULL, NULL), 0);
+	assert_int_equal(meta_format(dir), 3); /* durable before the value was */
+	assert_int_equal(kv_close(db), 0);
+
+	assert_int_equal(kv_open(dir, &o, &db), 0); /* no codec now */
+	assert_int_equal(kv_put(db, "more", 4, "x", 1, NULL, NULL), 0);
+	assert_int_equal(kv_merge(db), 0);
+	assert_int_equal(kv_close(db), 0);
+	assert_int_equal(meta_format(dir), 3);
+	tu_rmtree(dir);
+	free(dir);
+}
+#endif
+
 static void test_raw_when_incompressible(void **state)
 {
 	static const enum kv_codec codecs[] = {KV_CODEC_LZ4, KV_CODEC_ZSTD};
@@ -563,6 +614,9 @@ int main(void)
 	        cmocka_unit_test(test_decoder_on_noise),
 	        cmocka_unit_test(test_codec_changes_merge_reopen),
 	        cmocka_unit_test(test_raw_when_incompressible),
+#ifndef TU_DEVICE
+	        cmocka_unit_test(test_meta_format),
+#endif
 	        cmocka_unit_test(test_damaged_compressed_value_is_corrupt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
