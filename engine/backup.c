@@ -554,6 +554,10 @@ static int backup_read(struct kv_stor_tenant *src, struct bk_snap *snap)
 	size_t i;
 	int rv;
 
+	if ((rv = stor_meta_get(src, BACKUP_MARK, 64, &snap->meta, &snap->meta_len)) != 0)
+		return rv == KV_ECORRUPT ? -ENOENT : rv; /* not a whole backup */
+	free(snap->meta);
+	snap->meta = NULL;
 	if ((rv = stor_list(src, seg_list_fn, snap)) != 0)
 		return rv;
 	if (snap->nsegs > 0)
@@ -564,10 +568,6 @@ static int backup_read(struct kv_stor_tenant *src, struct bk_snap *snap)
 			return rv;
 		stor_seg_close(h);
 	}
-	if ((rv = stor_meta_get(src, BACKUP_MARK, 64, &snap->meta, &snap->meta_len)) != 0)
-		return rv; /* not a whole backup */
-	free(snap->meta);
-	snap->meta = NULL;
 	return stor_meta_get(src, "META", KV_STOR_META_MAX, &snap->meta, &snap->meta_len);
 }
 
@@ -588,13 +588,13 @@ int kv_store_restore(kv_store *s, const char *name, const char *dir, bool force)
 		return -EINVAL;
 	if (st->shared)
 		return -ENOTSUP;
-	if ((rv = kv_tenant_file_read(dir, NULL, why, sizeof(why), &cfg)) != 0)
-		return rv;
 	if ((rv = kv_storage_file_open(NULL, NULL, &fst)) != 0)
 		return rv;
 	if ((rv = stor_tenant_open(fst, dir, 0, &src)) != 0)
 		goto out;
-	if ((rv = backup_read(src, &snap)) != 0)
+	/* first BACKUP: a directory that is no backup is -ENOENT */
+	if ((rv = backup_read(src, &snap)) != 0 ||
+	    (rv = kv_tenant_file_read(dir, NULL, why, sizeof(why), &cfg)) != 0)
 		goto out;
 	if (force && (rv = kv_store_drop(s, name)) != 0 && rv != -ENOENT)
 		goto out;
