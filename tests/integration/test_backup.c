@@ -1,4 +1,4 @@
-/* test_backup.c — a Backup taken under concurrent writes restores (kvd --restore) to exactly the as-of-version scan at its version. */
+/* test_backup.c — a Backup taken under concurrent writes restores (kvd --restore) to exactly the as-of-version scan at its version, on files and on a device. */
 /*
  * kvd A serves a tenant with small segments (so most of the log is sealed
  * and hard-linked into the backup) and history, while a writer puts,
@@ -9,8 +9,10 @@
  * tenant of kvd B's data directory, and B's scans (now and as of the same
  * older version) must equal A's byte for byte: keys, values and versions,
  * and B's last version must be V (nothing written after V came along).
+ * The same with A on a device (an image file): the backup is files, restored
+ * into B's data directory and back onto the device as another tenant.
  * Also: a backup into a directory that is not empty, inside the data
- * directory or not absolute is refused with a one-line reason, and kvd
+ * directory, not a directory or not absolute is refused with a one-line reason, and kvd
  * --restore refuses an existing tenant without --force and a directory
  * that is not a whole backup.
  */
@@ -23,7 +25,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h> /* after the headers it needs */
 
@@ -166,16 +170,23 @@ static void scan_equal(const struct scan *a, const struct scan *b, const char *w
 	}
 }
 
-/* kvd --restore DIR --tenant NAME --data-dir DATA [--force]: its exit status. */
-static int run_restore(const char *dir, const char *name, const char *data, bool force,
-                       const char *log)
+static const char *kvd_bin(void)
 {
 	const char *bin = getenv("KVD_BIN");
+
+	return bin ? bin : "./build/daemon/kvd";
+}
+
+/* kvd --restore DIR --tenant NAME --data-dir|--device WHERE [--force]: its
+ * exit status. */
+static int run_restore(const char *dir, const char *name, const char *flag, const char *where,
+                       bool force, const char *log)
+{
 	char cmd[4096];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s --restore '%s' --tenant %s --data-dir '%s' %s >>'%s' 2>&1",
-	         bin ? bin : "./build/daemon/kvd", dir, name, data, force ? "--force" : "", log);
+	snprintf(cmd, sizeof(cmd), "%s --restore '%s' --tenant %s %s '%s' %s >>'%s' 2>&1",
+	         kvd_bin(), dir, name, flag, where, force ? "--force" : "", log);
 	st = system(cmd);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
@@ -207,10 +218,13 @@ static void wait_written(uint64_t n, struct writer *wr)
 	}
 }
 
-static void test_backup_restore(void **state)
+/* A on the data directory, or on the device img (a regular file that kvd
+ * --format made); B on a data directory. */
+static void backup_restore(const char *img)
 {
 	struct kvd_proc a, b;
-	struct kvd_opts oa = {.config_text = "segment_size = 64K\n", .extra = {"--workers", "2"}};
+	struct kvd_opts oa = {.config_text = "segment_size = 64K\n",
+	                      .extra = {"--workers", "2", img ? "--device" : NULL, img}};
 	struct kvd_opts ob = {.extra = {"--workers", "1"}};
 	struct kvc_tenant_opts to = {.sync = KVC_SYNC_NONE, .history = 4};
 	struct kvc_backup_result br;
@@ -224,7 +238,6 @@ static void test_backup_restore(void **state)
 	uint64_t old;
 	kvc *c;
 
-	(void)state;
 	assert_int_equal(kvd_start(&a, &oa), 0);
 	c = open_client(a.surl, NULL);
 	assert_non_null(c);
@@ -254,16 +267,27 @@ static void test_backup_restore(void **state)
 	        br.elapsed_us);
 	assert_true(br.version >= WRITES_PRE / 2);
 	assert_true(br.segments >= 2);
-	/* the backup is on the data directory's file system: sealed segments linked */
-	assert_true(br.segments_linked >= 1 && br.segments_linked < br.segments);
+	/* on the data directory's file system sealed segments are linked; a
+	 * device's are copied */
+	if (img == NULL)
+		assert_true(br.segments_linked >= 1 && br.segments_linked < br.segments);
+	else
+		assert_int_equal(br.segments_linked, 0);
 
 	/* refused: a directory that is not empty, one inside the data
 	 * directory, a relative path */
 	assert_int_equal(kvc_tenant_backup(c, &call, "w", dir, NULL), -KVC_FAILED_PRECONDITION);
 	assert_non_null(strstr(st.message, "not empty"));
 	snprintf(inside, sizeof(inside), "%s/tenants/x", a.data);
-	assert_int_equal(kvc_tenant_backup(c, &call, "w", inside, NULL), -KVC_INVALID_ARGUMENT);
-	assert_non_null(strstr(st.message, "inside kvd's data directory"));
+	if (img == NULL) {
+		assert_int_equal(kvc_tenant_backup(c, &call, "w", inside, NULL),
+		                 -KVC_INVALID_ARGUMENT);
+		assert_non_null(strstr(st.message, "inside kvd's data directory"));
+	} else {
+		assert_int_equal(kvc_tenant_backup(c, &call, "w", img, NULL),
+		                 -KVC_FAILED_PRECONDITION);
+		assert_non_null(strstr(st.message, "not a directory"));
+	}
 	assert_int_equal(kvc_tenant_backup(c, &call, "w", "rel/dir", NULL), -KVC_INVALID_ARGUMENT);
 	assert_int_equal(kvc_tenant_backup(c, &call, "nope", inside, NULL), -KVC_NOT_FOUND);
 
@@ -282,11 +306,11 @@ static void test_backup_restore(void **state)
 	assert_int_equal(kvd_stop(&b), 0);
 	snprintf(logb, sizeof(logb), "%s/restore.log", b.dir);
 	snprintf(bdir, sizeof(bdir), "%s", b.dir);
-	assert_int_equal(run_restore(dir, "r", b.data, false, logb), 0);
-	assert_int_equal(run_restore(dir, "r", b.data, false, logb), 1);
+	assert_int_equal(run_restore(dir, "r", "--data-dir", b.data, false, logb), 0);
+	assert_int_equal(run_restore(dir, "r", "--data-dir", b.data, false, logb), 1);
 	assert_true(file_has(logb, "already exists"));
-	assert_int_equal(run_restore(dir, "r", b.data, true, logb), 0);
-	assert_int_equal(run_restore(a.dir, "r2", b.data, false, logb), 1);
+	assert_int_equal(run_restore(dir, "r", "--data-dir", b.data, true, logb), 0);
+	assert_int_equal(run_restore(a.dir, "r2", "--data-dir", b.data, false, logb), 1);
 	assert_true(file_has(logb, "not a whole backup"));
 	kvd_cleanup(&b, true);
 	ob.reuse_dir = bdir;
@@ -303,19 +327,63 @@ static void test_backup_restore(void **state)
 	scan_equal(&sa, &sb, "as of the backup's version");
 	scan_equal(&sa_old, &sb_old, "as of an older version");
 	assert_int_equal(sb.at, br.version);
-	scan_free(&sa);
 	scan_free(&sb);
-	scan_free(&sa_old);
 	scan_free(&sb_old);
 	assert_int_equal(kvd_stop(&b), 0);
 	kvd_cleanup(&b, false);
+	if (img != NULL) {
+		/* and back onto the device, beside the tenant it was taken of */
+		char adir[1024];
+		snprintf(adir, sizeof(adir), "%s", a.dir);
+		snprintf(logb, sizeof(logb), "%s/restore.log", adir);
+		assert_int_equal(run_restore(dir, "r", "--device", img, false, logb), 0);
+		kvd_cleanup(&a, true);
+		oa.reuse_dir = adir;
+		assert_int_equal(kvd_start(&a, &oa), 0);
+		scan_all(a.surl, "r", 0, &sb);
+		scan_all(a.surl, "r", old, &sb_old);
+		scan_equal(&sa, &sb, "on the device, as of the backup's version");
+		scan_equal(&sa_old, &sb_old, "on the device, as of an older version");
+		scan_free(&sb);
+		scan_free(&sb_old);
+		assert_int_equal(kvd_stop(&a), 0);
+	}
+	scan_free(&sa);
+	scan_free(&sa_old);
 	kvd_cleanup(&a, false);
+}
+
+static void test_backup_files(void **state)
+{
+	(void)state;
+	backup_restore(NULL);
+}
+
+static void test_backup_device(void **state)
+{
+	char *tmp = tu_mkdtemp("backup-dev"), img[1024], cmd[2048];
+	int fd, st;
+
+	(void)state;
+	snprintf(img, sizeof(img), "%s/img", tmp);
+	fd = open(img, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 256ll << 20), 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "'%s' --format '%s' --extent-size 1M >/dev/null 2>&1", kvd_bin(),
+	         img);
+	st = system(cmd);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	backup_restore(img);
+	tu_rmtree(tmp);
+	free(tmp);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_backup_restore),
+	        cmocka_unit_test(test_backup_files),
+	        cmocka_unit_test(test_backup_device),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
