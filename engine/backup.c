@@ -164,13 +164,22 @@ out:
 	return rv;
 }
 
+/* 1 when the hint of segment id was linked or copied, 0 when there is
+ * none, or an error. */
 static int hint_copy(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst,
-                     uint64_t *ret_bytes)
+                     bool link, uint64_t *ret_bytes)
 {
 	uint8_t *buf;
 	size_t len;
 	int rv;
 
+	if (link && src->st->ops->hint_link != NULL) {
+		rv = src->st->ops->hint_link(src, id, dst);
+		if (rv == 0)
+			return 1;
+		if (rv == -ENOENT)
+			return 0;
+	}
 	if ((rv = stor_hint_get(src, id, KV_STOR_META_MAX, &buf, &len)) != 0)
 		return rv == -ENOENT || rv == KV_ECORRUPT ? 0 : rv; /* a hint is only a cache */
 	rv = stor_hint_put(dst, id, buf, len);
@@ -285,7 +294,7 @@ static int tenant_copy(struct kv_stor_tenant *src, const struct bk_snap *snap,
 		info->segments++;
 		info->files++;
 		if (bs->sealed) {
-			if ((rv = hint_copy(src, bs->id, dst, &info->bytes_copied)) < 0)
+			if ((rv = hint_copy(src, bs->id, dst, !restore, &info->bytes_copied)) < 0)
 				return rv;
 			info->files += (uint32_t)rv;
 		}

@@ -347,6 +347,9 @@ struct kv_storage_ops {
 	 * -EOPNOTSUPP and the like: the caller copies instead. Optional:
 	 * NULL where a backend cannot share bytes. */
 	int (*seg_link)(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst);
+	/* The same for the hint of segment id (a hint is replaced whole, never
+	 * changed in place). -ENOENT: none. Optional as seg_link. */
+	int (*hint_link)(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst);
 };
 
 struct kv_storage {
