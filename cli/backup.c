@@ -28,18 +28,18 @@ int cmd_tenant_backup(struct kvctl *k, int argc, char **argv)
 	dir = argv[optind + 1];
 	kvctl_what(k, "tenant backup", name, strlen(name));
 	if (dir[0] != '/')
-		return kvctl_usage(k, "tenant backup: DIR must be an absolute path (on kvd's host)");
+		return kvctl_usage(k,
+		                   "tenant backup: DIR must be an absolute path (on kvd's host)");
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_tenant_backup(k->c, &call, name, dir, &r)) != 0)
 		return kvctl_fail(k, rv, &st);
-	doc = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "name", name, "dir", dir,
-	                "version", kvctl_json_u64(r.version), "segments",
-	                kvctl_json_u64(r.segments), "segments_linked",
-	                kvctl_json_u64(r.segments_linked), "bytes_linked",
-	                kvctl_json_u64(r.bytes_linked), "bytes_copied",
-	                kvctl_json_u64(r.bytes_copied), "files", kvctl_json_u64(r.files),
-	                "elapsed_us", kvctl_json_u64(r.elapsed_us));
+	doc = json_pack(
+	        "{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "name", name, "dir", dir, "version",
+	        kvctl_json_u64(r.version), "segments", kvctl_json_u64(r.segments),
+	        "segments_linked", kvctl_json_u64(r.segments_linked), "bytes_linked",
+	        kvctl_json_u64(r.bytes_linked), "bytes_copied", kvctl_json_u64(r.bytes_copied),
+	        "files", kvctl_json_u64(r.files), "elapsed_us", kvctl_json_u64(r.elapsed_us));
 	if (k->json)
 		return kvctl_emit_json(k, doc);
 	json_decref(doc);

@@ -496,7 +496,8 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		exit(device_format(format, extent_size, nodes, force));
 	}
 	if ((d->restore_dir != NULL) != (d->restore_tenant != NULL)) {
-		kvd_say(stderr, LOG_ERR, "--restore DIR and --tenant NAME go together (kvd --help)");
+		kvd_say(stderr, LOG_ERR,
+		        "--restore DIR and --tenant NAME go together (kvd --help)");
 		return 2;
 	}
 	d->restore_force = force;

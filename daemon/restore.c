@@ -50,8 +50,9 @@ int restore_run(struct kvd *d)
 		        where);
 		return 1;
 	case -EPERM:
-		kvd_say(stderr, LOG_ERR, "tenant default cannot be dropped: restore it under "
-		                         "another name");
+		kvd_say(stderr, LOG_ERR,
+		        "tenant default cannot be dropped: restore it under "
+		        "another name");
 		return 1;
 	default:
 		kvd_say(stderr, LOG_ERR, "cannot restore %s as tenant %s of %s: %s", dir, name,

@@ -39,8 +39,8 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COPY_BUF (4u << 20)
+#define COPY_BUF    (4u << 20)
 /* The blob a backup ends with (its version, as text): a directory without
  * it is not a whole backup, and kv_store_restore refuses it. */
 #define BACKUP_MARK "BACKUP"
@@ -166,8 +166,8 @@ out:
 
 /* 1 when the hint of segment id was linked or copied, 0 when there is
  * none, or an error. */
-static int hint_copy(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst,
-                     bool link, uint64_t *ret_bytes)
+static int hint_copy(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst, bool link,
+                     uint64_t *ret_bytes)
 {
 	uint8_t *buf;
 	size_t len;
@@ -512,8 +512,7 @@ static int dir_inside(const char *store_dir, const char *dir, bool *ret)
 	return 0;
 }
 
-int kv_store_backup(kv_store *s, const char *name, const char *dir,
-                    struct kv_backup_info *ret)
+int kv_store_backup(kv_store *s, const char *name, const char *dir, struct kv_backup_info *ret)
 {
 	kv_tenant *t;
 	bool inside;

@@ -494,9 +494,10 @@ int kvc_tenant_backup(kvc *c, const struct kvc_call *call, const char *name, con
 
 	client_op_init(&op, c, call, WIRE_M_BACKUP);
 	if (dir == NULL || dir[0] != '/')
-		return client_op_end(&op, call,
-		                     client_op_fail(&op, KVC_INVALID_ARGUMENT,
-		                                    "the backup directory must be an absolute path"));
+		return client_op_end(
+		        &op, call,
+		        client_op_fail(&op, KVC_INVALID_ARGUMENT,
+		                       "the backup directory must be an absolute path"));
 	if ((rv = client_check_name(&op, name)) != 0 ||
 	    (rv = client_op_request(&op, call, true, strlen(name) + strlen(dir))) != 0)
 		return client_op_end(&op, call, rv);

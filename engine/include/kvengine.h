@@ -674,12 +674,12 @@ int kv_store_stats(kv_store *s, struct kv_store_stats *ret);
  * on meanwhile; merges of the database wait until the backup is done. */
 
 struct kv_backup_info {
-	uint64_t version;          /* the backup holds every write up to it and nothing after */
-	uint32_t segments;         /* segments in the backup */
-	uint32_t segments_linked;  /* of them, hard links to the database's own */
-	uint64_t bytes_linked;     /* their bytes */
-	uint64_t bytes_copied;     /* bytes written: copied segments, hints, metadata */
-	uint32_t files;            /* files in the backup */
+	uint64_t version;         /* the backup holds every write up to it and nothing after */
+	uint32_t segments;        /* segments in the backup */
+	uint32_t segments_linked; /* of them, hard links to the database's own */
+	uint64_t bytes_linked;    /* their bytes */
+	uint64_t bytes_copied;    /* bytes written: copied segments, hints, metadata */
+	uint32_t files;           /* files in the backup */
 	uint64_t elapsed_us;
 };
 
@@ -696,8 +696,7 @@ int kv_backup(kv_db *db, const char *dir, struct kv_backup_info *ret);
  * inside the store's directory (-EINVAL).
  * Errors: kv_backup's, -EINVAL, -ENOENT (no such tenant), KV_EREFUSED,
  * kv_store_get's. */
-int kv_store_backup(kv_store *s, const char *name, const char *dir,
-                    struct kv_backup_info *ret);
+int kv_store_backup(kv_store *s, const char *name, const char *dir, struct kv_backup_info *ret);
 
 /* Makes the backup in dir the tenant `name` of the store (files or device
  * backend): created with the backup's TENANT settings, its segments,

@@ -1,4 +1,5 @@
-/* test_backup.c — a Backup taken under concurrent writes restores (kvd --restore) to exactly the as-of-version scan at its version, on files and on a device. */
+/* test_backup.c — a Backup taken under concurrent writes restores (kvd --restore) to exactly the
+ * as-of-version scan at its version, on files and on a device. */
 /*
  * kvd A serves a tenant with small segments (so most of the log is sealed
  * and hard-linked into the backup) and history, while a writer puts,
@@ -18,6 +19,7 @@
  */
 #include "harness.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,7 +27,6 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,8 +166,9 @@ static void scan_equal(const struct scan *a, const struct scan *b, const char *w
 		const struct item *x = &a->it[i], *y = &b->it[i];
 		if (x->kl != y->kl || memcmp(x->k, y->k, x->kl) != 0 || x->vl != y->vl ||
 		    memcmp(x->v, y->v, x->vl) != 0 || x->version != y->version)
-			fail_msg("%s: item %zu differs: %.*s@%" PRIu64 " against %.*s@%" PRIu64, what,
-			         i, (int)x->kl, x->k, x->version, (int)y->kl, y->k, y->version);
+			fail_msg("%s: item %zu differs: %.*s@%" PRIu64 " against %.*s@%" PRIu64,
+			         what, i, (int)x->kl, x->k, x->version, (int)y->kl, y->k,
+			         y->version);
 	}
 }
 
@@ -261,8 +263,8 @@ static void backup_restore(const char *img)
 	if (wr.failed)
 		fail_msg("writer: %s %s", kvc_code_name(wr.failed), wr.message);
 	fprintf(stderr,
-	        "backup at version %" PRIu64 ": %" PRIu64 " segments (%" PRIu64
-	        " linked, %" PRIu64 " bytes), %" PRIu64 " bytes copied, %" PRIu64 " us\n",
+	        "backup at version %" PRIu64 ": %" PRIu64 " segments (%" PRIu64 " linked, %" PRIu64
+	        " bytes), %" PRIu64 " bytes copied, %" PRIu64 " us\n",
 	        br.version, br.segments, br.segments_linked, br.bytes_linked, br.bytes_copied,
 	        br.elapsed_us);
 	assert_true(br.version >= WRITES_PRE / 2);
