@@ -188,7 +188,7 @@ done
 run 0 "get KEY --help (after the arguments)" kv get k --help
 grep -q -- "--as-of V" "$TMP/out" || fail "get --help lacks --as-of: $(cat "$TMP/out")"
 run 0 "tenant --help" "$KVCTL" tenant --help
-for a in create list info drop passivate activate release adopt; do
+for a in create list info drop passivate activate release adopt backup; do
 	grep -q "^  kvctl tenant $a" "$TMP/out" || fail "tenant --help lacks $a"
 done
 mv "$TMP/out" "$TMP/help-cmd"
@@ -203,7 +203,7 @@ run 2 "help of an unknown command" "$KVCTL" help frob
 run 2 "help of an unknown action" "$KVCTL" help tenant frob
 run 2 "an action is not a command of its own" kv "tenant list"
 run 2 "tenant without an action" kv tenant
-err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate|release|adopt ...
+err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate|release|adopt|backup ...
 Try 'kvctl tenant --help'."
 run 2 "a usage error points to the command's help" kv get
 err_is "get without a key's message" "kvctl: get: usage: kvctl get KEY [--version V | --as-of V]
@@ -518,14 +518,14 @@ completes "put" kvctl -o json p
 completes "create" kvctl tenant cr
 completes "info" kvctl -t x tenant i
 completes "stats" kvctl st
-completes "create list info drop passivate activate release adopt" kvctl tenant ''
+completes "create list info drop passivate activate release adopt backup" kvctl tenant ''
 completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
 completes "--max-keys" kvctl tenant create t --max
 completes "--token --token-file" kvctl --tok
 completes "" kvctl get --version ''
-completes "create list info drop passivate activate release adopt" kvctl help tenant ''
+completes "create list info drop passivate activate release adopt backup" kvctl help tenant ''
 # tenant names, from the daemon the line's -e names
 completes "hist" "$KVCTL" -e "$SOCK" tenant info h
 completes "scans" "$KVCTL" -e "$SOCK" -t sc
