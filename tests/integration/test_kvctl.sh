@@ -176,7 +176,7 @@ done
 # as `kvctl help COMMAND`.
 for c in put get del scan versions "tenant create" "tenant list" "tenant info" \
 	"tenant drop" "tenant passivate" "tenant activate" "tenant release" "tenant adopt" \
-	stats compact health help; do
+	"tenant backup" stats compact health help; do
 	# shellcheck disable=SC2086 # "tenant create" is two words
 	run 0 "$c --help" "$KVCTL" $c --help || continue
 	grep -q "^usage: kvctl $c" "$TMP/out" || fail "$c --help: '$(head -n 1 "$TMP/out")'"
@@ -445,6 +445,17 @@ run 1 "tenant info of a dropped tenant" kv tenant info nosync
 run 1 "tenant passivate of a missing tenant" kv tenant passivate nosuch
 run 1 "tenant activate of a missing tenant" kv tenant activate nosuch
 run 5 "tenant drop default" kv tenant drop default
+
+# tenant backup: kvd writes it on its own host (docs/BACKUP.md)
+run 0 "tenant backup" kv tenant backup hist "$TMP/bk"
+checks=$((checks + 1))
+grep -Eq '^version: [0-9]+$' "$TMP/out" || fail "tenant backup printed no version: $(head -c 300 "$TMP/out")"
+[ -f "$TMP/bk/BACKUP" ] && [ -f "$TMP/bk/TENANT" ] || fail "tenant backup wrote no BACKUP or TENANT"
+run 0 "tenant backup -o json" kv -o json tenant backup hist "$TMP/bk2"
+json "backup document" 'd["name"] == "hist" and d["version"] >= 3 and d["segments"] >= 1 and d["files"] >= 3'
+run 3 "tenant backup into a directory that is not empty" kv tenant backup hist "$TMP/bk"
+run 2 "tenant backup into a relative path" kv tenant backup hist bk
+run 1 "tenant backup of a missing tenant" kv tenant backup nosuch "$TMP/bk3"
 
 # ---- scan ----------------------------------------------------------------------------------
 
