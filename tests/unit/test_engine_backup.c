@@ -1,4 +1,4 @@
-/* test_engine_backup.c — kv_backup under a writer and back-to-back merges: the backup opens to exactly the as-of scan at its version, checks clean, and refuses a directory that is not empty. */
+/* test_engine_backup.c — kv_backup under a writer and merges racing it: the backup opens to exactly the as-of scan at its version, checks clean, and refuses a directory that is not empty. */
 #include "testutil.h"
 
 #include <inttypes.h>
@@ -10,13 +10,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <cmocka.h>
 
-#define NKEYS 400
+#include <cmocka.h> /* after the headers it needs */
+
+#define NKEYS    400
+#define NBACKUPS 6
 
 static struct tu_clock clk = {1700000000000ull};
 static _Atomic bool stop_flag;
-static _Atomic uint64_t writes, merges;
+static _Atomic uint64_t writes, merges, merges_asked;
 
 static void *writer_main(void *arg)
 {
@@ -45,7 +47,12 @@ static void *merger_main(void *arg)
 {
 	kv_db *db = arg;
 
+	/* one merge per request, each racing the backup taken meanwhile */
 	while (!atomic_load(&stop_flag)) {
+		if (atomic_load(&merges) == atomic_load(&merges_asked)) {
+			usleep(200);
+			continue;
+		}
 		assert_int_equal(kv_merge(db), 0);
 		atomic_fetch_add(&merges, 1);
 	}
@@ -113,18 +120,53 @@ static void check_item(void *arg, const struct kv_check_item *it)
 	}
 }
 
-static void test_backup_under_writes_and_merges(void **state)
+/* The backup in bdir, of version v, against db as of v (and of an older
+ * version). */
+static void compare(kv_db *db, const char *bdir, uint64_t v, const struct kv_options *o)
 {
-	char *dir = tu_mkdtemp("bk-src"), *out = tu_mkdtemp("bk-out"), *bdir, *busy;
 	static struct row a[NKEYS + 1], b[NKEYS + 1];
-	struct kv_backup_info bi;
 	struct kv_check_summary sum;
-	struct kv_options o;
-	pthread_t wt, mt;
-	kv_db *db, *bk;
 	size_t na, nb, i;
 	uint64_t at;
 	int findings = 0;
+	kv_db *bk;
+
+	na = scan(db, v, a, NKEYS + 1, NULL);
+	assert_int_equal(kv_check(bdir, check_item, &findings, &sum), 0);
+	assert_int_equal(findings, 0);
+	assert_int_equal(kv_open(bdir, o, &bk), 0);
+	nb = scan(bk, 0, b, NKEYS + 1, &at);
+	assert_int_equal(at, v);
+	assert_int_equal(na, nb);
+	for (i = 0; i < na; i++) {
+		assert_string_equal(a[i].k, b[i].k);
+		assert_int_equal(a[i].version, b[i].version);
+		assert_int_equal(a[i].vl, b[i].vl);
+		assert_memory_equal(a[i].v, b[i].v, a[i].vl);
+	}
+	/* an older version too: the chains came along */
+	na = scan(db, v / 2, a, NKEYS + 1, NULL);
+	nb = scan(bk, v / 2, b, NKEYS + 1, NULL);
+	assert_int_equal(na, nb);
+	for (i = 0; i < na; i++) {
+		assert_string_equal(a[i].k, b[i].k);
+		assert_int_equal(a[i].version, b[i].version);
+		assert_memory_equal(a[i].v, b[i].v, a[i].vl);
+	}
+	assert_int_equal(kv_close(bk), 0);
+}
+
+static void test_backup_under_writes_and_merges(void **state)
+{
+	char *dir = tu_mkdtemp("bk-src"), *out = tu_mkdtemp("bk-out"), *shm = NULL, *bdir, *busy;
+	char *dirs[NBACKUPS];
+	uint64_t versions[NBACKUPS];
+	struct kv_backup_info bi;
+	struct kv_options o;
+	struct stat st;
+	pthread_t wt, mt;
+	kv_db *db;
+	int k;
 
 	(void)state;
 	tu_options(&o, &clk);
@@ -136,11 +178,30 @@ static void test_backup_under_writes_and_merges(void **state)
 	assert_int_equal(pthread_create(&wt, NULL, writer_main, db), 0);
 	assert_int_equal(pthread_create(&mt, NULL, merger_main, db), 0);
 	wait_for(&writes, 3000);
-	wait_for(&merges, 2);
+	atomic_store(&merges_asked, 1);
+	wait_for(&merges, 1);
 
-	bdir = tu_path(out, "b");
-	assert_int_equal(kv_backup(db, bdir, &bi), 0);
-	assert_true(bi.version > 0 && bi.segments >= 2 && bi.segments_linked >= 1);
+	/* backups on the same file system (links) and, where /dev/shm is
+	 * a tmpfs, on another (copies: a longer window for a merge) */
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
+	    asprintf(&shm, "/dev/shm/kvtest-bk-%d", (int)getpid()) > 0)
+		assert_int_equal(mkdir(shm, 0700), 0);
+	for (k = 0; k < NBACKUPS; k++) {
+		uint64_t w = atomic_load(&writes), m = atomic_load(&merges);
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%d", k);
+		dirs[k] = tu_path(shm != NULL && k % 2 ? shm : out, "%s", name);
+		atomic_fetch_add(&merges_asked, 1);
+		assert_int_equal(kv_backup(db, dirs[k], &bi), 0);
+		assert_true(bi.version > 0 && bi.segments >= 2);
+		if (!(shm != NULL && k % 2))
+			assert_true(bi.segments_linked >= 1);
+		versions[k] = bi.version;
+		wait_for(&writes, w + 300);
+		wait_for(&merges, m + 1);
+	}
+	bdir = dirs[0];
 	/* a directory that is not empty, a file, a missing parent */
 	assert_int_equal(kv_backup(db, bdir, NULL), -ENOTEMPTY);
 	busy = tu_path(bdir, "META");
@@ -152,38 +213,23 @@ static void test_backup_under_writes_and_merges(void **state)
 
 	{
 		uint64_t w = atomic_load(&writes), m = atomic_load(&merges);
-		wait_for(&writes, w + 2000);
-		wait_for(&merges, m + 2);
+		atomic_fetch_add(&merges_asked, 1);
+		wait_for(&writes, w + 1000);
+		wait_for(&merges, m + 1);
 	}
 	atomic_store(&stop_flag, true);
 	pthread_join(wt, NULL);
 	pthread_join(mt, NULL);
 
-	na = scan(db, bi.version, a, NKEYS + 1, NULL);
-	assert_int_equal(kv_check(bdir, check_item, &findings, &sum), 0);
-	assert_int_equal(findings, 0);
-	assert_int_equal(kv_open(bdir, &o, &bk), 0);
-	nb = scan(bk, 0, b, NKEYS + 1, &at);
-	assert_int_equal(at, bi.version);
-	assert_int_equal(na, nb);
-	for (i = 0; i < na; i++) {
-		assert_string_equal(a[i].k, b[i].k);
-		assert_int_equal(a[i].version, b[i].version);
-		assert_int_equal(a[i].vl, b[i].vl);
-		assert_memory_equal(a[i].v, b[i].v, a[i].vl);
+	for (k = 0; k < NBACKUPS; k++) {
+		compare(db, dirs[k], versions[k], &o);
+		free(dirs[k]);
 	}
-	/* an older version too: the chains came along */
-	na = scan(db, bi.version / 2, a, NKEYS + 1, NULL);
-	nb = scan(bk, bi.version / 2, b, NKEYS + 1, NULL);
-	assert_int_equal(na, nb);
-	for (i = 0; i < na; i++) {
-		assert_string_equal(a[i].k, b[i].k);
-		assert_int_equal(a[i].version, b[i].version);
-		assert_memory_equal(a[i].v, b[i].v, a[i].vl);
-	}
-	assert_int_equal(kv_close(bk), 0);
 	assert_int_equal(kv_close(db), 0);
-	free(bdir);
+	if (shm != NULL) {
+		tu_rmtree(shm);
+		free(shm);
+	}
 	tu_rmtree(out);
 	tu_rmtree(dir);
 	free(out);
