@@ -99,6 +99,12 @@ static const struct kvctl_command commands[] = {
         {"tenant adopt", "NAME",
          "cluster mode: this node takes the tenant (refused while another owns it)", NULL,
          cmd_tenant_adopt},
+        {"tenant backup", "NAME DIR",
+         "kvd writes a backup of the tenant, consistent at one version, into DIR\n"
+         "(an absolute path on kvd's host: missing or empty, outside its data\n"
+         "directory) while writes go on; restore it with kvd --restore\n"
+         "(docs/BACKUP.md). Needs a daemon admin token where kvd checks tokens",
+         NULL, cmd_tenant_backup},
         {"stats", "[--daemon]", "the tenant's statistics, or the daemon's",
          "  --daemon  the daemon's: version, uptime, tenants, requests, requests in\n"
          "            flight, index memory, workers; with metrics on, requests by\n"
@@ -211,7 +217,9 @@ static const char global_help[] =
         "  tenant create|drop {name}; passivate|activate {name, state[,\n"
         "              activation_us]}; list {tenants: [{name, state[, owner,\n"
         "              epoch]}]}; release {name, state}; adopt {name, node,\n"
-        "              address, epoch};\n"
+        "              address, epoch}; backup {name, dir, version, segments,\n"
+        "              segments_linked, bytes_linked, bytes_copied, files,\n"
+        "              elapsed_us};\n"
         "              info {name, state, idle_s, keys, ...}\n"
         "  stats      tenant info plus dead_bytes, segments, tombstones, merges,\n"
         "              compact_revision, io_uring, batches, batched_writes, syncs,\n"

@@ -150,6 +150,7 @@ int cmd_tenant_passivate(struct kvctl *k, int argc, char **argv);
 int cmd_tenant_activate(struct kvctl *k, int argc, char **argv);
 int cmd_tenant_release(struct kvctl *k, int argc, char **argv);
 int cmd_tenant_adopt(struct kvctl *k, int argc, char **argv);
+int cmd_tenant_backup(struct kvctl *k, int argc, char **argv);
 int cmd_stats(struct kvctl *k, int argc, char **argv);
 int cmd_compact(struct kvctl *k, int argc, char **argv);
 int cmd_health(struct kvctl *k, int argc, char **argv);

@@ -156,6 +156,10 @@ struct conn {
 struct kvd {
 	struct kvd_config cfg;
 	char config_path[4096];
+	/* kvd --restore DIR --tenant NAME [--force] (restore.c) */
+	const char *restore_dir;
+	const char *restore_tenant;
+	bool restore_force;
 	bool config_from_file;
 	bool log_level_from_flag; /* --log-level wins over the file, also on reload */
 	kv_store *store;
@@ -281,5 +285,9 @@ void metrics_figures(void *arg, struct rpc_daemon_fig *ret);
 int maint_start(struct kvd *d);
 void maint_stop(struct kvd *d);
 void maint_post(struct kvd *d, struct job *j);
+
+/* restore.c: kvd --restore (d->restore_dir, d->restore_tenant) on the open
+ * store; the exit status (0 restored, 1 refused or failed, 2 usage). */
+int restore_run(struct kvd *d);
 
 #endif

@@ -2,7 +2,8 @@
  * main.c — kvd: command line, start-up, signals, shutdown; the offline
  * checks kvd --check DIR (a data directory) and kvd --check-config (the
  * settings, as a start would read them). kvd --check DEVICE and kvd
- * --format DEVICE are device.c's.
+ * --format DEVICE are device.c's; kvd --restore DIR --tenant NAME is
+ * restore.c's, on the store opened as a start would open it.
  *
  * Start-up: settings (file, then flags), the store (refuses a locked data
  * directory or device; with a device, data_dir is not used), workers, the
@@ -54,6 +55,8 @@ static void usage(FILE *f)
 	        "       kvd --check DIR | DEVICE\n"
 	        "       kvd --format DEVICE [--extent-size SIZE] [--nodes N] [--force]\n"
 	        "       kvd --check-config [FILE] [flags]\n"
+	        "       kvd --restore DIR --tenant NAME [--force] [--config FILE | --data-dir DIR\n"
+	        "           | --device DEVICE]\n"
 	        "       kvd --hash-token | --new-token\n"
 	        "\n"
 	        "  -d, --data-dir DIR    where tenant databases live (default %s)\n"
@@ -94,7 +97,12 @@ static void usage(FILE *f)
 	        "      --nodes N         --format DEVICE for N kvd nodes that share it\n"
 	        "                        (1..64, default 1; each sets device_node and etcd,\n"
 	        "                        docs/SCALEOUT.md)\n"
-	        "      --force           --format over whatever DEVICE holds\n"
+	        "      --force           --format over whatever DEVICE holds; --restore over\n"
+	        "                        an existing tenant (dropped first)\n"
+	        "      --restore DIR     make the backup in DIR (kvctl tenant backup) the\n"
+	        "                        tenant --tenant NAME of the configured data directory\n"
+	        "                        or device, which no kvd may be serving; then exit\n"
+	        "                        (docs/BACKUP.md)\n"
 	        "\n"
 	        "Flags override the file. Logs go to stderr with syslog priority prefixes.\n"
 	        "Signals: SIGTERM/SIGINT drain and stop, SIGHUP reloads log_level,\n"
@@ -374,6 +382,8 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 	        {"check-config", optional_argument, NULL, 'T'},
 	        {"hash-token", no_argument, NULL, 'H'},
 	        {"new-token", no_argument, NULL, 'N'},
+	        {"restore", required_argument, NULL, 'R'},
+	        {"tenant", required_argument, NULL, 'U'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0},
@@ -434,6 +444,12 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 			break;
 		case 'K':
 			exit(run_check(optarg));
+		case 'R':
+			d->restore_dir = optarg;
+			break;
+		case 'U':
+			d->restore_tenant = optarg;
+			break;
 		case 'H':
 			exit(hash_token());
 		case 'N':
@@ -479,7 +495,13 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 		}
 		exit(device_format(format, extent_size, nodes, force));
 	}
-	if (extent_size != NULL || nodes != NULL || force) {
+	if ((d->restore_dir != NULL) != (d->restore_tenant != NULL)) {
+		kvd_say(stderr, LOG_ERR,
+		        "--restore DIR and --tenant NAME go together (kvd --help)");
+		return 2;
+	}
+	d->restore_force = force;
+	if (extent_size != NULL || nodes != NULL || (force && d->restore_dir == NULL)) {
 		kvd_say(stderr, LOG_ERR, "%s goes with --format DEVICE (kvd --help)",
 		        force           ? "--force"
 		        : nodes != NULL ? "--nodes"
@@ -1058,6 +1080,11 @@ int main(int argc, char **argv)
 		     strerror(-e));
 	if (open_store(&d) != 0)
 		goto out_signals;
+	if (d.restore_dir != NULL) {
+		rv = restore_run(&d);
+		kv_store_close(d.store);
+		goto out_signals;
+	}
 	if ((e = workers_start(&d)) != 0 || (e = maint_start(&d)) != 0) {
 		kvd_say(stderr, LOG_ERR, "cannot start threads: %s", strerror(-e));
 		goto out_threads;

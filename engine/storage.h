@@ -338,6 +338,18 @@ struct kv_storage_ops {
 	int (*disown)(struct kv_storage *st, const char *tenant);
 	/* Every tenant of every node's catalog, read now: the newest entries. */
 	int (*directory)(struct kv_storage *st, struct kv_dev_tenant **ret, size_t *ret_n);
+
+	/* ---- backups (engine/backup.c) ------------------------------------ */
+	/* Makes the sealed segment id of src also segment id of dst, sharing
+	 * its bytes instead of copying them (files: a hard link), where dst
+	 * is a tenant of an instance of the same backend. Not durable until
+	 * dst's tenant_sync. -EXDEV (another file system), -EPERM,
+	 * -EOPNOTSUPP and the like: the caller copies instead. Optional:
+	 * NULL where a backend cannot share bytes. */
+	int (*seg_link)(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst);
+	/* The same for the hint of segment id (a hint is replaced whole, never
+	 * changed in place). -ENOENT: none. Optional as seg_link. */
+	int (*hint_link)(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst);
 };
 
 struct kv_storage {

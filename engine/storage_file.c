@@ -416,6 +416,29 @@ static int file_seg_remove(struct kv_stor_tenant *t, uint32_t id, unsigned flags
 	return io_unlink(fault_of(t), dirfd_of(t), name);
 }
 
+static int link_file(struct kv_stor_tenant *src, uint32_t id, const char *ext,
+                     struct kv_stor_tenant *dst)
+{
+	char name[FILE_NAME_MAX];
+
+	if (src->st->ops != dst->st->ops)
+		return -EXDEV;
+	seg_file(name, id, ext, false);
+	if (linkat(dirfd_of(src), name, dirfd_of(dst), name, 0) != 0)
+		return -errno;
+	return 0;
+}
+
+static int file_seg_link(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst)
+{
+	return link_file(src, id, ".seg", dst);
+}
+
+static int file_hint_link(struct kv_stor_tenant *src, uint32_t id, struct kv_stor_tenant *dst)
+{
+	return link_file(src, id, ".hint", dst);
+}
+
 /* ---- the write path's appends (io.c's write backends) -------------------- */
 
 static int file_writer_open(struct kv_storage *st, int mode, int efd, struct kv_stor_writer **ret)
@@ -726,6 +749,8 @@ static const struct kv_storage_ops file_ops = {
         .append_start = file_append_start,
         .append_poll = file_append_poll,
         .seg_remove = file_seg_remove,
+        .seg_link = file_seg_link,
+        .hint_link = file_hint_link,
 };
 
 int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_storage **ret)

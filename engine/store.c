@@ -41,6 +41,7 @@
  *   3. t->why != NULL implies the state is PASSIVE; it is set only at open.
  */
 #include "codec.h"
+#include "backup.h"
 #include "db.h"
 #include "io.h"
 #include "kvengine.h"
@@ -1270,4 +1271,16 @@ int kv_store_device_find(kv_store *s, const char *name, struct kv_dev_tenant *re
 		}
 	free(v);
 	return rv;
+}
+
+/* ---- for backup.c ---------------------------------------------------------- */
+
+const char *store_dir_of(kv_store *s)
+{
+	return s->opt.device != NULL ? NULL : s->dir;
+}
+
+struct kv_storage *store_storage_of(kv_store *s)
+{
+	return s->stor;
 }

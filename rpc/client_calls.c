@@ -529,6 +529,32 @@ int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
 	return rv;
 }
 
+int kvc_tenant_backup(kvc *c, const struct kvc_call *call, const char *name, const char *dir,
+                      struct kvc_backup_result *ret)
+{
+	struct client_op op;
+	struct kvc_backup_result r;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_BACKUP);
+	if (dir == NULL || dir[0] != '/')
+		return client_op_end(
+		        &op, call,
+		        client_op_fail(&op, KVC_INVALID_ARGUMENT,
+		                       "the backup directory must be an absolute path"));
+	if ((rv = client_check_name(&op, name)) != 0 ||
+	    (rv = client_op_request(&op, call, true, strlen(name) + strlen(dir))) != 0)
+		return client_op_end(&op, call, rv);
+	op.tenant = name;
+	creq_backup(&op.pk, name, dir);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_backup(op.env.result, &r));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = r;
+	return rv;
+}
+
 int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret)
 {
 	struct client_op op;

@@ -621,6 +621,30 @@ int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret)
 	return 0;
 }
 
+void creq_backup(msgpack_packer *pk, const char *name, const char *dir)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_str(pk, WIRE_F_NAME, name);
+	mp_kv_str(pk, WIRE_F_DIR, dir);
+}
+
+int crep_backup(const msgpack_object *result, struct kvc_backup_result *ret)
+{
+	struct kvc_backup_result r = {0};
+	int rv;
+
+	if ((rv = mp_field_uint(result, WIRE_F_VERSION, true, &r.version)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_SEGMENTS, false, &r.segments)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_SEGMENTS_LINKED, false, &r.segments_linked)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_BYTES_LINKED, false, &r.bytes_linked)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_BYTES_COPIED, false, &r.bytes_copied)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_FILES, false, &r.files)) != 0 ||
+	    (rv = mp_field_uint(result, WIRE_F_ELAPSED_US, false, &r.elapsed_us)) != 0)
+		return rv;
+	*ret = r;
+	return 0;
+}
+
 int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us)
 {
 	return mp_field_uint(result, WIRE_F_ACTIVATION_US, false, ret_activation_us);

@@ -111,6 +111,9 @@ int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret
 int crep_daemon_detail(const msgpack_object *result, struct kvc_daemon_detail **ret);
 int crep_tenant_list(const msgpack_object *result, const msgpack_object **ret_list);
 int crep_tenant_entry(const msgpack_object *entry, struct kvc_tenant_entry *ret);
+/* Backup's arguments and result. */
+void creq_backup(msgpack_packer *pk, const char *name, const char *dir);
+int crep_backup(const msgpack_object *result, struct kvc_backup_result *ret);
 int crep_activate(const msgpack_object *result, uint64_t *ret_activation_us);
 /* TenantAdopt's result (and MOVED's): node, address, epoch. */
 int crep_owner(const msgpack_object *result, struct kvc_owner *ret);

@@ -521,6 +521,29 @@ void kvc_daemon_detail_free(struct kvc_daemon_detail *d);
  * of memory or disk, or met an I/O error). */
 int kvc_compact(kvc *c, const struct kvc_call *call, uint64_t revision,
                 struct kvc_compact_result *ret);
+/* What a backup (kvc_tenant_backup) did; docs/BACKUP.md. */
+struct kvc_backup_result {
+	uint64_t version;         /* the backup holds every write up to it, none after */
+	uint64_t segments;        /* segments in the backup */
+	uint64_t segments_linked; /* of them, hard links to the tenant's own files */
+	uint64_t bytes_linked;
+	uint64_t bytes_copied;
+	uint64_t files;
+	uint64_t elapsed_us; /* on the server */
+};
+
+/* Has kvd write a backup of tenant `name` into dir, a directory on kvd's
+ * host (an absolute path) that does not exist or is empty and is not inside
+ * kvd's data directory; writes go on meanwhile. Needs a daemon admin token
+ * where kvd checks tokens.
+ * Errors: those of every call; -KVC_NOT_FOUND (the tenant),
+ * -KVC_INVALID_ARGUMENT (dir not absolute, or inside the data directory),
+ * -KVC_FAILED_PRECONDITION (dir exists and is not empty or not a directory,
+ * its parent is missing, kvd may not write there),
+ * -KVC_RESOURCE_EXHAUSTED and -KVC_UNAVAILABLE (out of space, an I/O
+ * error). */
+int kvc_tenant_backup(kvc *c, const struct kvc_call *call, const char *name, const char *dir,
+                      struct kvc_backup_result *ret);
 /* Answered also while kvd stops (status "stopping") and without a token.
  * Errors: those of every call that can reach a server. */
 int kvc_health(kvc *c, const struct kvc_call *call, struct kvc_health *ret);

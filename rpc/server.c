@@ -34,6 +34,8 @@ static const struct {
 	 * passivates on the tenant's worker, then cluster.c lets it go */
 	[RPC_TENANT_RELEASE] = {WIRE_M_TENANT_RELEASE, RPC_KIND_TENANT},
 	[RPC_TENANT_ADOPT] = {WIRE_M_TENANT_ADOPT, RPC_KIND_LOCAL},
+	/* long, and drives the tenant's write path (its barrier): as Compact */
+	[RPC_BACKUP] = {WIRE_M_BACKUP, RPC_KIND_MAINT},
 };
 
 /* The role each method needs (wire.h's third column). */
@@ -377,6 +379,7 @@ int rpc_req_decode(struct rpc_req *r, const struct rpc_limits *lim, const void *
 	case RPC_TENANT_ACTIVATE:
 	case RPC_TENANT_RELEASE:
 	case RPC_TENANT_ADOPT:
+	case RPC_BACKUP:
 		if (name_from(mp_map_get(r->args, WIRE_F_NAME), r->tenant) != 0) {
 			*ret_msg = "'name' missing or not a valid tenant name";
 			return -EINVAL;
@@ -729,6 +732,67 @@ static void run_compact(kv_tenant *t, const struct rpc_req *r, struct rpc_reply 
 	mp_kv_uint(&out->pk, WIRE_F_DISK_BYTES_AFTER, after.disk_bytes);
 }
 
+/* A backup's directory: an absolute path on the server's host. */
+#define BACKUP_DIR_MAX 4095
+
+static void run_backup(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_backup_info bi;
+	char dir[BACKUP_DIR_MAX + 1];
+	const char *p = NULL;
+	size_t n = 0;
+	int rv;
+
+	if (mp_field_str(r->args, WIRE_F_DIR, true, &p, &n) != 0 || n == 0 || n > BACKUP_DIR_MAX ||
+	    p[0] != '/' || memchr(p, '\0', n) != NULL) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+		                "'dir' missing or not an absolute path on the server's host");
+		return;
+	}
+	memcpy(dir, p, n);
+	dir[n] = '\0';
+	rv = kv_store_backup(s, kv_tenant_name(t), dir, &bi);
+	switch (rv) {
+	case 0:
+		break;
+	case -EINVAL:
+		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
+		             "backup directory %s is inside kvd's data directory", dir);
+		return;
+	case -ENOTEMPTY:
+	case -EEXIST:
+		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		             "backup directory %s exists and is not empty", dir);
+		return;
+	case -ENOTDIR:
+		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		             "backup directory %s exists and is not a directory", dir);
+		return;
+	case -ENOENT:
+		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		             "backup directory %s: its parent directory does not exist", dir);
+		return;
+	case -EACCES:
+	case -EPERM:
+	case -EROFS:
+		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		             "backup directory %s: %s (kvd's user must be able to write it)", dir,
+		             strerror(-rv));
+		return;
+	default:
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 7);
+	mp_kv_uint(&out->pk, WIRE_F_VERSION, bi.version);
+	mp_kv_uint(&out->pk, WIRE_F_SEGMENTS, bi.segments);
+	mp_kv_uint(&out->pk, WIRE_F_SEGMENTS_LINKED, bi.segments_linked);
+	mp_kv_uint(&out->pk, WIRE_F_BYTES_LINKED, bi.bytes_linked);
+	mp_kv_uint(&out->pk, WIRE_F_BYTES_COPIED, bi.bytes_copied);
+	mp_kv_uint(&out->pk, WIRE_F_FILES, bi.files);
+	mp_kv_uint(&out->pk, WIRE_F_ELAPSED_US, bi.elapsed_us);
+}
+
 void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
 {
 	switch (r->method) {
@@ -743,6 +807,9 @@ void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc
 		break;
 	case RPC_COMPACT:
 		run_compact(t, r, out);
+		break;
+	case RPC_BACKUP:
+		run_backup(s, t, r, out);
 		break;
 	case RPC_STATS: {
 		struct kv_tenant_info info;

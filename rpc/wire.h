@@ -76,6 +76,7 @@ enum wire_status {
 #define WIRE_M_HEALTH           "Health"
 #define WIRE_M_TENANT_RELEASE   "TenantRelease"
 #define WIRE_M_TENANT_ADOPT     "TenantAdopt"
+#define WIRE_M_BACKUP           "Backup"
 
 /* Who may call a method when kvd checks tokens (PROTOCOL.md,
  * "Authentication and roles"). READ < WRITE < ADMIN are roles on a tenant,
@@ -109,7 +110,8 @@ enum wire_role {
 	X(TENANT_ACTIVATE, WIRE_M_TENANT_ACTIVATE, WIRE_ROLE_ADMIN)                                \
 	X(HEALTH, WIRE_M_HEALTH, WIRE_ROLE_NONE)                                                   \
 	X(TENANT_RELEASE, WIRE_M_TENANT_RELEASE, WIRE_ROLE_DAEMON)                                 \
-	X(TENANT_ADOPT, WIRE_M_TENANT_ADOPT, WIRE_ROLE_DAEMON)
+	X(TENANT_ADOPT, WIRE_M_TENANT_ADOPT, WIRE_ROLE_DAEMON)                                     \
+	X(BACKUP, WIRE_M_BACKUP, WIRE_ROLE_DAEMON)
 
 enum wire_method {
 #define WIRE_METHOD_ENUM(id, name, role) WIRE_METHOD_##id,
@@ -183,6 +185,13 @@ enum wire_method {
 #define WIRE_F_ADDRESS           "address"
 #define WIRE_F_EPOCH             "epoch"
 #define WIRE_F_OWNER             "owner"
+/* Backup (docs/BACKUP.md) */
+#define WIRE_F_DIR               "dir"
+#define WIRE_F_SEGMENTS_LINKED   "segments_linked"
+#define WIRE_F_BYTES_LINKED      "bytes_linked"
+#define WIRE_F_BYTES_COPIED      "bytes_copied"
+#define WIRE_F_FILES             "files"
+#define WIRE_F_ELAPSED_US        "elapsed_us"
 
 /* What Stats, TenantInfo, TenantList and Health answer, and other fields
  * only the server reads or writes. */

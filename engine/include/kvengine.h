@@ -698,6 +698,54 @@ struct kv_store_stats {
 /* Always 0. */
 int kv_store_stats(kv_store *s, struct kv_store_stats *ret);
 
+/* ---- backups (docs/BACKUP.md) ---------------------------------------------
+ *
+ * A backup is a directory in the files backend's layout (docs/FORMAT.md)
+ * holding the database as it was at one version: what recovery would find
+ * had every write before that moment reached the disk and none after it.
+ * Sealed segments, which never change, are hard-linked where the directory
+ * is on the same file system (copied elsewhere, and always from a device);
+ * the active segment is copied up to where its last write ended. Writes go
+ * on meanwhile; merges of the database wait until the backup is done. */
+
+struct kv_backup_info {
+	uint64_t version;         /* the backup holds every write up to it and nothing after */
+	uint32_t segments;        /* segments in the backup */
+	uint32_t segments_linked; /* of them, hard links to the database's own */
+	uint64_t bytes_linked;    /* their bytes */
+	uint64_t bytes_copied;    /* bytes written: copied segments, hints, metadata */
+	uint32_t files;           /* files in the backup */
+	uint64_t elapsed_us;
+};
+
+/* Writes a backup of db into dir, which must not exist (its parent must)
+ * or be an empty directory. It ends with the blob BACKUP ("version=V"),
+ * written once everything else is durable; on failure what was written
+ * into dir is removed (a crash leaves a directory without BACKUP, which
+ * kv_store_restore refuses).
+ * Errors: -ENOTEMPTY (dir holds something), -ENOTDIR, -ENOENT (no parent),
+ * KV_ECLOSED, -ENOMEM, -ENOSPC, -EIO, -errno of the file system. */
+int kv_backup(kv_db *db, const char *dir, struct kv_backup_info *ret);
+
+/* kv_backup of the tenant `name` (activated if passive), refusing a dir
+ * inside the store's directory (-EINVAL).
+ * Errors: kv_backup's, -EINVAL, -ENOENT (no such tenant), KV_EREFUSED,
+ * kv_store_get's. */
+int kv_store_backup(kv_store *s, const char *name, const char *dir, struct kv_backup_info *ret);
+
+/* Makes the backup in dir the tenant `name` of the store (files or device
+ * backend): created with the backup's TENANT settings, its segments,
+ * hints and metadata copied in, passive until first used. An existing
+ * tenant is refused unless force, which drops it first. META is copied
+ * first, so a restore a crash cut short leaves a tenant whose META lists
+ * segments it lacks (reported as damage when it opens): restore again with
+ * force. A restore that fails otherwise drops what it created.
+ * Errors: -EEXIST (without force), -ENOENT (dir is not a whole backup: no
+ * TENANT, BACKUP or META), KV_EREFUSED (its TENANT damaged), -ENOTSUP (a device
+ * shared by several nodes), -EBUSY (force, the tenant in use),
+ * kv_store_create's, -errno. */
+int kv_store_restore(kv_store *s, const char *name, const char *dir, bool force);
+
 /* ---- non-blocking form ---------------------------------------------------
  *
  * For an event loop that owns the database (kvd's workers). A request is

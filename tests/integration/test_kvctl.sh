@@ -176,7 +176,7 @@ done
 # as `kvctl help COMMAND`.
 for c in put get del scan versions "tenant create" "tenant list" "tenant info" \
 	"tenant drop" "tenant passivate" "tenant activate" "tenant release" "tenant adopt" \
-	stats compact health help; do
+	"tenant backup" stats compact health help; do
 	# shellcheck disable=SC2086 # "tenant create" is two words
 	run 0 "$c --help" "$KVCTL" $c --help || continue
 	grep -q "^usage: kvctl $c" "$TMP/out" || fail "$c --help: '$(head -n 1 "$TMP/out")'"
@@ -188,7 +188,7 @@ done
 run 0 "get KEY --help (after the arguments)" kv get k --help
 grep -q -- "--as-of V" "$TMP/out" || fail "get --help lacks --as-of: $(cat "$TMP/out")"
 run 0 "tenant --help" "$KVCTL" tenant --help
-for a in create list info drop passivate activate release adopt; do
+for a in create list info drop passivate activate release adopt backup; do
 	grep -q "^  kvctl tenant $a" "$TMP/out" || fail "tenant --help lacks $a"
 done
 mv "$TMP/out" "$TMP/help-cmd"
@@ -203,7 +203,7 @@ run 2 "help of an unknown command" "$KVCTL" help frob
 run 2 "help of an unknown action" "$KVCTL" help tenant frob
 run 2 "an action is not a command of its own" kv "tenant list"
 run 2 "tenant without an action" kv tenant
-err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate|release|adopt ...
+err_is "tenant without an action" "kvctl: tenant: usage: kvctl tenant create|list|info|drop|passivate|activate|release|adopt|backup ...
 Try 'kvctl tenant --help'."
 run 2 "a usage error points to the command's help" kv get
 err_is "get without a key's message" "kvctl: get: usage: kvctl get KEY [--version V | --as-of V]
@@ -456,6 +456,17 @@ run 1 "tenant passivate of a missing tenant" kv tenant passivate nosuch
 run 1 "tenant activate of a missing tenant" kv tenant activate nosuch
 run 5 "tenant drop default" kv tenant drop default
 
+# tenant backup: kvd writes it on its own host (docs/BACKUP.md)
+run 0 "tenant backup" kv tenant backup hist "$TMP/bk"
+checks=$((checks + 1))
+grep -Eq '^version: [0-9]+$' "$TMP/out" || fail "tenant backup printed no version: $(head -c 300 "$TMP/out")"
+[ -f "$TMP/bk/BACKUP" ] && [ -f "$TMP/bk/TENANT" ] || fail "tenant backup wrote no BACKUP or TENANT"
+run 0 "tenant backup -o json" kv -o json tenant backup hist "$TMP/bk2"
+json "backup document" 'd["name"] == "hist" and d["version"] >= 3 and d["segments"] >= 1 and d["files"] >= 3'
+run 3 "tenant backup into a directory that is not empty" kv tenant backup hist "$TMP/bk"
+run 2 "tenant backup into a relative path" kv tenant backup hist bk
+run 1 "tenant backup of a missing tenant" kv tenant backup nosuch "$TMP/bk3"
+
 # ---- scan ----------------------------------------------------------------------------------
 
 run 0 "tenant create scans" kv tenant create scans
@@ -528,7 +539,7 @@ completes "put" kvctl -o json p
 completes "create" kvctl tenant cr
 completes "info" kvctl -t x tenant i
 completes "stats" kvctl st
-completes "create list info drop passivate activate release adopt" kvctl tenant ''
+completes "create list info drop passivate activate release adopt backup" kvctl tenant ''
 completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
@@ -539,7 +550,7 @@ completes "--batch" kvctl import --ba
 completes "" kvctl tenant create t --history ''
 completes "--token --token-file" kvctl --tok
 completes "" kvctl get --version ''
-completes "create list info drop passivate activate release adopt" kvctl help tenant ''
+completes "create list info drop passivate activate release adopt backup" kvctl help tenant ''
 # tenant names, from the daemon the line's -e names
 completes "hist" "$KVCTL" -e "$SOCK" tenant info h
 completes "scans" "$KVCTL" -e "$SOCK" -t sc

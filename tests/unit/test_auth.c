@@ -165,7 +165,8 @@ static struct rpc_req *decode(const char *method, const char *tenant, const char
 	struct rpc_limits lim = {.max_value_size = 1024, .version = "test"};
 	const char *msg;
 	int st;
-	bool named = strncmp(method, "Tenant", 6) == 0 && strcmp(method, "TenantList") != 0;
+	bool named = (strncmp(method, "Tenant", 6) == 0 && strcmp(method, "TenantList") != 0) ||
+	             strcmp(method, "Backup") == 0;
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -248,6 +249,9 @@ static void roles(void **state)
 	assert_int_equal(check(t, "TenantAdopt", "a", "tok-daemon", NULL), RPC_OK);
 	assert_int_equal(check(t, "TenantRelease", "a", "tok-admin", NULL), RPC_PERMISSION_DENIED);
 	assert_int_equal(check(t, "TenantAdopt", "a", "tok-admin", NULL), RPC_PERMISSION_DENIED);
+	/* Backup writes files on kvd's host: the daemon admin's alone */
+	assert_int_equal(check(t, "Backup", "a", "tok-daemon", NULL), RPC_OK);
+	assert_int_equal(check(t, "Backup", "a", "tok-admin", NULL), RPC_PERMISSION_DENIED);
 	/* no token field, or one that is not a str: no token */
 	r = decode("Get", "a", NULL, NULL);
 	assert_null(r->token);
