@@ -27,7 +27,7 @@ static int ref_parse(const uint8_t *b, size_t len)
 		return KV_ECORRUPT;
 	if (fz_le32(b + 8) == 1)
 		return len == 28 ? 0 : KV_ECORRUPT;
-	if (fz_le32(b + 8) != 2)
+	if (fz_le32(b + 8) != 2 && fz_le32(b + 8) != 3) /* 3: values may be compressed */
 		return KV_EFORMAT;
 	n = fz_le32(b + 12);
 	if ((unsigned __int128)48 + (unsigned __int128)n * 16 + 4 != len)
@@ -67,7 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (m.format == 1) {
 		FZ_CHECK(m.nsegs == 0 && m.segs == NULL && m.version_mark == 0);
 	} else {
-		FZ_CHECK(m.format == 2);
+		FZ_CHECK(m.format == 2 || m.format == 3);
+		FZ_CHECK(m.format == fz_le32(buf + 8));
 		FZ_CHECK(48 + m.nsegs * 16 + 4 == len);
 		FZ_CHECK(bytes <= len); /* 16 bytes an entry, as in the file */
 		FZ_CHECK(m.version_mark == fz_le64(buf + 24));
