@@ -431,7 +431,6 @@ int dev_shared_tenant_new(struct dev_storage *d, const char *name, struct dev_te
 static int take_over(struct dev_storage *d, struct dev_storage *p, struct dev_tenant *t,
                      uint64_t epoch)
 {
-	uint32_t old_aux = t->aux;
 	size_t j;
 
 	for (j = 0; j < p->ntenants; j++)
@@ -468,9 +467,8 @@ static int take_over(struct dev_storage *d, struct dev_storage *p, struct dev_te
 	for (j = 0; j < t->nblobs; j++)
 		for (uint32_t e = 0; e < t->blobs[j].nexts; e++)
 			d->ext[t->blobs[j].exts[e]].users++;
-	/* the old packing extent (old_aux), if it holds none of its blobs, is
-	 * named by nothing now: its node frees it after the grace period */
-	(void)old_aux;
+	/* the old packing extent, if it holds none of its blobs, is named by
+	 * nothing now: its node frees it after the grace period */
 	d->changes++;
 	return 0;
 }

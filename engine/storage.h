@@ -380,7 +380,9 @@ int kv_storage_file_open(const char *root, struct kv_io_fault *fault, struct kv_
 
 /* The device backend (storage_dev.c) on a device kv_dev_format formatted.
  * cache_bytes: its read cache (0: KV_DEV_CACHE_DEFAULT). readonly: for
- * checking (a shared lock; nothing is written). KV_ELOCKED while another
+ * checking (a read lock on the whole device, refused while any node
+ * serves it; nothing is written; on a shared device every node's catalog
+ * is read, kv_storage_dev_open_node's node 0). KV_ELOCKED while another
  * process serves the device; KV_ECORRUPT / KV_EFORMAT when neither
  * superblock copy or neither catalog slot is sound. */
 int kv_storage_dev_open(const char *device, uint64_t cache_bytes, bool readonly,

@@ -12,8 +12,8 @@
  *     catalog itself; larger ones are packed into the tenant's AUX extents
  *     (one open for packing at a time; a blob larger than half an
  *     extent gets extents of its own), each with its CRC32C in the catalog;
- *   - the catalog (in memory here, written whole to the older slot by
- *     cat_write) holds the tenants, their objects and the extent table.
+ *   - the catalog (in memory here, written whole to the older slot of
+ *     this node's pair by cat_write; dev_shared.c for a shared device) holds the tenants, their objects and the extent table.
  *     Namespace changes (creating, publishing, sealing and removing
  *     segments, blob puts and removals) change the memory copy and become
  *     durable with the next catalog write: tenant_sync, a durable meta_put,

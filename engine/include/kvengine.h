@@ -484,7 +484,7 @@ struct kv_dev_check_summary {
 	uint32_t notes;
 };
 /* Reads the whole device without changing it: both superblock copies, both
- * catalog slots, every extent header and every record of every tenant.
+ * catalog slots (of every node, on a shared device), every extent header and every record of every tenant.
  * KV_ELOCKED while a kvd serves it. Damage is reported to fn, not an error. */
 int kv_dev_check(const char *device, kv_dev_check_fn fn, void *arg,
                  struct kv_dev_check_summary *ret);
