@@ -53,6 +53,7 @@ enum {
 	KV_EBATCHSIZE = -10013,   /* a batch larger than the engine accepts */
 	KV_EREFUSED = -10014,     /* a tenant refused: its TENANT file is missing, damaged or
 	                             not a regular file (kv_store_why_refused says which) */
+	KV_ENOTBLOB = -10015,     /* a blob call on a value that is not a blob */
 };
 
 /* Returns a static, one-line description of a KV_E* code or negative errno. */
@@ -212,7 +213,9 @@ int kv_put(kv_db *db, const void *key, size_t key_len, const void *value, size_t
 int kv_delete(kv_db *db, const void *key, size_t key_len, const struct kv_write_opts *opts,
               uint64_t *ret_version);
 
-enum kv_op_type { KV_OP_PUT = 1, KV_OP_DELETE = 2 };
+/* KV_OP_BLOB_CHUNK and KV_OP_BLOB_PUT are made by the kv_upload calls
+ * below (kv_upload_prepare, kv_upload_commit_prepare), never by hand. */
+enum kv_op_type { KV_OP_PUT = 1, KV_OP_DELETE = 2, KV_OP_BLOB_CHUNK = 3, KV_OP_BLOB_PUT = 4 };
 
 struct kv_op {
 	enum kv_op_type type;
@@ -225,6 +228,7 @@ struct kv_op {
 	/* results */
 	uint64_t version; /* version given to this op; 0 for a delete of a missing key */
 	int status;       /* 0, or why this op made the batch fail */
+	uint64_t loc_;    /* private: where a blob chunk was written */
 };
 
 /* Applies n ops all-or-nothing, in order (a later op sees an earlier one),
@@ -248,6 +252,8 @@ struct kv_value {
 	uint64_t version;
 	uint64_t timestamp_ms; /* wall clock at the write */
 	uint64_t expiry_ms;    /* 0 = none */
+	bool blob;             /* the value is a blob: data is NULL, len 0 (kv_blob_read) */
+	uint64_t blob_size;    /* with blob: its size in bytes */
 	void *priv_;
 };
 
@@ -266,8 +272,10 @@ struct kv_version {
 	uint64_t timestamp_ms;
 	uint64_t expiry_ms;
 	bool tombstone;
-	void *data; /* value when requested, else NULL */
+	void *data; /* value when requested, else NULL (always NULL for a blob) */
 	size_t len;
+	bool blob;          /* the version is a blob */
+	uint64_t blob_size; /* with blob: its size in bytes */
 	void *priv_;
 };
 
@@ -281,6 +289,97 @@ int kv_versions(kv_db *db, const void *key, size_t key_len, uint32_t limit, uint
                 bool with_values, struct kv_version **ret_list, size_t *ret_count,
                 bool *ret_truncated);
 void kv_versions_free(struct kv_version *list, size_t count);
+
+/* ---- blobs ------------------------------------------------------------- */
+
+/*
+ * A value too large for one write is stored as a blob. An upload appends
+ * the bytes as chunk records of chunk_size bytes (each compressed alone by
+ * the database's codec) while it goes on; its commit writes a descriptor
+ * naming every chunk, as a new version of the key, and only then is
+ * anything of it visible. An upload never committed (closed, its writer
+ * gone, the process killed) leaves chunks no descriptor names, which merge
+ * reclaims. A read of a byte range fetches only the chunks it covers.
+ *
+ * kv_get, kv_versions and scans give no bytes for a blob: they say it is
+ * one and its size (kv_value.blob, .blob_size). Deletes, TTLs, conditions
+ * (if_version), retention, compaction and merge treat a blob like any value.
+ *
+ * Threads: an upload is used by one thread at a time. Reads may run from
+ * any thread, as kv_get.
+ */
+#define KV_BLOB_CHUNK_DEFAULT (64u << 10)  /* 64 KiB */
+#define KV_BLOB_CHUNK_MIN (4u << 10)       /* 4 KiB */
+#define KV_BLOB_CHUNK_MAX (4u << 20)       /* 4 MiB */
+#define KV_BLOB_SIZE_MAX (1ull << 40)      /* 1 TiB */
+#define KV_BLOB_CHUNKS_MAX (1u << 21)      /* chunks of one blob */
+
+typedef struct kv_upload kv_upload;
+
+struct kv_blob_info {
+	uint64_t size;         /* bytes */
+	uint32_t chunk_size;   /* every chunk but the last holds this many */
+	uint32_t chunks;
+	uint64_t xxh64;        /* XXH64, seed 0, of the whole blob */
+	uint64_t stored_bytes; /* its chunk records as stored */
+	uint64_t version;
+	uint64_t timestamp_ms;
+	uint64_t expiry_ms;    /* 0 = none */
+};
+
+/* Starts an upload of a blob for key. chunk_size 0: KV_BLOB_CHUNK_DEFAULT.
+ * Errors: KV_EKEYSIZE, -EINVAL (chunk_size out of range), KV_EREADONLY,
+ * KV_ECLOSED, -ENOMEM. */
+int kv_upload_open(kv_db *db, const void *key, size_t key_len, uint32_t chunk_size,
+                   kv_upload **ret);
+/* Bytes taken so far. */
+uint64_t kv_upload_size(const kv_upload *u);
+/* The key it uploads. */
+const void *kv_upload_key(const kv_upload *u, size_t *ret_len);
+/* Frees the upload; an upload not committed leaves nothing visible. NULL ok.
+ * Every upload of a database is closed before kv_close. */
+void kv_upload_close(kv_upload *u);
+
+/* Blocking form (not for an external_loop database's own loop thread). */
+/* Takes len more bytes; whole chunks are written now. Errors: -EFBIG (past
+ * KV_BLOB_SIZE_MAX or KV_BLOB_CHUNKS_MAX chunks), -EBADFD (an earlier write of the upload failed, or it
+ * is committed), the write path's errors (KV_EREADONLY, -ENOSPC, -EIO). */
+int kv_upload_write(kv_upload *u, const void *data, size_t len);
+/* Writes the last chunk and the descriptor, durable as the database's sync
+ * mode promises, and gives its version. opts: if_version and ttl_ms as for
+ * kv_put (NULL: none). After it the upload can only be closed. Errors:
+ * kv_upload_write's, KV_ECONFLICT, KV_EMAXKEYS. */
+int kv_upload_commit(kv_upload *u, const struct kv_write_opts *opts, uint64_t *ret_version);
+
+/* Non-blocking form, for a loop that submits requests with kv_submit.
+ * At most one request of an upload is in flight; req->ops point into the
+ * upload (valid until the next call on it). */
+/* Takes len bytes (copied) and fills *req with ops writing the whole
+ * chunks they complete; req->n is 0 when none is complete yet. Errors:
+ * -EFBIG, -EBADFD, -EBUSY (a request is in flight), -ENOMEM. */
+int kv_upload_prepare(kv_upload *u, const void *data, size_t len, struct kv_req *req);
+/* Fills *req with the commit: the last, partial chunk (if any) and the
+ * descriptor, as one atomic request. Errors: -EBADFD, -EBUSY, -ENOMEM. */
+int kv_upload_commit_prepare(kv_upload *u, const struct kv_write_opts *opts,
+                             struct kv_req *req);
+/* Tells the upload how its request ended (its done() status). A failed
+ * chunk write fails the upload (-EBADFD from then on, nothing visible); a
+ * commit that ended with 0 makes it committed, with *ret_version (may be
+ * NULL) its version; a commit refused by its condition (KV_ECONFLICT,
+ * KV_EMAXKEYS) leaves it failed too. Returns the status. */
+int kv_upload_written(kv_upload *u, struct kv_req *req, int status, uint64_t *ret_version);
+
+/* Reads a blob at the version opts asks for (NULL: the newest). Errors: as
+ * kv_get, and KV_ENOTBLOB (the value is not a blob). */
+int kv_blob_info(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+                 struct kv_blob_info *ret);
+/* Reads up to len bytes from offset into buf: *ret_n is less than len only
+ * at the blob's end (0 at or past it). *ret_info (may be NULL) gets the
+ * blob's info, so a reader can ask for that exact version next time.
+ * Errors: as kv_blob_info; KV_ECORRUPT when a chunk it needs is damaged. */
+int kv_blob_read(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+                 uint64_t offset, void *buf, size_t len, size_t *ret_n,
+                 struct kv_blob_info *ret_info);
 
 /* ---- scans ------------------------------------------------------------- */
 
@@ -305,6 +404,8 @@ struct kv_entry {
 	uint64_t version;
 	uint64_t timestamp_ms; /* 0 with keys_only */
 	uint64_t expiry_ms;
+	bool blob;          /* a blob: value is NULL (not with keys_only: false there) */
+	uint64_t blob_size; /* with blob: its size in bytes */
 };
 
 typedef struct kv_iter kv_iter;
