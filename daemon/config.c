@@ -33,6 +33,7 @@ void config_defaults(struct kvd_config *c)
 	c->ipc_mode = 0660;
 	c->segment_size = KV_SEGMENT_SIZE_DEFAULT;
 	c->max_queue = 65536;
+	c->upload_idle_ms = 60000;
 	c->lease_ttl_s = KVD_LEASE_TTL_DEFAULT;
 	c->device_node = 1;
 	kv_tenant_config_init(&c->defaults);
@@ -246,6 +247,8 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 			return parse_u32(v, &c->open_files);
 		if (!strcmp(k, "max_queue"))
 			return parse_u32(v, &c->max_queue);
+		if (!strcmp(k, "upload_idle_ms"))
+			return parse_u32(v, &c->upload_idle_ms);
 		if (!strcmp(k, "metrics_listen"))
 			return copy_str(c->metrics_listen, sizeof(c->metrics_listen), v);
 		if (!strcmp(k, "etcd"))
@@ -567,6 +570,10 @@ int config_check(const struct kvd_config *c, char *err, size_t errlen)
 	}
 	if (c->workers > 1024) {
 		snprintf(err, errlen, "workers must be 0 (one per CPU) .. 1024");
+		return -EINVAL;
+	}
+	if (c->upload_idle_ms == 0) {
+		snprintf(err, errlen, "upload_idle_ms must be at least 1");
 		return -EINVAL;
 	}
 	if (c->max_queue == 0) {

@@ -60,6 +60,7 @@ struct kvd_config {
 	uint64_t segment_size;
 	uint32_t open_files;      /* segment files open at most; 0: half of RLIMIT_NOFILE */
 	uint32_t max_queue;       /* requests queued per worker before RESOURCE_EXHAUSTED */
+	uint32_t upload_idle_ms;  /* a blob upload with no request this long is aborted */
 	char metrics_listen[256]; /* HOST:PORT of the Prometheus endpoint (metrics.c); "": off */
 	struct kv_tenant_config defaults;
 	/* cluster mode (docs/CLUSTER.md); etcd "": a single node, no etcd */

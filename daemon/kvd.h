@@ -90,6 +90,9 @@ struct kvd;
 struct worker;
 struct busy;
 struct stream;
+struct dedup;
+struct uploads;
+struct upload;
 
 enum job_kind {
 	JOB_REQUEST, /* a client request */
@@ -121,6 +124,7 @@ struct job {
 	struct kv_op *ops;
 	size_t nops;
 	struct job *dup_next;   /* repeats of this write waiting for its reply */
+	struct upload *upload;  /* a blob request with the engine: its upload (upload.c) */
 	bool live;              /* req and msg are held */
 	bool end_conn;          /* the transport ends the connection after this reply
 	                           (auth.c: too many unknown tokens) */
@@ -258,6 +262,15 @@ bool worker_post(struct kvd *d, uint32_t w, struct job *j);
 uint32_t worker_id(const struct worker *w);
 /* Runs a request now, on w's own thread (w owns its tenant). */
 void worker_run(struct worker *w, struct job *j);
+/* For upload.c, on w's own thread: the daemon, the worker's de-duplication
+ * table and upload table; the busy entry of t (watched, with a store
+ * reference; NULL when it cannot be watched), and a write of it going in
+ * flight (+1) or answered (-1). */
+struct kvd *worker_kvd(struct worker *w);
+struct dedup *worker_dedup(struct worker *w);
+struct uploads *worker_uploads(struct worker *w);
+struct busy *worker_busy(struct worker *w, kv_tenant *t);
+void worker_busy_inflight(struct busy *b, int delta);
 /* epoll_ctl on worker wi's loop: tag (a struct watch first) comes back to
  * its on_event. Any thread. */
 int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag);
@@ -275,6 +288,9 @@ void metrics_request(struct job *j, size_t len);
 void metrics_reply(const struct job *j, const struct rpc_reply *rp);
 /* A merge maintenance ran (ok: it finished), taking ms milliseconds. */
 void metrics_merge(uint64_t ms, bool ok);
+/* Blob uploads: one opened (+1) or ended (-1), and whether it was
+ * aborted (by BlobAbort, idleness, its tenant's passivation, a failure). */
+void metrics_upload(int open_delta, bool aborted);
 /* Tenants whose automatic merges are held back after failures, now. */
 void metrics_merge_backoff(uint32_t tenants);
 /* The daemon-wide figures of a Stats reply (rpc_limits.figures; arg: the

@@ -316,6 +316,7 @@ static void reload(struct kvd *d)
 		        {"device_node", n->device_node != o->device_node},
 		        {"open_files", n->open_files != o->open_files},
 		        {"max_queue", n->max_queue != o->max_queue},
+		        {"upload_idle_ms", n->upload_idle_ms != o->upload_idle_ms},
 		        {"max_connections", n->max_connections != o->max_connections},
 		        {"client_timeout", n->client_timeout_s != o->client_timeout_s},
 		        {"frame_timeout", n->frame_timeout_s != o->frame_timeout_s},

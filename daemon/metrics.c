@@ -92,6 +92,8 @@ static _Atomic uint64_t merge_runs[2]; /* [0] failed, [1] finished */
 static _Atomic uint64_t merge_hist[NMERGE + 1];
 static _Atomic uint64_t merge_sum_ms;
 static _Atomic uint32_t merge_backoff; /* tenants in a streak of failed merges */
+static _Atomic int64_t uploads_open;   /* blob uploads open (upload.c) */
+static _Atomic uint64_t uploads_aborted;
 
 static struct MHD_Daemon *mhd;
 
@@ -157,6 +159,13 @@ void metrics_merge(uint64_t ms, bool ok)
 void metrics_merge_backoff(uint32_t tenants)
 {
 	atomic_store_explicit(&merge_backoff, tenants, RELAXED);
+}
+
+void metrics_upload(int open_delta, bool aborted)
+{
+	atomic_fetch_add_explicit(&uploads_open, open_delta, RELAXED);
+	if (aborted)
+		atomic_fetch_add_explicit(&uploads_aborted, 1, RELAXED);
 }
 
 /* ---- the page -------------------------------------------------------------- */
@@ -323,6 +332,14 @@ static void page_merges(FILE *f)
 	     "Tenants whose automatic merges wait after failing (1 s doubling to 5 min).");
 	fprintf(f, "kvd_merge_backoff_tenants %" PRIu32 "\n",
 	        atomic_load_explicit(&merge_backoff, RELAXED));
+	head(f, "kvd_blob_uploads_open", "gauge", "Blob uploads begun and not yet ended.");
+	fprintf(f, "kvd_blob_uploads_open %" PRId64 "\n",
+	        atomic_load_explicit(&uploads_open, RELAXED));
+	head(f, "kvd_blob_uploads_aborted_total", "counter",
+	     "Blob uploads aborted: BlobAbort, idle for upload_idle_ms, their tenant "
+	     "passivated, dropped or released, a failed write.");
+	fprintf(f, "kvd_blob_uploads_aborted_total %" PRIu64 "\n",
+	        atomic_load_explicit(&uploads_aborted, RELAXED));
 }
 
 _Static_assert(RPC_FIG_METHODS == NMETHODS, "Stats reports the methods the page does");

@@ -35,6 +35,7 @@
 #include "cluster.h"
 #include "dedup.h"
 #include "log.h"
+#include "upload.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -78,6 +79,7 @@ struct worker {
 	struct busy *retired; /* out of the list and epoll; freed next turn (4) */
 	struct dedup dd;     /* writes with a client id (invariant 2) */
 	struct job *waiting; /* tenant operations waiting for a merge to end */
+	struct uploads ups;  /* blob uploads of its tenants (upload.c) */
 };
 
 uint32_t worker_of(const struct kvd *d, const char *tenant)
@@ -124,6 +126,21 @@ bool worker_post(struct kvd *d, uint32_t wi, struct job *j)
 uint32_t worker_id(const struct worker *w)
 {
 	return w->id;
+}
+
+struct kvd *worker_kvd(struct worker *w)
+{
+	return w->d;
+}
+
+struct dedup *worker_dedup(struct worker *w)
+{
+	return &w->dd;
+}
+
+struct uploads *worker_uploads(struct worker *w)
+{
+	return &w->ups;
 }
 
 int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag)
@@ -226,6 +243,16 @@ static void drive_busy_now(struct worker *w, struct busy *now_for)
 static void drive_busy(struct worker *w)
 {
 	drive_busy_now(w, NULL);
+}
+
+struct busy *worker_busy(struct worker *w, kv_tenant *t)
+{
+	return busy_get(w, t);
+}
+
+void worker_busy_inflight(struct busy *b, int delta)
+{
+	b->inflight = (uint32_t)((int64_t)b->inflight + delta);
 }
 
 /* Frees the entries that left the busy list (invariant 4): between turns. */
@@ -434,8 +461,12 @@ static void run_tenant_op(struct worker *w, struct job *j)
 			return;
 		}
 		drain_tenant(w, b);
-		drive_busy_now(w, b); /* lets go of the tenant */
 	}
+	/* its uploads end before its database closes (upload.c, invariant 1) */
+	if (j->req.method != RPC_TENANT_ACTIVATE)
+		uploads_abort_tenant(w, j->req.tenant);
+	if (b != NULL)
+		drive_busy_now(w, b); /* lets go of the tenant */
 	rpc_reply_init(&rp);
 	rpc_run_tenant(d->store, &j->req, &rp);
 	cluster_tenant_done(d, &j->req, &rp); /* TenantRelease, TenantDrop: the owner key */
@@ -483,6 +514,9 @@ void worker_run(struct worker *w, struct job *j)
 	case RPC_KIND_TENANT:
 		run_tenant_op(w, j);
 		break;
+	case RPC_KIND_BLOB:
+		uploads_run(w, j);
+		break;
 	default:
 		job_reply_error(j, j->req.id, RPC_INTERNAL, "request on the wrong thread");
 		break;
@@ -529,6 +563,7 @@ static void *worker_main(void *arg)
 			q = next;
 		}
 		drive_busy(w);
+		uploads_tick(w);
 		if (w->waiting != NULL) {
 			/* again; each goes back to the list if the merge still runs,
 			 * or is answered (DEADLINE_EXCEEDED once its time is up) */
@@ -554,12 +589,14 @@ static void *worker_main(void *arg)
 			last_expire = now;
 		}
 	}
-	/* answer what is still in flight before leaving */
+	/* answer what is still in flight before leaving; then the uploads
+	 * end, before the store closes (upload.c, invariant 1) */
 	while (w->busy != NULL) {
 		struct epoll_event ev;
 		epoll_wait(w->epfd, &ev, 1, 100);
 		drive_busy(w);
 	}
+	uploads_close_all(w);
 	busy_reap(w);
 	return NULL;
 }

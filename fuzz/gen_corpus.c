@@ -678,6 +678,7 @@ static void gen_config(const char *shipped)
 		"segment_size = 128M\n"
 		"open_files = 1024\n"
 		"max_queue = 1000\n"
+		"upload_idle_ms = 5000\n"
 		"\n"
 		"[tenant-defaults]\n"
 		"sync = interval\n"

@@ -36,6 +36,13 @@ static const struct {
 	[RPC_TENANT_ADOPT] = {WIRE_M_TENANT_ADOPT, RPC_KIND_LOCAL},
 	/* long, and drives the tenant's write path (its barrier): as Compact */
 	[RPC_BACKUP] = {WIRE_M_BACKUP, RPC_KIND_MAINT},
+	/* uploads live on the tenant's worker (daemon/upload.c) */
+	[RPC_BLOB_BEGIN] = {WIRE_M_BLOB_BEGIN, RPC_KIND_BLOB},
+	[RPC_BLOB_APPEND] = {WIRE_M_BLOB_APPEND, RPC_KIND_BLOB},
+	[RPC_BLOB_COMMIT] = {WIRE_M_BLOB_COMMIT, RPC_KIND_BLOB},
+	[RPC_BLOB_ABORT] = {WIRE_M_BLOB_ABORT, RPC_KIND_BLOB},
+	[RPC_BLOB_INFO] = {WIRE_M_BLOB_INFO, RPC_KIND_READ},
+	[RPC_BLOB_READ] = {WIRE_M_BLOB_READ, RPC_KIND_READ},
 };
 
 /* The role each method needs (wire.h's third column). */
@@ -176,6 +183,8 @@ int rpc_status_of(int err)
 	case -ENOENT:
 		return RPC_NOT_FOUND;
 	case KV_ECONFLICT:
+	case KV_ENOTBLOB:
+	case -EBADFD:
 		return RPC_FAILED_PRECONDITION;
 	case KV_ECORRUPT:
 		return RPC_DATA_LOSS;
@@ -191,6 +200,7 @@ int rpc_status_of(int err)
 	case KV_EVALSIZE:
 	case KV_EBATCHSIZE:
 	case -EINVAL:
+	case -EFBIG:
 		return RPC_INVALID_ARGUMENT;
 	case KV_ECOMPACTED:
 		return RPC_OUT_OF_RANGE;
@@ -222,6 +232,12 @@ const char *rpc_message_of(int err)
 	case -ESTALE:
 		return "this node gave the tenant up (another node of the shared device may "
 		       "serve it)";
+	case KV_ENOTBLOB:
+		return "not a blob";
+	case -EBADFD:
+		return "the upload failed earlier (a chunk could not be written); start again";
+	case -EFBIG:
+		return "a blob is at most 1 TiB (2^21 chunks)";
 	case KV_EREADONLY:
 		return "tenant is read-only after a failed fsync: fix the disk, then "
 		       "TenantPassivate and TenantActivate it (or restart kvd)";
@@ -496,12 +512,28 @@ static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out
 		reply_kv_error(out, r->id, rv);
 		return;
 	}
-	rpc_reply_ok(out, r->id, 4);
-	mp_kv_bin(&out->pk, WIRE_F_VALUE, val.data, val.len);
+	if (val.blob) {
+		/* no bytes: BlobRead has them */
+		rpc_reply_ok(out, r->id, 5);
+		mp_kv_bool(&out->pk, WIRE_F_BLOB, true);
+		mp_kv_uint(&out->pk, WIRE_F_BLOB_SIZE, val.blob_size);
+	} else {
+		rpc_reply_ok(out, r->id, 4);
+		mp_kv_bin(&out->pk, WIRE_F_VALUE, val.data, val.len);
+	}
 	mp_kv_uint(&out->pk, WIRE_F_VERSION, val.version);
 	mp_kv_uint(&out->pk, WIRE_F_TIMESTAMP_MS, val.timestamp_ms);
 	mp_kv_uint(&out->pk, WIRE_F_EXPIRY_MS, val.expiry_ms);
 	kv_value_release(&val);
+}
+
+/* A blob in a Scan item or a Versions entry: a trailing {blob: true,
+ * blob_size} after the fields every entry has. */
+static void pack_blob_mark(msgpack_packer *pk, uint64_t size)
+{
+	msgpack_pack_map(pk, 2);
+	mp_kv_bool(pk, WIRE_F_BLOB, true);
+	mp_kv_uint(pk, WIRE_F_BLOB_SIZE, size);
 }
 
 static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
@@ -564,13 +596,15 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 			more = true;
 			break;
 		}
-		msgpack_pack_array(&items.pk, 3);
+		msgpack_pack_array(&items.pk, e.blob ? 4 : 3);
 		mp_pack_bin(&items.pk, e.key, e.key_len);
-		if (so.keys_only)
+		if (so.keys_only || e.blob)
 			msgpack_pack_nil(&items.pk);
 		else
 			mp_pack_bin(&items.pk, e.value, e.value_len);
 		msgpack_pack_uint64(&items.pk, e.version);
+		if (e.blob)
+			pack_blob_mark(&items.pk, e.blob_size);
 		if (items.write_failed) {
 			rv = -ENOMEM;
 			break;
@@ -640,14 +674,18 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 	mp_pack_cstr(&out->pk, WIRE_F_VERSIONS);
 	msgpack_pack_array(&out->pk, (uint32_t)n);
 	for (i = 0; i < n; i++) {
-		msgpack_pack_array(&out->pk, 4);
+		bool blob = list[i].blob && !list[i].tombstone;
+		msgpack_pack_array(&out->pk, blob ? 5 : 4);
 		msgpack_pack_uint64(&out->pk, list[i].version);
 		msgpack_pack_uint64(&out->pk, list[i].timestamp_ms);
 		if (list[i].tombstone)
 			msgpack_pack_true(&out->pk);
 		else
 			msgpack_pack_false(&out->pk);
-		if (list[i].data != NULL)
+		if (blob) {
+			msgpack_pack_nil(&out->pk);
+			pack_blob_mark(&out->pk, list[i].blob_size);
+		} else if (list[i].data != NULL)
 			mp_pack_bin(&out->pk, list[i].data, list[i].len);
 		else if (values && !list[i].tombstone)
 			mp_pack_bin(&out->pk, "", 0);
@@ -793,6 +831,161 @@ static void run_backup(kv_store *s, kv_tenant *t, const struct rpc_req *r, struc
 	mp_kv_uint(&out->pk, WIRE_F_ELAPSED_US, bi.elapsed_us);
 }
 
+/* ---- blobs ------------------------------------------------------------- */
+
+static void pack_blob_info(struct rpc_reply *out, const struct kv_blob_info *bi)
+{
+	mp_kv_uint(&out->pk, WIRE_F_SIZE, bi->size);
+	mp_kv_uint(&out->pk, WIRE_F_VERSION, bi->version);
+	mp_kv_uint(&out->pk, WIRE_F_TIMESTAMP_MS, bi->timestamp_ms);
+	mp_kv_uint(&out->pk, WIRE_F_EXPIRY_MS, bi->expiry_ms);
+}
+
+static void run_blob_info(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_read_opts ro = {0, 0};
+	struct kv_blob_info bi;
+	const void *key;
+	size_t klen;
+	int rv;
+
+	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
+		return;
+	if ((rv = kv_blob_info(kv_tenant_db(t), key, klen, &ro, &bi)) != 0) {
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 8);
+	pack_blob_info(out, &bi);
+	mp_kv_uint(&out->pk, WIRE_F_CHUNK_SIZE, bi.chunk_size);
+	mp_kv_uint(&out->pk, WIRE_F_CHUNKS, bi.chunks);
+	mp_kv_uint(&out->pk, WIRE_F_XXH64, bi.xxh64);
+	mp_kv_uint(&out->pk, WIRE_F_STORED_BYTES, bi.stored_bytes);
+}
+
+static void run_blob_read(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
+{
+	struct kv_read_opts ro = {0, 0};
+	struct kv_blob_info bi;
+	const void *key;
+	size_t klen, n = 0;
+	uint64_t offset = 0, length = WIRE_BLOB_READ_MAX;
+	void *buf;
+	int rv;
+
+	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of) || arg_uint(r, out, WIRE_F_OFFSET, &offset) ||
+	    arg_uint(r, out, WIRE_F_LENGTH, &length))
+		return;
+	if (length > WIRE_BLOB_READ_MAX)
+		length = WIRE_BLOB_READ_MAX;
+	if ((buf = malloc(length ? length : 1)) == NULL) {
+		reply_kv_error(out, r->id, -ENOMEM);
+		return;
+	}
+	rv = kv_blob_read(kv_tenant_db(t), key, klen, &ro, offset, buf, (size_t)length, &n, &bi);
+	if (rv != 0) {
+		free(buf);
+		reply_kv_error(out, r->id, rv);
+		return;
+	}
+	rpc_reply_ok(out, r->id, 6);
+	mp_kv_bin(&out->pk, WIRE_F_DATA, buf, n);
+	mp_kv_uint(&out->pk, WIRE_F_OFFSET, offset);
+	pack_blob_info(out, &bi);
+	free(buf);
+}
+
+int rpc_blob_args(const struct rpc_req *r, struct rpc_blob_args *ret, struct rpc_reply *err_out)
+{
+	struct rpc_blob_args a;
+	const msgpack_object *o;
+
+	memset(&a, 0, sizeof(a));
+	a.opts.if_version = KV_ANY_VERSION;
+	if (r->args == NULL) {
+		rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, "'args' missing");
+		return -EINVAL;
+	}
+	if (r->method == RPC_BLOB_BEGIN) {
+		if (arg_key(r, err_out, WIRE_F_KEY, &a.key, &a.key_len) ||
+		    arg_uint(r, err_out, WIRE_F_CHUNK_SIZE, &a.chunk_size))
+			return -EINVAL;
+		if (a.chunk_size != 0 &&
+		    (a.chunk_size < KV_BLOB_CHUNK_MIN || a.chunk_size > KV_BLOB_CHUNK_MAX)) {
+			reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+			             "'chunk_size' must be %u..%u (or absent: %u)", KV_BLOB_CHUNK_MIN,
+			             KV_BLOB_CHUNK_MAX, KV_BLOB_CHUNK_DEFAULT);
+			return -EINVAL;
+		}
+		*ret = a;
+		return 0;
+	}
+	if (mp_field_uint(r->args, WIRE_F_UPLOAD, true, &a.upload) != 0) {
+		rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+		                "'upload' missing or not an unsigned integer");
+		return -EINVAL;
+	}
+	if (r->method == RPC_BLOB_APPEND) {
+		if (mp_field_uint(r->args, WIRE_F_OFFSET, true, &a.offset) != 0) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+			                "'offset' missing or not an unsigned integer");
+			return -EINVAL;
+		}
+		if (mp_field_bin(r->args, WIRE_F_DATA, true, &a.data, &a.len) != 0) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+			                "'data' missing or not bin");
+			return -EINVAL;
+		}
+	} else if (r->method == RPC_BLOB_COMMIT) {
+		if (mp_field_uint(r->args, WIRE_F_SIZE, true, &a.size) != 0) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+			                "'size' missing or not an unsigned integer");
+			return -EINVAL;
+		}
+		if ((o = mp_map_get(r->args, WIRE_F_IF_VERSION)) != NULL &&
+		    (mp_uint(o, &a.opts.if_version) != 0 || a.opts.if_version == KV_ANY_VERSION)) {
+			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
+			                "'if_version' must be an unsigned integer below 2^64-1");
+			return -EINVAL;
+		}
+		if (arg_uint(r, err_out, WIRE_F_TTL_MS, &a.opts.ttl_ms))
+			return -EINVAL;
+		a.has_ttl = mp_map_get(r->args, WIRE_F_TTL_MS) != NULL;
+	}
+	*ret = a;
+	return 0;
+}
+
+void rpc_blob_reply_uint(struct rpc_reply *out, uint64_t id, const char *field, uint64_t v)
+{
+	if (field == NULL) {
+		rpc_reply_ok(out, id, 0);
+		return;
+	}
+	rpc_reply_ok(out, id, 1);
+	mp_kv_uint(&out->pk, field, v);
+}
+
+void rpc_blob_reply_begin(struct rpc_reply *out, uint64_t id, uint64_t upload, uint32_t chunk_size)
+{
+	rpc_reply_ok(out, id, 2);
+	mp_kv_uint(&out->pk, WIRE_F_UPLOAD, upload);
+	mp_kv_uint(&out->pk, WIRE_F_CHUNK_SIZE, chunk_size);
+}
+
+void rpc_reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rpc_reply_error(rp, id, status, msg);
+}
+
 void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
 {
 	switch (r->method) {
@@ -810,6 +1003,12 @@ void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc
 		break;
 	case RPC_BACKUP:
 		run_backup(s, t, r, out);
+		break;
+	case RPC_BLOB_INFO:
+		run_blob_info(t, r, out);
+		break;
+	case RPC_BLOB_READ:
+		run_blob_read(t, r, out);
 		break;
 	case RPC_STATS: {
 		struct kv_tenant_info info;

@@ -15,7 +15,12 @@
  *     owner worker (they wait for a running merge there);
  *   - RPC_KIND_WRITE (Put, Delete, Batch): rpc_write_prepare builds the
  *     engine ops, the owner worker submits them with kv_submit, and
- *     rpc_write_reply encodes the outcome once the batch is durable.
+ *     rpc_write_reply encodes the outcome once the batch is durable;
+ *   - RPC_KIND_BLOB (BlobBegin, BlobAppend, BlobCommit, BlobAbort): the
+ *     owner worker keeps the tenant's uploads (daemon/upload.c); it reads
+ *     the arguments with rpc_blob_args, has the engine build the requests
+ *     (kv_upload_prepare, kv_upload_commit_prepare), submits them as writes
+ *     and answers with rpc_blob_reply_*. BlobInfo and BlobRead are reads.
  */
 #ifndef KV_RPC_SERVER_H
 #define KV_RPC_SERVER_H
@@ -48,6 +53,7 @@ enum rpc_kind {
 	RPC_KIND_WRITE,  /* Put, Delete, Batch */
 	RPC_KIND_TENANT, /* TenantDrop/Passivate/Activate: on the tenant's worker */
 	RPC_KIND_MAINT,  /* Compact: long, and drives the tenant's write path: never on its worker */
+	RPC_KIND_BLOB,   /* BlobBegin/Append/Commit/Abort: the uploads of the tenant's worker */
 };
 
 #define RPC_SCAN_PAGE_MAX 10000u
@@ -189,6 +195,32 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 /* Encodes the reply of a finished write. */
 void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *ops, size_t n,
                      struct rpc_reply *out);
+
+/* The arguments of BlobBegin, BlobAppend, BlobCommit and BlobAbort, read
+ * (key and data point into the request). */
+struct rpc_blob_args {
+	const void *key; /* BlobBegin */
+	size_t key_len;
+	uint64_t chunk_size;       /* BlobBegin; 0: the engine's default */
+	uint64_t upload;           /* the others */
+	uint64_t offset;           /* BlobAppend */
+	const void *data;          /* BlobAppend (NULL with len 0: an empty bin) */
+	size_t len;
+	uint64_t size;             /* BlobCommit */
+	struct kv_write_opts opts; /* BlobCommit: if_version (KV_ANY_VERSION when absent),
+	                              ttl_ms (0 when absent) */
+	bool has_ttl;              /* BlobCommit: ttl_ms was given (else the tenant's
+	                              default TTL applies, as for Put) */
+};
+/* 0, or -EINVAL with the error reply written to *err_out. */
+int rpc_blob_args(const struct rpc_req *r, struct rpc_blob_args *ret, struct rpc_reply *err_out);
+/* BlobBegin's result {upload, chunk_size}. */
+void rpc_blob_reply_begin(struct rpc_reply *out, uint64_t id, uint64_t upload, uint32_t chunk_size);
+/* An OK result {field: v}; field NULL: an empty result (BlobAbort). */
+void rpc_blob_reply_uint(struct rpc_reply *out, uint64_t id, const char *field, uint64_t v);
+/* rpc_reply_error with a printf message (cut to 255 bytes). */
+void rpc_reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 const char *rpc_method_name(enum rpc_method m);
 

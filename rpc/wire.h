@@ -77,6 +77,12 @@ enum wire_status {
 #define WIRE_M_TENANT_RELEASE   "TenantRelease"
 #define WIRE_M_TENANT_ADOPT     "TenantAdopt"
 #define WIRE_M_BACKUP           "Backup"
+#define WIRE_M_BLOB_BEGIN       "BlobBegin"
+#define WIRE_M_BLOB_APPEND      "BlobAppend"
+#define WIRE_M_BLOB_COMMIT      "BlobCommit"
+#define WIRE_M_BLOB_ABORT       "BlobAbort"
+#define WIRE_M_BLOB_INFO        "BlobInfo"
+#define WIRE_M_BLOB_READ        "BlobRead"
 
 /* Who may call a method when kvd checks tokens (PROTOCOL.md,
  * "Authentication and roles"). READ < WRITE < ADMIN are roles on a tenant,
@@ -111,7 +117,13 @@ enum wire_role {
 	X(HEALTH, WIRE_M_HEALTH, WIRE_ROLE_NONE)                                                   \
 	X(TENANT_RELEASE, WIRE_M_TENANT_RELEASE, WIRE_ROLE_DAEMON)                                 \
 	X(TENANT_ADOPT, WIRE_M_TENANT_ADOPT, WIRE_ROLE_DAEMON)                                     \
-	X(BACKUP, WIRE_M_BACKUP, WIRE_ROLE_DAEMON)
+	X(BACKUP, WIRE_M_BACKUP, WIRE_ROLE_DAEMON)                                                 \
+	X(BLOB_BEGIN, WIRE_M_BLOB_BEGIN, WIRE_ROLE_WRITE)                                          \
+	X(BLOB_APPEND, WIRE_M_BLOB_APPEND, WIRE_ROLE_WRITE)                                        \
+	X(BLOB_COMMIT, WIRE_M_BLOB_COMMIT, WIRE_ROLE_WRITE)                                        \
+	X(BLOB_ABORT, WIRE_M_BLOB_ABORT, WIRE_ROLE_WRITE)                                          \
+	X(BLOB_INFO, WIRE_M_BLOB_INFO, WIRE_ROLE_READ)                                             \
+	X(BLOB_READ, WIRE_M_BLOB_READ, WIRE_ROLE_READ)
 
 enum wire_method {
 #define WIRE_METHOD_ENUM(id, name, role) WIRE_METHOD_##id,
@@ -192,6 +204,21 @@ enum wire_method {
 #define WIRE_F_BYTES_COPIED      "bytes_copied"
 #define WIRE_F_FILES             "files"
 #define WIRE_F_ELAPSED_US        "elapsed_us"
+/* blobs (PROTOCOL.md, "Blobs") */
+#define WIRE_F_UPLOAD            "upload"
+#define WIRE_F_CHUNK_SIZE        "chunk_size"
+#define WIRE_F_OFFSET            "offset"
+#define WIRE_F_LENGTH            "length"
+#define WIRE_F_DATA              "data"
+#define WIRE_F_SIZE              "size"
+#define WIRE_F_CHUNKS            "chunks"
+#define WIRE_F_XXH64             "xxh64"
+#define WIRE_F_STORED_BYTES      "stored_bytes"
+#define WIRE_F_BLOB              "blob"
+#define WIRE_F_BLOB_SIZE         "blob_size"
+
+/* BlobRead gives at most this many bytes per call (PROTOCOL.md, "BlobRead"). */
+#define WIRE_BLOB_READ_MAX (4u << 20)
 
 /* What Stats, TenantInfo, TenantList and Health answer, and other fields
  * only the server reads or writes. */
