@@ -48,12 +48,25 @@ int kvc_put(kvc *c, const struct kvc_call *call, const void *key, size_t key_len
 	return rv;
 }
 
-int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len, uint64_t version,
-            uint64_t as_of, struct kvc_value *ret)
+/* A blob where a Get wants a value: FAILED_PRECONDITION saying so. */
+static int blob_not_value(struct client_op *op, uint64_t size)
+{
+	return client_op_fail(op, KVC_FAILED_PRECONDITION,
+	                      "the key's value is a blob of %llu bytes (read it with BlobRead: "
+	                      "kvc_blob_read)",
+	                      (unsigned long long)size);
+}
+
+/* kvc_get and kvc_get_ex: with blob_ok a blob is answered through *ret_blob. */
+static int get_call(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                    uint64_t version, uint64_t as_of, struct kvc_value *ret, bool blob_ok,
+                    bool *ret_blob, uint64_t *ret_blob_size)
 {
 	struct client_op op;
 	struct kvc_value v = {0};
 	const void *p = NULL;
+	uint64_t blob_size = 0;
+	bool blob = false;
 	int rv;
 
 	client_op_init(&op, c, call, WIRE_M_GET);
@@ -61,16 +74,48 @@ int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len
 	    (rv = client_op_request(&op, call, true, key_len)) != 0)
 		return client_op_end(&op, call, rv);
 	creq_get(&op.pk, key, key_len, version, as_of);
-	if ((rv = client_op_run(&op)) == 0)
+	if ((rv = client_op_run(&op)) == 0 && (blob = crep_blob(op.env.result, &blob_size))) {
+		if (!blob_ok)
+			rv = blob_not_value(&op, blob_size);
+		else
+			rv = client_op_decoded(
+			        &op, (mp_field_uint(op.env.result, WIRE_F_VERSION, true, &v.version) ||
+			              mp_field_uint(op.env.result, WIRE_F_TIMESTAMP_MS, false,
+			                            &v.timestamp_ms) ||
+			              mp_field_uint(op.env.result, WIRE_F_EXPIRY_MS, false,
+			                            &v.expiry_ms))
+			                     ? -EINVAL
+			                     : 0);
+	} else if (rv == 0) {
 		rv = client_op_decoded(&op, crep_get(op.env.result, &p, &v.len, &v.version,
 		                                     &v.timestamp_ms, &v.expiry_ms));
-	if (rv == 0 && ret != NULL && (v.data = client_copy_bytes(p, v.len)) == NULL)
-		rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED,
-		                    "out of memory for a %zu byte value", v.len);
+		if (rv == 0 && ret != NULL && (v.data = client_copy_bytes(p, v.len)) == NULL)
+			rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED,
+			                    "out of memory for a %zu byte value", v.len);
+	}
 	rv = client_op_end(&op, call, rv);
-	if (rv == 0 && ret != NULL)
+	if (rv != 0)
+		return rv;
+	if (ret != NULL)
 		*ret = v;
-	return rv;
+	if (ret_blob != NULL)
+		*ret_blob = blob;
+	if (ret_blob_size != NULL)
+		*ret_blob_size = blob ? blob_size : 0;
+	return 0;
+}
+
+int kvc_get(kvc *c, const struct kvc_call *call, const void *key, size_t key_len, uint64_t version,
+            uint64_t as_of, struct kvc_value *ret)
+{
+	return get_call(c, call, key, key_len, version, as_of, ret, false, NULL, NULL);
+}
+
+int kvc_get_ex(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+               uint64_t version, uint64_t as_of, struct kvc_value *ret, bool *ret_blob,
+               uint64_t *ret_blob_size)
+{
+	return get_call(c, call, key, key_len, version, as_of, ret, true, ret_blob, ret_blob_size);
 }
 
 int kvc_delete(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
@@ -597,9 +642,12 @@ static void async_version_done(struct client_op *op)
 static void async_get_done(struct client_op *op)
 {
 	struct kvc_async_result res = {0};
+	uint64_t blob_size = 0;
 	int rv = op->rv;
 
-	if (rv == 0)
+	if (rv == 0 && crep_blob(op->env.result, &blob_size))
+		rv = blob_not_value(op, blob_size);
+	else if (rv == 0)
 		rv = client_op_decoded(op,
 		                       crep_get(op->env.result, &res.value, &res.value_len,
 		                                &res.version, &res.timestamp_ms, &res.expiry_ms));

@@ -213,6 +213,18 @@ int crep_version(const msgpack_object *result, uint64_t *ret)
 	return mp_field_uint(result, WIRE_F_VERSION, true, ret);
 }
 
+bool crep_blob(const msgpack_object *result, uint64_t *ret_size)
+{
+	bool blob = false;
+	uint64_t size = 0;
+
+	if (mp_field_bool(result, WIRE_F_BLOB, false, &blob) != 0 || !blob ||
+	    mp_field_uint(result, WIRE_F_BLOB_SIZE, true, &size) != 0)
+		return false;
+	*ret_size = size;
+	return true;
+}
+
 int crep_get(const msgpack_object *result, const void **ret_value, size_t *ret_len,
              uint64_t *ret_version, uint64_t *ret_timestamp_ms, uint64_t *ret_expiry_ms)
 {

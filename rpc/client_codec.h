@@ -75,7 +75,10 @@ struct crep_envelope {
 int crep_envelope(const msgpack_object *root, struct crep_envelope *ret);
 
 int crep_version(const msgpack_object *result, uint64_t *ret);
-/* Get: value points into the reply. */
+/* A Get result for a blob ({blob: true, blob_size}): true with its size. */
+bool crep_blob(const msgpack_object *result, uint64_t *ret_size);
+/* Get: value points into the reply (a blob has none: -EINVAL; crep_blob
+ * first). */
 int crep_get(const msgpack_object *result, const void **ret_value, size_t *ret_len,
              uint64_t *ret_version, uint64_t *ret_timestamp_ms, uint64_t *ret_expiry_ms);
 

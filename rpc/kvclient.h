@@ -261,6 +261,96 @@ struct kvc_op {
 int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
               size_t *ret_failed_op);
 
+/* kvc_get that also takes a key whose value is a blob (see "blobs" below):
+ * then it returns 0 with *ret_blob true, *ret_blob_size the blob's size,
+ * ret->data NULL and ret->len 0 (and the version, timestamp and expiry
+ * filled); for any other value *ret_blob is false. ret_blob and
+ * ret_blob_size may be NULL. kvc_get itself answers a blob with
+ * -KVC_FAILED_PRECONDITION ("… is a blob of N bytes …"), never with an
+ * empty value. Errors: kvc_get's. (KVCLIENT_0.6) */
+int kvc_get_ex(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+               uint64_t version, uint64_t as_of, struct kvc_value *ret, bool *ret_blob,
+               uint64_t *ret_blob_size);
+
+/* ---- blobs -------------------------------------------------------------------
+ *
+ * A blob is a value too large for one message, written in pieces by a
+ * streaming writer and read back by byte ranges (rpc/PROTOCOL.md, "Blobs").
+ * Until it is committed nothing of it is visible; the commit makes it the
+ * key's newest version, as a put would (conditions, TTL, history, delete
+ * alike). kvc_get on a blob key gives -KVC_FAILED_PRECONDITION (kvc_get_ex
+ * says it is a blob, and its size); kvc_versions and scans give a blob's
+ * versions and items with no value bytes (data/value NULL). Since
+ * libkvclient 0.6 (KVCLIENT_0.6).
+ */
+#define KVC_BLOB_APPEND_SIZE (1u << 20) /* bytes per BlobAppend by default */
+#define KVC_BLOB_READ_MAX    (4u << 20) /* bytes one BlobRead gives at most */
+
+struct kvc_blob_opts {
+	uint32_t chunk_size;  /* the server's chunk size, 4 KiB..4 MiB; 0: its default (64 KiB) */
+	uint32_t append_size; /* bytes the writer sends per BlobAppend (its buffer); 0:
+	                         KVC_BLOB_APPEND_SIZE; at most what max_message_size allows */
+	uint64_t if_version;  /* at the commit, as struct kvc_write's */
+	uint64_t ttl_ms;      /* as struct kvc_write's */
+};
+#define KVC_BLOB_OPTS_INIT { 0, 0, KVC_ANY_VERSION, 0 }
+
+typedef struct kvc_blob_writer kvc_blob_writer;
+
+/* Begins an upload of a blob for key (BlobBegin); o NULL: KVC_BLOB_OPTS_INIT.
+ * The writer keeps call's tenant, timeout and status pointer for its later
+ * calls (call->status, when set, must outlive the writer). A writer is used
+ * by one thread at a time. *ret: kvc_blob_writer_close() it.
+ * Errors: those of every call; -KVC_INVALID_ARGUMENT (the key; a chunk_size
+ * out of range). */
+int kvc_blob_writer_open(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                         const struct kvc_blob_opts *o, kvc_blob_writer **ret);
+/* Takes len more bytes: buffered, and sent in BlobAppends of append_size
+ * bytes as they fill. A call that fails leaves the writer failed: later
+ * calls give the same error. Errors: those of every call (an append that
+ * went unanswered is sent again, at most twice: the server takes its bytes
+ * once); -KVC_NOT_FOUND (the upload was aborted: idle for the server's
+ * upload_idle_ms, its tenant passivated or dropped), -KVC_INVALID_ARGUMENT
+ * (past 1 TiB), -KVC_FAILED_PRECONDITION (committed already),
+ * -KVC_RESOURCE_EXHAUSTED, -KVC_UNAVAILABLE (disk full, I/O error). */
+int kvc_blob_write(kvc_blob_writer *w, const void *buf, size_t len);
+/* Bytes written to the writer so far. */
+uint64_t kvc_blob_writer_size(const kvc_blob_writer *w);
+/* Sends what is buffered and commits (BlobCommit): the blob becomes the
+ * key's newest version, *ret_version (may be NULL). Errors: those of
+ * kvc_blob_write; -KVC_FAILED_PRECONDITION (if_version did not hold),
+ * -KVC_RESOURCE_EXHAUSTED (the tenant's max_keys). */
+int kvc_blob_commit(kvc_blob_writer *w, uint64_t *ret_version);
+/* Frees the writer; one not committed is aborted (BlobAbort, best effort):
+ * nothing of it is visible. NULL ok. */
+void kvc_blob_writer_close(kvc_blob_writer *w);
+
+struct kvc_blob_info {
+	uint64_t size;         /* bytes */
+	uint32_t chunk_size;   /* as stored: every chunk but the last holds this many */
+	uint32_t chunks;
+	uint64_t xxh64;        /* XXH64 (seed 0) of the whole blob */
+	uint64_t stored_bytes; /* its chunks as stored (after compression) */
+	uint64_t version;
+	uint64_t timestamp_ms;
+	uint64_t expiry_ms; /* 0: none */
+};
+
+/* A blob's size, checksum and version: version 0 the newest, else exactly
+ * that one. Errors: those of every call; -KVC_NOT_FOUND (as kvc_get),
+ * -KVC_FAILED_PRECONDITION (the value is not a blob), -KVC_UNAVAILABLE,
+ * -KVC_DATA_LOSS. */
+int kvc_blob_info(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                  uint64_t version, struct kvc_blob_info *ret);
+/* Reads up to len bytes of the blob from offset into buf, in BlobReads of
+ * at most KVC_BLOB_READ_MAX bytes, all of one version (version 0: the
+ * newest when the first BlobRead ran; an overwrite meanwhile does not mix
+ * in). *ret_n (may be NULL) is less than len only at the blob's end, 0 at
+ * or past it. Errors: kvc_blob_info's; -KVC_NOT_FOUND also when the
+ * version read first is gone meanwhile (compacted, expired). */
+int kvc_blob_read(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                  uint64_t version, uint64_t offset, void *buf, size_t len, size_t *ret_n);
+
 /* ---- scans ---------------------------------------------------------------- */
 
 struct kvc_scan_opts {
