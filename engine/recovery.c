@@ -641,7 +641,8 @@ static int read_meta(struct recovery *r)
 	if (rv != 0 && rv != -ENOENT)
 		return rv;
 	r->have_man = r->man.format >= 2;
-	atomic_store(&db->meta_v3, r->man.format == 3); /* sticky */
+	atomic_store(&db->meta_v3, r->man.format >= 3); /* sticky */
+	atomic_store(&db->meta_v4, r->man.format == 4);
 	/* a merge ran and never committed: its commit would have been the next */
 	if (r->have_man && r->man.merge_from != 0 && db->merge_seq + 1 == r->man.merge_seq)
 		r->c.merge_from = r->man.merge_from;
