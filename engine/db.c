@@ -95,6 +95,8 @@ uint64_t db_reclaimable(kv_db *db)
 	pthread_rwlock_rdlock(&db->kd_lock);
 	dead = db->disk_bytes > db->live_bytes ? db->disk_bytes - db->live_bytes : 0;
 	pthread_rwlock_unlock(&db->kd_lock);
+	/* chunks of open uploads are not garbage (yet) */
+	retained += atomic_load(&db->upload_bytes);
 	return dead > retained ? dead - retained : 0;
 }
 
@@ -317,6 +319,8 @@ static void db_free(kv_db *db)
 		seg_unref(db->segs[i]);
 	free(db->segs);
 	reloc_release(&db->reloc);
+	blob_uploads_orphan(db);
+	blobmap_release(&db->blob_heads);
 	keydir_free(db->kd);
 	write_release(db);
 	stor_writer_close(db->wr);
@@ -330,6 +334,7 @@ static void db_free(kv_db *db)
 	pthread_mutex_destroy(&db->seg_mu);
 	pthread_mutex_destroy(&db->mu);
 	pthread_mutex_destroy(&db->merge_mu);
+	pthread_mutex_destroy(&db->upload_mu);
 	pthread_cond_destroy(&db->cv);
 	pthread_cond_destroy(&db->bg_cv);
 	free(db->path);
@@ -386,6 +391,7 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
 	pthread_mutex_init(&db->seg_mu, NULL);
 	pthread_mutex_init(&db->mu, NULL);
 	pthread_mutex_init(&db->merge_mu, NULL);
+	pthread_mutex_init(&db->upload_mu, NULL);
 	pthread_cond_init(&db->cv, NULL);
 	{
 		pthread_condattr_t ca;

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "blob.h"
 #include "codec.h"
 #include "io.h"
 #include "keydir.h"
@@ -80,6 +81,7 @@ struct batch {
 	uint64_t start_us; /* db_clock_us() when its write was submitted */
 	/* its puts' values: bytes as given, as stored, how many compressed */
 	uint64_t val_logical, val_stored, val_compressed;
+	uint64_t blobs; /* its blob records (chunks and descriptors) */
 };
 
 struct kv_db {
@@ -99,6 +101,11 @@ struct kv_db {
 	uint64_t tombstones;
 	uint64_t live_bytes;
 	uint64_t disk_bytes;
+	struct blobmap blob_heads; /* blob.h invariant 3 */
+
+	pthread_mutex_t upload_mu; /* the open uploads and their chunk lists */
+	struct kv_upload *uploads;
+	_Atomic uint64_t upload_bytes; /* chunk records of open uploads */
 
 	pthread_mutex_t seg_mu;
 	struct seg **segs; /* sorted by id */
@@ -144,6 +151,8 @@ struct kv_db {
 	_Atomic uint64_t values_compressed;   /* kv_stats */
 	/* META is written as format 3: a compressed value was written (sticky) */
 	atomic_bool meta_v3;
+	/* ... as format 4: a blob was written (sticky) */
+	atomic_bool meta_v4;
 	_Atomic uint64_t sync_us_sum;                  /* kv_stats */
 	_Atomic uint64_t sync_hist[KV_SYNC_BUCKETS];   /* kv_stats */
 	_Atomic uint64_t batch_hist[KV_BATCH_BUCKETS]; /* kv_stats */
@@ -256,6 +265,10 @@ void rec_read_release(struct rec_read *r);
  * KV_ECORRUPT (the value does not decompress), -ENOMEM; r is unchanged on
  * failure. */
 int rec_read_value(struct rec_read *r, size_t *ret_len);
+/* The record kv_get answers with (its value as stored, not decompressed):
+ * kv_get's errors. */
+int get_record(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+               struct rec_read *ret);
 /* Follows key's chain from head to the newest record with version ≤ version.
  * KV_ENOTFOUND before the key's first version, KV_ECOMPACTED where merge cut
  * the history. */

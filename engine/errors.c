@@ -36,6 +36,8 @@ const char *kv_strerror(int err)
 		return "batch too large";
 	case KV_EREFUSED:
 		return "tenant refused: its TENANT file is missing or damaged";
+	case KV_ENOTBLOB:
+		return "the value is not a blob";
 	default:
 		break;
 	}

@@ -29,7 +29,7 @@ struct kv_stor_tenant;
 #define HINT_FOOTER_SIZE 8u
 
 struct hint_ent {
-	uint8_t type;  /* REC_PUT / REC_DELETE */
+	uint8_t type;  /* REC_PUT, REC_DELETE, REC_BLOB, REC_CHUNK (version 0) */
 	uint8_t flags; /* REC_F_* */
 	uint32_t key_len;
 	uint64_t version;

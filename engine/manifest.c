@@ -33,7 +33,7 @@ int manifest_parse(const uint8_t *buf, size_t len, struct manifest *ret)
 		if (len != META_V1_SIZE)
 			return KV_ECORRUPT;
 		m.floor = get_le64(buf + 16);
-	} else if (m.format == 2 || m.format == 3) {
+	} else if (m.format >= 2 && m.format <= 4) {
 		n = get_le32(buf + 12);
 		if (len < META_V2_HEAD + 4 || (len - META_V2_HEAD - 4) / META_V2_ENTRY != n ||
 		    (len - META_V2_HEAD - 4) % META_V2_ENTRY != 0)
@@ -130,7 +130,7 @@ static int manifest_encode(kv_db *db, uint64_t mark, uint8_t **ret, size_t *ret_
 	memcpy(buf, META_MAGIC, 8);
 	/* 3 once a compressed value was written: a kvd that knows only 2
 	 * refuses the tenant instead of reading compressed bytes as values */
-	put_le32(buf + 8, atomic_load(&db->meta_v3) ? 3 : 2);
+	put_le32(buf + 8, atomic_load(&db->meta_v4) ? 4 : atomic_load(&db->meta_v3) ? 3 : 2);
 	put_le32(buf + 12, (uint32_t)n);
 	put_le64(buf + 16, atomic_load(&db->compact_floor));
 	put_le64(buf + 24, mark);

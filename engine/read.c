@@ -17,6 +17,8 @@
  */
 #include "db.h"
 
+#include "blob.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,11 +189,33 @@ static int head_lookup(kv_db *db, const void *key, size_t key_len, struct kd_ent
 	return 0;
 }
 
+/* A blob's size from its descriptor record (KV_ECORRUPT when damaged). */
+static int blob_size_of(const struct rec_read *r, uint64_t *ret)
+{
+	struct blob_desc d;
+	int rv;
+
+	if ((rv = blob_desc_parse(r->value, r->h.value_len, &d)) != 0)
+		return rv;
+	*ret = d.size;
+	return 0;
+}
+
 static int value_from(struct kv_value *v, struct rec_read *r)
 {
 	size_t len;
 	int rv;
 
+	if (r->h.type == REC_BLOB) {
+		memset(v, 0, sizeof(*v));
+		rv = blob_size_of(r, &v->blob_size);
+		v->blob = true;
+		v->version = r->h.version;
+		v->timestamp_ms = r->h.timestamp_ms;
+		v->expiry_ms = r->h.expiry_ms;
+		rec_read_release(r);
+		return rv;
+	}
 	if ((rv = rec_read_value(r, &len)) != 0) {
 		rec_read_release(r);
 		return rv;
@@ -201,6 +225,8 @@ static int value_from(struct kv_value *v, struct rec_read *r)
 	v->version = r->h.version;
 	v->timestamp_ms = r->h.timestamp_ms;
 	v->expiry_ms = r->h.expiry_ms;
+	v->blob = false;
+	v->blob_size = 0;
 	v->priv_ = r->buf;
 	r->buf = NULL;
 	return 0;
@@ -253,8 +279,8 @@ static bool stop_at_version(const struct rec_header *h, void *arg)
 	return h->version <= t->version;
 }
 
-int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
-           struct kv_value *ret)
+int get_record(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+               struct rec_read *ret)
 {
 	struct kd_entry e;
 	struct seg *s;
@@ -313,6 +339,18 @@ int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts
 			return KV_ENOTFOUND;
 		}
 	}
+	*ret = r;
+	return 0;
+}
+
+int kv_get(kv_db *db, const void *key, size_t key_len, const struct kv_read_opts *opts,
+           struct kv_value *ret)
+{
+	struct rec_read r;
+	int rv;
+
+	if ((rv = get_record(db, key, key_len, opts, &r)) != 0)
+		return rv;
 	return value_from(ret, &r);
 }
 
@@ -410,6 +448,12 @@ restart:
 			x->timestamp_ms = r.h.timestamp_ms;
 			x->expiry_ms = r.h.expiry_ms;
 			x->tombstone = r.h.type == REC_DELETE;
+			x->blob = r.h.type == REC_BLOB;
+			if (with_values && x->blob &&
+			    (rv = blob_size_of(&r, &x->blob_size)) != 0) {
+				rec_read_release(&r);
+				goto fail;
+			}
 			if (with_values && r.h.type == REC_PUT) {
 				size_t len;
 				if ((rv = rec_read_value(&r, &len)) != 0) {

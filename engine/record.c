@@ -55,7 +55,8 @@ int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_
 		               REC_SYNC_SIZE <= avail
 		           ? 0
 		           : KV_ECORRUPT;
-	if (h->type != REC_PUT && h->type != REC_DELETE)
+	if (h->type != REC_PUT && h->type != REC_DELETE && h->type != REC_BLOB &&
+	    h->type != REC_CHUNK)
 		return KV_ECORRUPT;
 	if (h->key_len == 0 || h->key_len > max_key)
 		return KV_ECORRUPT;
@@ -65,8 +66,15 @@ int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_
 		return KV_ECORRUPT;
 	if (rec_codec(h) > KV_CODEC_ZSTD)
 		return KV_ECORRUPT;
-	if (h->version == 0)
+	if (h->type == REC_BLOB && (h->value_len < BLOB_DESC_HEAD || rec_codec(h) != 0))
 		return KV_ECORRUPT;
+	if (h->type == REC_CHUNK) {
+		if (h->version != 0 || h->value_len == 0 || h->expiry_ms != 0 || h->prev_seg != 0 ||
+		    h->prev_off != 0)
+			return KV_ECORRUPT;
+	} else if (h->version == 0) {
+		return KV_ECORRUPT;
+	}
 	if (rec_size(h->key_len, h->value_len) > avail)
 		return KV_ECORRUPT;
 	return 0;

@@ -24,7 +24,13 @@
 enum rec_type {
 	REC_PUT = 1,
 	REC_DELETE = 2,
-	/* 3 = blob descriptor, 4 = blob chunk: reserved for large values */
+	/* A blob's descriptor: a put in every respect (version, chain, expiry)
+	 * whose value names the blob's chunks (blob.h). Never compressed. */
+	REC_BLOB = 3,
+	/* A chunk of a blob: the blob's key, the chunk's bytes (compressed like
+	 * a value), version 0, no expiry, no previous version. Never indexed:
+	 * reached only through a descriptor naming its location. */
+	REC_CHUNK = 4,
 	/* A sync mark: no key, an 8-byte value, the offset in its segment up
 	 * to which the segment was durable (fdatasync'ed) before the mark was
 	 * written; version 0, no flags. Never indexed (see segment.h). */
@@ -32,6 +38,8 @@ enum rec_type {
 };
 
 #define REC_SYNC_SIZE (REC_HEADER_SIZE + 8u)
+/* A descriptor's fixed part, before its chunk locations (blob.h). */
+#define BLOB_DESC_HEAD 32u
 
 enum {
 	REC_F_BATCH_MORE = 1u << 0,  /* more records of the same atomic batch follow */
@@ -74,9 +82,10 @@ void rec_decode_header(const uint8_t *src, struct rec_header *ret);
 
 /* 0 when the header's type and lengths are plausible: type known, 1 ≤ key_len
  * ≤ max_key, value_len ≤ max_value, a delete carries no value, the value
- * codec is known (and 0 for a delete), a version ≥ 1,
+ * codec is known (and 0 for a delete and a descriptor), a version ≥ 1,
  * and the whole record fits in `avail` bytes; a sync mark: no key, an 8-byte
- * value, version 0, no flags. KV_ECORRUPT otherwise. */
+ * value, version 0, no flags; a chunk: a value, version 0, no expiry, no
+ * previous version. KV_ECORRUPT otherwise. */
 int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_value,
                      uint64_t avail);
 

@@ -69,6 +69,14 @@ struct rctx {
 	bool seg_merged;
 	uint32_t *refs;
 	size_t nrefs, caprefs;
+	/* descriptors indexed: which are heads, and their chunk bytes, is
+	 * known only at the end (blob.h invariant 3) */
+	struct blob_cand {
+		uint8_t *key;
+		uint32_t key_len;
+		uint64_t loc;
+	} *blobs;
+	size_t nblobs, capblobs;
 };
 
 static int index_entry(kv_db *db, const uint8_t *key, size_t len, const struct kd_entry *e)
@@ -97,6 +105,66 @@ static void pend_clear(struct rctx *c)
 	c->np = 0;
 }
 
+static int blob_cand_add(struct rctx *c, const uint8_t *key, uint32_t key_len, uint64_t loc)
+{
+	struct blob_cand *b;
+
+	if (c->nblobs == c->capblobs) {
+		size_t cap = c->capblobs ? c->capblobs * 2 : 16;
+		struct blob_cand *nv = realloc(c->blobs, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -ENOMEM;
+		c->blobs = nv;
+		c->capblobs = cap;
+	}
+	b = &c->blobs[c->nblobs];
+	if ((b->key = malloc(key_len)) == NULL)
+		return -ENOMEM;
+	memcpy(b->key, key, key_len);
+	b->key_len = key_len;
+	b->loc = loc;
+	c->nblobs++;
+	return 0;
+}
+
+/* The descriptors that ended up heads: their chunk bytes are live. A
+ * descriptor that cannot be read counts none (its reads report it). */
+static int blob_heads_load(kv_db *db, struct rctx *c)
+{
+	size_t i;
+	int rv;
+
+	for (i = 0; i < c->nblobs; i++) {
+		struct blob_cand *b = &c->blobs[i];
+		struct kd_entry e;
+		struct rec_read r;
+		struct blob_desc d;
+		if (keydir_get(db->kd, b->key, b->key_len, &e) != 0 || loc_make(e.seg, e.off) != b->loc)
+			continue;
+		rv = read_at(db, b->loc, b->key, b->key_len, true, &r);
+		if (rv == -ENOMEM)
+			return rv;
+		if (rv != 0)
+			continue;
+		if (r.h.type == REC_BLOB && blob_desc_parse(r.value, r.h.value_len, &d) == 0) {
+			if ((rv = blobmap_put(&db->blob_heads, b->loc, d.stored)) != 0) {
+				rec_read_release(&r);
+				return rv;
+			}
+			db->live_bytes += d.stored;
+		}
+		rec_read_release(&r);
+	}
+	return 0;
+}
+
+static void blob_cands_release(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nblobs; i++)
+		free(c->blobs[i].key);
+	free(c->blobs);
+}
+
 static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8_t *key,
                         uint32_t key_len, uint64_t version, uint64_t off, uint64_t size,
                         uint64_t expiry)
@@ -115,6 +183,18 @@ static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8
 	if (version > c->max_version)
 		c->max_version = version;
 	c->records++;
+	if (type == REC_CHUNK) {
+		/* never indexed; the last record of a request of chunks ends it */
+		if (flags & REC_F_BATCH_MORE)
+			return 0;
+		for (i = 0; i < c->np; i++)
+			if ((rv = index_entry(c->db, c->p[i].key, c->p[i].key_len, &c->p[i].e)) != 0)
+				return rv;
+		pend_clear(c);
+		return 0;
+	}
+	if (type == REC_BLOB && (rv = blob_cand_add(c, key, key_len, loc_make(c->seg, (uint32_t)off))) != 0)
+		return rv;
 	if (flags & REC_F_BATCH_MORE) {
 		struct pend *p;
 		if (c->np == c->cap) {
@@ -641,7 +721,8 @@ static int read_meta(struct recovery *r)
 	if (rv != 0 && rv != -ENOENT)
 		return rv;
 	r->have_man = r->man.format >= 2;
-	atomic_store(&db->meta_v3, r->man.format == 3); /* sticky */
+	atomic_store(&db->meta_v3, r->man.format >= 3); /* sticky */
+	atomic_store(&db->meta_v4, r->man.format == 4);
 	/* a merge ran and never committed: its commit would have been the next */
 	if (r->have_man && r->man.merge_from != 0 && db->merge_seq + 1 == r->man.merge_seq)
 		r->c.merge_from = r->man.merge_from;
@@ -1016,7 +1097,10 @@ int recovery_run(kv_db *db)
 		goto out;
 	set_next(&r);           /* 7 */
 	rv = resume_active(&r); /* 8 */
+	if (rv == 0)
+		rv = blob_heads_load(db, &r.c);
 out:
+	blob_cands_release(&r.c);
 	pend_clear(&r.c);
 	free(r.c.p);
 	free(r.c.refs);

@@ -437,6 +437,22 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 	}
 }
 
+/* An entry whose value is a descriptor: it says blob and its size, and
+ * carries no bytes (kvengine.h "blobs"). */
+static int blob_entry(struct kv_entry *ret)
+{
+	struct blob_desc d;
+	int rv;
+
+	if ((rv = blob_desc_parse(ret->value, ret->value_len, &d)) != 0)
+		return rv;
+	ret->blob = true;
+	ret->blob_size = d.size;
+	ret->value = NULL;
+	ret->value_len = 0;
+	return 0;
+}
+
 /* Resolves one page entry at the snapshot. 0 with ret filled, 1 to skip. */
 static int resolve(kv_iter *it, const struct page_ent *pe, uint64_t now, struct kv_entry *ret)
 {
@@ -446,6 +462,8 @@ static int resolve(kv_iter *it, const struct page_ent *pe, uint64_t now, struct 
 	int rv, tries = 0;
 
 	rec_read_release(&it->rr);
+	ret->blob = false;
+	ret->blob_size = 0;
 again:
 	if (e.version <= it->snap) {
 		if (e.flags & KD_F_TOMBSTONE)
@@ -475,7 +493,10 @@ again:
 				ret->key_len = pe->key_len;
 				ret->value = rec + REC_HEADER_SIZE + h.key_len;
 				ret->value_len = h.value_len;
-				if (rec_codec(&h) != KV_CODEC_NONE) {
+				if (h.type == REC_BLOB) {
+					if ((rv = blob_entry(ret)) != 0)
+						return rv;
+				} else if (rec_codec(&h) != KV_CODEC_NONE) {
 					/* the logical value lives in it->rr until the next entry */
 					size_t len;
 					rv = codec_decompress(rec_codec(&h), ret->value,
@@ -516,7 +537,12 @@ again:
 		rec_read_release(&it->rr);
 		return 1;
 	}
-	if (!it->keys_only) {
+	if (!it->keys_only && it->rr.h.type == REC_BLOB) {
+		ret->value = it->rr.value;
+		ret->value_len = it->rr.h.value_len;
+		if ((rv = blob_entry(ret)) != 0)
+			return rv;
+	} else if (!it->keys_only) {
 		size_t len;
 		if ((rv = rec_read_value(&it->rr, &len)) != 0)
 			return rv;

@@ -151,7 +151,7 @@ static void batch_reset(struct batch *b)
 	b->head = b->tail = NULL;
 	b->nreqs = 0;
 	b->keys_delta = 0;
-	b->val_logical = b->val_stored = b->val_compressed = 0;
+	b->val_logical = b->val_stored = b->val_compressed = b->blobs = 0;
 	/* do not keep a huge buffer around after one large batch */
 	if (b->cap > 2 * BATCH_BYTES_MAX) {
 		free(b->buf);
@@ -265,14 +265,23 @@ static int validate_req(kv_db *db, struct kv_req *req)
 		struct kv_op *op = &req->ops[i];
 		op->status = 0;
 		op->version = 0;
-		if (op->type != KV_OP_PUT && op->type != KV_OP_DELETE)
+		if (op->type < KV_OP_PUT || op->type > KV_OP_BLOB_PUT)
 			return op->status = -EINVAL;
 		if (op->key_len == 0 || op->key_len > db->opt.max_key_size || op->key == NULL)
 			return op->status = KV_EKEYSIZE;
 		if (op->type == KV_OP_PUT &&
 		    (op->value_len > db->opt.max_value_size || (op->value_len && !op->value)))
 			return op->status = KV_EVALSIZE;
-		bytes += rec_size(op->key_len, op->type == KV_OP_PUT ? op->value_len : 0);
+		/* blob ops come from the upload calls (blob.c) */
+		if (op->type == KV_OP_BLOB_CHUNK &&
+		    (op->value_len == 0 || op->value_len > KV_BLOB_CHUNK_MAX || !op->value ||
+		     !op->upload_))
+			return op->status = -EINVAL;
+		if (op->type == KV_OP_BLOB_PUT &&
+		    (op->value_len < BLOB_DESC_HEAD || op->value_len > KV_VALUE_SIZE_MAX ||
+		     !op->value || !op->upload_))
+			return op->status = -EINVAL;
+		bytes += rec_size(op->key_len, op->type == KV_OP_DELETE ? 0 : op->value_len);
 	}
 	if (bytes > REQ_BYTES_MAX)
 		return KV_EBATCHSIZE;
@@ -497,7 +506,7 @@ static uint64_t req_bytes(const struct kv_req *req)
 
 	for (i = 0; i < req->n; i++)
 		n += rec_size(req->ops[i].key_len,
-		              req->ops[i].type == KV_OP_PUT ? req->ops[i].value_len : 0);
+		              req->ops[i].type == KV_OP_DELETE ? 0 : req->ops[i].value_len);
 	return n;
 }
 
@@ -526,12 +535,47 @@ static uint64_t expiry_of(uint64_t now, uint64_t ttl_ms)
 	return ttl_ms >= KV_EXPIRY_MAX - now ? KV_EXPIRY_MAX : now + ttl_ms;
 }
 
+/* Encodes a blob chunk at the end of the batch (blob.h): no version, no
+ * condition, no key-directory change; its value compressed as a put's is.
+ * Returns its size. */
+static size_t encode_chunk(kv_db *db, struct batch *b, struct kv_op *op, uint64_t now,
+                           enum kv_codec codec, int level)
+{
+	struct rec_header rh;
+	const void *value = op->value;
+
+	memset(&rh, 0, sizeof(rh));
+	rh.type = REC_CHUNK;
+	rh.flags = REC_F_BATCH_MORE;
+	rh.key_len = (uint32_t)op->key_len;
+	rh.value_len = (uint32_t)op->value_len;
+	if (codec != KV_CODEC_NONE) {
+		uint8_t *dst = b->buf + b->len + REC_HEADER_SIZE + op->key_len;
+		size_t n = codec_compress(&db->codec, codec, level, op->value, op->value_len, dst,
+		                          op->value_len);
+		if (n != 0) {
+			value = dst;
+			rh.value_len = (uint32_t)n;
+			rh.flags |= (uint8_t)(codec << REC_F_CODEC_SHIFT);
+			b->val_compressed++;
+		}
+	}
+	b->val_logical += op->value_len;
+	b->val_stored += rh.value_len;
+	b->blobs++;
+	rh.timestamp_ms = now;
+	rec_encode(b->buf + b->len, &rh, op->key, value, db->active->crc_seed);
+	op->loc_ = loc_make(db->active->id, (uint32_t)(db->tail + b->len));
+	return (size_t)rec_size(rh.key_len, rh.value_len);
+}
+
 static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 {
 	struct batch *b = &db->batch;
 	size_t ov_mark = b->nov, len_mark = b->len, i;
 	uint64_t ver_mark = db->next_version, bytes = req_bytes(req);
 	uint64_t vl_mark = b->val_logical, vs_mark = b->val_stored, vc_mark = b->val_compressed;
+	uint64_t blobs_mark = b->blobs;
 	int64_t keys_mark = b->keys_delta;
 	size_t last_rec = SIZE_MAX;
 	uint32_t codec_cfg = atomic_load(&db->codec_cfg);
@@ -556,14 +600,26 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 
 	for (i = 0; i < req->n; i++) {
 		struct kv_op *op = &req->ops[i];
-		uint32_t h = key_hash(op->key, op->key_len);
+		uint32_t h;
 		struct kd_entry cur, e;
 		struct rec_header rh;
 		const void *value = op->value;
-		bool found = head_of(db, op->key, op->key_len, h, &cur);
+		bool found, puts = op->type != KV_OP_DELETE;
+		uint32_t rec_off;
+
+		if (op->type == KV_OP_BLOB_CHUNK) {
+			last_rec = (size_t)b->len;
+			b->len += encode_chunk(db, b, op, now, codec, level);
+			continue;
+		}
+		if (op->type == KV_OP_BLOB_PUT && i > 0 && req->ops[i - 1].type == KV_OP_BLOB_CHUNK)
+			blob_complete(op, &req->ops[i - 1], b->buf + last_rec);
+		if (op->type == KV_OP_BLOB_PUT)
+			b->blobs++;
+		h = key_hash(op->key, op->key_len);
+		found = head_of(db, op->key, op->key_len, h, &cur);
 		bool exists = found && !(cur.flags & KD_F_TOMBSTONE) &&
 		              !((cur.flags & KD_F_TTL) && db_expired(db, cur.expiry_ms, now));
-		uint32_t rec_off;
 
 		if (op->if_version != KV_ANY_VERSION) {
 			bool ok = op->if_version == 0 ? !exists
@@ -581,7 +637,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 			}
 			continue;
 		}
-		if (op->type == KV_OP_PUT && !exists) {
+		if (puts && !exists) {
 			if (db->opt.max_keys &&
 			    db->live_keys + (uint64_t)(b->keys_delta + 1) > db->opt.max_keys) {
 				rv = op->status = KV_EMAXKEYS;
@@ -593,10 +649,12 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		}
 
 		memset(&rh, 0, sizeof(rh));
-		rh.type = op->type == KV_OP_PUT ? REC_PUT : REC_DELETE;
+		rh.type = op->type == KV_OP_PUT      ? REC_PUT
+		          : op->type == KV_OP_DELETE ? REC_DELETE
+		                                     : REC_BLOB;
 		rh.flags = REC_F_BATCH_MORE;
 		rh.key_len = (uint32_t)op->key_len;
-		rh.value_len = op->type == KV_OP_PUT ? (uint32_t)op->value_len : 0;
+		rh.value_len = puts ? (uint32_t)op->value_len : 0;
 		if (op->type == KV_OP_PUT && codec != KV_CODEC_NONE) {
 			/* compressed in place, where the value goes (batch_reserve made
 			 * room for it uncompressed); raw when that does not shrink it */
@@ -616,7 +674,7 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		}
 		rh.version = db->next_version++;
 		rh.timestamp_ms = now;
-		rh.expiry_ms = op->type == KV_OP_PUT ? expiry_of(now, op->ttl_ms) : 0;
+		rh.expiry_ms = puts ? expiry_of(now, op->ttl_ms) : 0;
 		if (found) {
 			rh.prev_seg = cur.seg;
 			rh.prev_off = cur.off;
@@ -654,12 +712,34 @@ fail:
 	b->val_logical = vl_mark;
 	b->val_stored = vs_mark;
 	b->val_compressed = vc_mark;
+	b->blobs = blobs_mark;
 	db->next_version = ver_mark;
 	for (i = 0; i < req->n; i++)
 		req->ops[i].version = 0;
 	req->status_ = rv;
 	batch_add_req(b, req);
 	return 0;
+}
+
+/* The chunks of a batch that landed join their uploads (blob.h). */
+static void chunks_landed(kv_db *db, struct batch *b)
+{
+	const struct kv_req *r;
+	size_t i;
+
+	for (r = b->head; r != NULL; r = r->next_) {
+		if (r->status_ != 0 || (r->flags_ & REQ_F_BARRIER))
+			continue;
+		for (i = 0; i < r->n; i++) {
+			struct kv_op *op = &r->ops[i];
+			struct rec_header h;
+			if (op->type != KV_OP_BLOB_CHUNK)
+				continue;
+			/* a batch is within one segment, from db->tail on */
+			rec_decode_header(b->buf + (loc_off(op->loc_) - db->tail), &h);
+			blob_chunk_landed(op, rec_size(h.key_len, h.value_len));
+		}
+	}
 }
 
 static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
@@ -670,6 +750,8 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 	size_t i;
 
 	if (err == 0) {
+		if (b->blobs > 0)
+			chunks_landed(db, b);
 		pthread_rwlock_wrlock(&db->kd_lock);
 		for (i = 0; i < b->nov; i++) {
 			struct kd_entry old;
@@ -683,6 +765,11 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 				break;
 			}
 			db_account(db, &b->ov[i].e, &old, replaced);
+			if (replaced && db->blob_heads.n > 0)
+				blob_account_replaced(db, loc_make(old.seg, old.off));
+			if (b->blobs > 0)
+				blob_account_apply(db, b->buf + b->ov[i].rec_off,
+				                   loc_make(b->ov[i].e.seg, b->ov[i].e.off));
 		}
 		db->disk_bytes += b->len;
 		pthread_rwlock_unlock(&db->kd_lock);
@@ -832,6 +919,12 @@ static bool form_and_start(kv_db *db)
 			atomic_store(&db->meta_v3, true);
 			if ((rv = manifest_write(db)) != 0)
 				atomic_store(&db->meta_v3, false); /* tried again next batch */
+		}
+		/* and (format 4) that blobs may be there */
+		if (rv == 0 && b->blobs > 0 && !atomic_load(&db->meta_v4)) {
+			atomic_store(&db->meta_v4, true);
+			if ((rv = manifest_write(db)) != 0)
+				atomic_store(&db->meta_v4, false);
 		} else if (rv == 0 && db->next_version - 1 > db->version_mark) {
 			rv = manifest_write(db);
 		}

@@ -229,6 +229,7 @@ struct kv_op {
 	uint64_t version; /* version given to this op; 0 for a delete of a missing key */
 	int status;       /* 0, or why this op made the batch fail */
 	uint64_t loc_;    /* private: where a blob chunk was written */
+	void *upload_;    /* private: the upload of a blob op */
 };
 
 /* Applies n ops all-or-nothing, in order (a later op sees an earlier one),
@@ -315,6 +316,7 @@ void kv_versions_free(struct kv_version *list, size_t count);
 #define KV_BLOB_CHUNKS_MAX (1u << 21)      /* chunks of one blob */
 
 typedef struct kv_upload kv_upload;
+struct kv_req; /* "non-blocking writes" below */
 
 struct kv_blob_info {
 	uint64_t size;         /* bytes */
