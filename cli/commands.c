@@ -215,9 +215,10 @@ int cmd_get(struct kvctl *k, int argc, char **argv)
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	struct kvc_value v = {0};
-	uint64_t version = 0, as_of = 0;
+	uint64_t version = 0, as_of = 0, blob_size = 0;
 	const char *key;
 	char when[32];
+	bool blob = false;
 	json_t *doc;
 	int opt, rv = 0;
 
@@ -239,15 +240,29 @@ int cmd_get(struct kvctl *k, int argc, char **argv)
 		return kvctl_usage(k, "--version and --as-of exclude each other");
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
-	if ((rv = kvc_get(k->c, &call, key, strlen(key), version, as_of, &v)) != 0)
+	if ((rv = kvc_get_ex(k->c, &call, key, strlen(key), version, as_of, &v, &blob,
+	                     &blob_size)) != 0)
 		return kvctl_fail(k, rv, &st);
+	if (blob && !k->json) {
+		char msg[160];
+		/* no bytes on stdout: they are the blob's, not a value */
+		snprintf(msg, sizeof(msg),
+		         "version %llu is a blob of %llu bytes: read it with 'kvctl blob get'",
+		         (unsigned long long)v.version, (unsigned long long)blob_size);
+		return kvctl_report(k, KVC_FAILED_PRECONDITION, KVCTL_EXIT_ERROR, msg);
+	}
 	if (!k->json) {
 		kvctl_write_value(v.data, v.len); /* as stored; a newline on a tty */
 		kvc_value_free(&v);
 		return kvctl_finish(k);
 	}
 	doc = key_version_json(key, v.version);
-	kvctl_json_bytes(doc, "value", v.data, v.len);
+	if (blob) {
+		json_object_set_new(doc, "blob", json_true());
+		json_object_set_new(doc, "blob_size", kvctl_json_u64(blob_size));
+	} else {
+		kvctl_json_bytes(doc, "value", v.data, v.len);
+	}
 	kvctl_format_time(v.timestamp_ms, when);
 	json_object_set_new(doc, "timestamp_ms", kvctl_json_u64(v.timestamp_ms));
 	json_object_set_new(doc, "timestamp", json_string(when));

@@ -70,6 +70,29 @@ static const struct kvctl_command commands[] = {
          "  --file F   from F (default: stdin); refused unless whole and unchanged\n"
          "  --batch N  records per write (default 1000, at most 10000)\n",
          cmd_import},
+        {"blob", "ACTION [ARGS]",
+         "values too large for one message, streamed in pieces and read by ranges", NULL,
+         NULL},
+        {"blob put", "KEY FILE|- [--ttl SECONDS] [--if-version V] [--chunk-size N]",
+         "streams FILE (or stdin) into a blob under KEY; prints the new version",
+         "  --ttl SECONDS    the key expires after SECONDS; 0: never (default: the\n"
+         "                   tenant's TTL)\n"
+         "  --if-version V   commits only if the key's newest version is V; 0: only\n"
+         "                   if the key does not exist (else exit 3)\n"
+         "  --chunk-size N   the blob's chunk size, 4K..4M (default: the daemon's, 64K)\n",
+         cmd_blob_put},
+        {"blob get",
+         "KEY [--version V] [--offset O] [--length L] [-o FILE | --file FILE]",
+         "writes the blob, or L bytes of it from O, to stdout or FILE",
+         "  --version V      exactly version V (default: the newest)\n"
+         "  --offset O       from byte O (default 0)\n"
+         "  --length L       at most L bytes (default: to the end)\n"
+         "  -o FILE          into FILE (-o text and -o json stay the output mode;\n"
+         "  --file FILE      --file for a file named so); a failed get removes FILE\n",
+         cmd_blob_get},
+        {"blob info", "KEY [--version V]",
+         "the blob's size, chunks, XXH64, stored bytes, version and times",
+         "  --version V  exactly version V (default: the newest)\n", cmd_blob_info},
         {"tenant", "ACTION [ARGS]", "manages the daemon's tenants", NULL, NULL},
         {"tenant create",
          "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]\n"
@@ -209,7 +232,11 @@ static const char global_help[] =
         "\"value_b64\". Times are \"timestamp_ms\" and ISO 8601 \"timestamp\".\n"
         "  put, del   {key, key_b64, version}\n"
         "  get        {key, key_b64, value, value_b64, version, timestamp_ms,\n"
-        "              timestamp, expiry_ms}\n"
+        "              timestamp, expiry_ms}; a blob: blob, blob_size, no value\n"
+        "  blob put   {key, key_b64, version, size}\n"
+        "  blob get   {key, key_b64, version, offset, bytes, size, file} (with a file)\n"
+        "  blob info  {key, key_b64, size, chunk_size, chunks, xxh64, stored_bytes,\n"
+        "              version, timestamp_ms, timestamp, expiry_ms}\n"
         "  scan       {items: [{key, key_b64, value, value_b64, version}],\n"
         "              revision, count}\n"
         "  versions   {key, key_b64, versions: [{version, timestamp_ms, timestamp,\n"
@@ -546,9 +573,14 @@ int kvctl_opts_next(struct kvctl *k, struct kvctl_opts *oi, int argc, char **arg
 			else
 				kvctl_usage(k, "unknown option '%s'", argv[optind - 1]);
 			return KVCTL_OPTS_USAGE;
+		case 'o':
+			if (oi->o_file && strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+				return KVCTL_OPT_O_FILE;
+			if (common_option(k, opt, optarg) != 0)
+				return KVCTL_OPTS_USAGE;
+			continue;
 		case 'e':
 		case 't':
-		case 'o':
 		case KVCTL_OPT_TOKEN:
 		case KVCTL_OPT_TOKEN_FILE:
 		case KVCTL_OPT_TIMEOUT:

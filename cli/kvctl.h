@@ -72,6 +72,9 @@ struct kvctl {
 
 struct kvctl_opts {
 	struct option all[KVCTL_OPTS_MAX];
+	/* -o FILE: a value of -o other than text or json comes back as
+	 * KVCTL_OPT_O_FILE (kvctl blob get); false: a usage error */
+	bool o_file;
 };
 
 /* cmd: the command's name, for the error line; own: its long options, ended
@@ -89,6 +92,7 @@ enum {
 	KVCTL_OPT_TLS_CA,
 	KVCTL_OPT_TLS_CERT,
 	KVCTL_OPT_TLS_KEY,
+	KVCTL_OPT_O_FILE, /* see kvctl_opts.o_file */
 	KVCTL_OPT_OWN = 300,
 };
 
@@ -154,6 +158,12 @@ int cmd_tenant_backup(struct kvctl *k, int argc, char **argv);
 int cmd_stats(struct kvctl *k, int argc, char **argv);
 int cmd_compact(struct kvctl *k, int argc, char **argv);
 int cmd_health(struct kvctl *k, int argc, char **argv);
+
+/* ---- blobs (blob.c) ------------------------------------------------------------ */
+
+int cmd_blob_put(struct kvctl *k, int argc, char **argv);
+int cmd_blob_get(struct kvctl *k, int argc, char **argv);
+int cmd_blob_info(struct kvctl *k, int argc, char **argv);
 
 /* ---- export and import (export.c; docs/EXPORT.md) ---------------------------- */
 
