@@ -147,6 +147,19 @@ static void key_size(void **state)
 	free(md);
 }
 
+/* PROTOCOL.md's BlobRead cap is WIRE_BLOB_READ_MAX, and libkvclient's. */
+static void blob_read_max(void **state)
+{
+	char *md = slurp(protocol_md), text[96];
+
+	(void)state;
+	snprintf(text, sizeof(text), "default and at most %u\nbytes", WIRE_BLOB_READ_MAX);
+	if (strstr(md, text) == NULL)
+		fail_msg("PROTOCOL.md does not say \"%s\"", text);
+	assert_int_equal(KVC_BLOB_READ_MAX, WIRE_BLOB_READ_MAX);
+	free(md);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -154,6 +167,7 @@ int main(int argc, char **argv)
 	        cmocka_unit_test(status_table),
 	        cmocka_unit_test(method_sections),
 	        cmocka_unit_test(key_size),
+	        cmocka_unit_test(blob_read_max),
 	};
 
 	if (argc < 2) {
