@@ -171,6 +171,15 @@ out:
 	return rv;
 }
 
+/* A value that is not a blob: exit 5 (exit 3 is a version that did not
+ * match); other failures as every command's. */
+static int not_blob_or_fail(struct kvctl *k, int rv, const struct kvc_status *st)
+{
+	if (rv == -KVC_FAILED_PRECONDITION)
+		return kvctl_report(k, KVC_FAILED_PRECONDITION, KVCTL_EXIT_ERROR, st->message);
+	return kvctl_fail(k, rv, st);
+}
+
 /* ---- get ------------------------------------------------------------------------- */
 
 static int write_all(int fd, const uint8_t *p, size_t n)
@@ -242,7 +251,7 @@ int cmd_blob_get(struct kvctl *k, int argc, char **argv)
 		return rv;
 	/* the version and size first: every read is of that one version */
 	if ((rv = kvc_blob_info(k->c, &call, key, strlen(key), version, &bi)) != 0)
-		return kvctl_fail(k, rv, &st);
+		return not_blob_or_fail(k, rv, &st);
 	version = bi.version;
 	end = offset >= bi.size ? offset : (length < bi.size - offset ? offset + length : bi.size);
 	if (file != NULL && (fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
@@ -335,7 +344,7 @@ int cmd_blob_info(struct kvctl *k, int argc, char **argv)
 	if ((rv = kvctl_check_key(k, key)) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
 	if ((rv = kvc_blob_info(k->c, &call, key, strlen(key), version, &bi)) != 0)
-		return kvctl_fail(k, rv, &st);
+		return not_blob_or_fail(k, rv, &st);
 	snprintf(hex, sizeof(hex), "%016" PRIx64, bi.xxh64);
 	kvctl_format_time(bi.timestamp_ms, when);
 	if (k->json) {

@@ -517,6 +517,53 @@ run 5 "get --version of compacted history (OUT_OF_RANGE)" kv -t hist -o json get
 json "out of range document" 'd["error"]["name"] == "OUT_OF_RANGE" and d["error"]["exit"] == 5'
 run 5 "compact --revision in the future" kv -t hist compact --revision 999999999
 
+# ---- blobs ------------------------------------------------------------------------------------
+
+head -c 9437187 /dev/urandom >"$TMP/blob.in" # 9 MiB and 3 bytes: more than one append, a partial chunk
+run 0 "blob put FILE" kv blob put big "$TMP/blob.in" && out_matches "blob put prints the version" '^[0-9]+$'
+bv=$(cat "$TMP/out")
+run 0 "blob get (stdout)" kv blob get big && same_bytes "blob get bytes" "$TMP/blob.in"
+run 0 "blob get -o FILE" kv blob get big -o "$TMP/blob.out"
+checks=$((checks + 1))
+cmp -s "$TMP/blob.in" "$TMP/blob.out" || fail "blob get -o FILE: the file differs"
+[ -s "$TMP/out" ] && fail "blob get -o FILE printed on stdout"
+run 0 "blob get --offset --length" kv blob get big --offset 65530 --length 100000
+tail -c +65531 "$TMP/blob.in" | head -c 100000 >"$TMP/blob.part"
+same_bytes "blob get range" "$TMP/blob.part"
+run 0 "blob get --length past the end" kv blob get big --offset 9437180 --length 100
+tail -c 7 "$TMP/blob.in" >"$TMP/blob.part"
+same_bytes "blob get range at the end" "$TMP/blob.part"
+run 0 "blob get --offset past the end" kv blob get big --offset 9437187
+checks=$((checks + 1))
+[ -s "$TMP/out" ] && fail "blob get past the end printed $(wc -c <"$TMP/out") bytes"
+run 0 "blob put - (stdin)" sh -c '"$1" -e "$2" blob put fromstdin - <"$3"' _ "$KVCTL" "$SOCK" "$TMP/blob.in"
+run 0 "blob get of the stdin blob" kv blob get fromstdin && same_bytes "stdin blob bytes" "$TMP/blob.in"
+run 0 "blob info" kv blob info big && out_matches "blob info text" '^[a-z_0-9]+: .+$'
+grep -qx "size: 9437187" "$TMP/out" || fail "blob info: no 'size: 9437187' in $(cat "$TMP/out")"
+grep -qx "version: $bv" "$TMP/out" || fail "blob info: no 'version: $bv'"
+run 0 "blob info -o json" kv -o json blob info big
+json "blob info document" 'd["key"] == "big" and d["size"] == 9437187 and d["version"] == '"$bv"' and d["chunk_size"] == 65536 and d["chunks"] == 145 and len(d["xxh64"]) == 16 and d["stored_bytes"] > 0 and d["expiry_ms"] == 0 and "timestamp" in d'
+run 0 "blob put -o json --chunk-size --ttl" kv -o json blob put small "$TMP/blob.part" --chunk-size 4096 --ttl 3600
+json "blob put document" 'd["key"] == "small" and d["size"] == 7 and d["version"] > '"$bv"
+run 0 "blob info --version" kv -o json blob info small --version "$(($bv + 2))"
+json "blob info of a chunk size and TTL" 'd["chunk_size"] == 4096 and d["size"] == 7 and d["expiry_ms"] > d["timestamp_ms"]'
+run 0 "blob get -o FILE -o json" kv -o json blob get big --offset 1 --length 10 -o "$TMP/blob.ten"
+json "blob get document" 'd["bytes"] == 10 and d["offset"] == 1 and d["size"] == 9437187 and d["version"] == '"$bv"' and raw("blob.ten") == raw("blob.in")[1:11]'
+run 2 "blob get -o json without a file" kv -o json blob get big
+run 5 "get of a blob key" kv get big
+err_is "get of a blob: one line" "kvctl: get big: version $bv is a blob of 9437187 bytes: read it with 'kvctl blob get'"
+checks=$((checks + 1))
+[ -s "$TMP/out" ] && fail "get of a blob printed on stdout"
+run 0 "get -o json of a blob key" kv -o json get big
+json "get document of a blob" 'd["blob"] is True and d["blob_size"] == 9437187 and d["version"] == '"$bv"' and "value" not in d'
+run 0 "put over a blob" kv put big plain
+run 5 "blob info of a value" kv blob info big
+grep -q "not a blob" "$TMP/err" || fail "blob info of a value: '$(cat "$TMP/err")'"
+run 1 "blob get of a missing key" kv blob get nosuchblob
+run 3 "blob put --if-version that does not hold" kv blob put big "$TMP/blob.part" --if-version 1
+run 5 "blob put of a missing file" kv blob put x "$TMP/nosuchfile"
+run 2 "blob put without a file" kv blob put x
+
 # ---- bash completion (cli/kvctl.bash-completion, sourced without bash-completion) ----------
 
 COMPLETION=$(dirname "$0")/../../cli/kvctl.bash-completion
@@ -544,6 +591,11 @@ completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
 completes "--max-keys" kvctl tenant create t --max
+completes "blob" kvctl bl
+completes "put get info" kvctl blob ''
+completes "--chunk-size" kvctl blob put k f --ch
+completes "--offset" kvctl blob get k --off
+completes "put get info" kvctl help blob ''
 completes "export" kvctl exp
 completes "--history" kvctl export --hi
 completes "--batch" kvctl import --ba
