@@ -242,6 +242,33 @@ static void check_token(const struct rpc_req *r)
 	}
 }
 
+/* A blob request's arguments (daemon/upload.c reads them so): read, or
+ * refused with INVALID_ARGUMENT and a message; what they point at is
+ * inside the input. */
+static void check_blob_args(const struct rpc_req *r)
+{
+	struct rpc_blob_args ba;
+	struct rpc_reply rp;
+	msgpack_zone zone;
+	const msgpack_object *result;
+
+	rpc_reply_init(&rp);
+	if (rpc_blob_args(r, &ba, &rp) != 0) {
+		FZ_CHECK(msgpack_zone_init(&zone, 2048));
+		check_reply(&rp, &zone, r->id, RPC_INVALID_ARGUMENT, &result);
+		msgpack_zone_destroy(&zone);
+	} else if (r->method == RPC_BLOB_BEGIN) {
+		FZ_CHECK(ba.key_len >= 1 && ba.key_len <= KV_KEY_SIZE_MAX && inside(ba.key, ba.key_len));
+		FZ_CHECK(ba.chunk_size == 0 || (ba.chunk_size >= KV_BLOB_CHUNK_MIN &&
+		                                ba.chunk_size <= KV_BLOB_CHUNK_MAX));
+	} else if (r->method == RPC_BLOB_APPEND) {
+		FZ_CHECK(ba.data == NULL ? ba.len == 0 : inside(ba.data, ba.len));
+	} else if (r->method == RPC_BLOB_COMMIT) {
+		FZ_CHECK(ba.opts.if_version != KV_ANY_VERSION || !mp_map_get(r->args, "if_version"));
+	}
+	rpc_reply_release(&rp);
+}
+
 static void check_decoded(const struct rpc_req *r)
 {
 	FZ_CHECK(r->method < RPC_METHODS);
@@ -254,7 +281,15 @@ static void check_decoded(const struct rpc_req *r)
 	case RPC_GET:
 	case RPC_SCAN:
 	case RPC_VERSIONS:
+	case RPC_BLOB_INFO:
+	case RPC_BLOB_READ:
 		FZ_CHECK(r->kind == RPC_KIND_READ);
+		break;
+	case RPC_BLOB_BEGIN:
+	case RPC_BLOB_APPEND:
+	case RPC_BLOB_COMMIT:
+	case RPC_BLOB_ABORT:
+		FZ_CHECK(r->kind == RPC_KIND_BLOB);
 		break;
 	case RPC_STATS:
 		FZ_CHECK(r->kind == RPC_KIND_READ || r->kind == RPC_KIND_LOCAL);
@@ -311,6 +346,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_token(&a);
 		if (a.kind == RPC_KIND_WRITE) {
 			check_write(&a);
+		} else if (a.kind == RPC_KIND_BLOB) {
+			check_blob_args(&a);
 		} else if (a.method == RPC_HEALTH) {
 			struct rpc_reply rp;
 			msgpack_zone zone;
