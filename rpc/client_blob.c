@@ -20,6 +20,16 @@
 
 #define BLOB_RESENDS 2
 #define BLOB_TENANT_MAX 64 /* kvd's tenant names, bytes */
+#define BLOB_OVERHEAD   (CREQ_OVERHEAD + WIRE_KEY_MAX) /* a message's bytes besides its data */
+
+/* Data bytes one message may carry on this handle (its max_message_size). */
+static size_t data_max(const kvc *c, size_t want)
+{
+	size_t room = c->max_message_size > BLOB_OVERHEAD + 4096 ? c->max_message_size - BLOB_OVERHEAD
+	                                                         : 4096;
+
+	return want < room ? want : room;
+}
 
 struct kvc_blob_writer {
 	kvc *c;
@@ -107,14 +117,15 @@ int kvc_blob_writer_open(kvc *c, const struct kvc_call *call, const void *key, s
 	if (o == NULL)
 		o = &defaults;
 	client_op_init(&op, c, call, WIRE_M_BLOB_BEGIN);
-	if (ret == NULL)
-		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "no ret");
+	if (ret == NULL || c == NULL)
+		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "no handle or no ret");
 	else if (call != NULL && call->tenant != NULL &&
 	         strlen(call->tenant) > BLOB_TENANT_MAX)
 		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "a tenant name is 1 to 64 bytes");
 	else if ((rv = client_check_key(&op, key, key_len)) == 0 &&
 	         ((w = calloc(1, sizeof(*w))) == NULL ||
-	          (w->append_size = o->append_size != 0 ? o->append_size : KVC_BLOB_APPEND_SIZE,
+	          (w->append_size = (uint32_t)data_max(c, o->append_size != 0 ? o->append_size
+	                                                                        : KVC_BLOB_APPEND_SIZE),
 	           (w->buf = malloc(w->append_size)) == NULL)))
 		rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED, "out of memory for a blob writer");
 	if (rv == 0 && (rv = client_op_request(&op, call, true, key_len)) == 0) {
@@ -350,6 +361,8 @@ int kvc_blob_read(kvc *c, const struct kvc_call *call, const void *key, size_t k
 	int rv = 0;
 
 	client_op_init(&op, c, call, WIRE_M_BLOB_READ);
+	if (c == NULL)
+		return client_op_end(&op, call, client_op_fail(&op, KVC_INVALID_ARGUMENT, "no handle"));
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_check_bytes(&op, buf, len, "the buffer")) != 0)
 		return client_op_end(&op, call, rv);
@@ -361,8 +374,7 @@ int kvc_blob_read(kvc *c, const struct kvc_call *call, const void *key, size_t k
 	}
 	do {
 		size_t want = len - got, n = 0;
-		if (want > KVC_BLOB_READ_MAX)
-			want = KVC_BLOB_READ_MAX;
+		want = data_max(c, want < KVC_BLOB_READ_MAX ? want : KVC_BLOB_READ_MAX);
 		/* the first call fixes the version the others read */
 		if ((rv = read_once(c, call, key, key_len, &version, offset + got, p + got, want,
 		                    &n)) != 0)
