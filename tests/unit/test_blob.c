@@ -476,6 +476,10 @@ static void test_compressed_and_counted(void **state)
 	assert_int_equal(kv_stats(db, &st), 0);
 	assert_true(st.live_bytes >= info.stored_bytes);
 	assert_true(st.disk_bytes - st.live_bytes < 4096);
+	/* and after merge moved it */
+	assert_int_equal(kv_merge(db), 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.disk_bytes - st.live_bytes < 4096);
 	assert_int_equal(kv_put(db, "z", 1, "small", 5, NULL, NULL), 0);
 	assert_int_equal(kv_stats(db, &st), 0);
 	assert_true(st.disk_bytes - st.live_bytes >= info.stored_bytes);
