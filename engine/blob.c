@@ -177,30 +177,56 @@ void blob_account_replaced(kv_db *db, uint64_t old_loc)
 	db->live_bytes -= blobmap_take(&db->blob_heads, old_loc);
 }
 
+void blob_account_moved(kv_db *db, uint64_t old_loc, uint64_t new_loc)
+{
+	uint64_t bytes = blobmap_take(&db->blob_heads, old_loc);
+
+	if (bytes > 0 && blobmap_put(&db->blob_heads, new_loc, bytes) != 0)
+		db->live_bytes -= bytes; /* not tracked any more: count it out */
+}
+
 /* ---- the registry of open uploads -------------------------------------- */
 
-int blob_open_chunks(kv_db *db, uint64_t **ret, size_t *ret_n)
+void blob_open_release(struct blob_open *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].key);
+		free(v[i].locs);
+	}
+	free(v);
+}
+
+int blob_open_snapshot(kv_db *db, struct blob_open **ret, size_t *ret_n)
 {
 	struct kv_upload *u;
-	uint64_t *v = NULL;
-	size_t n = 0;
+	struct blob_open *v = NULL;
+	size_t n = 0, i = 0;
 
 	pthread_mutex_lock(&db->upload_mu);
 	for (u = db->uploads; u != NULL; u = u->next)
-		n += u->nlocs;
-	if (n > 0 && (v = malloc(n * sizeof(*v))) == NULL) {
-		pthread_mutex_unlock(&db->upload_mu);
-		return -ENOMEM;
-	}
-	n = 0;
-	for (u = db->uploads; u != NULL; u = u->next) {
-		memcpy(v + n, u->locs, u->nlocs * sizeof(*v));
-		n += u->nlocs;
+		n++;
+	if (n > 0 && (v = calloc(n, sizeof(*v))) == NULL)
+		goto nomem;
+	for (u = db->uploads; u != NULL; u = u->next, i++) {
+		v[i].key_len = u->key_len;
+		v[i].n = u->nlocs;
+		if ((v[i].key = malloc(u->key_len)) == NULL ||
+		    (u->nlocs > 0 && (v[i].locs = malloc(u->nlocs * sizeof(uint64_t))) == NULL))
+			goto nomem;
+		memcpy(v[i].key, u->key, u->key_len);
+		if (u->nlocs > 0)
+			memcpy(v[i].locs, u->locs, u->nlocs * sizeof(uint64_t));
 	}
 	pthread_mutex_unlock(&db->upload_mu);
 	*ret = v;
 	*ret_n = n;
 	return 0;
+nomem:
+	pthread_mutex_unlock(&db->upload_mu);
+	blob_open_release(v, n);
+	return -ENOMEM;
 }
 
 void blob_uploads_orphan(kv_db *db)

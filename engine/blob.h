@@ -68,9 +68,16 @@ uint64_t blobmap_take(struct blobmap *m, uint64_t loc);
 
 struct kv_db;
 
-/* Open uploads (for merge): every location their written chunks have, as
- * recorded (malloc'd; NULL when there is none). Takes db->upload_mu. */
-int blob_open_chunks(struct kv_db *db, uint64_t **ret, size_t *ret_n);
+/* Open uploads (for merge): each one's key and the locations of its
+ * written chunks, as recorded. Takes db->upload_mu. */
+struct blob_open {
+	uint8_t *key;
+	size_t key_len;
+	uint64_t *locs;
+	uint32_t n;
+};
+int blob_open_snapshot(struct kv_db *db, struct blob_open **ret, size_t *ret_n);
+void blob_open_release(struct blob_open *v, size_t n);
 /* Closes every upload of db still open (kv_close of a careless caller). */
 void blob_uploads_orphan(struct kv_db *db);
 
@@ -88,5 +95,7 @@ void blob_complete(struct kv_op *put, const struct kv_op *chunk, const uint8_t *
  * chunk bytes off live_bytes. Under kd_lock exclusive. */
 void blob_account_apply(struct kv_db *db, const uint8_t *rec, uint64_t loc);
 void blob_account_replaced(struct kv_db *db, uint64_t old_loc);
+/* Merge moved a head from old_loc to new_loc. */
+void blob_account_moved(struct kv_db *db, uint64_t old_loc, uint64_t new_loc);
 
 #endif

@@ -104,6 +104,11 @@ struct merge_ctx {
 	struct chain_rec *ch;
 	size_t nch, capch;
 	uint64_t min_snap; /* oldest version an open iterator reads at; UINT64_MAX: none */
+
+	/* uploads open when the merge started (blob.h invariant 2) */
+	struct blob_open *ups;
+	size_t nups;
+	uint64_t blob_stored; /* the chunk bytes of the descriptor copy_record copied last */
 };
 
 static bool in_set(const struct merge_ctx *m, uint32_t id)
@@ -155,6 +160,9 @@ static int merge_start_fn(kv_db *db, void *arg)
 		return rv;
 	}
 	m->start_version = atomic_load(&db->committed_version);
+	/* no batch is in flight: every chunk written so far is recorded */
+	if ((rv = blob_open_snapshot(db, &m->ups, &m->nups)) != 0)
+		return rv;
 	pthread_mutex_lock(&db->seg_mu);
 	m->set = malloc((db->nsegs + 1) * sizeof(*m->set));
 	if (m->set == NULL) {
@@ -198,10 +206,12 @@ static int apply_fn(kv_db *db, void *arg)
 				if ((rv = keydir_remove(db->kd, key, a->key_len, &old)) != 0)
 					break;
 				db_account_remove(db, &old);
+				blob_account_replaced(db, a->old_loc);
 			} else if (a->is_head) {
 				if ((rv = keydir_put(db->kd, key, a->key_len, &a->ne, &old, &replaced)) != 0)
 					break;
 				db_account(db, &a->ne, &old, replaced);
+				blob_account_moved(db, a->old_loc, a->new_loc);
 			}
 		} else if (a->new_loc != 0) {
 			/* a newer record points at old_loc */
@@ -573,6 +583,95 @@ static void decide(struct merge_ctx *m)
 
 /* ---- one key ----------------------------------------------------------- */
 
+/* Copies the chunk at loc (of key) to the output when it lies in the
+ * set; *ret_loc gets where it is now (its location unchanged when it is
+ * outside the set), or 0 when it cannot be read (its reads then report
+ * the damage). */
+static int copy_chunk(struct merge_ctx *m, const uint8_t *key, size_t len, uint64_t loc,
+                      uint64_t *ret_loc)
+{
+	struct rec_read r;
+	struct hint_ent he;
+	int rv;
+
+	rv = read_at(m->db, loc, key, len, true, &r);
+	if (rv == KV_ECORRUPT || rv == -ENOENT || (rv == 0 && r.h.type != REC_CHUNK)) {
+		if (rv == 0)
+			rec_read_release(&r);
+		m->corrupt++;
+		*ret_loc = 0;
+		return 0;
+	}
+	if (rv != 0)
+		return rv;
+	if (!in_set(m, loc_seg(r.loc))) {
+		*ret_loc = r.loc;
+		rec_read_release(&r);
+		return 0;
+	}
+	r.h.flags &= (uint8_t)~REC_F_BATCH_MORE;
+	rec_encode(r.buf, &r.h, key, r.value, 0);
+	he = (struct hint_ent){
+		.type = REC_CHUNK,
+		.flags = r.h.flags,
+		.key_len = r.h.key_len,
+		.key = key,
+	};
+	rv = out_append(m, r.buf, (size_t)rec_size(r.h.key_len, r.h.value_len), 0, &he, ret_loc);
+	rec_read_release(&r);
+	return rv;
+}
+
+/* A descriptor being copied: its chunks go first, and the copy names
+ * where they are now (blob.h invariant 2). */
+static int copy_chunks(struct merge_ctx *m, const uint8_t *key, size_t len, uint8_t *desc,
+                       size_t desc_len)
+{
+	struct blob_desc d;
+	uint32_t i;
+	int rv;
+
+	if (blob_desc_parse(desc, desc_len, &d) != 0) {
+		m->corrupt++;
+		return 0; /* copied as it is: its reads report the damage */
+	}
+	for (i = 0; i < d.nchunks; i++) {
+		uint64_t loc = blob_desc_loc(&d, i), now;
+		if (loc == 0)
+			continue;
+		if ((rv = copy_chunk(m, key, len, loc, &now)) != 0)
+			return rv;
+		blob_desc_set_loc(desc, i, now);
+	}
+	m->blob_stored = d.stored;
+	return 0;
+}
+
+/* The chunks of uploads open when the merge started: copied, and their
+ * old locations relocated, so the descriptor a commit writes later (with
+ * the old ones) finds them. */
+static int copy_open_chunks(struct merge_ctx *m)
+{
+	size_t i;
+	uint32_t j;
+	int rv;
+
+	for (i = 0; i < m->nups; i++) {
+		const struct blob_open *u = &m->ups[i];
+		for (j = 0; j < u->n; j++) {
+			uint64_t now;
+			if ((rv = copy_chunk(m, u->key, u->key_len, u->locs[j], &now)) != 0)
+				return rv;
+			/* (also one a relocation of an earlier merge led to:
+			 * that relocation goes with this merge's commit) */
+			if (now != 0 && now != u->locs[j] &&
+			    (rv = reloc_put(&m->relocs, u->locs[j], now)) != 0)
+				return rv;
+		}
+	}
+	return 0;
+}
+
 static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, struct chain_rec *c,
                        bool is_head, uint64_t prev_new, bool cut)
 {
@@ -580,6 +679,7 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 	struct rec_read r;
 	int rv;
 
+	m->blob_stored = 0;
 	if (!c->corrupt && c->buf != NULL) {
 		/* read and checked when the chain was loaded */
 		memset(&r, 0, sizeof(r));
@@ -641,6 +741,11 @@ static int copy_record(struct merge_ctx *m, const uint8_t *key, size_t len, stru
 		free(raw);
 		return rv;
 	}
+	if (r.h.type == REC_BLOB && (rv = copy_chunks(m, key, len, (uint8_t *)r.value,
+	                                              r.h.value_len)) != 0) {
+		rec_read_release(&r);
+		return rv;
+	}
 	r.h.flags &= (uint8_t) ~(REC_F_BATCH_MORE | REC_F_HISTORY_CUT);
 	if (cut)
 		r.h.flags |= REC_F_HISTORY_CUT;
@@ -699,7 +804,7 @@ static int merge_key(struct merge_ctx *m, const uint8_t *key, size_t len, const 
 		}
 		prev_new = c->new_loc;
 		if (i > 0)
-			m->retained += rec_size(c->h.key_len, c->h.value_len);
+			m->retained += rec_size(c->h.key_len, c->h.value_len) + m->blob_stored;
 	}
 
 	memset(&a, 0, sizeof(a));
@@ -848,6 +953,8 @@ static int merge_run(kv_db *db)
 		if (pg->n < MERGE_PAGE)
 			break;
 	}
+	if ((rv = copy_open_chunks(&m)) != 0)
+		goto out;
 	if ((rv = out_finish(&m)) != 0)
 		goto out;
 	if ((rv = apply_pending(&m)) != 0)
@@ -881,6 +988,7 @@ out:
 	free(m.outputs);
 	chain_reset(&m);
 	free(m.ch);
+	blob_open_release(m.ups, m.nups);
 	hint_writer_release(&m.hw);
 	reloc_release(&m.relocs);
 	return rv;

@@ -21,7 +21,7 @@
  *     is rejected at all: a hint feeds all of its entries or none;
  *   - every entry reported is in bounds (offset ≥ 64, offset + size ≤
  *     seg_size, size ≥ 48 + key length, 1 ≤ key length ≤ max_key, known
- *     type, version ≥ 1), its key lies inside the entry area of the buffer,
+ *     type, version ≥ 1 but a chunk's 0), its key lies inside the entry area of the buffer,
  *     entries come in file order and cover the area exactly, and their count
  *     is the header's; re-encoding them with hint_writer_add gives the same
  *     bytes back (when the reserved bytes are zero);
@@ -64,9 +64,10 @@ static int visit(void *arg, const struct hint_ent *e)
 {
 	struct visit *v = arg;
 
-	FZ_CHECK(e->type == REC_PUT || e->type == REC_DELETE);
+	/* put, delete, blob descriptor: a version; blob chunk: none */
+	FZ_CHECK(e->type >= 1 && e->type <= 4);
 	FZ_CHECK(e->key_len >= 1 && e->key_len <= v->max_key);
-	FZ_CHECK(e->version >= 1);
+	FZ_CHECK(e->type == 4 ? e->version == 0 : e->version >= 1);
 	FZ_CHECK(e->off >= SEG_HEADER_SIZE);
 	FZ_CHECK((uint64_t)e->off + e->size <= v->seg_size);
 	FZ_CHECK(e->size >= REC_HEADER_SIZE + (uint64_t)e->key_len);

@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (m.format == 1) {
 		FZ_CHECK(m.nsegs == 0 && m.segs == NULL && m.version_mark == 0);
 	} else {
-		FZ_CHECK(m.format == 2 || m.format == 3);
+		FZ_CHECK(m.format >= 2 && m.format <= 4);
 		FZ_CHECK(m.format == fz_le32(buf + 8));
 		FZ_CHECK(48 + m.nsegs * 16 + 4 == len);
 		FZ_CHECK(bytes <= len); /* 16 bytes an entry, as in the file */

@@ -113,17 +113,28 @@ static bool ref_header_ok(const uint8_t *f, uint64_t size, uint64_t off, uint32_
 		*ret_size = REC_SYNC_SIZE;
 		return true;
 	}
-	if (type != REC_PUT && type != REC_DELETE)
+	/* 1 put, 2 delete, 3 blob descriptor, 4 blob chunk */
+	if (type < 1 || type > 4)
 		return false;
 	if (key_len == 0 || key_len > max_key || value_len > max_value)
 		return false;
 	if (type == REC_DELETE && value_len != 0)
 		return false;
-	/* value codec: 0 raw, 1 lz4, 2 zstd; a delete has none */
-	if ((f[off + 5] >> 4) > 2 || (type == REC_DELETE && (f[off + 5] >> 4) != 0))
+	/* value codec: 0 raw, 1 lz4, 2 zstd; a delete and a descriptor have none */
+	if ((f[off + 5] >> 4) > 2 ||
+	    ((type == REC_DELETE || type == 3) && (f[off + 5] >> 4) != 0))
 		return false;
-	if (fz_le64(f + off + 16) == 0)
+	/* a descriptor holds at least its 32-byte head */
+	if (type == 3 && value_len < 32)
 		return false;
+	if (type == 4) {
+		/* a chunk: bytes, no version, no expiry, no previous version */
+		if (value_len == 0 || fz_le64(f + off + 16) != 0 || fz_le64(f + off + 32) != 0 ||
+		    fz_le32(f + off + 40) != 0 || fz_le32(f + off + 44) != 0)
+			return false;
+	} else if (fz_le64(f + off + 16) == 0) {
+		return false;
+	}
 	rs = (uint64_t)REC_HEADER_SIZE + key_len + value_len;
 	if (rs > size - off)
 		return false;

@@ -6,9 +6,10 @@
  * record/, hint/, commit/, manifest/: the files of a real database, made with the
  *   engine (a fixed clock, so the bytes are the same on every run): puts,
  *   a TTL, deletes, a batch, small segments so several get sealed, a merge;
- *   hints written by kv_close; and one written with lz4 and then zstd, so
- *   that records with compressed values are among them. Each file gets the parameter prefix its
- *   target expects (see the top of fuzz_<target>.c).
+ *   hints written by kv_close; one written with lz4 and then zstd, and one
+ *   with blobs, so that compressed values, blob chunks and descriptors are
+ *   among them. Each file gets the parameter prefix its target expects (see
+ *   the top of fuzz_<target>.c).
  * request/, reply/: every example message of PROTOCOL.md, the requests
  *   libkvclient's encoders make for every method (with the token the
  *   request target's server wants), replies of the shapes the client
@@ -266,6 +267,31 @@ static void rm_rf(const char *dir)
 	rmdir(dir);
 }
 
+static void gen_blobs(kv_db *db)
+{
+	uint8_t buf[9000];
+	kv_upload *u, *open;
+	uint64_t ver;
+	size_t i;
+
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + i / 100);
+	check(kv_upload_open(db, "blob:a", 6, KV_BLOB_CHUNK_MIN, &u), "upload");
+	check(kv_upload_write(u, buf, sizeof(buf)), "upload write");
+	check(kv_upload_commit(u, NULL, &ver), "upload commit");
+	kv_upload_close(u);
+	check(kv_upload_open(db, "blob:gone", 9, KV_BLOB_CHUNK_MIN, &open), "upload 2");
+	check(kv_upload_write(open, buf, 5000), "upload 2 write");
+	check(kv_set_compression(db, KV_CODEC_ZSTD, 3), "zstd");
+	memset(buf, 'z', sizeof(buf));
+	check(kv_upload_open(db, "blob:z", 6, KV_BLOB_CHUNK_MIN, &u), "upload 3");
+	check(kv_upload_write(u, buf, 5000), "upload 3 write");
+	check(kv_upload_commit(u, NULL, &ver), "upload 3 commit");
+	kv_upload_close(u);
+	check(kv_set_compression(db, KV_CODEC_NONE, 0), "none");
+	kv_upload_close(open);
+}
+
 static void gen_engine(void)
 {
 	char dir[] = "/tmp/kvd-gen-corpus.XXXXXX";
@@ -314,6 +340,18 @@ static void gen_engine(void)
 	harvest(dir, "codec");
 	rm_rf(dir);
 	o.compression = KV_CODEC_NONE;
+
+	/* blobs: chunks and descriptors (one compressed), and the chunks of an
+	 * upload never committed */
+	if (mkdtemp(strcpy(dir, "/tmp/kvd-gen-corpus.XXXXXX")) == NULL)
+		die("mkdtemp: %s", strerror(errno));
+	o.segment_size = 16384;
+	check(kv_open(dir, &o, &db), "open blob");
+	gen_blobs(db);
+	check(kv_close(db), "close blob");
+	harvest(dir, "blob");
+	rm_rf(dir);
+	o.segment_size = 4096;
 
 	/* a commit with relocations, which only a merge racing writers makes,
 	 * and an empty one */

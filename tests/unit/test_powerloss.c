@@ -1,4 +1,4 @@
-/* test_powerloss.c — power cuts replayed at every point of a recorded workload (unsynced writes dropped, kept in part or torn, directory changes not yet synced lost): recovery always succeeds, keeps every write acknowledged under sync=always, and recovers a prefix of the issued history; likewise for cuts and I/O errors during recovery itself. */
+/* test_powerloss.c — power cuts replayed at every point of a recorded workload (unsynced writes dropped, kept in part or torn, directory changes not yet synced lost): recovery always succeeds, keeps every write acknowledged under sync=always, and recovers a prefix of the issued history (blobs and uploads never committed among it); likewise for cuts and I/O errors during recovery itself. */
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -396,10 +396,12 @@ struct issued {
 	size_t len;
 	uint8_t val[2048];
 	int batch; /* id of its batch, or -1 */
+	bool blob; /* val is a blob's bytes */
 };
 
 static struct issued hist[MAXV + 1]; /* by version */
 static uint64_t nissued;
+static unsigned nblobs; /* of them, blobs */
 
 static void mkval(uint64_t version, uint8_t *out, size_t len)
 {
@@ -495,6 +497,27 @@ static void run_workload(const char *dir, struct recorder *r)
 			assert_int_equal(rv, 0);
 			assert_int_equal(v, nissued + 1);
 			hist[++nissued] = (struct issued){.key = k, .tomb = true, .batch = -1};
+		} else if (what == 19) {
+			/* a blob, after the chunk of an upload never committed */
+			uint8_t val[2048], junk[KV_BLOB_CHUNK_MIN];
+			size_t len = 1 + rnd() % 2000;
+			int k = (int)(rnd() % NKEYS);
+			kv_upload *u;
+			uint64_t v;
+			key_name(k, key);
+			memset(junk, 0xab, sizeof(junk));
+			assert_int_equal(kv_upload_open(db, key, strlen(key), KV_BLOB_CHUNK_MIN, &u), 0);
+			assert_int_equal(kv_upload_write(u, junk, sizeof(junk)), 0);
+			kv_upload_close(u);
+			mkval(nissued + 1, val, len);
+			assert_int_equal(kv_upload_open(db, key, strlen(key), KV_BLOB_CHUNK_MIN, &u), 0);
+			assert_int_equal(kv_upload_write(u, val, len), 0);
+			assert_int_equal(kv_upload_commit(u, NULL, &v), 0);
+			kv_upload_close(u);
+			assert_int_equal(v, nissued + 1);
+			hist[++nissued] = (struct issued){.key = k, .len = len, .batch = -1, .blob = true};
+			nblobs++;
+			memcpy(hist[nissued].val, val, len);
 		} else {
 			size_t len = rnd() % (rnd() % 4 == 0 ? 2000 : 200);
 			int k = (int)(rnd() % NKEYS);
@@ -514,6 +537,18 @@ static void run_workload(const char *dir, struct recorder *r)
 }
 
 /* ---- checking a recovered state -------------------------------------------- */
+
+/* The blob of version v of key reads back whole and byte-exact. */
+static void check_blob(kv_db *db, const char *key, uint64_t v)
+{
+	struct kv_read_opts ro = {.version = v};
+	uint8_t buf[2048];
+	size_t n;
+
+	assert_int_equal(kv_blob_read(db, key, strlen(key), &ro, 0, buf, sizeof(buf), &n, NULL), 0);
+	assert_int_equal(n, hist[v].len);
+	assert_memory_equal(buf, hist[v].val, n);
+}
 
 /* Recovery must succeed; what it holds must be a prefix 1..k of the issued
  * history with k >= acked, every version byte-exact. */
@@ -540,7 +575,11 @@ static void check_state(const char *dir, uint64_t acked, struct kv_io_fault *fau
 			assert_true(v >= 1 && v <= nissued);
 			assert_int_equal(hist[v].key, key);
 			assert_int_equal(list[i].tombstone, hist[v].tomb);
-			if (!hist[v].tomb) {
+			assert_int_equal(list[i].blob, hist[v].blob);
+			if (hist[v].blob) {
+				assert_int_equal(list[i].blob_size, hist[v].len);
+				check_blob(db, name, v);
+			} else if (!hist[v].tomb) {
 				assert_int_equal(list[i].len, hist[v].len);
 				if (hist[v].len)
 					assert_memory_equal(list[i].data, hist[v].val, hist[v].len);
@@ -662,7 +701,9 @@ static bool check_after_loss(const char *dir, uint64_t acked, unsigned turn)
 			uint64_t ver = list[i].version;
 			assert_true(ver >= 1 && ver <= nissued);
 			assert_int_equal(hist[ver].key, key);
-			if (!hist[ver].tomb && hist[ver].len)
+			if (hist[ver].blob)
+				check_blob(db, name, ver);
+			else if (!hist[ver].tomb && hist[ver].len)
 				assert_memory_equal(list[i].data, hist[ver].val, hist[ver].len);
 		}
 		kv_versions_free(list, nv);
@@ -699,8 +740,10 @@ static void test_every_cut_point(void **state)
 		with_pending += m.np > 0;
 	}
 	fprintf(stderr, "# %zu recorded events, %zu power cuts replayed (%zu with unsynced "
-	                "changes, %zu also with a sealed segment lost), %" PRIu64 " writes issued\n",
-	        rec.n, cuts, with_pending, damaged, nissued);
+	                "changes, %zu also with a sealed segment lost), %" PRIu64 " writes issued "
+	                "(%u blobs)\n",
+	        rec.n, cuts, with_pending, damaged, nissued, nblobs);
+	assert_true(nblobs >= 3);
 	assert_true(with_pending > 50); /* the cuts did land between writes and syncs */
 	assert_true(damaged > 20);
 	m_free(&m);
