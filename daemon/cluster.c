@@ -956,6 +956,21 @@ bool cluster_serves(struct cluster *c, const char *tenant)
 	return yes;
 }
 
+uint64_t cluster_serving_epoch(struct cluster *c, const char *tenant)
+{
+	struct owned *o;
+	uint64_t epoch = 0;
+
+	if (c == NULL)
+		return 1;
+	pthread_mutex_lock(&c->mu);
+	o = owned_find(c, tenant);
+	if (o != NULL && o->gen == c->gen && !c->fenced && (o->claimed || !c->shared))
+		epoch = (uint64_t)o->epoch;
+	pthread_mutex_unlock(&c->mu);
+	return epoch;
+}
+
 uint64_t cluster_failover_adoptions(const struct cluster *c)
 {
 	return c != NULL ? failover_adoptions(c->fo) : 0;

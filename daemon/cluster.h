@@ -58,6 +58,11 @@ bool cluster_may_write(const struct cluster *c);
  * has claimed it). NULL cluster is fine (true). Any thread. */
 bool cluster_serves(struct cluster *c, const char *tenant);
 
+/* cluster_serves, with the epoch the tenant is served under: 0 when it is
+ * not served here, else its epoch (1 without a cluster). A tenant lost
+ * and taken again comes back under a new epoch. Any thread. */
+uint64_t cluster_serving_epoch(struct cluster *c, const char *tenant);
+
 /* Before a request runs (after its token check): false when it may go on
  * (its tenant is owned here, or the request needs no tenant); true when it
  * was answered here: MOVED (another node owns the tenant), UNAVAILABLE (the

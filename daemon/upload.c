@@ -30,8 +30,10 @@
  *      worker's de-duplication table (dedup.c) also answers repeats of any
  *      of these requests (BlobBegin too) from the first.
  *   4. An upload with no request for upload_idle_ms (the client is taken to
- *      be gone), or of a tenant this node no longer serves (cluster mode),
- *      is aborted by uploads_tick; an unknown or aborted id is NOT_FOUND.
+ *      be gone), or of a tenant this node no longer serves under the epoch
+ *      the upload began in (cluster mode: released, fenced, taken by
+ *      another node meanwhile), is aborted, by uploads_tick or by its next
+ *      request; an unknown or aborted id is NOT_FOUND.
  */
 #include "upload.h"
 
@@ -61,6 +63,7 @@ struct upload {
 	kv_upload *u; /* NULL once committed */
 	enum upload_state state;
 	uint64_t version; /* committed */
+	uint64_t epoch;   /* cluster_serving_epoch of its tenant when it began */
 	uint64_t last_ms; /* the last request (or its answer) */
 	struct job *inflight;                 /* with the engine (invariant 2) */
 	struct busy *busy;                    /* its tenant's, while inflight */
@@ -130,6 +133,8 @@ static void upload_free(struct worker *w, struct upload *up, bool aborted)
 	upload_release(w, up);
 	free(up);
 }
+
+static void abort_upload(struct worker *w, struct upload *up, const char *why);
 
 /* ---- answers ------------------------------------------------------------- */
 
@@ -298,6 +303,7 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 		answer_kv_error(w, j, rv);
 		return;
 	}
+	up->epoch = cluster_serving_epoch(d->cluster, j->req.tenant);
 	up->id = new_id(w);
 	snprintf(up->tenant, sizeof(up->tenant), "%s", j->req.tenant);
 	up->w = w;
@@ -422,6 +428,12 @@ static void upload_step(struct worker *w, struct job *j)
 		answer_error(w, j, RPC_NOT_FOUND, NO_SUCH_UPLOAD);
 		return;
 	}
+	if (up->inflight == NULL && up->state == UP_OPEN &&
+	    cluster_serving_epoch(d->cluster, up->tenant) != up->epoch) {
+		abort_upload(w, up, "this node no longer serves the tenant under its epoch");
+		answer_error(w, j, RPC_NOT_FOUND, NO_SUCH_UPLOAD);
+		return;
+	}
 	if (up->inflight != NULL) {
 		j->next = NULL;
 		if (up->wait_tail != NULL)
@@ -519,8 +531,8 @@ void uploads_tick(struct worker *w)
 				upload_free(w, up, false);
 		} else if (now - up->last_ms >= d->cfg.upload_idle_ms) {
 			abort_upload(w, up, "no request for upload_idle_ms");
-		} else if (!cluster_serves(d->cluster, up->tenant)) {
-			abort_upload(w, up, "this node no longer serves the tenant");
+		} else if (cluster_serving_epoch(d->cluster, up->tenant) != up->epoch) {
+			abort_upload(w, up, "this node no longer serves the tenant under its epoch");
 		}
 	}
 }
