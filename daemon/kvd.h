@@ -17,7 +17,9 @@
  *      tenant's engine with kv_submit (the de-duplication table, dedup.c,
  *      first), and drives every tenant with writes in flight with kv_process
  *      when their event fds fire. A write is answered from its completion
- *      callback, after its batch is durable.
+ *      callback, after its batch is durable. Blob uploads (BlobBegin …
+ *      BlobCommit) live in the owner's table (upload.c), their pieces
+ *      submitted as writes.
  *   4. The reply goes back through the job's transport: stream.c writes it
  *      to the connection (or queues it behind what is queued), listener.c
  *      sends it on the same nng context, which then waits for the next

@@ -1,7 +1,9 @@
 /*
  * worker.c — shared-nothing workers. A tenant belongs to the worker its
  * name hashes to; that worker runs its reads, submits its writes, drives its
- * engine and keeps the de-duplication table of its writes.
+ * engine and keeps the de-duplication table of its writes and the blob
+ * uploads of its tenants (upload.c: run from here, each turn and before a
+ * tenant is passivated, dropped or released, and at the end).
  *
  * Loop of a worker:
  *   epoll_wait on: the queue's eventfd, and the engine event fd of every
