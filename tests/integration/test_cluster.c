@@ -347,10 +347,18 @@ static void test_release_adopt(void **state)
 	struct kvc_owner o;
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
+	struct kvc_blob_opts bo = KVC_BLOB_OPTS_INIT;
+	struct kvc_blob_info bi;
+	kvc_blob_writer *w = NULL;
 	char value[512], want[1100], addr[256], node[64];
+	uint8_t blob[10000], back[10000];
+	uint64_t bv = 0;
+	size_t n = 0;
 	int64_t e1 = 0, e2 = 0;
 
 	(void)state;
+	for (size_t i = 0; i < sizeof(blob); i++)
+		blob[i] = (uint8_t)(i * 7 + i / 251);
 	node_start(&a, "adopt", "a", 0);
 	node_start(&b, "adopt", "b", 0);
 	ca = node_client(&a, KVD_RUN_KVTCP, "t2");
@@ -364,8 +372,15 @@ static void test_release_adopt(void **state)
 	assert_non_null(strstr(st.message, "node a"));
 	assert_non_null(strstr(st.message, a.r.url[KVD_RUN_KVTCP]));
 
+	/* a blob upload, begun through b (followed to a), open on a */
+	bo.append_size = 4096;
+	assert_int_equal(kvc_blob_writer_open(cb, &call, "blob", 4, &bo, &w), 0);
+	assert_int_equal(kvc_blob_write(w, blob, 5000), 0); /* one BlobAppend sent */
+
 	/* release through b: followed to a, which lets it go */
 	assert_int_equal(kvc_tenant_release(cb, &call, "t2"), 0);
+	/* the upload went with the tenant */
+	assert_true(log_has(a.r.log, "aborted: its tenant is passivated, dropped or released"));
 	assert_false(owner_of("adopt", "t2", value, sizeof(value), &e2));
 	/* releasing again: nobody owns it */
 	assert_int_equal(kvc_tenant_release(cb, &call, "t2"), -KVC_FAILED_PRECONDITION);
@@ -390,6 +405,24 @@ static void test_release_adopt(void **state)
 	assert_int_equal(kvc_tenant_create(ca, &call, "t2", NULL), 0); /* followed to b */
 	put_str(ca, "t2", "k", "on-b", 0);
 	get_str(cb, "t2", "k", "on-b");
+
+	/* the upload begun on a is unknown wherever its commit goes (a
+	 * sends it on to b) */
+	assert_int_equal(kvc_blob_commit(w, NULL), -KVC_NOT_FOUND);
+	assert_non_null(strstr(st.message, "no such upload"));
+	kvc_blob_writer_close(w);
+	assert_int_equal(kvc_blob_info(cb, &call, "blob", 4, 0, &bi), -KVC_NOT_FOUND);
+	/* a blob written through a (every request followed to b), read on b */
+	assert_int_equal(kvc_blob_writer_open(ca, &call, "blob", 4, &bo, &w), 0);
+	assert_int_equal(kvc_blob_write(w, blob, sizeof(blob)), 0);
+	assert_int_equal(kvc_blob_commit(w, &bv), 0);
+	kvc_blob_writer_close(w);
+	assert_int_equal(kvc_blob_info(cb, &call, "blob", 4, 0, &bi), 0);
+	assert_int_equal(bi.version, bv);
+	assert_int_equal(bi.size, sizeof(blob));
+	assert_int_equal(kvc_blob_read(cb, &call, "blob", 4, bv, 0, back, sizeof(back), &n), 0);
+	assert_int_equal(n, sizeof(blob));
+	assert_memory_equal(back, blob, sizeof(blob));
 
 	/* a's adopt is refused now, naming b */
 	assert_int_equal(kvc_tenant_adopt(ca, &call, "t2", &o), -KVC_FAILED_PRECONDITION);
