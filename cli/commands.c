@@ -364,10 +364,16 @@ int cmd_scan(struct kvctl *k, int argc, char **argv)
 		if (k->json) {
 			json_t *item = json_object();
 
+			uint64_t bsize = 0;
+
 			kvctl_json_bytes(item, "key", it.key, it.key_len);
-			if (!so.keys_only)
+			if (kvc_scan_blob(iter, &bsize)) {
+				json_object_set_new(item, "blob", json_true());
+				json_object_set_new(item, "blob_size", kvctl_json_u64(bsize));
+			} else if (!so.keys_only) {
 				kvctl_json_bytes(item, "value", it.value != NULL ? it.value : "",
 				                 it.value_len);
+			}
 			json_object_set_new(item, "version", kvctl_json_u64(it.version));
 			json_array_append_new(items, item);
 			continue;

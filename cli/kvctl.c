@@ -238,7 +238,7 @@ static const char global_help[] =
         "  blob info  {key, key_b64, size, chunk_size, chunks, xxh64, stored_bytes,\n"
         "              version, timestamp_ms, timestamp, expiry_ms}\n"
         "  scan       {items: [{key, key_b64, value, value_b64, version}],\n"
-        "              revision, count}\n"
+        "              revision, count}; a blob: blob, blob_size, no value\n"
         "  versions   {key, key_b64, versions: [{version, timestamp_ms, timestamp,\n"
         "              deleted, value, value_b64}], truncated}\n"
         "  tenant create|drop {name}; passivate|activate {name, state[,\n"

@@ -180,6 +180,25 @@ int kvc_scan_next(kvc_iter *it, struct kvc_item *ret)
 	}
 }
 
+bool kvc_scan_blob(const kvc_iter *it, uint64_t *ret_size)
+{
+	const msgpack_object *item;
+	uint64_t size = 0;
+
+	if (it == NULL || it->page == NULL || it->pos == 0 ||
+	    it->pos > it->pg.items->via.array.size)
+		return false;
+	item = &it->pg.items->via.array.ptr[it->pos - 1];
+	/* [key, nil, version, {blob: true, blob_size}] */
+	if (item->type != MSGPACK_OBJECT_ARRAY || item->via.array.size < 4 ||
+	    item->via.array.ptr[3].type != MSGPACK_OBJECT_MAP ||
+	    !crep_blob(&item->via.array.ptr[3], &size))
+		return false;
+	if (ret_size != NULL)
+		*ret_size = size;
+	return true;
+}
+
 uint64_t kvc_scan_revision(const kvc_iter *it)
 {
 	return it != NULL && it->started ? it->revision : 0;

@@ -387,6 +387,10 @@ int kvc_scan_open(kvc *c, const struct kvc_call *call, const struct kvc_scan_opt
 /* 0 with *ret filled; 1 at the end; or a negative error: those of
  * kvc_scan_open, for the page it fetched. */
 int kvc_scan_next(kvc_iter *it, struct kvc_item *ret);
+/* Whether the item kvc_scan_next gave last is a blob (its value NULL),
+ * with its size in *ret_size (may be NULL); false for any other item, and
+ * before the first. Not for keys_only scans (false there). (KVCLIENT_0.6) */
+bool kvc_scan_blob(const kvc_iter *it, uint64_t *ret_size);
 /* The version the iterator reads at (known after the first page). */
 uint64_t kvc_scan_revision(const kvc_iter *it);
 void kvc_scan_close(kvc_iter *it);

@@ -490,6 +490,25 @@ static void test_blob_in_reads(void **state)
 	assert_int_equal(mp_field_uint(&e->via.array.ptr[3], "blob_size", true, &sz), 0);
 	assert_int_equal(sz, size);
 	h_reply2_free(&r);
+	/* kvc_scan: no value, kvc_scan_blob says blob and its size */
+	{
+		struct kvc_scan_opts so = {.prefix = "rd", .prefix_len = 2};
+		struct kvc_item it;
+		kvc_iter *iter = NULL;
+		OK(kvc_put(c, &call, "rd2", 3, "v", 1, NULL, NULL));
+		OK(kvc_scan_open(c, &call, &so, &iter));
+		assert_false(kvc_scan_blob(iter, NULL));
+		assert_int_equal(kvc_scan_next(iter, &it), 0);
+		assert_null(it.value);
+		sz = 0;
+		assert_true(kvc_scan_blob(iter, &sz));
+		assert_int_equal(sz, size);
+		assert_int_equal(kvc_scan_next(iter, &it), 0);
+		assert_int_equal(it.value_len, 1);
+		assert_false(kvc_scan_blob(iter, &sz));
+		assert_int_equal(kvc_scan_next(iter, &it), 1);
+		kvc_scan_close(iter);
+	}
 	kvc_close(c);
 }
 
@@ -678,6 +697,7 @@ static void test_killed(void **state)
 		kvc_iter *iter = NULL;
 		OK(kvc_scan_open(c, &call, &so, &iter));
 		assert_int_equal(kvc_scan_next(iter, &it), 1);
+		assert_false(kvc_scan_blob(iter, NULL));
 		kvc_scan_close(iter);
 	}
 	OK(kvc_blob_info(c, &call, "done", 4, 0, &bi));
