@@ -25,8 +25,10 @@
  *   3. BlobAppend is applied once per byte: one whose bytes the upload
  *      already has (offset + length ≤ its size) is answered with the size
  *      and not applied; any other offset than the size is refused. A
- *      committed upload is remembered UPLOAD_KEEP_MS with its version, so a
- *      resent BlobCommit gets the same answer. With a client id, the
+ *      committed upload is remembered UPLOAD_KEEP_MS with its version (while
+ *      it is among the worker's last UPLOAD_KEPT_MAX, give or take the
+ *      commits of one UPLOAD_TICK_MS), so a resent BlobCommit gets the same
+ *      answer. At most UPLOADS_MAX are open per worker. With a client id, the
  *      worker's de-duplication table (dedup.c) also answers repeats of any
  *      of these requests (BlobBegin too) from the first.
  *   4. An upload with no request for upload_idle_ms (the client is taken to
@@ -68,7 +70,8 @@ struct upload {
 	struct job *inflight;                 /* with the engine (invariant 2) */
 	struct busy *busy;                    /* its tenant's, while inflight */
 	struct job *wait_head, *wait_tail;    /* waiting for inflight */
-	struct upload *next;
+	struct upload *hnext;                 /* its hash bucket's chain */
+	struct upload *prev, *next;           /* the table's list, oldest first */
 };
 
 #define NO_SUCH_UPLOAD "no such upload (never begun, aborted, failed, or committed long ago)"
@@ -78,9 +81,14 @@ static struct uploads *table(struct worker *w)
 	return worker_uploads(w);
 }
 
+static struct upload **bucket_of(struct worker *w, uint64_t id)
+{
+	return &table(w)->bucket[(id ^ (id >> 32)) % UPLOAD_BUCKETS];
+}
+
 static struct upload *upload_find(struct worker *w, const char *tenant, uint64_t id)
 {
-	for (struct upload *up = table(w)->head; up != NULL; up = up->next)
+	for (struct upload *up = *bucket_of(w, id); up != NULL; up = up->hnext)
 		if (up->id == id && strcmp(up->tenant, tenant) == 0)
 			return up;
 	return NULL;
@@ -88,10 +96,51 @@ static struct upload *upload_find(struct worker *w, const char *tenant, uint64_t
 
 static bool id_taken(struct worker *w, uint64_t id)
 {
-	for (struct upload *up = table(w)->head; up != NULL; up = up->next)
+	for (struct upload *up = *bucket_of(w, id); up != NULL; up = up->hnext)
 		if (up->id == id)
 			return true;
 	return false;
+}
+
+static void table_add(struct worker *w, struct upload *up)
+{
+	struct uploads *ups = table(w);
+	struct upload **b = bucket_of(w, up->id);
+
+	up->hnext = *b;
+	*b = up;
+	up->prev = ups->newest;
+	up->next = NULL;
+	if (ups->newest != NULL)
+		ups->newest->next = up;
+	else
+		ups->oldest = up;
+	ups->newest = up;
+	ups->open++;
+}
+
+static void table_remove(struct worker *w, struct upload *up)
+{
+	struct uploads *ups = table(w);
+	struct upload **pp;
+
+	for (pp = bucket_of(w, up->id); *pp != NULL; pp = &(*pp)->hnext)
+		if (*pp == up) {
+			*pp = up->hnext;
+			break;
+		}
+	if (up->prev != NULL)
+		up->prev->next = up->next;
+	else
+		ups->oldest = up->next;
+	if (up->next != NULL)
+		up->next->prev = up->prev;
+	else
+		ups->newest = up->prev;
+	if (up->state == UP_OPEN)
+		ups->open--;
+	else
+		ups->kept--;
 }
 
 /* Closes the engine upload and lets go of the tenant. */
@@ -112,15 +161,9 @@ static void upload_release(struct worker *w, struct upload *up)
 static void upload_free(struct worker *w, struct upload *up, bool aborted)
 {
 	struct uploads *ups = table(w);
-	struct upload **pp;
 
 	assert(up->inflight == NULL);
-	for (pp = &ups->head; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == up) {
-			*pp = up->next;
-			break;
-		}
-	ups->n--;
+	table_remove(w, up);
 	if (up->wait_head != NULL) {
 		if (ups->ready_tail != NULL)
 			ups->ready_tail->next = up->wait_head;
@@ -212,6 +255,8 @@ static void upload_done(struct kv_req *kreq, int status)
 		return;
 	}
 	if (j->req.method == RPC_BLOB_COMMIT) {
+		table(w)->open--;
+		table(w)->kept++;
 		up->state = UP_COMMITTED;
 		up->version = version;
 		metrics_upload(-1, false);
@@ -266,7 +311,7 @@ static uint64_t new_id(struct worker *w)
 
 	do {
 		if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
-			id = (now_ms() << 20) ^ (uint64_t)(uintptr_t)&id ^ table(w)->n;
+			id = (now_ms() << 20) ^ (uint64_t)(uintptr_t)&id ^ table(w)->open;
 	} while (id == 0 || id_taken(w, id));
 	return id;
 }
@@ -280,7 +325,7 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 	kv_tenant *t;
 	int rv;
 
-	if (ups->n >= UPLOADS_MAX) {
+	if (ups->open >= UPLOADS_MAX) {
 		answer_error(w, j, RPC_RESOURCE_EXHAUSTED,
 		             "too many blob uploads open on this worker; try again later");
 		return;
@@ -310,9 +355,7 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 	up->t = t;
 	up->state = UP_OPEN;
 	up->last_ms = now_ms();
-	up->next = ups->head;
-	ups->head = up;
-	ups->n++;
+	table_add(w, up);
 	metrics_upload(+1, false);
 	rpc_reply_init(&rp);
 	rpc_blob_reply_begin(&rp, j->req.id, up->id,
@@ -519,15 +562,16 @@ void uploads_tick(struct worker *w)
 		}
 	}
 	now = now_ms();
-	if (ups->head == NULL || now - ups->last_tick_ms < UPLOAD_TICK_MS)
+	if (ups->oldest == NULL || now - ups->last_tick_ms < UPLOAD_TICK_MS)
 		return;
 	ups->last_tick_ms = now;
-	for (struct upload *up = ups->head, *next; up != NULL; up = next) {
+	for (struct upload *up = ups->oldest, *next; up != NULL; up = next) {
 		next = up->next;
 		if (up->inflight != NULL)
 			continue;
 		if (up->state == UP_COMMITTED) {
-			if (now - up->last_ms >= UPLOAD_KEEP_MS)
+			/* the oldest go first when too many are kept */
+			if (now - up->last_ms >= UPLOAD_KEEP_MS || ups->kept > UPLOAD_KEPT_MAX)
 				upload_free(w, up, false);
 		} else if (now - up->last_ms >= d->cfg.upload_idle_ms) {
 			abort_upload(w, up, "no request for upload_idle_ms");
@@ -539,7 +583,7 @@ void uploads_tick(struct worker *w)
 
 void uploads_abort_tenant(struct worker *w, const char *tenant)
 {
-	for (struct upload *up = table(w)->head, *next; up != NULL; up = next) {
+	for (struct upload *up = table(w)->oldest, *next; up != NULL; up = next) {
 		next = up->next;
 		if (strcmp(up->tenant, tenant) != 0 || up->inflight != NULL)
 			continue;
@@ -554,8 +598,8 @@ void uploads_close_all(struct worker *w)
 {
 	struct uploads *ups = table(w);
 
-	while (ups->head != NULL) {
-		struct upload *up = ups->head;
+	while (ups->oldest != NULL) {
+		struct upload *up = ups->oldest;
 		up->inflight = NULL; /* (drained: none is) */
 		upload_free(w, up, up->state == UP_OPEN);
 	}
