@@ -1,6 +1,6 @@
 /* test_blob.c — blobs through a real kvd: a 1 GiB blob streamed and read back byte-exact by ranges,
  * both transports, resent appends and commits applied once, killed and abandoned uploads leave
- * nothing, blob keys in Get/Versions/Scan, delete, TTL, overwrite, passivation. */
+ * nothing, blob keys in Get/Versions/Scan, delete, TTL, overwrite, passivation, the open limit. */
 /*
  * The blob's bytes come from a generator (a function of the offset), so
  * nothing ever holds the whole blob: the writer is fed from it, every read
@@ -650,6 +650,46 @@ static void test_passivate(void **state)
 	kvc_close(c);
 }
 
+/* At most 4096 uploads are open per worker (PROTOCOL.md, BlobBegin): the
+ * next is RESOURCE_EXHAUSTED until one ends. */
+static void test_open_limit(void **state)
+{
+	kvc *c = client(kvd.surl, "lim");
+	struct kvc_status st = {0};
+	struct kvc_call call = {.tenant = "lim", .status = &st};
+	struct h_reply2 r;
+	struct raw q;
+	uint64_t first = 0, id = 1;
+	int opened = 0;
+
+	(void)state;
+	OK(kvc_tenant_create(c, &call, "lim", NULL));
+	for (;;) {
+		raw_begin(&q, "BlobBegin", "lim", id++, 0, 1);
+		mp_kv_bin(&q.pk, "key", "k", 1);
+		raw_send(c, &q, &r, 1);
+		if (r.r.status != 0)
+			break;
+		if (opened++ == 0)
+			first = result_uint(&r, "upload");
+		h_reply2_free(&r);
+		assert_true(opened <= 4096);
+	}
+	expect_status(&r, KVC_RESOURCE_EXHAUSTED, "too many blob uploads");
+	h_reply2_free(&r);
+	/* uploads of other tests on the same worker may still count */
+	assert_true(opened > 4000);
+	raw_begin(&q, "BlobAbort", "lim", id++, 0, 1);
+	mp_kv_uint(&q.pk, "upload", first);
+	raw_send(c, &q, &r, 1);
+	assert_int_equal(r.r.status, 0);
+	h_reply2_free(&r);
+	(void)raw_blob_begin(c, "lim", "k", id++, 0);
+	/* the tenant's drop ends them all */
+	OK(kvc_tenant_drop(c, &call, "lim"));
+	kvc_close(c);
+}
+
 /* kvd killed (SIGKILL) with an upload open: nothing of it is visible before
  * or after the restart; a committed blob is whole after it. */
 static void test_killed(void **state)
@@ -718,6 +758,7 @@ int main(void)
 	        cmocka_unit_test(test_delete_ttl_overwrite),
 	        cmocka_unit_test(test_abandoned),
 	        cmocka_unit_test(test_passivate),
+	        cmocka_unit_test(test_open_limit),
 	        cmocka_unit_test(test_killed),
 	};
 
