@@ -558,6 +558,10 @@ run 0 "get -o json of a blob key" kv -o json get big
 json "get document of a blob" 'd["blob"] is True and d["blob_size"] == 9437187 and d["version"] == '"$bv"' and "value" not in d'
 run 0 "scan -o json with blobs" kv -o json scan --prefix fromstdin
 json "scan document of a blob" 'd["items"][0]["blob"] is True and d["items"][0]["blob_size"] == 9437187 and "value" not in d["items"][0]'
+run 3 "export of a tenant with blobs is refused" kv export --file "$TMP/blobs.jsonl"
+grep -q "is a blob of" "$TMP/err" || fail "export with blobs: '$(cat "$TMP/err")'"
+checks=$((checks + 1))
+[ -e "$TMP/blobs.jsonl" ] && fail "a refused export left its file"
 run 0 "put over a blob" kv put big plain
 run 5 "blob info of a value" kv blob info big
 grep -q "not a blob" "$TMP/err" || fail "blob info of a value: '$(cat "$TMP/err")'"
