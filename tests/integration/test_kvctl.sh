@@ -522,6 +522,11 @@ run 5 "compact --revision in the future" kv -t hist compact --revision 999999999
 head -c 9437187 /dev/urandom >"$TMP/blob.in" # 9 MiB and 3 bytes: more than one append, a partial chunk
 run 0 "blob put FILE" kv blob put big "$TMP/blob.in" && out_matches "blob put prints the version" '^[0-9]+$'
 bv=$(cat "$TMP/out")
+checks=$((checks + 1))
+[ -s "$TMP/err" ] && fail "blob put wrote on stderr, which is no terminal: $(head -c 200 "$TMP/err")"
+# on a terminal (script(1) gives it one) a progress line, ending at 100%
+run 0 "blob put on a terminal" script -qec "$KVCTL -e $SOCK blob put progress $TMP/blob.in </dev/null" /dev/null
+grep -q "MiB of 9.0 MiB 100%" "$TMP/out" || fail "no progress line on a terminal: $(head -c 300 "$TMP/out" | od -c | head -5)"
 run 0 "blob get (stdout)" kv blob get big && same_bytes "blob get bytes" "$TMP/blob.in"
 run 0 "blob get -o FILE" kv blob get big -o "$TMP/blob.out"
 checks=$((checks + 1))
@@ -545,7 +550,8 @@ run 0 "blob info -o json" kv -o json blob info big
 json "blob info document" 'd["key"] == "big" and d["size"] == 9437187 and d["version"] == '"$bv"' and d["chunk_size"] == 65536 and d["chunks"] == 145 and len(d["xxh64"]) == 16 and d["stored_bytes"] > 0 and d["expiry_ms"] == 0 and "timestamp" in d'
 run 0 "blob put -o json --chunk-size --ttl" kv -o json blob put small "$TMP/blob.part" --chunk-size 4096 --ttl 3600
 json "blob put document" 'd["key"] == "small" and d["size"] == 7 and d["version"] > '"$bv"
-run 0 "blob info --version" kv -o json blob info small --version "$(($bv + 2))"
+sv=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$TMP/out")
+run 0 "blob info --version" kv -o json blob info small --version "$sv"
 json "blob info of a chunk size and TTL" 'd["chunk_size"] == 4096 and d["size"] == 7 and d["expiry_ms"] > d["timestamp_ms"]'
 run 0 "blob get -o FILE -o json" kv -o json blob get big --offset 1 --length 10 -o "$TMP/blob.ten"
 json "blob get document" 'd["bytes"] == 10 and d["offset"] == 1 and d["size"] == 9437187 and d["version"] == '"$bv"' and raw("blob.ten") == raw("blob.in")[1:11]'
