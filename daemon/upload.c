@@ -28,7 +28,9 @@
  *      committed upload is remembered UPLOAD_KEEP_MS with its version (while
  *      it is among the worker's last UPLOAD_KEPT_MAX, give or take the
  *      commits of one UPLOAD_TICK_MS), so a resent BlobCommit gets the same
- *      answer. At most UPLOADS_MAX are open per worker. With a client id, the
+ *      answer. At most UPLOADS_MAX are open per worker, and their chunk
+ *      sizes add up to UPLOAD_BUF_BUDGET at most (each holds up to a chunk
+ *      of bytes between two requests). With a client id, the
  *      worker's de-duplication table (dedup.c) also answers repeats of any
  *      of these requests (BlobBegin too) from the first.
  *   4. An upload with no request for upload_idle_ms (the client is taken to
@@ -66,6 +68,7 @@ struct upload {
 	enum upload_state state;
 	uint64_t version; /* committed */
 	uint64_t epoch;   /* cluster_serving_epoch of its tenant when it began */
+	uint32_t chunk_size;
 	uint64_t last_ms; /* the last request (or its answer) */
 	struct job *inflight;                 /* with the engine (invariant 2) */
 	struct busy *busy;                    /* its tenant's, while inflight */
@@ -117,6 +120,14 @@ static void table_add(struct worker *w, struct upload *up)
 		ups->oldest = up;
 	ups->newest = up;
 	ups->open++;
+	ups->buffered += up->chunk_size;
+}
+
+/* An open upload ends (committed or freed). */
+static void table_closed(struct worker *w, struct upload *up)
+{
+	table(w)->open--;
+	table(w)->buffered -= up->chunk_size;
 }
 
 static void table_remove(struct worker *w, struct upload *up)
@@ -138,7 +149,7 @@ static void table_remove(struct worker *w, struct upload *up)
 	else
 		ups->newest = up->prev;
 	if (up->state == UP_OPEN)
-		ups->open--;
+		table_closed(w, up);
 	else
 		ups->kept--;
 }
@@ -255,7 +266,7 @@ static void upload_done(struct kv_req *kreq, int status)
 		return;
 	}
 	if (j->req.method == RPC_BLOB_COMMIT) {
-		table(w)->open--;
+		table_closed(w, up);
 		table(w)->kept++;
 		up->state = UP_COMMITTED;
 		up->version = version;
@@ -322,10 +333,11 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 	struct uploads *ups = table(w);
 	struct upload *up;
 	struct rpc_reply rp;
+	uint32_t cs = a->chunk_size != 0 ? (uint32_t)a->chunk_size : KV_BLOB_CHUNK_DEFAULT;
 	kv_tenant *t;
 	int rv;
 
-	if (ups->open >= UPLOADS_MAX) {
+	if (ups->open >= UPLOADS_MAX || ups->buffered + cs > UPLOAD_BUF_BUDGET) {
 		answer_error(w, j, RPC_RESOURCE_EXHAUSTED,
 		             "too many blob uploads open on this worker; try again later");
 		return;
@@ -349,6 +361,7 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 		return;
 	}
 	up->epoch = cluster_serving_epoch(d->cluster, j->req.tenant);
+	up->chunk_size = cs;
 	up->id = new_id(w);
 	snprintf(up->tenant, sizeof(up->tenant), "%s", j->req.tenant);
 	up->w = w;
@@ -358,8 +371,7 @@ static void run_begin(struct worker *w, struct job *j, const struct rpc_blob_arg
 	table_add(w, up);
 	metrics_upload(+1, false);
 	rpc_reply_init(&rp);
-	rpc_blob_reply_begin(&rp, j->req.id, up->id,
-	                     a->chunk_size != 0 ? (uint32_t)a->chunk_size : KV_BLOB_CHUNK_DEFAULT);
+	rpc_blob_reply_begin(&rp, j->req.id, up->id, cs);
 	answer(w, j, &rp);
 }
 

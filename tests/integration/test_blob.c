@@ -650,8 +650,9 @@ static void test_passivate(void **state)
 	kvc_close(c);
 }
 
-/* At most 4096 uploads are open per worker (PROTOCOL.md, BlobBegin): the
- * next is RESOURCE_EXHAUSTED until one ends. */
+/* At most 4096 uploads are open per worker, their chunk sizes at most 256
+ * MiB together (PROTOCOL.md, BlobBegin): the next is RESOURCE_EXHAUSTED
+ * until one ends. */
 static void test_open_limit(void **state)
 {
 	kvc *c = client(kvd.surl, "lim");
@@ -686,6 +687,22 @@ static void test_open_limit(void **state)
 	h_reply2_free(&r);
 	(void)raw_blob_begin(c, "lim", "k", id++, 0);
 	/* the tenant's drop ends them all */
+	OK(kvc_tenant_drop(c, &call, "lim"));
+	/* with 4 MiB chunks, their memory (256 MiB a worker) is the limit */
+	OK(kvc_tenant_create(c, &call, "lim", NULL));
+	for (opened = 0;; opened++) {
+		raw_begin(&q, "BlobBegin", "lim", id++, 0, 2);
+		mp_kv_bin(&q.pk, "key", "k", 1);
+		mp_kv_uint(&q.pk, "chunk_size", 4u << 20);
+		raw_send(c, &q, &r, 1);
+		if (r.r.status != 0)
+			break;
+		h_reply2_free(&r);
+		assert_true(opened < 64);
+	}
+	expect_status(&r, KVC_RESOURCE_EXHAUSTED, "too many blob uploads");
+	h_reply2_free(&r);
+	assert_true(opened >= 60);
 	OK(kvc_tenant_drop(c, &call, "lim"));
 	kvc_close(c);
 }
