@@ -119,8 +119,9 @@ static int ref_parse(const uint8_t *b, size_t len, uint32_t seg_id, uint64_t seg
 		key_len = fz_le32(e + 4);
 		eoff = fz_le32(e + 16);
 		esize = fz_le32(e + 20);
-		if ((e[0] != 1 && e[0] != 2) || key_len == 0 || key_len > max_key ||
-		    fz_le64(e + 8) == 0 || end - off - 32 < key_len)
+		/* types 1-4; a version for all but a blob chunk (4), which has none */
+		if (e[0] < 1 || e[0] > 4 || key_len == 0 || key_len > max_key ||
+		    (fz_le64(e + 8) == 0) != (e[0] == 4) || end - off - 32 < key_len)
 			return KV_ECORRUPT;
 		if (esize < 48 + (uint64_t)key_len || eoff < 64 || (uint64_t)eoff + esize > seg_size)
 			return KV_ECORRUPT;

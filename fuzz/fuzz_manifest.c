@@ -27,7 +27,8 @@ static int ref_parse(const uint8_t *b, size_t len)
 		return KV_ECORRUPT;
 	if (fz_le32(b + 8) == 1)
 		return len == 28 ? 0 : KV_ECORRUPT;
-	if (fz_le32(b + 8) != 2 && fz_le32(b + 8) != 3) /* 3: values may be compressed */
+	/* 3: values may be compressed; 4: blobs may be there too */
+	if (fz_le32(b + 8) < 2 || fz_le32(b + 8) > 4)
 		return KV_EFORMAT;
 	n = fz_le32(b + 12);
 	if ((unsigned __int128)48 + (unsigned __int128)n * 16 + 4 != len)
