@@ -410,6 +410,7 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	struct kvc_version *list = NULL;
+	uint64_t *blobs = NULL;
 	size_t count = 0, i;
 	uint64_t limit = 0;
 	bool values = false, truncated = false;
@@ -429,8 +430,8 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 	if (rv != 0 || (rv = want_args(k, argc, 1, 1, NULL)) != 0 ||
 	    (rv = key_arg(k, "versions", key = argv[optind])) != 0 || (rv = kvctl_connect(k)) != 0)
 		return rv;
-	rv = kvc_versions(k->c, &call, key, strlen(key), (uint32_t)limit, 0, values, &list, &count,
-	                  &truncated);
+	rv = kvc_versions_ex(k->c, &call, key, strlen(key), (uint32_t)limit, 0, values, &list,
+	                     &count, &truncated, &blobs);
 	if (rv != 0)
 		return kvctl_fail(k, rv, &st);
 	if (k->json) {
@@ -451,8 +452,12 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 			json_object_set_new(e, "timestamp_ms", kvctl_json_u64(v->timestamp_ms));
 			json_object_set_new(e, "timestamp", json_string(when));
 			json_object_set_new(e, "deleted", json_boolean(v->deleted));
-			if (values && !v->deleted && v->data != NULL)
+			if (blobs[i] != KVC_NOT_BLOB) {
+				json_object_set_new(e, "blob", json_true());
+				json_object_set_new(e, "blob_size", kvctl_json_u64(blobs[i]));
+			} else if (values && !v->deleted && v->data != NULL) {
 				kvctl_json_bytes(e, "value", v->data, v->len);
+			}
 			json_array_append_new(arr, e);
 			continue;
 		}
@@ -462,6 +467,8 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 		printf("%llu\t%s", (unsigned long long)v->version, when);
 		if (v->deleted) {
 			fputs("\tdeleted", stdout);
+		} else if (blobs[i] != KVC_NOT_BLOB) {
+			fputs("\tblob", stdout); /* no bytes: kvctl blob get --version */
 		} else if (values) {
 			fputs("\t\t", stdout);
 			kvctl_write(v->data, v->len);
@@ -469,6 +476,7 @@ int cmd_versions(struct kvctl *k, int argc, char **argv)
 		putchar('\n');
 	}
 	kvc_versions_free(list, count);
+	free(blobs);
 	if (!k->json)
 		return kvctl_finish(k);
 	json_object_set_new(doc, "truncated", json_boolean(truncated));

@@ -53,7 +53,7 @@ static const struct kvctl_command commands[] = {
          "  --reverse    in reverse key order\n",
          cmd_scan},
         {"versions", "KEY [--limit M] [--values]",
-         "the key's versions, newest first: VERSION<TAB>TIME[<TAB>deleted]",
+         "the key's versions, newest first: VERSION<TAB>TIME[<TAB>deleted|blob]",
          "  --limit M  at most M versions (the daemon's default is 10)\n"
          "  --values   the values too: VERSION<TAB>TIME<TAB>MARK<TAB>VALUE, MARK\n"
          "             being 'deleted' or empty\n",
@@ -240,7 +240,8 @@ static const char global_help[] =
         "  scan       {items: [{key, key_b64, value, value_b64, version}],\n"
         "              revision, count}; a blob: blob, blob_size, no value\n"
         "  versions   {key, key_b64, versions: [{version, timestamp_ms, timestamp,\n"
-        "              deleted, value, value_b64}], truncated}\n"
+        "              deleted, value, value_b64}], truncated}; a blob: blob,\n"
+        "              blob_size, no value\n"
         "  tenant create|drop {name}; passivate|activate {name, state[,\n"
         "              activation_us]}; list {tenants: [{name, state[, owner,\n"
         "              epoch]}]}; release {name, state}; adopt {name, node,\n"

@@ -149,25 +149,44 @@ void kvc_versions_free(struct kvc_version *list, size_t count)
 	free(list);
 }
 
-/* Copies the reply's versions out; data of each is its own allocation. */
+/* Copies the reply's versions out; data of each is its own allocation.
+ * blobs (NULL: not wanted): a new array of each version's blob size,
+ * KVC_NOT_BLOB for a version that is no blob. */
 static int versions_copy(struct client_op *op, const msgpack_object *arr,
-                         struct kvc_version **ret_list, size_t *ret_count)
+                         struct kvc_version **ret_list, size_t *ret_count, uint64_t **blobs)
 {
 	size_t i, n = arr->via.array.size;
 	struct kvc_version *list = calloc(n != 0 ? n : 1, sizeof(*list));
 
-	if (list == NULL)
+	if (list == NULL || (blobs != NULL && (*blobs = calloc(n != 0 ? n : 1,
+	                                                       sizeof(**blobs))) == NULL)) {
+		free(list);
 		return client_op_fail(op, KVC_RESOURCE_EXHAUSTED, "out of memory for %zu versions",
 		                      n);
+	}
 	for (i = 0; i < n; i++) {
+		const msgpack_object *e = &arr->via.array.ptr[i];
 		struct kvc_version v;
 
-		if (crep_version_entry(&arr->via.array.ptr[i], &v) != 0) {
+		if (blobs != NULL) {
+			/* [version, timestamp_ms, false, nil, {blob: true, blob_size}] */
+			uint64_t size = 0;
+			bool blob = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 5 &&
+			            e->via.array.ptr[4].type == MSGPACK_OBJECT_MAP &&
+			            crep_blob(&e->via.array.ptr[4], &size);
+			(*blobs)[i] = blob ? size : KVC_NOT_BLOB;
+		}
+
+		if (crep_version_entry(e, &v) != 0) {
 			kvc_versions_free(list, i);
+			if (blobs != NULL)
+				free(*blobs);
 			return client_op_decoded(op, -EINVAL);
 		}
 		if (v.data != NULL && (v.data = client_copy_bytes(v.data, v.len)) == NULL) {
 			kvc_versions_free(list, i);
+			if (blobs != NULL)
+				free(*blobs);
 			return client_op_fail(op, KVC_RESOURCE_EXHAUSTED,
 			                      "out of memory for a value");
 		}
@@ -182,9 +201,18 @@ int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t ke
                  uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
                  size_t *ret_count, bool *ret_truncated)
 {
+	return kvc_versions_ex(c, call, key, key_len, limit, before, values, ret_list, ret_count,
+	                       ret_truncated, NULL);
+}
+
+int kvc_versions_ex(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                    uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
+                    size_t *ret_count, bool *ret_truncated, uint64_t **ret_blob_sizes)
+{
 	struct client_op op;
 	const msgpack_object *arr = NULL;
 	struct kvc_version *list = NULL;
+	uint64_t *blobs = NULL;
 	size_t count = 0;
 	bool truncated = false;
 	int rv;
@@ -197,10 +225,12 @@ int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t ke
 	if ((rv = client_op_run(&op)) == 0)
 		rv = client_op_decoded(&op, crep_versions(op.env.result, &arr, &truncated));
 	if (rv == 0)
-		rv = versions_copy(&op, arr, &list, &count);
+		rv = versions_copy(&op, arr, &list, &count, ret_blob_sizes != NULL ? &blobs : NULL);
 	rv = client_op_end(&op, call, rv);
 	if (rv != 0)
 		return rv;
+	if (ret_blob_sizes != NULL)
+		*ret_blob_sizes = blobs;
 	if (ret_list != NULL)
 		*ret_list = list;
 	else

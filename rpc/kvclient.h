@@ -237,6 +237,14 @@ int kvc_versions(kvc *c, const struct kvc_call *call, const void *key, size_t ke
                  uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
                  size_t *ret_count, bool *ret_truncated);
 void kvc_versions_free(struct kvc_version *list, size_t count);
+/* kvc_versions, saying which versions are blobs (see "blobs" below; their
+ * data is NULL): *ret_blob_sizes (may be NULL) is a malloc'd array of
+ * *ret_count entries (free() it), each the version's blob size, or
+ * KVC_NOT_BLOB. Errors: kvc_versions'. (KVCLIENT_0.6) */
+#define KVC_NOT_BLOB UINT64_MAX
+int kvc_versions_ex(kvc *c, const struct kvc_call *call, const void *key, size_t key_len,
+                    uint32_t limit, uint64_t before, bool values, struct kvc_version **ret_list,
+                    size_t *ret_count, bool *ret_truncated, uint64_t **ret_blob_sizes);
 
 enum kvc_op_type { KVC_OP_PUT = 1, KVC_OP_DELETE = 2 };
 

@@ -490,6 +490,28 @@ static void test_blob_in_reads(void **state)
 	assert_int_equal(mp_field_uint(&e->via.array.ptr[3], "blob_size", true, &sz), 0);
 	assert_int_equal(sz, size);
 	h_reply2_free(&r);
+	/* kvc_versions_ex: the blob's size; a value's version is none */
+	{
+		struct kvc_version *vl = NULL;
+		uint64_t *bs = NULL;
+		size_t nv = 0;
+		OK(kvc_put(c, &call, "rd", 2, "val", 3, NULL, NULL));
+		OK(kvc_versions_ex(c, &call, "rd", 2, 10, 0, true, &vl, &nv, NULL, &bs));
+		/* the tenant keeps one version: the value only, unless history */
+		assert_true(nv >= 1);
+		assert_int_equal(bs[0], KVC_NOT_BLOB);
+		assert_int_equal(vl[0].len, 3);
+		kvc_versions_free(vl, nv);
+		free(bs);
+		v = put_blob(c, NULL, "rd", 30, size, 50000, NULL, NULL);
+		OK(kvc_versions_ex(c, &call, "rd", 2, 10, 0, true, &vl, &nv, NULL, &bs));
+		assert_true(nv >= 1);
+		assert_int_equal(vl[0].version, v);
+		assert_int_equal(bs[0], size);
+		assert_null(vl[0].data);
+		kvc_versions_free(vl, nv);
+		free(bs);
+	}
 	/* kvc_scan: no value, kvc_scan_blob says blob and its size */
 	{
 		struct kvc_scan_opts so = {.prefix = "rd", .prefix_len = 2};

@@ -568,6 +568,10 @@ run 3 "export of a tenant with blobs is refused" kv export --file "$TMP/blobs.js
 grep -q "is a blob of" "$TMP/err" || fail "export with blobs: '$(cat "$TMP/err")'"
 checks=$((checks + 1))
 [ -e "$TMP/blobs.jsonl" ] && fail "a refused export left its file"
+run 0 "versions of a blob" kv versions fromstdin --values
+out_matches "versions of a blob: marked, no bytes" "^[0-9]+${TAB}[-0-9T:.Z]+${TAB}blob\$"
+run 0 "versions -o json of a blob" kv -o json versions fromstdin --values
+json "versions document of a blob" 'd["versions"][0]["blob"] is True and d["versions"][0]["blob_size"] == 9437187 and "value" not in d["versions"][0]'
 run 0 "put over a blob" kv put big plain
 run 5 "blob info of a value" kv blob info big
 grep -q "not a blob" "$TMP/err" || fail "blob info of a value: '$(cat "$TMP/err")'"
