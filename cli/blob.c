@@ -94,7 +94,8 @@ int cmd_blob_put(struct kvctl *k, int argc, char **argv)
 	kvctl_opts_begin(k, &oi, "blob put", own);
 	while (rv == 0 && (opt = kvctl_opts_next(k, &oi, argc, argv)) != -1) {
 		if (opt == OPT_TTL) {
-			if ((rv = kvctl_parse_u64(k, "--ttl", optarg, UINT64_MAX / 1000 - 1, &v)) == 0)
+			if ((rv = kvctl_parse_u64(k, "--ttl", optarg, UINT64_MAX / 1000 - 1, &v)) ==
+			    0)
 				bo.ttl_ms = v == 0 ? KVC_TTL_NONE : v * 1000;
 		} else if (opt == OPT_IF_VERSION) {
 			rv = kvctl_parse_u64(k, "--if-version", optarg, KVC_ANY_VERSION - 1,
@@ -135,8 +136,8 @@ int cmd_blob_put(struct kvctl *k, int argc, char **argv)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rv = kvctl_error(k, "cannot read %s: %s", fd == STDIN_FILENO ? "stdin" : path,
-			                 strerror(errno));
+			rv = kvctl_error(k, "cannot read %s: %s",
+			                 fd == STDIN_FILENO ? "stdin" : path, strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -262,7 +263,8 @@ int cmd_blob_get(struct kvctl *k, int argc, char **argv)
 	}
 	progress_begin(&pr, end - offset);
 	while (offset + done < end) {
-		size_t want = end - offset - done < PIECE ? (size_t)(end - offset - done) : PIECE, n = 0;
+		size_t want = end - offset - done < PIECE ? (size_t)(end - offset - done) : PIECE,
+		       n = 0;
 		if ((rv = kvc_blob_read(k->c, &call, key, strlen(key), version, offset + done, buf,
 		                        want, &n)) != 0) {
 			rv = kvctl_fail(k, rv, &st);

@@ -69,12 +69,12 @@ struct upload {
 	uint64_t version; /* committed */
 	uint64_t epoch;   /* cluster_serving_epoch of its tenant when it began */
 	uint32_t chunk_size;
-	uint64_t last_ms; /* the last request (or its answer) */
-	struct job *inflight;                 /* with the engine (invariant 2) */
-	struct busy *busy;                    /* its tenant's, while inflight */
-	struct job *wait_head, *wait_tail;    /* waiting for inflight */
-	struct upload *hnext;                 /* its hash bucket's chain */
-	struct upload *prev, *next;           /* the table's list, oldest first */
+	uint64_t last_ms;                  /* the last request (or its answer) */
+	struct job *inflight;              /* with the engine (invariant 2) */
+	struct busy *busy;                 /* its tenant's, while inflight */
+	struct job *wait_head, *wait_tail; /* waiting for inflight */
+	struct upload *hnext;              /* its hash bucket's chain */
+	struct upload *prev, *next;        /* the table's list, oldest first */
 };
 
 #define NO_SUCH_UPLOAD "no such upload (never begun, aborted, failed, or committed long ago)"
@@ -383,8 +383,9 @@ static void run_append(struct worker *w, struct upload *up, struct job *j,
 
 	if (up->state == UP_COMMITTED) {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "upload %016" PRIx64 " is committed (version %" PRIu64 ")",
-		         up->id, up->version);
+		snprintf(msg, sizeof(msg),
+		         "upload %016" PRIx64 " is committed (version %" PRIu64 ")", up->id,
+		         up->version);
 		answer_error(w, j, RPC_FAILED_PRECONDITION, msg);
 		return;
 	}
@@ -434,8 +435,8 @@ static void run_commit(struct worker *w, struct upload *up, struct job *j,
 	if (a->size != size) {
 		char msg[200];
 		snprintf(msg, sizeof(msg),
-		         "BlobCommit of %" PRIu64 " bytes: the upload has %" PRIu64 " bytes", a->size,
-		         size);
+		         "BlobCommit of %" PRIu64 " bytes: the upload has %" PRIu64 " bytes",
+		         a->size, size);
 		answer_error(w, j, RPC_FAILED_PRECONDITION, msg);
 		return;
 	}
@@ -588,7 +589,8 @@ void uploads_tick(struct worker *w)
 		} else if (now - up->last_ms >= d->cfg.upload_idle_ms) {
 			abort_upload(w, up, "no request for upload_idle_ms");
 		} else if (cluster_serving_epoch(d->cluster, up->tenant) != up->epoch) {
-			abort_upload(w, up, "this node no longer serves the tenant under its epoch");
+			abort_upload(w, up,
+			             "this node no longer serves the tenant under its epoch");
 		}
 	}
 }

@@ -17,20 +17,21 @@ struct worker;
 struct job;
 struct upload;
 
-#define UPLOADS_MAX      4096u  /* uploads open at once per worker */
-#define UPLOAD_BUF_BUDGET (256ull << 20) /* their chunk sizes summed, per worker: each may
-                                            hold up to a chunk of bytes in memory */
-#define UPLOAD_KEEP_MS   60000u /* a committed upload answers a resent BlobCommit this long, */
-#define UPLOAD_KEPT_MAX  16384u /* while it is among the last this many of the worker's */
-#define UPLOAD_TICK_MS   100u   /* uploads_tick looks for idle uploads this often at most */
-#define UPLOAD_BUCKETS   1024u  /* hash buckets of the table, by id */
+#define UPLOADS_MAX       4096u /* uploads open at once per worker */
+/* the chunk sizes of a worker's open uploads summed, at most (each may hold up
+ * to a chunk of bytes in memory between two requests) */
+#define UPLOAD_BUF_BUDGET (256ull << 20)
+#define UPLOAD_KEEP_MS    60000u /* a committed upload answers a resent BlobCommit this long, */
+#define UPLOAD_KEPT_MAX   16384u /* while it is among the last this many of the worker's */
+#define UPLOAD_TICK_MS    100u   /* uploads_tick looks for idle uploads this often at most */
+#define UPLOAD_BUCKETS    1024u  /* hash buckets of the table, by id */
 
 struct uploads {
 	struct upload *bucket[UPLOAD_BUCKETS]; /* by id */
 	struct upload *oldest, *newest;        /* every upload, in the order they began */
 	uint32_t open, kept;                   /* open; committed and remembered */
 	uint64_t buffered;                     /* chunk sizes of the open ones, summed */
-	struct job *ready, *ready_tail; /* waited for a request of their upload: run next */
+	struct job *ready, *ready_tail;        /* waited for a request of their upload: run next */
 	uint64_t last_tick_ms;
 };
 

@@ -18,15 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOB_RESENDS 2
-#define BLOB_TENANT_MAX 64 /* kvd's tenant names, bytes */
+#define BLOB_RESENDS    2
+#define BLOB_TENANT_MAX 64                             /* kvd's tenant names, bytes */
 #define BLOB_OVERHEAD   (CREQ_OVERHEAD + WIRE_KEY_MAX) /* a message's bytes besides its data */
 
 /* Data bytes one message may carry on this handle (its max_message_size). */
 static size_t data_max(const kvc *c, size_t want)
 {
-	size_t room = c->max_message_size > BLOB_OVERHEAD + 4096 ? c->max_message_size - BLOB_OVERHEAD
-	                                                         : 4096;
+	size_t room = c->max_message_size > BLOB_OVERHEAD + 4096
+	                      ? c->max_message_size - BLOB_OVERHEAD
+	                      : 4096;
 
 	return want < room ? want : room;
 }
@@ -119,13 +120,12 @@ int kvc_blob_writer_open(kvc *c, const struct kvc_call *call, const void *key, s
 	client_op_init(&op, c, call, WIRE_M_BLOB_BEGIN);
 	if (ret == NULL || c == NULL)
 		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "no handle or no ret");
-	else if (call != NULL && call->tenant != NULL &&
-	         strlen(call->tenant) > BLOB_TENANT_MAX)
+	else if (call != NULL && call->tenant != NULL && strlen(call->tenant) > BLOB_TENANT_MAX)
 		rv = client_op_fail(&op, KVC_INVALID_ARGUMENT, "a tenant name is 1 to 64 bytes");
 	else if ((rv = client_check_key(&op, key, key_len)) == 0 &&
 	         ((w = calloc(1, sizeof(*w))) == NULL ||
-	          (w->append_size = (uint32_t)data_max(c, o->append_size != 0 ? o->append_size
-	                                                                        : KVC_BLOB_APPEND_SIZE),
+	          (w->append_size = (uint32_t)data_max(
+	                   c, o->append_size != 0 ? o->append_size : KVC_BLOB_APPEND_SIZE),
 	           (w->buf = malloc(w->append_size)) == NULL)))
 		rv = client_op_fail(&op, KVC_RESOURCE_EXHAUSTED, "out of memory for a blob writer");
 	if (rv == 0 && (rv = client_op_request(&op, call, true, key_len)) == 0) {
@@ -134,8 +134,8 @@ int kvc_blob_writer_open(kvc *c, const struct kvc_call *call, const void *key, s
 		if (o->chunk_size != 0)
 			mp_kv_uint(&op.pk, WIRE_F_CHUNK_SIZE, o->chunk_size);
 		if ((rv = client_op_run(&op)) == 0)
-			rv = client_op_decoded(&op, mp_field_uint(op.env.result, WIRE_F_UPLOAD, true,
-			                                          &upload));
+			rv = client_op_decoded(
+			        &op, mp_field_uint(op.env.result, WIRE_F_UPLOAD, true, &upload));
 	}
 	rv = client_op_end(&op, call, rv);
 	if (rv != 0) {
@@ -215,8 +215,8 @@ static int commit_once(kvc_blob_writer *w, uint64_t *ret_version)
 	if (ttl)
 		mp_kv_uint(&op.pk, WIRE_F_TTL_MS, w->ttl_ms == KVC_TTL_NONE ? 0 : w->ttl_ms);
 	if ((rv = client_op_run(&op)) == 0)
-		rv = client_op_decoded(&op,
-		                       mp_field_uint(op.env.result, WIRE_F_VERSION, true, &version));
+		rv = client_op_decoded(
+		        &op, mp_field_uint(op.env.result, WIRE_F_VERSION, true, &version));
 	rv = client_op_end(&op, &w->call, rv);
 	if (rv == 0)
 		*ret_version = version;
@@ -362,7 +362,8 @@ int kvc_blob_read(kvc *c, const struct kvc_call *call, const void *key, size_t k
 
 	client_op_init(&op, c, call, WIRE_M_BLOB_READ);
 	if (c == NULL)
-		return client_op_end(&op, call, client_op_fail(&op, KVC_INVALID_ARGUMENT, "no handle"));
+		return client_op_end(&op, call,
+		                     client_op_fail(&op, KVC_INVALID_ARGUMENT, "no handle"));
 	if ((rv = client_check_key(&op, key, key_len)) != 0 ||
 	    (rv = client_check_bytes(&op, buf, len, "the buffer")) != 0)
 		return client_op_end(&op, call, rv);

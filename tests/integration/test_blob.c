@@ -30,9 +30,9 @@
 #ifndef BIG_SIZE
 #define BIG_SIZE ((uint64_t)1 << 30)
 #endif
-#define BIG_TAIL    12345u /* the big blob ends inside a chunk */
-#define IDLE_MS     1500u  /* the kvd's upload_idle_ms */
-#define CHUNK       65536u /* the daemon's default chunk size */
+#define BIG_TAIL 12345u /* the big blob ends inside a chunk */
+#define IDLE_MS  1500u  /* the kvd's upload_idle_ms */
+#define CHUNK    65536u /* the daemon's default chunk size */
 
 static struct kvd_proc kvd;
 static bool kvd_up;
@@ -86,9 +86,8 @@ static kvc *client(const char *url, const char *tenant)
 
 /* Writes size bytes of blob seed under key through the streaming writer,
  * in pieces of `piece` bytes; returns the version, *ret_xxh the XXH64. */
-static uint64_t put_blob(kvc *c, const char *tenant, const char *key, uint64_t seed,
-                         uint64_t size, size_t piece, const struct kvc_blob_opts *o,
-                         uint64_t *ret_xxh)
+static uint64_t put_blob(kvc *c, const char *tenant, const char *key, uint64_t seed, uint64_t size,
+                         size_t piece, const struct kvc_blob_opts *o, uint64_t *ret_xxh)
 {
 	struct kvc_status st = {0};
 	struct kvc_call call = {.tenant = tenant, .status = &st};
@@ -220,8 +219,8 @@ static void raw_blob_append(kvc *c, const char *tenant, uint64_t upload, uint64_
 	raw_send(c, &q, out, times);
 }
 
-static void raw_blob_commit(kvc *c, const char *tenant, uint64_t upload, uint64_t size,
-                            uint64_t id, struct h_reply2 *out, int times)
+static void raw_blob_commit(kvc *c, const char *tenant, uint64_t upload, uint64_t size, uint64_t id,
+                            struct h_reply2 *out, int times)
 {
 	struct raw q;
 
