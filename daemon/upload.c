@@ -611,7 +611,10 @@ void uploads_abort_tenant(struct worker *w, const char *tenant)
 void uploads_close_all(struct worker *w)
 {
 	struct uploads *ups = table(w);
+	uint32_t open = ups->open;
 
+	if (open > 0)
+		klog(LOG_INFO, "%u blob upload(s) aborted: kvd stops", open);
 	while (ups->oldest != NULL) {
 		struct upload *up = ups->oldest;
 		up->inflight = NULL; /* (drained: none is) */
