@@ -729,7 +729,8 @@ static void test_open_limit(void **state)
 }
 
 /* kvd killed (SIGKILL) with an upload open: nothing of it is visible before
- * or after the restart; a committed blob is whole after it. */
+ * or after the restart; a committed blob is whole after it. Then kvd
+ * stopped with an upload open: it ends it and exits 0. */
 static void test_killed(void **state)
 {
 	struct kvd_opts o = {.config_text = config};
@@ -782,8 +783,16 @@ static void test_killed(void **state)
 	assert_int_equal(bi.version, v);
 	assert_int_equal(bi.xxh64, xxh);
 	check_range(c, NULL, "done", v, 70, 0, 2500000, 2500000);
-	free(data);
+	/* kvd stopped (SIGTERM) with an upload open: it ends it, exits 0 */
+	up = raw_blob_begin(c, "default", "open-at-stop", 4, 0);
+	raw_blob_append(c, "default", up, 0, data, 100000, 5, &r, 1);
+	assert_int_equal(result_uint(&r, "size"), 100000);
+	h_reply2_free(&r);
 	kvc_close(c);
+	kvd_up = false;
+	assert_int_equal(kvd_stop(&kvd), 0);
+	assert_true(h_log_has(&kvd, "blob upload(s) aborted: kvd stops"));
+	free(data);
 }
 
 int main(void)
