@@ -46,6 +46,21 @@ struct kvc_blob_writer {
 	bool committed;
 };
 
+/* A writer's call refused before anything is sent: said through the
+ * status of the call the writer was opened with. */
+static int writer_refuse(kvc_blob_writer *w, int code, const char *msg)
+{
+	if (w->call.status != NULL)
+		client_status_set(w->call.status, code, msg, strlen(msg));
+	return -code;
+}
+
+/* A writer that failed before: its first error again. */
+static int writer_failed(kvc_blob_writer *w)
+{
+	return writer_refuse(w, -w->failed, "the blob writer failed earlier (that call said why)");
+}
+
 /* ---- one request ------------------------------------------------------------ */
 
 static bool unanswered(int rv)
@@ -163,12 +178,14 @@ int kvc_blob_write(kvc_blob_writer *w, const void *buf, size_t len)
 	const uint8_t *p = buf;
 	int rv;
 
-	if (w == NULL || (buf == NULL && len > 0))
+	if (w == NULL)
 		return -KVC_INVALID_ARGUMENT;
+	if (buf == NULL && len > 0)
+		return writer_refuse(w, KVC_INVALID_ARGUMENT, "no buffer");
 	if (w->failed != 0)
-		return w->failed;
+		return writer_failed(w);
 	if (w->committed)
-		return -KVC_FAILED_PRECONDITION;
+		return writer_refuse(w, KVC_FAILED_PRECONDITION, "the blob is committed already");
 	while (len > 0) {
 		size_t n;
 		if (w->used == 0 && len >= w->append_size) {
@@ -231,9 +248,9 @@ int kvc_blob_commit(kvc_blob_writer *w, uint64_t *ret_version)
 	if (w == NULL)
 		return -KVC_INVALID_ARGUMENT;
 	if (w->failed != 0)
-		return w->failed;
+		return writer_failed(w);
 	if (w->committed)
-		return -KVC_FAILED_PRECONDITION;
+		return writer_refuse(w, KVC_FAILED_PRECONDITION, "the blob is committed already");
 	if ((rv = flush(w)) != 0)
 		return rv;
 	do

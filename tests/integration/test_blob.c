@@ -588,6 +588,16 @@ static void test_delete_ttl_overwrite(void **state)
 		memset(b, 'x', sizeof(b));
 		OK(kvc_blob_write(w, b, sizeof(b)));
 		assert_int_equal(kvc_blob_commit(w, NULL), -KVC_FAILED_PRECONDITION);
+		/* a failed writer says so again */
+		assert_int_equal(kvc_blob_write(w, b, 1), -KVC_FAILED_PRECONDITION);
+		assert_non_null(strstr(st.message, "failed earlier"));
+		kvc_blob_writer_close(w);
+		/* a committed one takes no more bytes */
+		OK(kvc_blob_writer_open(c, &call, "ow2", 3, NULL, &w));
+		OK(kvc_blob_write(w, b, sizeof(b)));
+		OK(kvc_blob_commit(w, NULL));
+		assert_int_equal(kvc_blob_write(w, b, 1), -KVC_FAILED_PRECONDITION);
+		assert_non_null(strstr(st.message, "committed already"));
 		kvc_blob_writer_close(w);
 		OK(kvc_blob_info(c, &call, "ow", 2, 0, &bi));
 		assert_int_equal(bi.version, v);
