@@ -5,8 +5,9 @@
  * The blob's bytes come from a generator (a function of the offset), so
  * nothing ever holds the whole blob: the writer is fed from it, every read
  * is compared against it, and its XXH64 (streamed) against BlobInfo's. With
- * AddressSanitizer the big blob is 256 MiB instead of 1 GiB (the write and
- * the read-back run several times slower there); nothing is skipped.
+ * AddressSanitizer or ThreadSanitizer the big blob is 256 MiB instead of
+ * 1 GiB (the write and the read-back run several times slower there);
+ * nothing is skipped.
  */
 #include "harness.h"
 
@@ -20,10 +21,10 @@
 
 #include "kvclient.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define BIG_SIZE ((uint64_t)256 << 20)
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define BIG_SIZE ((uint64_t)256 << 20)
 #endif
 #endif
