@@ -159,6 +159,8 @@ static int config_valid(const struct kv_tenant_config *c)
 		return -EINVAL;
 	if (!codec_level_valid(c->compression, c->compression_level))
 		return -EINVAL;
+	if (kv_evict_name(c->evict) == NULL)
+		return -EINVAL;
 	return 0;
 }
 
@@ -431,6 +433,8 @@ static void db_options(kv_store *s, const struct kv_tenant *t, struct kv_options
 	o->max_keys = t->cfg.max_keys;
 	o->compression = t->cfg.compression;
 	o->compression_level = t->cfg.compression_level;
+	o->max_bytes = t->cfg.max_bytes;
+	o->evict = t->cfg.evict;
 }
 
 static uint64_t store_keydir_bytes_locked(kv_store *s)
@@ -441,7 +445,7 @@ static uint64_t store_keydir_bytes_locked(kv_store *s)
 	for (i = 0; i < s->n; i++) {
 		struct kv_stats st;
 		if (s->t[i]->state == T_ACTIVE && kv_stats(s->t[i]->db, &st) == 0)
-			total += st.keydir_bytes;
+			total += st.keydir_bytes + st.evict_order_bytes;
 	}
 	return total;
 }

@@ -216,7 +216,7 @@ static void test_damaged_tenant_file(void **state)
 
 	/* "[tenant]" -> "[te\xffant]": caught by the checksum */
 	tu_flip_byte(tenant, 30);
-	expect_w_refused(dir, "checksum mismatch: line 9 says");
+	expect_w_refused(dir, "checksum mismatch: line 11 says");
 	/* a file without a checksum line, with a value out of range */
 	write_text(tenant, "# kvd tenant configuration\n[tenant]\nhistory = 4294967296\n");
 	expect_w_refused(dir, "line 3: 'history' = 4294967296 is out of range (1..4294967295)");
