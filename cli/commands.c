@@ -513,8 +513,10 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, const struct kvc_co
 		                    kvctl_json_u64(ci->value_stored_bytes));
 		json_object_set_new(o, "values_compressed", kvctl_json_u64(ci->values_compressed));
 	}
-	if (stats && ei != NULL && ei->evict[0] != '\0')
+	if (stats && ei != NULL && ei->evict[0] != '\0') {
 		json_object_set_new(o, "evictions", kvctl_json_u64(ei->evictions));
+		json_object_set_new(o, "tombstone_bytes", kvctl_json_u64(ei->tombstone_bytes));
+	}
 #undef U
 	return o;
 }

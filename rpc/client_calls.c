@@ -407,7 +407,7 @@ int kvc_tenant_evict(kvc *c, const struct kvc_call *call, const char *name,
 		rv = client_op_decoded(&op, crep_evict_info(op.env.result, &ei));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
-		ei.evictions = 0; /* Stats's */
+		ei.evictions = ei.tombstone_bytes = 0; /* Stats's */
 		*ret = ei;
 	}
 	return rv;

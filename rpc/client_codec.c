@@ -431,6 +431,7 @@ int crep_evict_info(const msgpack_object *result, struct kvc_evict_info *ret)
 	static const struct uint_field fields[] = {
 	        EI(max_bytes),
 	        EI(evictions),
+	        EI(tombstone_bytes),
 	        {NULL, 0},
 	};
 	struct kvc_evict_info ei;

@@ -368,8 +368,11 @@ struct kvc_evict_opts {
 struct kvc_evict_info {
 	uint64_t max_bytes;  /* 0: no limit */
 	char evict[8];       /* "refuse" or "oldest"; "" from a server without eviction */
-	uint64_t evictions;  /* kvc_stats_evict only (kvc_tenant_evict leaves it 0): keys
-	                        evicted since the tenant was activated */
+	/* kvc_stats_evict only (kvc_tenant_evict leaves them 0): keys evicted
+	 * since the tenant was activated; of its live_bytes, the bytes of
+	 * tombstones (live_bytes - tombstone_bytes is what max_bytes bounds) */
+	uint64_t evictions;
+	uint64_t tombstone_bytes;
 };
 
 struct kvc_tenant_entry {

@@ -672,7 +672,7 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 	if (kv_codec_format(in->config.compression, in->config.compression_level, codec,
 	                    sizeof(codec)) != 0)
 		snprintf(codec, sizeof(codec), "unknown");
-	rpc_reply_ok(out, id, with_stats ? 32 : 17);
+	rpc_reply_ok(out, id, with_stats ? 33 : 17);
 	mp_kv_str(&out->pk, WIRE_F_NAME, in->name);
 	mp_kv_str(&out->pk, WIRE_F_STATE, in->active ? "active" : "passive");
 	mp_kv_uint(&out->pk, WIRE_F_IDLE_S, in->idle_ms / 1000);
@@ -706,6 +706,7 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 		mp_kv_uint(&out->pk, WIRE_F_VALUE_STORED_BYTES, in->stats.value_stored_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_VALUES_COMPRESSED, in->stats.values_compressed);
 		mp_kv_uint(&out->pk, WIRE_F_EVICTIONS, in->stats.evictions);
+		mp_kv_uint(&out->pk, WIRE_F_TOMBSTONE_BYTES, in->stats.tombstone_bytes);
 	}
 }
 

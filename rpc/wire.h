@@ -173,6 +173,7 @@ enum wire_method {
 #define WIRE_F_MAX_BYTES         "max_bytes"
 #define WIRE_F_EVICT             "evict"
 #define WIRE_F_EVICTIONS         "evictions"
+#define WIRE_F_TOMBSTONE_BYTES   "tombstone_bytes"
 #define WIRE_F_STATE             "state"
 #define WIRE_F_TENANTS           "tenants"
 #define WIRE_F_IO_URING          "io_uring"

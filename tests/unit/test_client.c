@@ -656,11 +656,12 @@ static void test_decode_codec_info(void **state)
 
 static void evict_stats(msgpack_packer *pk)
 {
-	msgpack_pack_map(pk, 4);
+	msgpack_pack_map(pk, 5);
 	mp_kv_str(pk, "name", "e");
 	mp_kv_uint(pk, "max_bytes", 1u << 20);
 	mp_kv_str(pk, "evict", "oldest");
 	mp_kv_uint(pk, "evictions", 42);
+	mp_kv_uint(pk, "tombstone_bytes", 306);
 }
 
 static void evict_too_long(msgpack_packer *pk)
@@ -694,6 +695,7 @@ static void test_decode_evict_info(void **state)
 	assert_int_equal(ei.max_bytes, 1u << 20);
 	assert_string_equal(ei.evict, "oldest");
 	assert_int_equal(ei.evictions, 42);
+	assert_int_equal(ei.tombstone_bytes, 306);
 	msgpack_zone_destroy(&p.zone);
 	assert_int_equal(crep_evict_info(daemon_result(&p, codec_absent), &ei), 0);
 	assert_string_equal(ei.evict, "");
