@@ -89,6 +89,16 @@ int evict_order_build(struct evict_order *o, const struct keydir *kd)
 		return rv;
 	}
 	qsort(b.e, b.n, sizeof(*b.e), by_version);
+	if (b.n < b.cap) {
+		/* sized for every key, tombstones included: keep the live ones' */
+		struct evict_ent *ne = b.n > 0 ? realloc(b.e, b.n * sizeof(*ne)) : NULL;
+		if (ne != NULL || b.n == 0) {
+			if (b.n == 0)
+				free(b.e);
+			b.e = ne;
+			b.cap = b.n;
+		}
+	}
 	o->e = b.e;
 	o->n = b.n;
 	o->cap = b.cap;
