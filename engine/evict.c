@@ -88,7 +88,8 @@ int evict_order_build(struct evict_order *o, const struct keydir *kd)
 		free(b.e);
 		return rv;
 	}
-	qsort(b.e, b.n, sizeof(*b.e), by_version);
+	if (b.n > 1)
+		qsort(b.e, b.n, sizeof(*b.e), by_version);
 	if (b.n < b.cap) {
 		/* sized for every key, tombstones included: keep the live ones' */
 		struct evict_ent *ne = b.n > 0 ? realloc(b.e, b.n * sizeof(*ne)) : NULL;

@@ -423,6 +423,73 @@ static void test_order_after_reopen_and_merge(void **state)
 	assert_int_equal(put(f->db, "k1", "v", NULL), KV_EMAXKEYS);
 }
 
+/* A batch of n new keys "b<round>-<i>" (8 bytes), values of 8 bytes. */
+static int put_batch(kv_db *db, int round, int n)
+{
+	struct kv_op ops[64];
+	char keys[64][24];
+
+	memset(ops, 0, sizeof(ops));
+	for (int i = 0; i < n; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "b%03d-%03d", round, i);
+		ops[i].type = KV_OP_PUT;
+		ops[i].key = keys[i];
+		ops[i].key_len = 8;
+		ops[i].value = "01234567";
+		ops[i].value_len = 8;
+		ops[i].if_version = KV_ANY_VERSION;
+	}
+	return kv_batch(db, ops, (size_t)n);
+}
+
+/* Evictions that do not fit in what is left of a segment move their
+ * request to the next one; a request whose records and evictions do not
+ * fit in a whole segment is refused. */
+static void test_evictions_cross_segment_ends(void **state)
+{
+	struct fx *f = *state;
+	char key[24];
+
+	f->o.segment_size = 4096;
+	f->o.max_keys = 30;
+	f->o.evict = KV_EVICT_OLDEST;
+	open_db(f);
+	/* 20 puts of 64 bytes and 20 tombstones of 56: 2400 bytes a round */
+	for (int r = 0; r < 40; r++) {
+		assert_int_equal(put_batch(f->db, r, 20), 0);
+		assert_true(stats(f->db).keys <= 30);
+	}
+	assert_int_equal(stats(f->db).keys, 30);
+	assert_int_equal(stats(f->db).evictions, 40 * 20 - 30);
+	/* the newest 30: round 39's 20 and round 38's last 10 */
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "b039-%03d", i);
+		assert_true(present(f->db, key));
+		snprintf(key, sizeof(key), "b038-%03d", i);
+		assert_int_equal(present(f->db, key), i >= 10);
+	}
+	/* 30 puts and 30 evictions, 3600 bytes: in a segment of their own */
+	reopen(f);
+	assert_int_equal(put_batch(f->db, 99, 30), 0);
+	assert_int_equal(stats(f->db).keys, 30);
+	/* room for 30 more keys: 60 puts (3840 bytes) fit a segment, not with
+	 * 30 evictions (1680 more): refused, nothing changed */
+	assert_int_equal(kv_close(f->db), 0);
+	f->o.max_keys = 60;
+	open_db(f);
+	assert_int_equal(put_batch(f->db, 97, 60), KV_EMAXKEYS);
+	snprintf(key, sizeof(key), "b097-%03d", 0);
+	assert_false(present(f->db, key));
+	assert_int_equal(stats(f->db).keys, 30);
+	assert_int_equal(put_batch(f->db, 96, 40), 0); /* 10 evictions */
+	assert_int_equal(stats(f->db).keys, 60);
+	assert_int_equal(stats(f->db).evictions, 10);
+	snprintf(key, sizeof(key), "b099-%03d", 9);
+	assert_false(present(f->db, key));
+	snprintf(key, sizeof(key), "b099-%03d", 10);
+	assert_true(present(f->db, key));
+}
+
 /* ---- concurrent writers ------------------------------------------------- */
 
 #define WRITERS 8
@@ -583,6 +650,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_evicted_history_gone_after_merge, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_order_after_reopen_and_merge, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_evictions_cross_segment_ends, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_concurrent_max_keys, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_concurrent_max_bytes, setup, teardown),
 	};
