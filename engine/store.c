@@ -189,10 +189,11 @@ static int write_stats(const kv_store *s, struct kv_tenant *t)
 	         "keys = %" PRIu64 "\ntombstones = %" PRIu64 "\nlive_bytes = %" PRIu64
 	         "\ndisk_bytes = %" PRIu64 "\nsegments = %u\nlast_version = %" PRIu64
 	         "\ncompact_revision = %" PRIu64 "\nactivations = %" PRIu64
-	         "\nlast_activation_ms = %" PRIu64 "\nlast_activation_us = %" PRIu64 "\n",
+	         "\nlast_activation_ms = %" PRIu64 "\nlast_activation_us = %" PRIu64
+	         "\ntombstone_bytes = %" PRIu64 "\n",
 	         t->last.keys, t->last.tombstones, t->last.live_bytes, t->last.disk_bytes,
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
-	         t->last_activation_ms, t->last_activation_us);
+	         t->last_activation_ms, t->last_activation_us, t->last.tombstone_bytes);
 	/* statistics only: a STATS file a crash damaged reads as zeros */
 	return put_blob(s, t, "STATS", text, 0);
 }
@@ -229,6 +230,8 @@ static int ini_stats(void *user, const char *section, const char *name, const ch
 			t->last_activation_ms = v;
 		else if (strcmp(name, "last_activation_us") == 0)
 			t->last_activation_us = v;
+		else if (strcmp(name, "tombstone_bytes") == 0)
+			t->last.tombstone_bytes = v;
 	}
 	return 1;
 }
