@@ -550,7 +550,8 @@ void kv_tenant_config_init(struct kv_tenant_config *c);
 
 struct kv_store_options {
 	struct kv_options base;  /* every tenant database starts from these */
-	uint64_t memory_budget;  /* bytes of key directories of active tenants; 0: none */
+	uint64_t memory_budget;  /* bytes of key directories (and evict=oldest write orders) of
+	                            active tenants; 0: none */
 	uint32_t idle_timeout_s; /* passivate after this long unused; 0: never */
 	uint32_t max_active;     /* active tenants at most; 0: from the open-file budget */
 	bool auto_create;        /* a get of an unknown tenant creates it with default config */
@@ -713,7 +714,7 @@ int kv_store_device_find(kv_store *s, const char *name, struct kv_dev_tenant *re
 struct kv_store_stats {
 	uint64_t tenants;
 	uint64_t active;
-	uint64_t keydir_bytes; /* active tenants */
+	uint64_t keydir_bytes; /* active tenants (their evict_order_bytes included) */
 	uint64_t activations;
 	uint64_t passivations;
 	/* On a block device (kv_store_options.device), else 0: */
