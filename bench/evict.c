@@ -13,7 +13,8 @@
  *           order) for the resident-memory difference.
  * Reported: keydir bytes per key, the order's bytes per key after each
  * phase (kv_stats evict_order_bytes / keys), the process's resident memory
- * after each open, and puts/s of both put phases.
+ * after each open, and puts/s of both put phases. Exits 1 when a phase
+ * leaves other than N keys, or the churn other than N evictions.
  */
 #include "bench.h"
 #include "opt.h"
@@ -89,7 +90,9 @@ static int eb_open(const char *path, uint64_t keys, enum kv_evict evict, kv_db *
 	return kv_open(path, &o, ret);
 }
 
-static void eb_line(const char *phase, kv_db *db, double rate)
+/* Prints the phase's line; false when the database does not hold the keys
+ * and evictions it should. */
+static bool eb_line(const char *phase, kv_db *db, double rate, uint64_t keys, uint64_t evictions)
 {
 	struct kv_stats s;
 
@@ -102,6 +105,13 @@ static void eb_line(const char *phase, kv_db *db, double rate)
 	if (rate > 0)
 		printf("  %.0f puts/s", rate);
 	printf("\n");
+	if (s.keys != keys || s.evictions != evictions) {
+		fprintf(stderr, "kvbench evict: %s: %" PRIu64 " keys and %" PRIu64
+		        " evictions, want %" PRIu64 " and %" PRIu64 "\n",
+		        phase, s.keys, s.evictions, keys, evictions);
+		return false;
+	}
+	return true;
 }
 
 int bench_evict(int argc, char **argv)
@@ -126,6 +136,7 @@ int bench_evict(int argc, char **argv)
 	kv_db *db = NULL;
 	uint64_t rss_oldest, rss_refuse;
 	double rate;
+	bool ok = true;
 	int rv, err = 0;
 
 	if ((rv = bench_opts_parse(&cmd, argc, argv)) != 0)
@@ -136,27 +147,27 @@ int bench_evict(int argc, char **argv)
 	rate = eb_put(db, 0, keys, &err);
 	if (err != 0)
 		goto fail_err;
-	eb_line("load", db, rate);
+	ok &= eb_line("load", db, rate, keys, 0);
 	rate = eb_put(db, keys, 2 * keys, &err);
 	if (err != 0)
 		goto fail_err;
-	eb_line("churn", db, rate);
+	ok &= eb_line("churn", db, rate, keys, keys);
 	kv_close(db);
 	if ((rv = eb_open(path, keys, KV_EVICT_OLDEST, &db)) != 0)
 		goto fail;
 	rss_oldest = eb_rss();
-	eb_line("reopen", db, 0);
+	ok &= eb_line("reopen", db, 0, keys, 0);
 	kv_close(db);
 	if ((rv = eb_open(path, keys, KV_EVICT_REFUSE, &db)) != 0)
 		goto fail;
 	rss_refuse = eb_rss();
-	eb_line("refuse", db, 0);
+	ok &= eb_line("refuse", db, 0, keys, 0);
 	kv_close(db);
 	printf("resident after the evict=oldest open minus after the evict=refuse one: %+.1f "
 	       "B/key (allocator noise included)\n",
 	       ((double)rss_oldest - (double)rss_refuse) / (double)keys);
 	bench_rmtree(path);
-	return 0;
+	return ok ? 0 : 1;
 fail_err:
 	rv = err;
 	kv_close(db);
