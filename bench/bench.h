@@ -38,6 +38,9 @@
 /* kvbench codec: put/get throughput and stored/logical bytes per value codec. */
 int bench_codec(int argc, char **argv);
 
+/* kvbench evict: the memory and put speed of evict=oldest. */
+int bench_evict(int argc, char **argv);
+
 /* kvbench engine: db_bench-style workloads against the engine and its peers. */
 int bench_engine(int argc, char **argv);
 

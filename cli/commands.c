@@ -29,6 +29,8 @@ enum {
 	OPT_HISTORY,
 	OPT_MAX_KEYS,
 	OPT_COMPRESSION,
+	OPT_MAX_BYTES,
+	OPT_EVICT,
 	OPT_DAEMON,
 	OPT_REVISION,
 };
@@ -493,9 +495,9 @@ static const char *sync_name(enum kvc_sync s)
 }
 
 /* TenantInfo's fields, and with stats those only Stats has; the
- * compression fields from ci (NULL: none). */
+ * compression fields from ci, the eviction ones from ei (NULL: none). */
 static json_t *tenant_json(const struct kvc_tenant_info *ti, const struct kvc_codec_info *ci,
-                           bool stats)
+                           const struct kvc_evict_info *ei, bool stats)
 {
 	json_t *o = json_object();
 
@@ -516,6 +518,10 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, const struct kvc_co
 	U(max_keys);
 	if (ci != NULL && ci->compression[0] != '\0')
 		json_object_set_new(o, "compression", json_string(ci->compression));
+	if (ei != NULL && ei->evict[0] != '\0') {
+		json_object_set_new(o, "max_bytes", kvctl_json_u64(ei->max_bytes));
+		json_object_set_new(o, "evict", json_string(ei->evict));
+	}
 	if (stats) {
 		U(dead_bytes);
 		U(segments);
@@ -536,6 +542,10 @@ static json_t *tenant_json(const struct kvc_tenant_info *ti, const struct kvc_co
 		                    kvctl_json_u64(ci->value_stored_bytes));
 		json_object_set_new(o, "values_compressed", kvctl_json_u64(ci->values_compressed));
 	}
+	if (stats && ei != NULL && ei->evict[0] != '\0') {
+		json_object_set_new(o, "evictions", kvctl_json_u64(ei->evictions));
+		json_object_set_new(o, "tombstone_bytes", kvctl_json_u64(ei->tombstone_bytes));
+	}
 #undef U
 	return o;
 }
@@ -548,12 +558,16 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	        OPT("ttl", required_argument, OPT_TTL),
 	        OPT("max-keys", required_argument, OPT_MAX_KEYS),
 	        OPT("compression", required_argument, OPT_COMPRESSION),
+	        OPT("max-bytes", required_argument, OPT_MAX_BYTES),
+	        OPT("evict", required_argument, OPT_EVICT),
 	        OPT_END_OF_LIST,
 	};
 	struct kvctl_opts oi;
 	struct kvc_status st;
 	struct kvc_call call = {.status = &st};
 	struct kvc_tenant_opts to = {0};
+	struct kvc_evict_opts eo = {0};
+	bool evict_set = false;
 	uint64_t v;
 	const char *name, *compression = NULL;
 	int opt, rv = 0;
@@ -586,6 +600,16 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 		case OPT_COMPRESSION:
 			compression = optarg; /* the daemon checks it */
 			break;
+		case OPT_MAX_BYTES:
+			rv = kvctl_parse_u64(k, "--max-bytes", optarg, UINT64_MAX, &eo.max_bytes);
+			evict_set = true;
+			break;
+		case OPT_EVICT:
+			if (strcmp(optarg, "refuse") != 0 && strcmp(optarg, "oldest") != 0)
+				rv = kvctl_usage(k, "--evict is refuse or oldest, not '%s'", optarg);
+			eo.evict = optarg;
+			evict_set = true;
+			break;
 		default:
 			return KVCTL_EXIT_USAGE;
 		}
@@ -596,7 +620,8 @@ int cmd_tenant_create(struct kvctl *k, int argc, char **argv)
 	kvctl_what(k, "tenant create", name, strlen(name));
 	if ((rv = kvctl_connect(k)) != 0)
 		return rv;
-	if ((rv = kvc_tenant_create_codec(k->c, &call, name, &to, compression)) != 0)
+	if ((rv = kvc_tenant_create_evict(k->c, &call, name, &to, compression,
+	                                  evict_set ? &eo : NULL)) != 0)
 		return kvctl_fail(k, rv, &st);
 	if (!k->json)
 		return kvctl_finish(k);
@@ -682,10 +707,12 @@ static int tenant_named(struct kvctl *k, const char *action, int argc, char **ar
 		return rv;
 	if (strcmp(action, "info") == 0) {
 		struct kvc_codec_info ci;
+		struct kvc_evict_info ei;
 		if ((rv = kvc_tenant_info(k->c, &call, name, &ti)) != 0 ||
-		    (rv = kvc_tenant_codec(k->c, &call, name, &ci)) != 0)
+		    (rv = kvc_tenant_codec(k->c, &call, name, &ci)) != 0 ||
+		    (rv = kvc_tenant_evict(k->c, &call, name, &ei)) != 0)
 			return kvctl_fail(k, rv, &st);
-		return print_fields(k, tenant_json(&ti, &ci, false));
+		return print_fields(k, tenant_json(&ti, &ci, &ei, false));
 	}
 	if (strcmp(action, "adopt") == 0) {
 		if ((rv = kvc_tenant_adopt(k->c, &call, name, &own)) != 0)
@@ -884,10 +911,12 @@ int cmd_stats(struct kvctl *k, int argc, char **argv)
 		return rv;
 	if (!daemon) {
 		struct kvc_codec_info ci;
+		struct kvc_evict_info ei;
 		if ((rv = kvc_stats(k->c, &call, &ti)) != 0 ||
-		    (rv = kvc_stats_codec(k->c, &call, &ci)) != 0)
+		    (rv = kvc_stats_codec(k->c, &call, &ci)) != 0 ||
+		    (rv = kvc_stats_evict(k->c, &call, &ei)) != 0)
 			return kvctl_fail(k, rv, &st);
-		return print_fields(k, tenant_json(&ti, &ci, true));
+		return print_fields(k, tenant_json(&ti, &ci, &ei, true));
 	}
 	if ((rv = kvc_stats_daemon_detail(k->c, &call, &dd)) != 0)
 		return kvctl_fail(k, rv, &st);

@@ -96,7 +96,7 @@ static const struct kvctl_command commands[] = {
         {"tenant", "ACTION [ARGS]", "manages the daemon's tenants", NULL, NULL},
         {"tenant create",
          "NAME [--sync always|interval|none] [--history N] [--ttl SECONDS] [--max-keys N]\n"
-         "     [--compression none|lz4|zstd[:LEVEL]]",
+         "     [--compression none|lz4|zstd[:LEVEL]] [--max-bytes N] [--evict refuse|oldest]",
          "creates a tenant",
          "  --sync always|interval|none  when writes reach the disk (default always:\n"
          "                               before the reply)\n"
@@ -104,7 +104,12 @@ static const struct kvctl_command commands[] = {
          "  --ttl SECONDS                the keys' default expiry (default none)\n"
          "  --max-keys N                 a limit on the tenant's keys (default none)\n"
          "  --compression CODEC          how values are stored: none, lz4, zstd or\n"
-         "                               zstd:1..22 (default: the daemon's)\n",
+         "                               zstd:1..22 (default: the daemon's)\n"
+         "  --max-bytes N                a limit on the bytes of the tenant's live keys\n"
+         "                               (their newest records; default: the daemon's)\n"
+         "  --evict refuse|oldest        a write past --max-keys or --max-bytes fails\n"
+         "                               (refuse) or first evicts the least recently\n"
+         "                               written keys (oldest; default: the daemon's)\n",
          cmd_tenant_create},
         {"tenant list", "",
          "NAME<TAB>STATE lines (active, passive or refused), by name; in cluster\n"

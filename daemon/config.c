@@ -284,6 +284,10 @@ static int set_key(struct load *l, const char *section, const char *k, const cha
 		if (!strcmp(k, "compression"))
 			return kv_codec_parse(v, strlen(v), &c->defaults.compression,
 			                      &c->defaults.compression_level);
+		if (!strcmp(k, "max_bytes"))
+			return parse_u64(v, &c->defaults.max_bytes);
+		if (!strcmp(k, "evict"))
+			return kv_evict_parse(v, strlen(v), &c->defaults.evict);
 	}
 	return -ENOENT;
 }

@@ -445,6 +445,7 @@ enum tenant_field {
 	TF_VALUE_LOGICAL,
 	TF_VALUE_STORED,
 	TF_VALUES_COMPRESSED,
+	TF_EVICTIONS,
 };
 
 static const struct {
@@ -481,6 +482,9 @@ static const struct {
                              "The same values' bytes as stored (after compression)."},
         [TF_VALUES_COMPRESSED] = {"kvd_tenant_values_compressed_total", "counter",
                                   "Values of those puts stored compressed."},
+        [TF_EVICTIONS] = {"kvd_tenant_evictions_total", "counter",
+                          "Keys evicted (evict = oldest) since the tenant was last "
+                          "activated."},
 };
 #define NTENANT_FIELDS (sizeof(tenant_heads) / sizeof(tenant_heads[0]))
 
@@ -521,6 +525,8 @@ static uint64_t tenant_value(const struct kv_tenant_info *in, enum tenant_field 
 		return in->stats.value_stored_bytes;
 	case TF_VALUES_COMPRESSED:
 		return in->stats.values_compressed;
+	case TF_EVICTIONS:
+		return in->stats.evictions;
 	}
 	return 0;
 }

@@ -87,6 +87,11 @@ void blob_desc_set_stored(uint8_t *v, uint64_t stored)
 	put_le64(v + 24, stored);
 }
 
+uint64_t blob_desc_stored(const void *v)
+{
+	return get_le64((const uint8_t *)v + 24);
+}
+
 /* ---- the map of blob heads --------------------------------------------- */
 
 static size_t bm_slot(uint64_t loc, size_t cap)
@@ -129,6 +134,18 @@ int blobmap_put(struct blobmap *m, uint64_t loc, uint64_t bytes)
 	m->slots[i].loc = loc;
 	m->slots[i].bytes = bytes;
 	m->n++;
+	return 0;
+}
+
+uint64_t blobmap_get(const struct blobmap *m, uint64_t loc)
+{
+	size_t i;
+
+	if (m->n == 0)
+		return 0;
+	for (i = bm_slot(loc, m->cap); m->slots[i].loc != 0; i = (i + 1) & (m->cap - 1))
+		if (m->slots[i].loc == loc)
+			return m->slots[i].bytes;
 	return 0;
 }
 

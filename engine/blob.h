@@ -51,6 +51,7 @@ uint64_t blob_desc_loc(const struct blob_desc *d, uint32_t i);
 void blob_desc_set_loc(uint8_t *v, uint32_t i, uint64_t loc);
 /* The stored-bytes field of a descriptor value. */
 void blob_desc_set_stored(uint8_t *v, uint64_t stored);
+uint64_t blob_desc_stored(const void *v);
 
 /* A map of locations to byte counts (the blob heads). */
 struct blobmap {
@@ -63,6 +64,8 @@ struct blobmap {
 };
 void blobmap_release(struct blobmap *m);
 int blobmap_put(struct blobmap *m, uint64_t loc, uint64_t bytes);
+/* The bytes of loc; 0 when it is not there. */
+uint64_t blobmap_get(const struct blobmap *m, uint64_t loc);
 /* The bytes of loc, removed from the map; 0 when it is not there. */
 uint64_t blobmap_take(struct blobmap *m, uint64_t loc);
 

@@ -112,7 +112,10 @@ int kv_stats(kv_db *db, struct kv_stats *ret)
 	s.disk_bytes = db->disk_bytes;
 	s.dead_bytes = db->disk_bytes > db->live_bytes ? db->disk_bytes - db->live_bytes : 0;
 	s.keydir_bytes = keydir_memory(db->kd);
+	s.tombstone_bytes = db->tomb_bytes;
 	pthread_rwlock_unlock(&db->kd_lock);
+	s.evictions = atomic_load(&db->evictions);
+	s.evict_order_bytes = atomic_load(&db->evict_bytes);
 	pthread_mutex_lock(&db->seg_mu);
 	s.segments = (uint32_t)db->nsegs;
 	pthread_mutex_unlock(&db->seg_mu);
@@ -298,6 +301,8 @@ static int check_options(const struct kv_options *o)
 		return -EINVAL;
 	if (!codec_level_valid(o->compression, o->compression_level))
 		return -EINVAL;
+	if (o->evict != KV_EVICT_REFUSE && o->evict != KV_EVICT_OLDEST)
+		return -EINVAL;
 	return 0;
 }
 
@@ -432,6 +437,12 @@ int db_open(struct kv_storage *st, bool own, const char *tenant, const struct kv
 		goto fail;
 	if ((rv = recovery_run(db)) != 0)
 		goto fail;
+	if (o.evict == KV_EVICT_OLDEST) {
+		/* the live keys by write order (evict.h) */
+		if ((rv = evict_order_build(&db->order, db->kd)) != 0)
+			goto fail;
+		atomic_store(&db->evict_bytes, evict_order_memory(&db->order));
+	}
 	note_open_segment(db);
 	/* mapped reads, except where tests inject read faults */
 	db->map_reads = o.mmap_reads && o.fault == NULL && io_map_available();

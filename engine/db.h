@@ -31,6 +31,7 @@
 
 #include "blob.h"
 #include "codec.h"
+#include "evict.h"
 #include "io.h"
 #include "keydir.h"
 #include "kvengine.h"
@@ -59,7 +60,7 @@ struct barrier {
 
 /* One pending key-directory change of the batch being formed. */
 struct ov_ent {
-	const uint8_t *key;
+	const uint8_t *key; /* NULL: the key is in the record, in the batch buffer */
 	uint32_t key_len;
 	uint32_t hash;
 	int32_t next; /* older overlay entry in the same hash bucket, -1 = none */
@@ -77,7 +78,10 @@ struct batch {
 	int32_t *ht;
 	size_t htcap;
 	uint64_t first_version;
-	int64_t keys_delta;
+	int64_t keys_delta;  /* live keys it adds */
+	int64_t bytes_delta; /* bytes of live keys' newest records it adds */
+	size_t evict_pos;    /* the next entry of db->order it may evict */
+	uint64_t evictions;  /* keys it evicts */
 	uint64_t start_us; /* db_clock_us() when its write was submitted */
 	/* its puts' values: bytes as given, as stored, how many compressed */
 	uint64_t val_logical, val_stored, val_compressed;
@@ -100,6 +104,7 @@ struct kv_db {
 	uint64_t live_keys;
 	uint64_t tombstones;
 	uint64_t live_bytes;
+	uint64_t tomb_bytes; /* of live_bytes, the tombstones' */
 	uint64_t disk_bytes;
 	struct blobmap blob_heads; /* blob.h invariant 3 */
 
@@ -128,6 +133,9 @@ struct kv_db {
 	struct batch batch;
 	bool in_flight;
 	struct codec_ctx codec; /* compresses values as they join a batch */
+	/* The live keys by write order (evict.h), kept when opt.evict is
+	 * KV_EVICT_OLDEST */
+	struct evict_order order;
 	/* The active segment's hint entries, collected as its batches land,
 	 * while collecting: from its creation, until HINT_COLLECT_MAX bytes. At
 	 * the roll they become its hint_ready, and its hint is written without
@@ -149,6 +157,8 @@ struct kv_db {
 	_Atomic uint64_t value_logical_bytes; /* kv_stats */
 	_Atomic uint64_t value_stored_bytes;  /* kv_stats */
 	_Atomic uint64_t values_compressed;   /* kv_stats */
+	_Atomic uint64_t evictions;           /* kv_stats */
+	_Atomic uint64_t evict_bytes;         /* kv_stats: memory of order */
 	/* META is written as format 3: a compressed value was written (sticky) */
 	atomic_bool meta_v3;
 	/* ... as format 4: a blob was written (sticky) */
@@ -259,6 +269,11 @@ void db_seg_map(kv_db *db, struct seg *s, bool active);
 int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_value,
             struct rec_read *ret);
 void rec_read_release(struct rec_read *r);
+/* Reads the header and key of the record at loc, whatever its key:
+ * *ret_key a malloc'd copy of its h.key_len bytes (the caller frees it).
+ * The record's crc is not checked: the caller checks what it found against
+ * the key directory. -ENOENT (dropped by merge), KV_ECORRUPT, -ENOMEM. */
+int read_key_at(kv_db *db, uint64_t loc, struct rec_header *ret_h, uint8_t **ret_key);
 /* The logical value of r, read with its value: *ret_len its length and
  * r->value its bytes — decompressed into a buffer that replaces r->buf when
  * the record's value is compressed (r->h keeps the stored length). 0,

@@ -35,6 +35,16 @@
  *      fails its crc is copied byte for byte, so reads of it still report
  *      data loss instead of silently falling back to an older value.
  *   3. One merge at a time (merge_mu).
+ *
+ * An evicted key (write.c, evict=oldest) gets a tombstone with no previous
+ * link and REC_F_HISTORY_CUT: its chain is that tombstone alone, so merge
+ * copies none of the records it replaced (nothing reaches them) and they go
+ * with their segments. Invariant 1 still holds when the tombstone itself is
+ * dropped: when its segment is in the set, so is every segment holding an
+ * older record (all but the new, empty active segment are sealed at the
+ * start, merge outputs included), and the same commit retires them.
+ * The write order of an evict=oldest database (evict.h) follows the swaps:
+ * a head that moves takes its entry along, one dropped loses it (apply_fn).
  */
 #include "db.h"
 
@@ -207,11 +217,15 @@ static int apply_fn(kv_db *db, void *arg)
 					break;
 				db_account_remove(db, &old);
 				blob_account_replaced(db, a->old_loc);
+				if (db->opt.evict == KV_EVICT_OLDEST && !(old.flags & KD_F_TOMBSTONE))
+					evict_order_forget(&db->order, old.version);
 			} else if (a->is_head) {
 				if ((rv = keydir_put(db->kd, key, a->key_len, &a->ne, &old, &replaced)) != 0)
 					break;
 				db_account(db, &a->ne, &old, replaced);
 				blob_account_moved(db, a->old_loc, a->new_loc);
+				if (db->opt.evict == KV_EVICT_OLDEST && !(a->ne.flags & KD_F_TOMBSTONE))
+					evict_order_move(&db->order, a->ne.version, a->new_loc);
 			}
 		} else if (a->new_loc != 0) {
 			/* a newer record points at old_loc */
@@ -219,6 +233,7 @@ static int apply_fn(kv_db *db, void *arg)
 				break;
 		}
 	}
+	atomic_store(&db->evict_bytes, evict_order_memory(&db->order));
 	pthread_rwlock_unlock(&db->kd_lock);
 	return rv;
 }

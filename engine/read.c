@@ -167,6 +167,54 @@ int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_
 	return rv;
 }
 
+/* Reads len bytes at off of the pinned segment s: from its mapping when
+ * that can give them, else one read. */
+static int seg_read_bytes(kv_db *db, struct seg *s, void *buf, size_t len, uint64_t off)
+{
+	size_t map_len;
+	const uint8_t *map = seg_map(s, &map_len);
+
+	if (map != NULL && off + len <= map_len && io_map_copy(buf, map + off, len) == 0)
+		return 0;
+	return seg_read_one(db, s, buf, len, off);
+}
+
+int read_key_at(kv_db *db, uint64_t loc, struct rec_header *ret_h, uint8_t **ret_key)
+{
+	uint8_t hb[REC_HEADER_SIZE], *key = NULL;
+	struct rec_header h;
+	struct seg *s;
+	int rv;
+
+	if ((rv = db_seg_acquire(db, loc, &s, &loc)) != 0)
+		return rv;
+	if (loc_off(loc) < SEG_HEADER_SIZE) {
+		rv = KV_ECORRUPT;
+		goto out;
+	}
+	if ((rv = seg_read_bytes(db, s, hb, sizeof(hb), loc_off(loc))) != 0)
+		goto out;
+	rec_decode_header(hb, &h);
+	if (rec_check_header(&h, KV_KEY_SIZE_MAX, KV_VALUE_SIZE_MAX, UINT64_MAX) != 0 ||
+	    h.key_len == 0) {
+		rv = KV_ECORRUPT;
+		goto out;
+	}
+	if ((key = malloc(h.key_len)) == NULL) {
+		rv = -ENOMEM;
+		goto out;
+	}
+	if ((rv = seg_read_bytes(db, s, key, h.key_len, loc_off(loc) + REC_HEADER_SIZE)) != 0) {
+		free(key);
+		goto out;
+	}
+	*ret_h = h;
+	*ret_key = key;
+out:
+	db_seg_release(s);
+	return rv == -EIO ? KV_ECORRUPT : rv;
+}
+
 /* Head lookup: key directory entry plus a reference on its segment. */
 static int head_lookup(kv_db *db, const void *key, size_t key_len, struct kd_entry *ret_e,
                        struct seg **ret_seg, uint64_t *ret_loc)

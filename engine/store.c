@@ -159,6 +159,8 @@ static int config_valid(const struct kv_tenant_config *c)
 		return -EINVAL;
 	if (!codec_level_valid(c->compression, c->compression_level))
 		return -EINVAL;
+	if (kv_evict_name(c->evict) == NULL)
+		return -EINVAL;
 	return 0;
 }
 
@@ -187,10 +189,11 @@ static int write_stats(const kv_store *s, struct kv_tenant *t)
 	         "keys = %" PRIu64 "\ntombstones = %" PRIu64 "\nlive_bytes = %" PRIu64
 	         "\ndisk_bytes = %" PRIu64 "\nsegments = %u\nlast_version = %" PRIu64
 	         "\ncompact_revision = %" PRIu64 "\nactivations = %" PRIu64
-	         "\nlast_activation_ms = %" PRIu64 "\nlast_activation_us = %" PRIu64 "\n",
+	         "\nlast_activation_ms = %" PRIu64 "\nlast_activation_us = %" PRIu64
+	         "\ntombstone_bytes = %" PRIu64 "\n",
 	         t->last.keys, t->last.tombstones, t->last.live_bytes, t->last.disk_bytes,
 	         t->last.segments, t->last.last_version, t->last.compact_revision, t->activations,
-	         t->last_activation_ms, t->last_activation_us);
+	         t->last_activation_ms, t->last_activation_us, t->last.tombstone_bytes);
 	/* statistics only: a STATS file a crash damaged reads as zeros */
 	return put_blob(s, t, "STATS", text, 0);
 }
@@ -227,6 +230,8 @@ static int ini_stats(void *user, const char *section, const char *name, const ch
 			t->last_activation_ms = v;
 		else if (strcmp(name, "last_activation_us") == 0)
 			t->last_activation_us = v;
+		else if (strcmp(name, "tombstone_bytes") == 0)
+			t->last.tombstone_bytes = v;
 	}
 	return 1;
 }
@@ -431,6 +436,8 @@ static void db_options(kv_store *s, const struct kv_tenant *t, struct kv_options
 	o->max_keys = t->cfg.max_keys;
 	o->compression = t->cfg.compression;
 	o->compression_level = t->cfg.compression_level;
+	o->max_bytes = t->cfg.max_bytes;
+	o->evict = t->cfg.evict;
 }
 
 static uint64_t store_keydir_bytes_locked(kv_store *s)
@@ -441,7 +448,7 @@ static uint64_t store_keydir_bytes_locked(kv_store *s)
 	for (i = 0; i < s->n; i++) {
 		struct kv_stats st;
 		if (s->t[i]->state == T_ACTIVE && kv_stats(s->t[i]->db, &st) == 0)
-			total += st.keydir_bytes;
+			total += st.keydir_bytes + st.evict_order_bytes;
 	}
 	return total;
 }

@@ -49,16 +49,18 @@ static const char *sync_name(enum kv_sync s)
 int tenant_file_format(const struct kv_tenant_config *c, char *buf, size_t cap)
 {
 	char codec[KV_CODEC_NAME_MAX];
+	const char *evict = kv_evict_name(c->evict);
 	int n, m;
 
-	if (kv_codec_format(c->compression, c->compression_level, codec, sizeof(codec)) != 0)
+	if (kv_codec_format(c->compression, c->compression_level, codec, sizeof(codec)) != 0 ||
+	    evict == NULL)
 		return -EINVAL;
 	n = snprintf(buf, cap,
 	             "# kvd tenant configuration\n[tenant]\nsync = %s\nsync_interval_ms = %u\n"
 	             "history = %u\nttl_ms = %" PRIu64 "\nmax_keys = %" PRIu64 "\n"
-	             "compression = %s\n",
+	             "compression = %s\nmax_bytes = %" PRIu64 "\nevict = %s\n",
 	             sync_name(c->sync), c->sync_interval_ms, c->history_versions,
-	             c->default_ttl_ms, c->max_keys, codec);
+	             c->default_ttl_ms, c->max_keys, codec, c->max_bytes, evict);
 	if (n < 0 || (size_t)n >= cap)
 		return -ENOBUFS;
 	m = snprintf(buf + n, cap - (size_t)n, "%s = %08" PRIx32 "\n", crc_key,
@@ -156,6 +158,7 @@ static const struct setting settings[] = {
 	{"history", 1, UINT32_MAX},
 	{"ttl_ms", 0, UINT64_MAX},
 	{"max_keys", 0, UINT64_MAX},
+	{"max_bytes", 0, UINT64_MAX},
 };
 
 /* One "key = value" line of [tenant] into *c. */
@@ -190,6 +193,13 @@ static int line_setting(const char *k, size_t kn, const char *v, size_t vn, unsi
 			               line, qv);
 		return 0;
 	}
+	if (is(k, kn, "evict")) {
+		if (kv_evict_parse(v, vn, &c->evict) != 0)
+			return why_set(why, size,
+			               "line %u: bad value '%s' for 'evict' (refuse or oldest)", line,
+			               qv);
+		return 0;
+	}
 	for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
 		if (is(k, kn, settings[i].name))
 			break;
@@ -207,7 +217,8 @@ static int line_setting(const char *k, size_t kn, const char *v, size_t vn, unsi
 	case 0: c->sync_interval_ms = (uint32_t)x; break;
 	case 1: c->history_versions = (uint32_t)x; break;
 	case 2: c->default_ttl_ms = x; break;
-	default: c->max_keys = x; break;
+	case 3: c->max_keys = x; break;
+	default: c->max_bytes = x; break;
 	}
 	return 0;
 }

@@ -14,7 +14,8 @@
 #define TENANT_FILE_MAX 4096
 
 /* The text of a TENANT file for c, checksum line included, into buf.
- * -ENOBUFS when it does not fit in cap bytes, -EINVAL for an invalid codec. */
+ * -ENOBUFS when it does not fit in cap bytes, -EINVAL for an invalid codec
+ * or evict mode. */
 int tenant_file_format(const struct kv_tenant_config *c, char *buf, size_t cap);
 
 /* Parses len bytes of TENANT text. *ret holds the settings a line does not

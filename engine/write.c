@@ -14,6 +14,10 @@
  * sync succeeded it applies the overlay to the key directory and completes
  * the requests. Nothing is visible to readers and no request is answered
  * before its batch is as durable as the database's sync mode promises.
+ * A put that would take the database past max_keys or max_bytes fails with
+ * KV_EMAXKEYS or, under evict=oldest, first evicts the least recently
+ * written keys the batch does not write: their tombstones join the
+ * request's records (evict_one; the order they are taken in: evict.h).
  * Before versions above META's mark are written, META is raised
  * (manifest.h).
  *
@@ -74,6 +78,13 @@ static int ov_rehash(struct batch *b, size_t cap)
 	return 0;
 }
 
+/* The key of an overlay entry: the caller's bytes, or (an eviction's
+ * tombstone) those in its record in the batch buffer. */
+static const uint8_t *ov_key(const struct batch *b, const struct ov_ent *o)
+{
+	return o->key != NULL ? o->key : b->buf + o->rec_off + REC_HEADER_SIZE;
+}
+
 static const struct ov_ent *ov_find(const struct batch *b, const void *key, size_t len, uint32_t h)
 {
 	int32_t i;
@@ -82,7 +93,7 @@ static const struct ov_ent *ov_find(const struct batch *b, const void *key, size
 		return NULL;
 	for (i = b->ht[h & (b->htcap - 1)]; i >= 0; i = b->ov[i].next) {
 		const struct ov_ent *o = &b->ov[i];
-		if (o->hash == h && o->key_len == len && memcmp(o->key, key, len) == 0)
+		if (o->hash == h && o->key_len == len && memcmp(ov_key(b, o), key, len) == 0)
 			return o;
 	}
 	return NULL;
@@ -151,6 +162,8 @@ static void batch_reset(struct batch *b)
 	b->head = b->tail = NULL;
 	b->nreqs = 0;
 	b->keys_delta = 0;
+	b->bytes_delta = 0;
+	b->evictions = 0;
 	b->val_logical = b->val_stored = b->val_compressed = b->blobs = 0;
 	/* do not keep a huge buffer around after one large batch */
 	if (b->cap > 2 * BATCH_BYTES_MAX) {
@@ -170,6 +183,7 @@ void write_release(kv_db *db)
 	memset(&db->batch, 0, sizeof(db->batch));
 	codec_ctx_release(&db->codec);
 	collect_drop(db);
+	evict_order_release(&db->order);
 }
 
 /* ---- the active segment's hint ------------------------------------------ */
@@ -226,26 +240,25 @@ void db_account(kv_db *db, const struct kd_entry *e, const struct kd_entry *old,
 	bool is_live = !(e->flags & KD_F_TOMBSTONE);
 
 	db->live_bytes += e->size;
-	if (replaced) {
-		db->live_bytes -= old->size;
-		if (old->flags & KD_F_TOMBSTONE)
-			db->tombstones--;
-		else
-			db->live_keys--;
-	}
-	if (is_live)
+	if (replaced)
+		db_account_remove(db, old);
+	if (is_live) {
 		db->live_keys++;
-	else
+	} else {
 		db->tombstones++;
+		db->tomb_bytes += e->size;
+	}
 }
 
 void db_account_remove(kv_db *db, const struct kd_entry *old)
 {
 	db->live_bytes -= old->size;
-	if (old->flags & KD_F_TOMBSTONE)
+	if (old->flags & KD_F_TOMBSTONE) {
 		db->tombstones--;
-	else
+		db->tomb_bytes -= old->size;
+	} else {
 		db->live_keys--;
+	}
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -522,9 +535,6 @@ static bool head_of(kv_db *db, const void *key, size_t len, uint32_t h, struct k
 	return keydir_get(db->kd, key, len, ret) == 0;
 }
 
-/* Adds req's records to the batch. Returns 1 when it does not fit in what
- * is left of the batch or the segment (the caller puts it back), 0 otherwise
- * — with req->status_ set when its conditions failed (nothing written). */
 /* When a record written at now with ttl_ms expires: 0 (never) without a
  * TTL; a sum past the clock's range is capped at KV_EXPIRY_MAX, which no
  * clock reaches, instead of wrapping into the past. */
@@ -569,15 +579,135 @@ static size_t encode_chunk(kv_db *db, struct batch *b, struct kv_op *op, uint64_
 	return (size_t)rec_size(rh.key_len, rh.value_len);
 }
 
-static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
+/* ---- limits and eviction ----------------------------------------------- */
+
+/* form_req_once: the request's evictions do not fit in what is left of
+ * the active segment (nothing of it was kept) */
+#define FORM_NO_ROOM 2
+
+/* Whether base + delta passes max (0: no limit). */
+static bool past(uint64_t base, int64_t delta, uint64_t max)
+{
+	uint64_t v;
+
+	if (max == 0)
+		return false;
+	if (delta < 0)
+		v = base > (uint64_t)-delta ? base - (uint64_t)-delta : 0;
+	else
+		v = base + (uint64_t)delta;
+	return v > max;
+}
+
+/* Evicts the least recently written live key that the batch does not
+ * write: a tombstone with no previous link and REC_F_HISTORY_CUT, so none of
+ * its older records is reachable (merge.c drops them). *last_rec gets
+ * where its record is. 1: one evicted; 0: none left to evict;
+ * FORM_NO_ROOM; -ENOMEM. [driver] */
+static int evict_one(kv_db *db, uint64_t now, size_t *last_rec)
+{
+	struct evict_order *o = &db->order;
+	struct batch *b = &db->batch;
+
+	for (; b->evict_pos < o->n; b->evict_pos++) {
+		struct evict_ent ent = o->e[b->evict_pos];
+		struct rec_header rh;
+		struct kd_entry cur, e;
+		uint8_t *key;
+		uint32_t h, rec_off;
+		size_t size;
+		int rv;
+
+		if (ent.loc == 0)
+			continue;
+		if ((rv = read_key_at(db, ent.loc, &rh, &key)) == -ENOMEM)
+			return rv;
+		if (rv != 0)
+			continue; /* its record cannot be read: it cannot be evicted */
+		h = key_hash(key, rh.key_len);
+		if (ov_find(b, key, rh.key_len, h) != NULL ||
+		    keydir_get(db->kd, key, rh.key_len, &cur) != 0 || cur.version != ent.version ||
+		    (cur.flags & KD_F_TOMBSTONE)) {
+			/* written (or evicted) by this batch */
+			free(key);
+			continue;
+		}
+		size = rec_size(rh.key_len, 0);
+		if (db->tail + b->len + size > db->opt.segment_size) {
+			free(key);
+			return FORM_NO_ROOM;
+		}
+		if ((rv = batch_reserve(b, size)) != 0) {
+			free(key);
+			return rv;
+		}
+		memset(&rh, 0, sizeof(rh));
+		rh.type = REC_DELETE;
+		rh.flags = REC_F_BATCH_MORE | REC_F_HISTORY_CUT;
+		rh.key_len = (uint32_t)(size - REC_HEADER_SIZE);
+		rh.version = db->next_version++;
+		rh.timestamp_ms = now;
+		rec_off = (uint32_t)b->len;
+		rec_encode(b->buf + b->len, &rh, key, NULL, db->active->crc_seed);
+		free(key);
+		b->len += size;
+		*last_rec = rec_off;
+		memset(&e, 0, sizeof(e));
+		e.version = rh.version;
+		e.seg = db->active->id;
+		e.off = (uint32_t)(db->tail + rec_off);
+		e.size = (uint32_t)size;
+		e.flags = KD_F_TOMBSTONE;
+		if ((rv = ov_push(b, NULL, rh.key_len, h, rec_off, &e)) != 0)
+			return rv;
+		b->keys_delta--;
+		b->bytes_delta -= (int64_t)(cur.size +
+		                            blobmap_get(&db->blob_heads, loc_make(cur.seg, cur.off)));
+		b->evictions++;
+		b->evict_pos++;
+		return 1;
+	}
+	return 0;
+}
+
+/* After a put (refuse) or a request (oldest) that added a key (adds_key)
+ * or bytes (adds_bytes): 0 when the batch leaves the database within
+ * max_keys and max_bytes — under evict=oldest after evicting as many keys
+ * as that takes — else KV_EMAXKEYS; FORM_NO_ROOM, -ENOMEM. [driver] */
+static int fit_limits(kv_db *db, bool adds_key, bool adds_bytes, uint64_t now, size_t *last_rec)
+{
+	const struct kv_options *o = &db->opt;
+	struct batch *b = &db->batch;
+	int rv;
+
+	for (;;) {
+		bool over = (adds_key && past(db->live_keys, b->keys_delta, o->max_keys)) ||
+		            (adds_bytes && past(db->live_bytes - db->tomb_bytes, b->bytes_delta,
+		                                o->max_bytes));
+		if (!over)
+			return 0;
+		if (o->evict != KV_EVICT_OLDEST)
+			return KV_EMAXKEYS;
+		if ((rv = evict_one(db, now, last_rec)) != 1)
+			return rv == 0 ? KV_EMAXKEYS : rv;
+	}
+}
+
+/* Adds req's records to the batch. Returns 1 when it does not fit in what
+ * is left of the batch or the segment (the caller puts it back), 0 otherwise
+ * — with req->status_ set when its conditions failed (nothing written) —,
+ * or FORM_NO_ROOM (nothing written, status not set: form_req). */
+static int form_req_once(kv_db *db, struct kv_req *req, uint64_t now)
 {
 	struct batch *b = &db->batch;
 	size_t ov_mark = b->nov, len_mark = b->len, i;
 	uint64_t ver_mark = db->next_version, bytes = req_bytes(req);
 	uint64_t vl_mark = b->val_logical, vs_mark = b->val_stored, vc_mark = b->val_compressed;
 	uint64_t blobs_mark = b->blobs;
-	int64_t keys_mark = b->keys_delta;
-	size_t last_rec = SIZE_MAX;
+	int64_t keys_mark = b->keys_delta, bytes_mark = b->bytes_delta;
+	size_t evict_mark = b->evict_pos;
+	uint64_t evictions_mark = b->evictions;
+	size_t last_rec = SIZE_MAX, last_put = SIZE_MAX;
 	uint32_t codec_cfg = atomic_load(&db->codec_cfg);
 	enum kv_codec codec = (enum kv_codec)(codec_cfg & 0xffu);
 	int level = (int)(codec_cfg >> 8);
@@ -604,8 +734,11 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		struct kd_entry cur, e;
 		struct rec_header rh;
 		const void *value = op->value;
-		bool found, puts = op->type != KV_OP_DELETE;
-		uint32_t rec_off;
+		bool found, counted, exists, puts = op->type != KV_OP_DELETE;
+		uint32_t rec_off, size;
+		/* a blob's chunk bytes, and those of the blob head it replaces
+		 * (blob.h invariant 3): what max_bytes counts */
+		uint64_t chunks = 0, old_chunks = 0;
 
 		if (op->type == KV_OP_BLOB_CHUNK) {
 			last_rec = (size_t)b->len;
@@ -614,12 +747,17 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		}
 		if (op->type == KV_OP_BLOB_PUT && i > 0 && req->ops[i - 1].type == KV_OP_BLOB_CHUNK)
 			blob_complete(op, &req->ops[i - 1], b->buf + last_rec);
-		if (op->type == KV_OP_BLOB_PUT)
+		if (op->type == KV_OP_BLOB_PUT) {
 			b->blobs++;
+			chunks = blob_desc_stored(op->value);
+		}
 		h = key_hash(op->key, op->key_len);
 		found = head_of(db, op->key, op->key_len, h, &cur);
-		bool exists = found && !(cur.flags & KD_F_TOMBSTONE) &&
-		              !((cur.flags & KD_F_TTL) && db_expired(db, cur.expiry_ms, now));
+		/* counted in live_keys (an expired key is until merge drops it) */
+		counted = found && !(cur.flags & KD_F_TOMBSTONE);
+		exists = counted && !((cur.flags & KD_F_TTL) && db_expired(db, cur.expiry_ms, now));
+		if (counted)
+			old_chunks = blobmap_get(&db->blob_heads, loc_make(cur.seg, cur.off));
 
 		if (op->if_version != KV_ANY_VERSION) {
 			bool ok = op->if_version == 0 ? !exists
@@ -636,16 +774,6 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 				goto fail;
 			}
 			continue;
-		}
-		if (puts && !exists) {
-			if (db->opt.max_keys &&
-			    db->live_keys + (uint64_t)(b->keys_delta + 1) > db->opt.max_keys) {
-				rv = op->status = KV_EMAXKEYS;
-				goto fail;
-			}
-			b->keys_delta++;
-		} else if (op->type == KV_OP_DELETE) {
-			b->keys_delta--;
 		}
 
 		memset(&rh, 0, sizeof(rh));
@@ -681,18 +809,45 @@ static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
 		}
 		rec_off = (uint32_t)b->len;
 		rec_encode(b->buf + b->len, &rh, op->key, value, db->active->crc_seed);
-		b->len += rec_size(rh.key_len, rh.value_len);
+		size = (uint32_t)rec_size(rh.key_len, rh.value_len);
+		b->len += size;
 		last_rec = rec_off;
 
 		e.version = rh.version;
 		e.seg = db->active->id;
 		e.off = (uint32_t)(db->tail + rec_off);
-		e.size = (uint32_t)rec_size(rh.key_len, rh.value_len);
+		e.size = size;
 		e.flags = (rh.type == REC_DELETE ? KD_F_TOMBSTONE : 0) | (rh.expiry_ms ? KD_F_TTL : 0);
 		e.expiry_ms = rh.expiry_ms;
 		if ((rv = ov_push(b, op->key, op->key_len, h, rec_off, &e)) != 0)
 			goto fail;
 		op->version = rh.version;
+		if (op->type == KV_OP_DELETE) {
+			b->keys_delta--;
+			b->bytes_delta -= (int64_t)(cur.size + old_chunks);
+			continue;
+		}
+		b->keys_delta += !counted;
+		b->bytes_delta += (int64_t)(size + chunks) -
+		                  (counted ? (int64_t)(cur.size + old_chunks) : 0);
+		last_put = i;
+		/* refuse: each put on its own, as it comes */
+		if (db->opt.evict != KV_EVICT_OLDEST &&
+		    (rv = fit_limits(db, !counted,
+		                     size + chunks > (counted ? cur.size + old_chunks : 0), now,
+		                     &last_rec)) != 0) {
+			op->status = rv;
+			goto fail;
+		}
+	}
+	/* oldest: once every key of the request is in the overlay, so none of
+	 * them is evicted, for what the request adds as a whole */
+	if (db->opt.evict == KV_EVICT_OLDEST &&
+	    (rv = fit_limits(db, b->keys_delta > keys_mark, b->bytes_delta > bytes_mark, now,
+	                     &last_rec)) != 0) {
+		if (rv == KV_EMAXKEYS && last_put != SIZE_MAX)
+			req->ops[last_put].status = rv;
+		goto fail;
 	}
 	if (last_rec != SIZE_MAX) {
 		/* the last record closes the request: clear its flag, fix its crc */
@@ -709,6 +864,9 @@ fail:
 	ov_truncate(b, ov_mark);
 	b->len = len_mark;
 	b->keys_delta = keys_mark;
+	b->bytes_delta = bytes_mark;
+	b->evict_pos = evict_mark;
+	b->evictions = evictions_mark;
 	b->val_logical = vl_mark;
 	b->val_stored = vs_mark;
 	b->val_compressed = vc_mark;
@@ -716,6 +874,8 @@ fail:
 	db->next_version = ver_mark;
 	for (i = 0; i < req->n; i++)
 		req->ops[i].version = 0;
+	if (rv == FORM_NO_ROOM)
+		return rv;
 	req->status_ = rv;
 	batch_add_req(b, req);
 	return 0;
@@ -742,6 +902,28 @@ static void chunks_landed(kv_db *db, struct batch *b)
 	}
 }
 
+/* form_req_once; a request whose evictions do not fit in what is left of
+ * the active segment goes back to the queue to start the next batch, and
+ * a first request of a batch gets a fresh segment. [driver] */
+static int form_req(kv_db *db, struct kv_req *req, uint64_t now)
+{
+	int rv = form_req_once(db, req, now);
+
+	if (rv != FORM_NO_ROOM)
+		return rv;
+	if (db->batch.len > 0)
+		return 1;
+	if (db->tail > SEG_HEADER_SIZE && (rv = write_roll(db)) == 0 &&
+	    (rv = form_req_once(db, req, now)) != FORM_NO_ROOM)
+		return rv;
+	/* a whole segment holds neither it and its evictions, or rolling failed */
+	for (size_t i = 0; i < req->n; i++)
+		req->ops[i].version = 0;
+	req->status_ = rv == FORM_NO_ROOM ? KV_EMAXKEYS : rv;
+	batch_add_req(&db->batch, req);
+	return 0;
+}
+
 static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 {
 	struct batch *b = &db->batch;
@@ -754,22 +936,30 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 			chunks_landed(db, b);
 		pthread_rwlock_wrlock(&db->kd_lock);
 		for (i = 0; i < b->nov; i++) {
+			const struct kd_entry *e = &b->ov[i].e;
 			struct kd_entry old;
 			bool replaced;
-			int rv = keydir_put(db->kd, b->ov[i].key, b->ov[i].key_len, &b->ov[i].e, &old,
+			int rv = keydir_put(db->kd, ov_key(b, &b->ov[i]), b->ov[i].key_len, e, &old,
 			                    &replaced);
 			if (rv != 0) {
 				/* durable on disk but not indexed: refuse writes until reopen */
 				atomic_store(&db->read_only, true);
+				db->order.stale = true;
 				err = rv;
 				break;
 			}
-			db_account(db, &b->ov[i].e, &old, replaced);
+			db_account(db, e, &old, replaced);
 			if (replaced && db->blob_heads.n > 0)
 				blob_account_replaced(db, loc_make(old.seg, old.off));
 			if (b->blobs > 0)
-				blob_account_apply(db, b->buf + b->ov[i].rec_off,
-				                   loc_make(b->ov[i].e.seg, b->ov[i].e.off));
+				blob_account_apply(db, b->buf + b->ov[i].rec_off, loc_make(e->seg, e->off));
+			if (db->opt.evict == KV_EVICT_OLDEST) {
+				if (replaced && !(old.flags & KD_F_TOMBSTONE))
+					evict_order_forget(&db->order, old.version);
+				if (!(e->flags & KD_F_TOMBSTONE))
+					evict_order_append(&db->order, e->version,
+					                   loc_make(e->seg, e->off));
+			}
 		}
 		db->disk_bytes += b->len;
 		pthread_rwlock_unlock(&db->kd_lock);
@@ -789,6 +979,8 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		atomic_fetch_add(&db->value_logical_bytes, b->val_logical);
 		atomic_fetch_add(&db->value_stored_bytes, b->val_stored);
 		atomic_fetch_add(&db->values_compressed, b->val_compressed);
+		atomic_fetch_add(&db->evictions, b->evictions);
+		atomic_store(&db->evict_bytes, evict_order_memory(&db->order));
 	} else {
 		/* Nothing of a failed batch should survive: cut the segment back.
 		 * After a failed fdatasync the kernel may have dropped pages it
@@ -881,6 +1073,12 @@ static bool form_and_start(kv_db *db)
 
 	now = db_now(db);
 	b->first_version = db->next_version;
+	if (db->opt.evict == KV_EVICT_OLDEST) {
+		/* (an append that failed for memory: rebuilt, or evicts nothing) */
+		if (db->order.stale)
+			evict_order_build(&db->order, db->kd);
+		b->evict_pos = db->order.head;
+	}
 	while (rest != NULL) {
 		struct kv_req *next = rest->next_;
 		if (atomic_load(&db->read_only)) {

@@ -20,7 +20,8 @@ static bool same(const struct kv_tenant_config *a, const struct kv_tenant_config
 	return a->sync == b->sync && a->sync_interval_ms == b->sync_interval_ms &&
 	       a->history_versions == b->history_versions &&
 	       a->default_ttl_ms == b->default_ttl_ms && a->max_keys == b->max_keys &&
-	       a->compression == b->compression && a->compression_level == b->compression_level;
+	       a->compression == b->compression && a->compression_level == b->compression_level &&
+	       a->max_bytes == b->max_bytes && a->evict == b->evict;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -521,7 +521,7 @@ static void gen_requests(void)
 	creq_stats(pk, false);
 	msg_emit(&m, "request", "client-stats-tenant");
 	pk = req_begin(&m, "TenantCreate", true);
-	creq_tenant_create(pk, "orders", &to, NULL);
+	creq_tenant_create(pk, "orders", &to, NULL, NULL);
 	msg_emit(&m, "request", "client-tenantcreate");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		pk = req_begin(&m, names[i], true);
@@ -723,7 +723,10 @@ static void gen_config(const char *shipped)
 		"sync_interval_ms = 50\n"
 		"history = 3\n"
 		"ttl_ms = 86400000\n"
-		"max_keys = 1000000\n";
+		"max_keys = 1000000\n"
+		"compression = zstd:3\n"
+		"max_bytes = 1073741824\n"
+		"evict = oldest\n";
 	static const char bad[] =
 		"; comment\n"
 		"# another\n"

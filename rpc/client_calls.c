@@ -280,7 +280,8 @@ int kvc_batch(kvc *c, const struct kvc_call *call, struct kvc_op *ops, size_t n,
  * a {name} request (or o for TenantCreate) whose reply op is left to the
  * caller to decode and end. */
 static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, const char *method,
-                     const char *name, const struct kvc_tenant_opts *o, const char *compression)
+                     const char *name, const struct kvc_tenant_opts *o, const char *compression,
+                     const struct kvc_evict_opts *e)
 {
 	int rv;
 
@@ -290,21 +291,28 @@ static int name_call(struct client_op *op, kvc *c, const struct kvc_call *call, 
 		return rv;
 	op->tenant = name; /* where it runs, and so where it is routed */
 	if (o != NULL)
-		creq_tenant_create(&op->pk, name, o, compression);
+		creq_tenant_create(&op->pk, name, o, compression, e);
 	else
 		creq_name(&op->pk, name);
 	return client_op_run(op);
 }
 
-int kvc_tenant_create_codec(kvc *c, const struct kvc_call *call, const char *name,
-                            const struct kvc_tenant_opts *o, const char *compression)
+int kvc_tenant_create_evict(kvc *c, const struct kvc_call *call, const char *name,
+                            const struct kvc_tenant_opts *o, const char *compression,
+                            const struct kvc_evict_opts *e)
 {
 	static const struct kvc_tenant_opts defaults = {0};
 	struct client_op op;
 
 	return client_op_end(&op, call,
 	                     name_call(&op, c, call, WIRE_M_TENANT_CREATE, name,
-	                               o != NULL ? o : &defaults, compression));
+	                               o != NULL ? o : &defaults, compression, e));
+}
+
+int kvc_tenant_create_codec(kvc *c, const struct kvc_call *call, const char *name,
+                            const struct kvc_tenant_opts *o, const char *compression)
+{
+	return kvc_tenant_create_evict(c, call, name, o, compression, NULL);
 }
 
 int kvc_tenant_create(kvc *c, const struct kvc_call *call, const char *name,
@@ -318,7 +326,7 @@ int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name)
 	struct client_op op;
 
 	return client_op_end(&op, call,
-	                     name_call(&op, c, call, WIRE_M_TENANT_DROP, name, NULL, NULL));
+	                     name_call(&op, c, call, WIRE_M_TENANT_DROP, name, NULL, NULL, NULL));
 }
 
 int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
@@ -326,7 +334,7 @@ int kvc_tenant_passivate(kvc *c, const struct kvc_call *call, const char *name)
 	struct client_op op;
 
 	return client_op_end(&op, call,
-	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL, NULL));
+	                     name_call(&op, c, call, WIRE_M_TENANT_PASSIVATE, name, NULL, NULL, NULL));
 }
 
 int kvc_tenant_owners(kvc *c, const struct kvc_call *call, struct kvc_tenant_owner **ret_list,
@@ -385,7 +393,7 @@ int kvc_tenant_release(kvc *c, const struct kvc_call *call, const char *name)
 	struct client_op op;
 
 	return client_op_end(&op, call,
-	                     name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL, NULL));
+	                     name_call(&op, c, call, WIRE_M_TENANT_RELEASE, name, NULL, NULL, NULL));
 }
 
 int kvc_tenant_adopt(kvc *c, const struct kvc_call *call, const char *name,
@@ -419,7 +427,7 @@ int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
 	uint64_t us = 0;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_ACTIVATE, name, NULL, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_ACTIVATE, name, NULL, NULL, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_activate(op.env.result, &us));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret_activation_us != NULL)
@@ -434,7 +442,7 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 	struct kvc_tenant_info ti;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
@@ -452,13 +460,30 @@ int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
 	struct kvc_codec_info ci;
 	int rv;
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL)) == 0)
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
 		rv = client_op_decoded(&op, crep_codec_info(op.env.result, &ci));
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
 		/* the counters are Stats's */
 		ci.value_logical_bytes = ci.value_stored_bytes = ci.values_compressed = 0;
 		*ret = ci;
+	}
+	return rv;
+}
+
+int kvc_tenant_evict(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_evict_info *ret)
+{
+	struct client_op op;
+	struct kvc_evict_info ei;
+	int rv;
+
+	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
+		rv = client_op_decoded(&op, crep_evict_info(op.env.result, &ei));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL) {
+		ei.evictions = ei.tombstone_bytes = 0; /* Stats's */
+		*ret = ei;
 	}
 	return rv;
 }
@@ -534,6 +559,24 @@ int kvc_stats_codec(kvc *c, const struct kvc_call *call, struct kvc_codec_info *
 	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL)
 		*ret = ci;
+	return rv;
+}
+
+int kvc_stats_evict(kvc *c, const struct kvc_call *call, struct kvc_evict_info *ret)
+{
+	struct client_op op;
+	struct kvc_evict_info ei;
+	int rv;
+
+	client_op_init(&op, c, call, WIRE_M_STATS);
+	if ((rv = client_op_request(&op, call, true, 0)) != 0)
+		return client_op_end(&op, call, rv);
+	creq_stats(&op.pk, false);
+	if ((rv = client_op_run(&op)) == 0)
+		rv = client_op_decoded(&op, crep_evict_info(op.env.result, &ei));
+	rv = client_op_end(&op, call, rv);
+	if (rv == 0 && ret != NULL)
+		*ret = ei;
 	return rv;
 }
 

@@ -164,12 +164,13 @@ static const char *const sync_names[] = {
 /* ttl_ms and max_keys are always sent: 0 means "none" in the API and on the
  * wire alike; sync_interval_ms and history 0 mean "the server's default". */
 void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o,
-                        const char *compression)
+                        const char *compression, const struct kvc_evict_opts *e)
 {
 	unsigned s = (unsigned)o->sync;
 
 	msgpack_pack_map(pk, 4 + (o->sync_interval_ms != 0) + (o->history != 0) +
-	                             (compression != NULL));
+	                             (compression != NULL) + (e != NULL) +
+	                             (e != NULL && e->evict != NULL));
 	mp_kv_str(pk, WIRE_F_NAME, name);
 	mp_kv_str(pk, WIRE_F_SYNC, sync_names[s < 3 ? s : KVC_SYNC_ALWAYS]);
 	if (o->sync_interval_ms != 0)
@@ -180,6 +181,10 @@ void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_t
 	mp_kv_uint(pk, WIRE_F_MAX_KEYS, o->max_keys);
 	if (compression != NULL)
 		mp_kv_str(pk, WIRE_F_COMPRESSION, compression);
+	if (e != NULL)
+		mp_kv_uint(pk, WIRE_F_MAX_BYTES, e->max_bytes);
+	if (e != NULL && e->evict != NULL)
+		mp_kv_str(pk, WIRE_F_EVICT, e->evict);
 }
 
 void creq_name(msgpack_packer *pk, const char *name)
@@ -426,6 +431,36 @@ int crep_codec_info(const msgpack_object *result, struct kvc_codec_info *ret)
 		memcpy(ci.compression, s, n);
 	}
 	*ret = ci;
+	return 0;
+}
+
+// clang-format off
+#define EI(f) {#f, offsetof(struct kvc_evict_info, f)}
+// clang-format on
+
+int crep_evict_info(const msgpack_object *result, struct kvc_evict_info *ret)
+{
+	static const struct uint_field fields[] = {
+	        EI(max_bytes),
+	        EI(evictions),
+	        EI(tombstone_bytes),
+	        {NULL, 0},
+	};
+	struct kvc_evict_info ei;
+	const char *s;
+	size_t n = 0;
+	int rv;
+
+	memset(&ei, 0, sizeof(ei));
+	if ((rv = read_uints(result, &ei, fields)) != 0 ||
+	    (rv = mp_field_str(result, WIRE_F_EVICT, false, &s, &n)) != 0)
+		return rv;
+	if (mp_map_get(result, WIRE_F_EVICT) != NULL) {
+		if (n >= sizeof(ei.evict))
+			return -EINVAL;
+		memcpy(ei.evict, s, n);
+	}
+	*ret = ei;
 	return 0;
 }
 

@@ -51,9 +51,10 @@ void creq_versions(msgpack_packer *pk, const void *key, size_t key_len, uint32_t
 void creq_batch(msgpack_packer *pk, const struct kvc_op *ops, size_t n);
 void creq_compact(msgpack_packer *pk, uint64_t revision);
 void creq_stats(msgpack_packer *pk, bool daemon);
-/* compression: NULL leaves it out (the server's default) */
+/* compression: NULL leaves it out (the server's default); e NULL leaves
+ * out max_bytes and evict, e->evict NULL evict */
 void creq_tenant_create(msgpack_packer *pk, const char *name, const struct kvc_tenant_opts *o,
-                        const char *compression);
+                        const char *compression, const struct kvc_evict_opts *e);
 /* TenantDrop, TenantInfo, TenantPassivate, TenantActivate: {name}. */
 void creq_name(msgpack_packer *pk, const char *name);
 
@@ -108,6 +109,9 @@ int crep_tenant_info(const msgpack_object *result, struct kvc_tenant_info *ret);
 /* compression (absent: "") and the value byte counters (absent: 0) of a
  * TenantInfo or Stats result. 0 or -EINVAL. */
 int crep_codec_info(const msgpack_object *result, struct kvc_codec_info *ret);
+/* max_bytes and evictions (absent: 0) and evict (absent: "") of a
+ * TenantInfo or Stats result. 0 or -EINVAL. */
+int crep_evict_info(const msgpack_object *result, struct kvc_evict_info *ret);
 int crep_daemon_stats(const msgpack_object *result, struct kvc_daemon_stats *ret);
 /* Daemon-scope Stats with the metrics figures: *ret a new block
  * (kvc_daemon_detail_free); -EINVAL for a malformed reply, -ENOMEM. */

@@ -457,6 +457,26 @@ struct kvc_codec_info {
 	uint64_t values_compressed;
 };
 
+/* A tenant's byte limit and what a write past its limits does
+ * (kvc_tenant_create_evict). A struct of its own, so struct
+ * kvc_tenant_opts keeps its layout. */
+struct kvc_evict_opts {
+	uint64_t max_bytes; /* bytes its live keys may take (their newest records); 0: none */
+	const char *evict;  /* "refuse" or "oldest"; NULL: the server's default */
+};
+
+/* A tenant's byte limit, eviction and evictions (kvc_tenant_evict,
+ * kvc_stats_evict). */
+struct kvc_evict_info {
+	uint64_t max_bytes;  /* 0: no limit */
+	char evict[8];       /* "refuse" or "oldest"; "" from a server without eviction */
+	/* kvc_stats_evict only (kvc_tenant_evict leaves them 0): keys evicted
+	 * since the tenant was activated; of its live_bytes, the bytes of
+	 * tombstones (live_bytes - tombstone_bytes is what max_bytes bounds) */
+	uint64_t evictions;
+	uint64_t tombstone_bytes;
+};
+
 struct kvc_tenant_entry {
 	char name[65];
 	bool active;
@@ -554,6 +574,22 @@ int kvc_tenant_create_codec(kvc *c, const struct kvc_call *call, const char *nam
  * kvc_tenant_info's. (KVCLIENT_0.5) */
 int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
                      struct kvc_codec_info *ret);
+/* kvc_tenant_create_codec, with the tenant's byte limit and eviction:
+ * e->max_bytes (0: none) is sent, and e->evict when not NULL — "refuse"
+ * (a write past max_keys or max_bytes fails with -KVC_RESOURCE_EXHAUSTED)
+ * or "oldest" (it first evicts the least recently written keys, in the
+ * same atomic write; -KVC_RESOURCE_EXHAUSTED only when it cannot fit even
+ * so). e NULL: both the server's [tenant-defaults], as
+ * kvc_tenant_create_codec. Errors: kvc_tenant_create's
+ * (-KVC_INVALID_ARGUMENT also for an evict the server does not take).
+ * (KVCLIENT_0.6) */
+int kvc_tenant_create_evict(kvc *c, const struct kvc_call *call, const char *name,
+                            const struct kvc_tenant_opts *o, const char *compression,
+                            const struct kvc_evict_opts *e);
+/* The tenant's max_bytes and evict, from TenantInfo (evictions 0).
+ * Errors: kvc_tenant_info's. (KVCLIENT_0.6) */
+int kvc_tenant_evict(kvc *c, const struct kvc_call *call, const char *name,
+                     struct kvc_evict_info *ret);
 int kvc_tenant_drop(kvc *c, const struct kvc_call *call, const char *name);
 int kvc_tenant_list(kvc *c, const struct kvc_call *call, struct kvc_tenant_entry **ret_list,
                     size_t *ret_count);
@@ -606,6 +642,9 @@ int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret);
 /* Stats of the call's tenant: its compression and value byte counters.
  * Errors: kvc_stats'. (KVCLIENT_0.5) */
 int kvc_stats_codec(kvc *c, const struct kvc_call *call, struct kvc_codec_info *ret);
+/* Stats of the call's tenant: its max_bytes, evict and evictions since
+ * activation. Errors: kvc_stats'. (KVCLIENT_0.6) */
+int kvc_stats_evict(kvc *c, const struct kvc_call *call, struct kvc_evict_info *ret);
 int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret);
 /* The daemon's figures with those of its metrics endpoint: requests by
  * method and status, latency percentiles, bytes, connections per listener.

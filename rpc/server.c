@@ -705,11 +705,12 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
                       bool with_stats)
 {
 	char codec[KV_CODEC_NAME_MAX];
+	const char *evict = kv_evict_name(in->config.evict);
 
 	if (kv_codec_format(in->config.compression, in->config.compression_level, codec,
 	                    sizeof(codec)) != 0)
 		snprintf(codec, sizeof(codec), "unknown");
-	rpc_reply_ok(out, id, with_stats ? 29 : 15);
+	rpc_reply_ok(out, id, with_stats ? 33 : 17);
 	mp_kv_str(&out->pk, WIRE_F_NAME, in->name);
 	mp_kv_str(&out->pk, WIRE_F_STATE, in->active ? "active" : "passive");
 	mp_kv_uint(&out->pk, WIRE_F_IDLE_S, in->idle_ms / 1000);
@@ -725,6 +726,8 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 	mp_kv_uint(&out->pk, WIRE_F_TTL_MS, in->config.default_ttl_ms);
 	mp_kv_uint(&out->pk, WIRE_F_MAX_KEYS, in->config.max_keys);
 	mp_kv_str(&out->pk, WIRE_F_COMPRESSION, codec);
+	mp_kv_uint(&out->pk, WIRE_F_MAX_BYTES, in->config.max_bytes);
+	mp_kv_str(&out->pk, WIRE_F_EVICT, evict != NULL ? evict : "unknown");
 	if (with_stats) {
 		mp_kv_uint(&out->pk, WIRE_F_DEAD_BYTES, in->stats.dead_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_SEGMENTS, in->stats.segments);
@@ -740,6 +743,8 @@ static void pack_info(struct rpc_reply *out, uint64_t id, const struct kv_tenant
 		mp_kv_uint(&out->pk, WIRE_F_VALUE_LOGICAL_BYTES, in->stats.value_logical_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_VALUE_STORED_BYTES, in->stats.value_stored_bytes);
 		mp_kv_uint(&out->pk, WIRE_F_VALUES_COMPRESSED, in->stats.values_compressed);
+		mp_kv_uint(&out->pk, WIRE_F_EVICTIONS, in->stats.evictions);
+		mp_kv_uint(&out->pk, WIRE_F_TOMBSTONE_BYTES, in->stats.tombstone_bytes);
 	}
 }
 
@@ -1029,8 +1034,8 @@ void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc
 
 static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct kv_tenant_config *c)
 {
-	const char *sync = NULL, *codec = NULL;
-	size_t sl = 0, cl = 0;
+	const char *sync = NULL, *codec = NULL, *evict = NULL;
+	size_t sl = 0, cl = 0, el = 0;
 	uint64_t v;
 
 	if (mp_field_str(r->args, WIRE_F_SYNC, false, &sync, &sl) != 0) {
@@ -1076,6 +1081,14 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
 		                "'compression' must be \"none\", \"lz4\", \"zstd\" or "
 		                "\"zstd:LEVEL\" (1..22)");
+		return -EINVAL;
+	}
+	if (arg_uint(r, out, WIRE_F_MAX_BYTES, &c->max_bytes))
+		return -EINVAL;
+	if (mp_field_str(r->args, WIRE_F_EVICT, false, &evict, &el) != 0 ||
+	    (evict != NULL && kv_evict_parse(evict, el, &c->evict) != 0)) {
+		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
+		                "'evict' must be \"refuse\" or \"oldest\"");
 		return -EINVAL;
 	}
 	return 0;

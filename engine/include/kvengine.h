@@ -48,7 +48,7 @@ enum {
 	KV_ELOCKED = -10008,      /* another process has the database open */
 	KV_EFORMAT = -10009,      /* on-disk format not understood (version, magic) */
 	KV_ECLOSED = -10010,      /* the database is closing */
-	KV_EMAXKEYS = -10011,     /* max_keys reached */
+	KV_EMAXKEYS = -10011,     /* max_keys or max_bytes reached (and nothing to evict) */
 	KV_EEND = -10012,         /* iterator exhausted (not an error) */
 	KV_EBATCHSIZE = -10013,   /* a batch larger than the engine accepts */
 	KV_EREFUSED = -10014,     /* a tenant refused: its TENANT file is missing, damaged or
@@ -107,6 +107,18 @@ int kv_codec_parse(const char *s, size_t n, enum kv_codec *ret_codec, int *ret_l
 #define KV_CODEC_NAME_MAX 16
 int kv_codec_format(enum kv_codec codec, int level, char *buf, size_t cap);
 
+/* What a write does that would take a database past max_keys or
+ * max_bytes. */
+enum kv_evict {
+	KV_EVICT_REFUSE = 0, /* it fails with KV_EMAXKEYS */
+	KV_EVICT_OLDEST = 1, /* it first evicts the least recently written keys */
+};
+
+/* Parses the n bytes at s as "refuse" or "oldest". 0, or -EINVAL. */
+int kv_evict_parse(const char *s, size_t n, enum kv_evict *ret);
+/* "refuse" or "oldest"; NULL for anything else. */
+const char *kv_evict_name(enum kv_evict e);
+
 /* Wall clock in milliseconds since the Unix epoch. */
 typedef uint64_t (*kv_clock_fn)(void *arg);
 
@@ -121,6 +133,19 @@ struct kv_options {
 	uint32_t max_key_size;      /* default KV_KEY_SIZE_MAX */
 	uint32_t max_value_size;    /* default 16 MiB */
 	uint64_t max_keys;          /* live keys allowed; 0 = unlimited */
+	/* Bytes of the newest records of the live keys allowed (kv_stats's
+	 * live_bytes less its tombstone_bytes); 0 = unlimited. */
+	uint64_t max_bytes;
+	/* What a write past max_keys or max_bytes does; default refuse. Under
+	 * KV_EVICT_OLDEST a put or batch that would pass a limit first
+	 * deletes, in the same atomic write, as many of the least recently
+	 * written live keys (lowest head version first, never one the same
+	 * write batch writes) as it takes to fit; each evicted key gets a
+	 * tombstone that cuts its history (reads of it as of an older version
+	 * give KV_ECOMPACTED, merge reclaims its records). A write that cannot
+	 * fit even then fails with KV_EMAXKEYS. Keeping the order costs 16 to
+	 * 32 bytes of memory per live key (kv_stats.evict_order_bytes). */
+	enum kv_evict evict;
 	enum kv_codec compression;  /* codec of values written from now on; default none */
 	int compression_level;      /* zstd level 1..22; 0 = the codec's default (lz4: 0 only) */
 	uint32_t merge_ratio_pct;   /* auto-merge when reclaimable bytes reach this % of the log; 0 = never; default 50 */
@@ -440,6 +465,9 @@ struct kv_stats {
 	uint64_t disk_bytes;     /* segment bytes on disk */
 	uint32_t segments;
 	uint64_t keydir_bytes;   /* memory held by the key directory */
+	uint64_t tombstone_bytes;   /* of live_bytes, the deleted keys' tombstones */
+	uint64_t evictions;         /* keys evicted (KV_EVICT_OLDEST) since open */
+	uint64_t evict_order_bytes; /* memory of the write order KV_EVICT_OLDEST keeps */
 	uint64_t last_version;
 	uint64_t compact_revision;
 	uint64_t merges;         /* merges completed since open */
@@ -618,12 +646,15 @@ struct kv_tenant_config {
 	uint64_t max_keys;
 	enum kv_codec compression;
 	int compression_level;   /* as in kv_options */
+	uint64_t max_bytes;      /* as in kv_options */
+	enum kv_evict evict;     /* as in kv_options */
 };
 void kv_tenant_config_init(struct kv_tenant_config *c);
 
 struct kv_store_options {
 	struct kv_options base;  /* every tenant database starts from these */
-	uint64_t memory_budget;  /* bytes of key directories of active tenants; 0: none */
+	uint64_t memory_budget;  /* bytes of key directories (and evict=oldest write orders) of
+	                            active tenants; 0: none */
 	uint32_t idle_timeout_s; /* passivate after this long unused; 0: never */
 	uint32_t max_active;     /* active tenants at most; 0: from the open-file budget */
 	bool auto_create;        /* a get of an unknown tenant creates it with default config */
@@ -786,7 +817,7 @@ int kv_store_device_find(kv_store *s, const char *name, struct kv_dev_tenant *re
 struct kv_store_stats {
 	uint64_t tenants;
 	uint64_t active;
-	uint64_t keydir_bytes; /* active tenants */
+	uint64_t keydir_bytes; /* active tenants (their evict_order_bytes included) */
 	uint64_t activations;
 	uint64_t passivations;
 	/* On a block device (kv_store_options.device), else 0: */

@@ -263,6 +263,10 @@ printf 'idle_timeout = 5m
 refuse number-suffix "$TMP/suffix.conf" "line 1: bad value '5m' for 'idle_timeout'"
 printf '[tenant-defaults]\ncompression = zstd:23\n' >"$TMP/codec.conf"
 refuse compression "$TMP/codec.conf" "line 2: bad value 'zstd:23' for 'compression'"
+printf '[tenant-defaults]\nevict = lru\n' >"$TMP/evict.conf"
+refuse evict "$TMP/evict.conf" "line 2: bad value 'lru' for 'evict'"
+printf '[tenant-defaults]\nmax_bytes = 1G\n' >"$TMP/maxbytes.conf"
+refuse max-bytes "$TMP/maxbytes.conf" "line 2: bad value '1G' for 'max_bytes'"
 printf 'workers = 4294967295
 ' >"$TMP/workers.conf"
 refuse workers "$TMP/workers.conf" "workers must be 0 (one per CPU) .. 1024"

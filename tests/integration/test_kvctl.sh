@@ -195,6 +195,8 @@ mv "$TMP/out" "$TMP/help-cmd"
 run 0 "help tenant" "$KVCTL" help tenant && same_bytes "help tenant" "$TMP/help-cmd"
 run 0 "tenant create -h" "$KVCTL" tenant create -h
 grep -q -- "--max-keys N" "$TMP/out" || fail "tenant create -h lacks --max-keys"
+grep -q -- "--evict refuse|oldest" "$TMP/out" || fail "tenant create -h lacks --evict"
+grep -q -- "--max-bytes N" "$TMP/out" || fail "tenant create -h lacks --max-bytes"
 run 0 "kvctl help" "$KVCTL" help
 "$KVCTL" --help >"$TMP/help-all"
 same_bytes "kvctl help is kvctl --help" "$TMP/help-all"
@@ -376,6 +378,25 @@ run 0 "get from a compressing tenant" kv -t zt get ztext
 [ "$(cat "$TMP/out")" = "$zval" ] || fail "a compressed value did not read back as written"
 run 0 "stats of a compressing tenant -o json" kv -t zt -o json stats
 json "stored below logical" 'd["compression"] == "zstd:5" and d["values_compressed"] == 1 and d["value_logical_bytes"] == 3600 and d["value_stored_bytes"] < 1800'
+run 0 "tenant create --max-bytes --evict oldest" kv tenant create ev --max-bytes 1000 --evict oldest
+run 0 "tenant info of an evicting tenant" kv tenant info ev
+grep -qx 'evict: oldest' "$TMP/out" || fail "tenant info lacks 'evict: oldest'"
+grep -qx 'max_bytes: 1000' "$TMP/out" || fail "tenant info lacks 'max_bytes: 1000'"
+run 2 "tenant create --evict lru" kv tenant create evbad --evict lru
+run 2 "tenant create --max-bytes x" kv tenant create evbad --max-bytes x
+# records of 48 + 3 + 100 bytes: 6 fit in 1000, 12 puts evict the first 6
+eval_val=$(printf 'v%.0s' $(seq 1 100))
+for i in 01 02 03 04 05 06 07 08 09 10 11 12; do
+	run 0 "put k$i into an evicting tenant" kv -t ev put "k$i" "$eval_val"
+done
+run 1 "get of an evicted key" kv -t ev get k06
+run 0 "get of a key kept" kv -t ev get k07
+run 0 "stats of an evicting tenant -o json" kv -t ev -o json stats
+json "evictions counted" 'd["evict"] == "oldest" and d["max_bytes"] == 1000 and d["evictions"] == 6 and d["keys"] == 6 and d["live_bytes"] - d["tombstone_bytes"] == 906 and d["tombstone_bytes"] == 6 * 51'
+run 0 "tenant create --evict refuse" kv tenant create evr --max-bytes 300 --evict refuse
+run 0 "put within max_bytes" kv -t evr put k01 "$eval_val"
+run 5 "put past max_bytes under refuse" kv -t evr -o json put k02 "$eval_val"
+json "max_bytes resource exhausted" 'd["error"]["name"] == "RESOURCE_EXHAUSTED" and d["error"]["exit"] == 5'
 run 0 "tenant list" kv tenant list
 for t in default hist nosync always zt; do
 	grep -Eq "^$t${TAB}(active|passive)\$" "$TMP/out" || fail "tenant list lacks $t: $(cat "$TMP/out")"
@@ -606,7 +627,9 @@ completes "create list info drop passivate activate release adopt backup" kvctl 
 completes "text json" kvctl -o ''
 completes "always interval none" kvctl tenant create t --sync ''
 completes "--as-of" kvctl get k --as
-completes "--max-keys" kvctl tenant create t --max
+completes "--max-keys --max-bytes" kvctl tenant create t --max
+completes "refuse oldest" kvctl tenant create t --evict ''
+completes "--evict" kvctl tenant create t --ev
 completes "blob" kvctl bl
 completes "put get info" kvctl blob ''
 completes "--chunk-size" kvctl blob put k f --ch

@@ -1,4 +1,4 @@
-/* test_tenants.c — a real kvd: one tenant's damaged or missing TENANT file takes that tenant alone down (UNAVAILABLE naming the file, a log line, kvd --check exit 1) and --auto-create never recreates it; a NUL inside a tenant name is INVALID_ARGUMENT; a TTL near 2^64 from the wire, TenantCreate or [tenant-defaults] leaves the write visible; compression from TenantCreate and [tenant-defaults], reported by Stats, survives a restart. */
+/* test_tenants.c — a real kvd: one tenant's damaged or missing TENANT file takes that tenant alone down (UNAVAILABLE naming the file, a log line, kvd --check exit 1) and --auto-create never recreates it; a NUL inside a tenant name is INVALID_ARGUMENT; a TTL near 2^64 from the wire, TenantCreate or [tenant-defaults] leaves the write visible; compression from TenantCreate and [tenant-defaults], reported by Stats, survives a restart; max_bytes and evict = oldest | refuse from TenantCreate and [tenant-defaults]: the oldest keys evicted with their history, RESOURCE_EXHAUSTED under refuse, evictions counted, the order kept across a restart. */
 #include "harness.h"
 
 #include <setjmp.h>
@@ -216,7 +216,7 @@ static void test_damaged_tenant_file(void **state)
 
 	/* "[tenant]" -> "[te\xffant]": caught by the checksum */
 	tu_flip_byte(tenant, 30);
-	expect_w_refused(dir, "checksum mismatch: line 9 says");
+	expect_w_refused(dir, "checksum mismatch: line 11 says");
 	/* a file without a checksum line, with a value out of range */
 	write_text(tenant, "# kvd tenant configuration\n[tenant]\nhistory = 4294967296\n");
 	expect_w_refused(dir, "line 3: 'history' = 4294967296 is out of range (1..4294967295)");
@@ -459,6 +459,139 @@ static void test_compression(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* Eviction through kvd: TenantCreate's max_bytes and evict = oldest
+ * (puts past the limit succeed, the oldest keys are gone with their
+ * history, Stats counts the evictions, TenantInfo shows the settings),
+ * evict = refuse RESOURCE_EXHAUSTED, [tenant-defaults] for an
+ * auto-created tenant, and the write order after a restart. */
+static void test_eviction(void **state)
+{
+	struct kvd_opts o = {.config_text = "[tenant-defaults]\nmax_bytes = 5000\nevict = oldest\n",
+	                     .extra = {"--auto-create"}};
+	/* keys of 3 bytes, values of 100: records of 48 + 3 + 100 bytes */
+	const uint64_t rec = 48 + 3 + 100;
+	struct kvc_evict_opts cache = {.max_bytes = 10 * rec, .evict = "oldest"};
+	struct kvc_evict_opts strict = {.max_bytes = 3 * rec, .evict = "refuse"};
+	struct kvc_call cc = {.tenant = "cache"}, sc = {.tenant = "strict"};
+	struct kvc_options co;
+	struct kvc_evict_info ei;
+	struct kvc_tenant_info ti;
+	struct kvc_version *vs;
+	struct kvc_value v;
+	struct kvd_proc k;
+	char val[100], big[2000], key[8], dir[1024];
+	uint64_t first = 0;
+	size_t n;
+	bool cut;
+	kvc *c;
+
+	(void)state;
+	memset(val, 'v', sizeof(val));
+	memset(big, 'b', sizeof(big));
+	assert_int_equal(kvd_start(&k, &o), 0);
+	kvc_options_init(&co);
+	co.endpoint = k.surl;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	assert_int_equal(kvc_tenant_create_evict(c, NULL, "cache", NULL, NULL, &cache), 0);
+	assert_int_equal(kvc_tenant_create_evict(c, NULL, "strict", NULL, NULL, &strict), 0);
+	assert_int_equal(kvc_tenant_evict(c, NULL, "cache", &ei), 0);
+	assert_int_equal(ei.max_bytes, 10 * rec);
+	assert_string_equal(ei.evict, "oldest");
+	assert_int_equal(kvc_tenant_evict(c, NULL, "strict", &ei), 0);
+	assert_int_equal(ei.max_bytes, 3 * rec);
+	assert_string_equal(ei.evict, "refuse");
+
+	/* 15 puts into room for 10: all succeed, k00..k04 evicted */
+	for (int i = 0; i < 15; i++) {
+		uint64_t ver;
+		snprintf(key, sizeof(key), "k%02d", i);
+		assert_int_equal(kvc_put(c, &cc, key, 3, val, sizeof(val), NULL, &ver), 0);
+		if (i == 0)
+			first = ver;
+	}
+	assert_int_equal(kvc_stats_evict(c, &cc, &ei), 0);
+	assert_int_equal(ei.evictions, 5);
+	assert_int_equal(kvc_stats(c, &cc, &ti), 0);
+	assert_int_equal(ti.keys, 10);
+	/* max_bytes bounds live_bytes without the 5 tombstones (48 + 3 bytes) */
+	assert_int_equal(ei.tombstone_bytes, 5 * (48 + 3));
+	assert_int_equal(ti.live_bytes - ei.tombstone_bytes, 10 * rec);
+	for (int i = 0; i < 15; i++) {
+		snprintf(key, sizeof(key), "k%02d", i);
+		if (i < 5) {
+			assert_int_equal(kvc_get(c, &cc, key, 3, 0, 0, &v), -KVC_NOT_FOUND);
+		} else {
+			assert_int_equal(kvc_get(c, &cc, key, 3, 0, 0, &v), 0);
+			kvc_value_free(&v);
+		}
+	}
+	/* k00's value is gone from its history too */
+	assert_int_equal(kvc_get(c, &cc, "k00", 3, 0, first, &v), -KVC_OUT_OF_RANGE);
+	assert_int_equal(kvc_versions(c, &cc, "k00", 3, 10, 0, true, &vs, &n, &cut), 0);
+	assert_int_equal(n, 1);
+	assert_true(vs[0].deleted);
+	assert_null(vs[0].data);
+	assert_true(cut);
+	kvc_versions_free(vs, n);
+	/* a value larger than the whole budget: RESOURCE_EXHAUSTED, nothing evicted */
+	assert_int_equal(kvc_put(c, &cc, "k99", 3, big, sizeof(big), NULL, NULL),
+	                 -KVC_RESOURCE_EXHAUSTED);
+	assert_int_equal(kvc_stats_evict(c, &cc, &ei), 0);
+	assert_int_equal(ei.evictions, 5);
+
+	/* refuse: the fourth put is RESOURCE_EXHAUSTED, nothing evicted */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "s%02d", i);
+		assert_int_equal(kvc_put(c, &sc, key, 3, val, sizeof(val), NULL, NULL),
+		                 i < 3 ? 0 : -KVC_RESOURCE_EXHAUSTED);
+	}
+	assert_int_equal(kvc_get(c, &sc, "s00", 3, 0, 0, &v), 0);
+	kvc_value_free(&v);
+	assert_int_equal(kvc_stats_evict(c, &sc, &ei), 0);
+	assert_int_equal(ei.evictions, 0);
+
+	/* [tenant-defaults] for an auto-created tenant; a bad evict refused */
+	{
+		struct kvc_call ac = {.tenant = "auto"};
+		struct kvc_evict_opts bad = {.evict = "lru"};
+		struct kvc_status st;
+		struct kvc_call call = {.status = &st};
+		assert_int_equal(kvc_put(c, &ac, "k", 1, "v", 1, NULL, NULL), 0);
+		assert_int_equal(kvc_tenant_evict(c, NULL, "auto", &ei), 0);
+		assert_int_equal(ei.max_bytes, 5000);
+		assert_string_equal(ei.evict, "oldest");
+		assert_int_equal(ei.evictions, 0); /* Stats's, not TenantInfo's */
+		assert_int_equal(kvc_tenant_create_evict(c, &call, "bad", NULL, NULL, &bad),
+		                 -KVC_INVALID_ARGUMENT);
+	}
+	/* k05 overwritten: k06 is now the oldest */
+	assert_int_equal(kvc_put(c, &cc, "k05", 3, val, sizeof(val), NULL, NULL), 0);
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+
+	/* restarted: the settings and the write order as they were */
+	snprintf(dir, sizeof(dir), "%s", k.dir);
+	kvd_cleanup(&k, true);
+	o.reuse_dir = dir;
+	assert_int_equal(kvd_start(&k, &o), 0);
+	co.endpoint = k.surl;
+	assert_int_equal(kvc_open(&co, &c), 0);
+	assert_int_equal(kvc_tenant_evict(c, NULL, "cache", &ei), 0);
+	assert_int_equal(ei.max_bytes, 10 * rec);
+	assert_string_equal(ei.evict, "oldest");
+	assert_int_equal(kvc_put(c, &cc, "k15", 3, val, sizeof(val), NULL, NULL), 0);
+	assert_int_equal(kvc_get(c, &cc, "k06", 3, 0, 0, &v), -KVC_NOT_FOUND);
+	assert_int_equal(kvc_get(c, &cc, "k05", 3, 0, 0, &v), 0);
+	kvc_value_free(&v);
+	assert_int_equal(kvc_get(c, &cc, "k07", 3, 0, 0, &v), 0);
+	kvc_value_free(&v);
+	assert_int_equal(kvc_stats_evict(c, &cc, &ei), 0);
+	assert_int_equal(ei.evictions, 1); /* since this activation */
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -466,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_nul_in_tenant_names),
 		cmocka_unit_test(test_ttl_near_max),
 		cmocka_unit_test(test_compression),
+		cmocka_unit_test(test_eviction),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -489,6 +489,55 @@ static void test_compressed_and_counted(void **state)
 	free(dir);
 }
 
+/* max_bytes counts a blob's chunks: committing one evicts the oldest keys
+ * (evict=oldest) to make room for all of it, or is refused (refuse, or a
+ * blob larger than the whole budget); deleting it gives the room back. */
+static void test_max_bytes(void **state)
+{
+	char *dir = tu_mkdtemp("blob-maxbytes");
+	struct kv_options o;
+	struct kv_stats st;
+	struct kv_value v;
+	uint8_t val[1000];
+	char key[16];
+	kv_db *db;
+
+	(void)state;
+	opts(&o);
+	o.max_bytes = 200000;
+	o.evict = KV_EVICT_OLDEST;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	memset(val, 'v', sizeof(val));
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "k%03d", i);
+		assert_int_equal(kv_put(db, key, strlen(key), val, sizeof(val), NULL, NULL), 0);
+	}
+	upload(db, "blob", 4096, 41, 150000, 5000, NULL, 0);
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_true(st.evictions >= 50);
+	assert_true(st.live_bytes - st.tombstone_bytes <= 200000);
+	assert_int_equal(kv_get(db, "k000", 4, NULL, &v), KV_ENOTFOUND);
+	assert_int_equal(kv_get(db, "k099", 4, NULL, &v), 0);
+	kv_value_release(&v);
+	check_blob(db, "blob", 0, 41, 150000, 4096);
+	/* larger than the whole budget: refused, nothing evicted */
+	upload(db, "huge", 4096, 42, 250000, 5000, NULL, KV_EMAXKEYS);
+	assert_int_equal(kv_get(db, "k099", 4, NULL, &v), 0);
+	kv_value_release(&v);
+	check_blob(db, "blob", 0, 41, 150000, 4096);
+	assert_int_equal(kv_close(db), 0);
+
+	/* refuse: the blob does not fit beside what is there */
+	o.evict = KV_EVICT_REFUSE;
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	upload(db, "more", 4096, 43, 150000, 5000, NULL, KV_EMAXKEYS);
+	assert_int_equal(kv_delete(db, "blob", 4, NULL, NULL), 0);
+	upload(db, "more", 4096, 43, 150000, 5000, NULL, 0);
+	assert_int_equal(kv_close(db), 0);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 #ifndef TU_DEVICE
 /* A chunk damaged on disk: reads of its range are KV_ECORRUPT, the others
  * still read. */
@@ -543,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_like_a_value),
 		cmocka_unit_test(test_nonblocking),
 		cmocka_unit_test(test_compressed_and_counted),
+		cmocka_unit_test(test_max_bytes),
 #ifndef TU_DEVICE
 		cmocka_unit_test(test_damaged_chunk),
 #endif

@@ -196,7 +196,7 @@ static void test_encode_examples(void **state)
 	              "53 74 61 74 73 a4 61 72 67 73 81 a5 73 63 6f 70"
 	              "65 a6 64 61 65 6d 6f 6e");
 
-	creq_tenant_create(enc_begin(&e, 12, "TenantCreate", NULL, true), "orders", &to, NULL);
+	creq_tenant_create(enc_begin(&e, 12, "TenantCreate", NULL, true), "orders", &to, NULL, NULL);
 	enc_check(&e, "84 a1 76 01 a2 69 64 0c a6 6d 65 74 68 6f 64 ac"
 	              "54 65 6e 61 6e 74 43 72 65 61 74 65 a4 61 72 67"
 	              "73 86 a4 6e 61 6d 65 a6 6f 72 64 65 72 73 a4 73"
@@ -650,6 +650,62 @@ static void test_decode_codec_info(void **state)
 		memset(&ci, 0x5a, sizeof(ci));
 		assert_int_equal(crep_codec_info(daemon_result(&p, bad[i]), &ci), -EINVAL);
 		assert_int_equal(ci.values_compressed, 0x5a5a5a5a5a5a5a5aull);
+		msgpack_zone_destroy(&p.zone);
+	}
+}
+
+static void evict_stats(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 5);
+	mp_kv_str(pk, "name", "e");
+	mp_kv_uint(pk, "max_bytes", 1u << 20);
+	mp_kv_str(pk, "evict", "oldest");
+	mp_kv_uint(pk, "evictions", 42);
+	mp_kv_uint(pk, "tombstone_bytes", 306);
+}
+
+static void evict_too_long(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "evict", "oldest-first");
+}
+
+static void evict_not_str(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_uint(pk, "evict", 1);
+}
+
+static void evictions_not_uint(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	mp_kv_str(pk, "evictions", "42");
+}
+
+/* A tenant's max_bytes, evict and evictions; an older server's reply
+ * without them; fields of the wrong shape refused, the result untouched. */
+static void test_decode_evict_info(void **state)
+{
+	void (*const bad[])(msgpack_packer *) = {evict_too_long, evict_not_str, evictions_not_uint};
+	struct kvc_evict_info ei;
+	struct parsed p;
+
+	(void)state;
+	assert_int_equal(crep_evict_info(daemon_result(&p, evict_stats), &ei), 0);
+	assert_int_equal(ei.max_bytes, 1u << 20);
+	assert_string_equal(ei.evict, "oldest");
+	assert_int_equal(ei.evictions, 42);
+	assert_int_equal(ei.tombstone_bytes, 306);
+	msgpack_zone_destroy(&p.zone);
+	assert_int_equal(crep_evict_info(daemon_result(&p, codec_absent), &ei), 0);
+	assert_string_equal(ei.evict, "");
+	assert_int_equal(ei.max_bytes, 0);
+	assert_int_equal(ei.evictions, 0);
+	msgpack_zone_destroy(&p.zone);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&ei, 0x5a, sizeof(ei));
+		assert_int_equal(crep_evict_info(daemon_result(&p, bad[i]), &ei), -EINVAL);
+		assert_int_equal(ei.evictions, 0x5a5a5a5a5a5a5a5aull);
 		msgpack_zone_destroy(&p.zone);
 	}
 }
@@ -1402,6 +1458,7 @@ int main(void)
 	        cmocka_unit_test(test_decode_malformed),
 	        cmocka_unit_test(test_decode_daemon_detail_malformed),
 	        cmocka_unit_test(test_decode_codec_info),
+	        cmocka_unit_test(test_decode_evict_info),
 	        cmocka_unit_test(test_round_trips_and_errors),
 	        cmocka_unit_test(test_timeout_and_context_reuse),
 	        cmocka_unit_test(test_unreachable_fails_fast),

@@ -246,7 +246,7 @@ static void test_damaged_tenant_file_refuses_that_tenant_only(void **state)
 		const char *text; /* replaces TENANT (NULL: good with one byte flipped) */
 		const char *why;
 	} cases[] = {
-		{NULL, "checksum mismatch: line 9 says"},
+		{NULL, "checksum mismatch: line 11 says"},
 		{"", "empty"},
 		{"# kvd tenant configuration\n[tenant]\nhistory = 0\n", "line 3: 'history' = 0 is out of range"},
 		{"[tenant]\nhistory = 4294967296\n", "line 2: 'history' = 4294967296 is out of range"},

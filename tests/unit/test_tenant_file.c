@@ -21,6 +21,8 @@ static struct kv_tenant_config sample(void)
 	c.max_keys = 1000000;
 	c.compression = KV_CODEC_ZSTD;
 	c.compression_level = 7;
+	c.max_bytes = 1u << 30;
+	c.evict = KV_EVICT_OLDEST;
 	return c;
 }
 
@@ -33,6 +35,8 @@ static void assert_config_equal(const struct kv_tenant_config *a, const struct k
 	assert_int_equal(a->max_keys, b->max_keys);
 	assert_int_equal(a->compression, b->compression);
 	assert_int_equal(a->compression_level, b->compression_level);
+	assert_int_equal(a->max_bytes, b->max_bytes);
+	assert_int_equal(a->evict, b->evict);
 }
 
 /* Parses text; returns the status, the reason in why. */
@@ -62,6 +66,7 @@ static void test_written_file_reads_back(void **state)
 	c.history_versions = UINT32_MAX;
 	c.default_ttl_ms = UINT64_MAX;
 	c.max_keys = UINT64_MAX;
+	c.max_bytes = UINT64_MAX;
 	assert_int_equal(tenant_file_format(&c, text, sizeof(text)), 0);
 	assert_int_equal(parse(text, &got, why, sizeof(why)), 0);
 	assert_config_equal(&got, &c);
@@ -83,6 +88,9 @@ static void test_file_without_checksum(void **state)
 	/* (no compression line: an older kvd wrote none) */
 	c.compression = KV_CODEC_NONE;
 	c.compression_level = 0;
+	/* (nor max_bytes or evict lines: unlimited, refuse) */
+	c.max_bytes = 0;
+	c.evict = KV_EVICT_REFUSE;
 	assert_config_equal(&got, &c);
 	/* settings it leaves out keep the defaults it was given */
 	assert_int_equal(parse("[tenant]\nhistory = 7\n", &got, why, sizeof(why)), 0);
@@ -115,6 +123,11 @@ static void test_damage_is_named(void **state)
 		{"[tenant]\ncompression = zstd:23\n", "line 2: bad value 'zstd:23' for 'compression'"},
 		{"[tenant]\ncompression = zstd:0\n", "line 2: bad value 'zstd:0' for 'compression'"},
 		{"[tenant]\ncompression = lz4:1\n", "line 2: bad value 'lz4:1' for 'compression'"},
+		{"[tenant]\nevict = lru\n", "line 2: bad value 'lru' for 'evict' (refuse or oldest)"},
+		{"[tenant]\nevict = Oldest\n", "line 2: bad value 'Oldest' for 'evict'"},
+		{"[tenant]\nmax_bytes = 1k\n", "line 2: bad value '1k' for 'max_bytes'"},
+		{"[tenant]\nmax_bytes = 18446744073709551616\n",
+		 "line 2: 'max_bytes' = 18446744073709551616 is out of range"},
 		{"[tenant]\nhistroy = 5\n", "line 2: unknown setting 'histroy'"},
 		{"# kvd tenant configuration\n[te\xff" "ant]\nhistory = 5\n", "line 2: unknown section '[te\\xffant]'"},
 		{"[tenant]\nhistory = 5\ngarbage line\n", "line 3: not INI: 'garbage line'"},
