@@ -37,6 +37,8 @@
 
 /* kvbench codec: put/get throughput and stored/logical bytes per value codec. */
 int bench_codec(int argc, char **argv);
+/* kvbench blob: bench/blob.c */
+int bench_blob(int argc, char **argv);
 
 /* kvbench evict: the memory and put speed of evict=oldest. */
 int bench_evict(int argc, char **argv);

@@ -22,6 +22,7 @@ static void usage(FILE *f)
 	        "  device   the block-device backend side by side with fio on the same device\n"
 	        "  handover a tenant moved between two nodes of a shared device\n"
 	        "  codec    put/get throughput and stored/logical bytes per value codec\n"
+	        "  blob     a file as a blob through kvd, written and read, against dd\n"
 	        "  evict    memory of evict=oldest's write order per key; puts that evict\n"
 
 	        "run 'kvbench COMMAND --help' for the options of a command\n");
@@ -63,6 +64,8 @@ int main(int argc, char **argv)
 		return bench_handover(argc - 1, argv + 1);
 	if (strcmp(argv[1], "codec") == 0)
 		return bench_codec(argc - 1, argv + 1);
+	if (strcmp(argv[1], "blob") == 0)
+		return bench_blob(argc - 1, argv + 1);
 	if (strcmp(argv[1], "evict") == 0)
 		return bench_evict(argc - 1, argv + 1);
 	fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
