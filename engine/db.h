@@ -86,6 +86,7 @@ struct batch {
 	/* its puts' values: bytes as given, as stored, how many compressed */
 	uint64_t val_logical, val_stored, val_compressed;
 	uint64_t blobs; /* its blob records (chunks and descriptors) */
+	bool synced;    /* its append syncs (sync=always, and not blob chunks alone) */
 };
 
 struct kv_db {
@@ -132,6 +133,9 @@ struct kv_db {
 	uint64_t next_version;
 	struct batch batch;
 	bool in_flight;
+	/* sync=always: blob chunks were appended without a sync since the
+	 * last synced batch (write.c, drive_start) */
+	bool chunks_unsynced;
 	struct codec_ctx codec; /* compresses values as they join a batch */
 	/* The live keys by write order (evict.h), kept when opt.evict is
 	 * KV_EVICT_OLDEST */

@@ -468,14 +468,17 @@ static int moved_push(struct moved_list *ml, uint64_t version, uint64_t off)
 	return 0;
 }
 
+/* (A blob chunk, version 0, is never pointed at but by its descriptor,
+ * and a copied descriptor is relocated to its original, which names the
+ * original chunks: chunks are left out.) */
 static int moved_hint(void *arg, const struct hint_ent *e)
 {
-	return moved_push(arg, e->version, e->off);
+	return e->type == REC_CHUNK ? 0 : moved_push(arg, e->version, e->off);
 }
 
 static int moved_scan(void *arg, const struct seg_scan_rec *r)
 {
-	return moved_push(arg, r->h.version, r->off);
+	return r->h.type == REC_CHUNK ? 0 : moved_push(arg, r->h.version, r->off);
 }
 
 static void moved_found(struct moved_list *ml, uint64_t version, uint64_t off)

@@ -417,14 +417,15 @@ int write_roll(kv_db *db)
 	uint32_t id;
 	int rv;
 
-	if (old != NULL && db->opt.sync != KV_SYNC_ALWAYS &&
-	    atomic_load(&db->unsynced_bytes) > 0) {
+	if (old != NULL && (db->opt.sync != KV_SYNC_ALWAYS ? atomic_load(&db->unsynced_bytes) > 0
+	                                                  : db->chunks_unsynced)) {
 		uint64_t t0 = db_clock_us();
 		if ((rv = stor_seg_sync(old->h)) != 0) {
 			atomic_store(&db->read_only, true);
 			return rv;
 		}
 		atomic_store(&db->unsynced_bytes, 0);
+		db->chunks_unsynced = false;
 		db_count_sync(db, t0);
 	}
 	pthread_mutex_lock(&db->seg_mu);
@@ -969,12 +970,15 @@ static void batch_finish(kv_db *db, const struct kv_stor_wres *res)
 		if (db->active != NULL) /* (none: nothing was written) */
 			atomic_store(&db->written_loc,
 			             loc_make(db->active->id, (uint32_t)db->tail));
-		if (db->opt.sync == KV_SYNC_ALWAYS)
+		if (db->opt.sync == KV_SYNC_ALWAYS && b->synced) {
 			atomic_store(&db->durable_loc, atomic_load(&db->written_loc));
-		if (db->opt.sync == KV_SYNC_ALWAYS)
 			db_count_sync(db, b->start_us);
-		else
+			db->chunks_unsynced = false;
+		} else if (db->opt.sync == KV_SYNC_ALWAYS) {
+			db->chunks_unsynced = true;
+		} else {
 			atomic_fetch_add(&db->unsynced_bytes, b->len);
+		}
 		db_count_batch(db, b->nreqs);
 		atomic_fetch_add(&db->value_logical_bytes, b->val_logical);
 		atomic_fetch_add(&db->value_stored_bytes, b->val_stored);
@@ -1133,8 +1137,18 @@ static bool form_and_start(kv_db *db)
 		}
 	}
 	b->start_us = db_clock_us();
-	if (stor_append_start(db->wr, db->active->h, b->buf, b->len, db->tail,
-	                      db->opt.sync == KV_SYNC_ALWAYS) != 0) {
+	/* Under sync=always a batch of blob chunks alone is not synced: what
+	 * waits for it is the blob's commit, whose batch syncs them all (an
+	 * explicit sync first, for a device whose synced write covers only
+	 * itself; the roll syncs a segment left with such chunks). */
+	b->synced = db->opt.sync == KV_SYNC_ALWAYS && !(b->nov == 0 && b->blobs > 0);
+	if (b->synced && db->chunks_unsynced && stor_seg_sync(db->active->h) != 0) {
+		struct kv_stor_wres fail = {-EIO, false};
+		atomic_store(&db->read_only, true);
+		batch_finish(db, &fail);
+		return true;
+	}
+	if (stor_append_start(db->wr, db->active->h, b->buf, b->len, db->tail, b->synced) != 0) {
 		struct kv_stor_wres fail = {-EIO, false};
 		batch_finish(db, &fail);
 	}
