@@ -414,7 +414,8 @@ static int stream_blob(struct kvctl *k, struct export_out *o, const struct ekey 
 	if (XXH64_reset(o->xxh, 0) != XXH_OK)
 		return kvctl_error(k, "cannot set up XXH64");
 	while (off < b->size) {
-		want = b->size - off < EXPORT_BLOB_PART ? (size_t)(b->size - off) : EXPORT_BLOB_PART;
+		want = b->size - off < EXPORT_BLOB_PART ? (size_t)(b->size - off)
+		                                        : EXPORT_BLOB_PART;
 		rv = kvc_blob_read(k->c, &call, e->key, e->len, b->version, off, o->part, want, &n);
 		if (rv != 0) {
 			kvctl_what(k, "export", e->key, e->len);
@@ -447,7 +448,8 @@ static int stream_blob(struct kvctl *k, struct export_out *o, const struct ekey 
 	if ((got = XXH64_digest(o->xxh)) != b->xxh64) {
 		kvctl_what(k, "export", e->key, e->len);
 		return kvctl_error(k,
-		                   "the blob at version %" PRIu64 " read back with XXH64 %016" PRIx64
+		                   "the blob at version %" PRIu64
+		                   " read back with XXH64 %016" PRIx64
 		                   ", its BlobInfo says %016" PRIx64,
 		                   b->version, got, b->xxh64);
 	}
@@ -576,15 +578,14 @@ static int export_run(struct kvctl *k, struct export_out *o, bool history, uint6
 	}
 	ef_progress_end(&pr);
 	ef_sha_hex(o->sha, hex);
-	rv = out_json_line(o,
-	                   json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s}", "end", EXPORT_FORMAT,
-	                             "keys", kvctl_json_u64(cnt->keys), "records",
-	                             kvctl_json_u64(cnt->records), "deletes",
-	                             kvctl_json_u64(cnt->deletes), "value_bytes",
-	                             kvctl_json_u64(cnt->value_bytes), "blobs",
-	                             kvctl_json_u64(cnt->blobs), "blob_bytes",
-	                             kvctl_json_u64(cnt->blob_bytes), "sha256", hex),
-	                   false);
+	rv = out_json_line(
+	        o,
+	        json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s}", "end", EXPORT_FORMAT, "keys",
+	                  kvctl_json_u64(cnt->keys), "records", kvctl_json_u64(cnt->records),
+	                  "deletes", kvctl_json_u64(cnt->deletes), "value_bytes",
+	                  kvctl_json_u64(cnt->value_bytes), "blobs", kvctl_json_u64(cnt->blobs),
+	                  "blob_bytes", kvctl_json_u64(cnt->blob_bytes), "sha256", hex),
+	        false);
 	if (rv != 0 || fflush(o->f) != 0)
 		goto write_failed;
 	*ret_as_of = pg.as_of;
@@ -677,9 +678,9 @@ int cmd_export(struct kvctl *k, int argc, char **argv)
 		                  kvctl_json_u64(cnt.keys), "records", kvctl_json_u64(cnt.records),
 		                  "deletes", kvctl_json_u64(cnt.deletes), "expired",
 		                  kvctl_json_u64(cnt.gone), "value_bytes",
-		                  kvctl_json_u64(cnt.value_bytes), "blobs", kvctl_json_u64(cnt.blobs),
-		                  "blob_bytes", kvctl_json_u64(cnt.blob_bytes), "bytes",
-		                  kvctl_json_u64(o.bytes),
+		                  kvctl_json_u64(cnt.value_bytes), "blobs",
+		                  kvctl_json_u64(cnt.blobs), "blob_bytes",
+		                  kvctl_json_u64(cnt.blob_bytes), "bytes", kvctl_json_u64(o.bytes),
 		                  "elapsed_ms", kvctl_json_u64((uint64_t)(s * 1000))));
 		goto out;
 	}
@@ -688,9 +689,8 @@ int cmd_export(struct kvctl *k, int argc, char **argv)
 	        "exported %" PRIu64 " keys, %" PRIu64 " records (%" PRIu64 " deletes, %" PRIu64
 	        " blobs of %" PRIu64 " bytes, %" PRIu64 " expired while read) at version %" PRIu64
 	        ": %" PRIu64 " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
-	        cnt.keys, cnt.records, cnt.deletes, cnt.blobs, cnt.blob_bytes, cnt.gone, at, o.bytes,
-	        s, (double)cnt.keys / s,
-	        (double)o.bytes / 1e6 / s);
+	        cnt.keys, cnt.records, cnt.deletes, cnt.blobs, cnt.blob_bytes, cnt.gone, at,
+	        o.bytes, s, (double)cnt.keys / s, (double)o.bytes / 1e6 / s);
 	rv = kvctl_finish(k);
 out:
 	if (o.f != NULL && o.f != stdout)

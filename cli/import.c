@@ -402,13 +402,16 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 			break; /* the trailer, in doc */
 		if (r.blob && fv < 2) {
 			irec_free(&r);
-			snprintf(in->err, sizeof(in->err), "a blob in a format_version %" PRIu64 " file",
-			         fv);
+			snprintf(in->err, sizeof(in->err),
+			         "a blob in a format_version %" PRIu64 " file", fv);
 			goto bad_record;
 		}
 		if (r.blob) {
-			blob = (struct iblob){.open = true, .line = in->lineno, .size = r.blob_size,
-			                      .left = r.blob_size, .xxh64 = r.blob_xxh64,
+			blob = (struct iblob){.open = true,
+			                      .line = in->lineno,
+			                      .size = r.blob_size,
+			                      .left = r.blob_size,
+			                      .xxh64 = r.blob_xxh64,
 			                      .xxh = blob.xxh};
 			XXH64_reset(blob.xxh, 0);
 			blobs++;
@@ -469,10 +472,10 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 		rv = kvctl_error(k,
 		                 "%s: the trailer's counts (%" PRIu64 " keys, %" PRIu64
 		                 " records, %" PRIu64 " blobs of %" PRIu64
-		                 " bytes) differ from the file's (%" PRIu64 ", %" PRIu64 ", %" PRIu64
-		                 ", %" PRIu64 ")",
-		                 in->name, h->keys, h->records, h->blobs, h->blob_bytes, keys, records,
-		                 blobs, blob_bytes);
+		                 " bytes) differ from the file's (%" PRIu64 ", %" PRIu64
+		                 ", %" PRIu64 ", %" PRIu64 ")",
+		                 in->name, h->keys, h->records, h->blobs, h->blob_bytes, keys,
+		                 records, blobs, blob_bytes);
 		goto out;
 	}
 	rv = 0;
@@ -508,7 +511,7 @@ struct igroup {
 
 struct import_state {
 	struct kvctl *k;
-	struct istream *in; /* the file, for the blobs' part lines */
+	struct istream *in;   /* the file, for the blobs' part lines */
 	struct istream parts; /* reads them: its line buffer */
 	XXH64_state_t *xxh;
 	size_t batch; /* records per Batch */
@@ -574,7 +577,8 @@ static int lookup_present(struct import_state *is, bool *present)
 				                           item.version, &bi) == 0 &&
 				             bi.xxh64 == n->blob_xxh64;
 			else if (c == 0)
-				present[g] = !tblob && n->value != NULL && n->vlen == item.value_len &&
+				present[g] = !tblob && n->value != NULL &&
+				             n->vlen == item.value_len &&
 				             (n->vlen == 0 ||
 				              memcmp(n->value, item.value, n->vlen) == 0);
 			else /* not in the target: present when the file's newest is a delete */
@@ -662,7 +666,7 @@ static int flush_big(struct import_state *is, struct igroup *g, bool present)
 	struct kvc_value cur = {0};
 	size_t from = 0, n = 0, i;
 	uint64_t now = ef_now_ms();
-	bool newest_expired;
+	bool newest_expired, blob = false;
 	int rv;
 
 	newest_expired = g->r[g->n - 1].expiry_ms != 0 && g->r[g->n - 1].expiry_ms <= now;
@@ -671,10 +675,10 @@ static int flush_big(struct import_state *is, struct igroup *g, bool present)
 		is->expired_keys += !present;
 		return 0;
 	}
-	rv = kvc_get(is->k->c, &call, g->r[0].key, g->r[0].klen, 0, 0, &cur);
+	rv = kvc_get_ex(is->k->c, &call, g->r[0].key, g->r[0].klen, 0, 0, &cur, &blob, NULL);
 	if (rv != 0 && rv != -KVC_NOT_FOUND)
 		return rv;
-	for (i = g->n; rv == 0 && i-- > 0;) {
+	for (i = g->n; rv == 0 && !blob && i-- > 0;) { /* a blob is none of these values */
 		if (g->r[i].value != NULL && g->r[i].vlen == cur.len &&
 		    (cur.len == 0 || memcmp(g->r[i].value, cur.data, cur.len) == 0)) {
 			from = i + 1;
@@ -756,8 +760,8 @@ out:
 
 /* Whether the target's version t (blob size tsize, or KVC_NOT_BLOB) is
  * record r. */
-static bool same_record(struct import_state *is, const struct irec *r,
-                        const struct kvc_version *t, uint64_t tsize)
+static bool same_record(struct import_state *is, const struct irec *r, const struct kvc_version *t,
+                        uint64_t tsize)
 {
 	struct kvc_call call = {.status = &is->st};
 	struct kvc_blob_info bi;
@@ -772,18 +776,36 @@ static bool same_record(struct import_state *is, const struct irec *r,
 	       (r->vlen == 0 || memcmp(t->data, r->value, r->vlen) == 0);
 }
 
+/* The largest j such that the target's versions t (newest first, count of
+ * them) end with w[0..j), w[j - 1] newest. */
+static size_t ends_with(struct import_state *is, struct irec **w, size_t m,
+                        const struct kvc_version *t, const uint64_t *sizes, size_t count)
+{
+	size_t j, i;
+
+	for (j = count < m ? count : m; j > 0; j--) {
+		for (i = 0; i < j && same_record(is, w[i], &t[j - 1 - i], sizes[j - 1 - i]); i++)
+			;
+		if (i == j)
+			break;
+	}
+	return j;
+}
+
 /*
  * How many of w (the records of one key that are to be written, oldest
  * first) the target has already: the largest j such that the target's
  * history ends with w[0..j), newest last. A key written in several steps
- * (Batches and blob commits) and interrupted resumes at w[j].
+ * (Batches and blob commits) and interrupted resumes at w[j]. Deletes
+ * that lead w wrote nothing when the target had no such key: a history
+ * that ends with w[lead..j) counts as w[0..j) written.
  */
 static int resume_point(struct import_state *is, struct irec **w, size_t m, size_t *ret)
 {
 	struct kvc_call call = {.status = &is->st};
 	struct kvc_version *t = NULL;
 	uint64_t *sizes = NULL;
-	size_t count = 0, j, i;
+	size_t count = 0, j, i, lead;
 	bool truncated;
 	int rv;
 
@@ -796,12 +818,13 @@ static int resume_point(struct import_state *is, struct irec **w, size_t m, size
 	}
 	if (rv != 0)
 		return rv;
-	for (j = count < m ? count : m; j > 0; j--) {
-		for (i = 0; i < j && same_record(is, w[i], &t[j - 1 - i], sizes[j - 1 - i]); i++)
-			;
-		if (i == j)
-			break;
-	}
+	j = ends_with(is, w, m, t, sizes, count);
+	/* leading deletes of a key the target did not have wrote nothing */
+	for (lead = 0; lead < m && rec_delete(w[lead]); lead++)
+		;
+	if (lead > 0 && lead < m && (i = ends_with(is, w + lead, m - lead, t, sizes, count)) > 0 &&
+	    lead + i > j)
+		j = lead + i;
 	kvc_versions_free(t, count);
 	free(sizes);
 	*ret = j;
@@ -1144,28 +1167,27 @@ int cmd_import(struct kvctl *k, int argc, char **argv)
 	s = (double)(ef_mono_ms() - t0) / 1000;
 	s = s > 0 ? s : 0.001;
 	if (k->json) {
-		rv = kvctl_emit_json(k, json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		                                  "tenant", k->opts.tenant, "keys",
-		                                  kvctl_json_u64(is.keys), "records",
-		                                  kvctl_json_u64(is.records), "deletes",
-		                                  kvctl_json_u64(is.deletes), "present",
-		                                  kvctl_json_u64(is.present), "expired_keys",
-		                                  kvctl_json_u64(is.expired_keys), "expired",
-		                                  kvctl_json_u64(is.expired), "value_bytes",
-		                                  kvctl_json_u64(is.value_bytes), "blobs",
-		                                  kvctl_json_u64(is.blobs), "blob_bytes",
-		                                  kvctl_json_u64(is.blob_bytes), "bytes",
-		                                  kvctl_json_u64(is.bytes_read), "elapsed_ms",
-		                                  kvctl_json_u64((uint64_t)(s * 1000))));
+		rv = kvctl_emit_json(
+		        k,
+		        json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "tenant",
+		                  k->opts.tenant, "keys", kvctl_json_u64(is.keys), "records",
+		                  kvctl_json_u64(is.records), "deletes", kvctl_json_u64(is.deletes),
+		                  "present", kvctl_json_u64(is.present), "expired_keys",
+		                  kvctl_json_u64(is.expired_keys), "expired",
+		                  kvctl_json_u64(is.expired), "value_bytes",
+		                  kvctl_json_u64(is.value_bytes), "blobs", kvctl_json_u64(is.blobs),
+		                  "blob_bytes", kvctl_json_u64(is.blob_bytes), "bytes",
+		                  kvctl_json_u64(is.bytes_read), "elapsed_ms",
+		                  kvctl_json_u64((uint64_t)(s * 1000))));
 		goto out;
 	}
 	printf("imported %" PRIu64 " keys, %" PRIu64 " records (%" PRIu64 " deletes, %" PRIu64
 	       " blobs of %" PRIu64 " bytes); %" PRIu64 " keys already present, %" PRIu64
-	       " keys and %" PRIu64
-	       " older versions expired: %" PRIu64 " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
+	       " keys and %" PRIu64 " older versions expired: %" PRIu64
+	       " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
 	       is.keys, is.records, is.deletes, is.blobs, is.blob_bytes, is.present,
-	       is.expired_keys, is.expired,
-	       is.bytes_read, s, (double)h.keys / s, (double)is.bytes_read / 1e6 / s);
+	       is.expired_keys, is.expired, is.bytes_read, s, (double)h.keys / s,
+	       (double)is.bytes_read / 1e6 / s);
 	rv = kvctl_finish(k);
 out:
 	for (size_t g = 0; g < is.cap; g++) {

@@ -1,4 +1,5 @@
-/* test_export.c — kvctl export → import between two kvds: byte-exact, resumable, damage refused, blobs too. */
+/* test_export.c — kvctl export → import between two kvds: byte-exact, resumable, damage refused,
+ * blobs too. */
 /*
  * Byte-exact: keys, values, the order of versions with their deletes, and
  * expiries, with --history and at a past version (--as-of); an import
@@ -22,15 +23,17 @@
  * history is in (written by hand, as an interruption leaves it) or killed
  * while blobs stream, run again, writes no version twice; a damaged part
  * line and a file cut inside a blob are refused; a format_version 1 file
- * still imports.
+ * still imports; a file spaced as another writer may space it, whose key
+ * begins with a delete, resumes after the blob the target has.
  */
 #include "harness.h"
 
+#include <openssl/evp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <cmocka.h> /* after the headers it needs */
 
@@ -583,15 +586,16 @@ static void test_big_keys_from_a_pipe(void **state)
 
 /* ---- blobs ------------------------------------------------------------------------ */
 
-#define MIB      ((size_t)1 << 20)
-#define NMANY    48 /* keys of "bmany": blobs of MANY_SIZE and values */
+#define MIB       ((size_t)1 << 20)
+#define NMANY     48 /* keys of "bmany": blobs of MANY_SIZE and values */
 #define MANY_SIZE (320 * 1024)
 
 /* Blob bytes from a seed, the same every time: byte i of blob seed. */
 static void blob_bytes(uint64_t seed, uint64_t off, char *buf, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ ((off + i) / 8 * 0xbf58476d1ce4e5b9ULL);
+		uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^
+		             ((off + i) / 8 * 0xbf58476d1ce4e5b9ULL);
 
 		x ^= x >> 31;
 		x *= 0x94d049bb133111ebULL;
@@ -700,8 +704,7 @@ static void assert_same_blob(kvc *a, const char *ta, kvc *b, const char *tb, con
 /* Every key of a's tenant ta is in b's tb with the same history (all of
  * it, or with history false the newest version only, as one version):
  * values, blobs byte by byte, deletes, in order; tb has no other key. */
-static void assert_same_blob_tenant(kvc *a, const char *ta, kvc *b, const char *tb,
-                                    bool history)
+static void assert_same_blob_tenant(kvc *a, const char *ta, kvc *b, const char *tb, bool history)
 {
 	struct kvc_call cs = {.tenant = ta}, cd = {.tenant = tb};
 	struct kvc_scan_opts so = {.keys_only = true};
@@ -722,11 +725,11 @@ static void assert_same_blob_tenant(kvc *a, const char *ta, kvc *b, const char *
 		assert_int_equal(kvc_scan_next(ib, &jt), 0);
 		assert_int_equal(it.key_len, jt.key_len);
 		assert_memory_equal(it.key, jt.key, it.key_len);
-		assert_int_equal(kvc_versions_ex(a, &cs, it.key, it.key_len, 1000, 0, true, &va, &na,
-		                                 &ta_, &sa),
+		assert_int_equal(kvc_versions_ex(a, &cs, it.key, it.key_len, 1000, 0, true, &va,
+		                                 &na, &ta_, &sa),
 		                 0);
-		assert_int_equal(kvc_versions_ex(b, &cd, it.key, it.key_len, 1000, 0, true, &vb, &nb,
-		                                 &tb_, &sb),
+		assert_int_equal(kvc_versions_ex(b, &cd, it.key, it.key_len, 1000, 0, true, &vb,
+		                                 &nb, &tb_, &sb),
 		                 0);
 		assert_int_equal(nb, history ? na : 1);
 		for (size_t j = 0; j < nb; j++) {
@@ -803,7 +806,8 @@ static void test_blob_round_trip(void **state)
 	head_and_tail(fn, head, sizeof(head), tail, sizeof(tail));
 	/* the newest only: 6 of b:, 1 of m:mixed */
 	assert_non_null(strstr(tail, "\"blobs\":7"));
-	assert_non_null(strstr(tail, "\"blob_bytes\":7353386")); /* 0+1+1M+1M+1+3M+12345+1000+2M+7 */
+	assert_non_null(
+	        strstr(tail, "\"blob_bytes\":7353386")); /* 0+1+1M+1M+1+3M+12345+1000+2M+7 */
 
 	create_tenant(cb, "bhist");
 	assert_int_equal(run_kvctl(err, sizeof(err), "-e", kvd_b.surl, "-t", "bhist", "import",
@@ -899,9 +903,9 @@ static void test_blob_interrupted_import(void **state)
 	keys = tenant_keys(cb, "bmany", NULL);
 	printf("blob import killed after %llu of %d keys\n", (unsigned long long)keys, NMANY);
 	assert_true(keys > 0 && keys < NMANY);
-	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "bmany", "import", "--file",
-	                           file, NULL),
-	                 0);
+	assert_int_equal(
+	        run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "bmany", "import", "--file", file, NULL),
+	        0);
 	assert_same_blob_tenant(ca, "bmany", cb, "bmany", true);
 	free(file);
 }
@@ -1045,9 +1049,9 @@ static void test_format_version_1(void **state)
 	assert_int_equal(fclose(f), 0);
 	rehash(file);
 	create_tenant(cb, "v1");
-	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "v1", "import", "--file", file,
-	                           NULL),
-	                 0);
+	assert_int_equal(
+	        run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "v1", "import", "--file", file, NULL),
+	        0);
 	assert_int_equal(kvc_get(cb, &(struct kvc_call){.tenant = "v1"}, "k1", 2, 0, 0, &v), 0);
 	assert_int_equal(v.len, 5);
 	assert_memory_equal(v.data, "hello", 5);
@@ -1056,17 +1060,76 @@ static void test_format_version_1(void **state)
 	free(file);
 }
 
+/* A file as another writer may write it (spaces, another member order),
+ * whose key starts with a delete: imported into a target that has its
+ * blob already (an interrupted run), only the value after it is written. */
+static void test_blob_other_writer_resumed(void **state)
+{
+	char *file = tu_path(scratch, "other.jsonl");
+	FILE *f = fopen(file, "w");
+	struct kvc_call call = {.tenant = "bother"};
+	struct kvc_version *t;
+	uint64_t *sizes;
+	size_t n;
+	bool trunc;
+
+	(void)state;
+	assert_non_null(f);
+	/* "d": deleted, then the blob "abc", then the value "x" */
+	fprintf(f,
+	        "{\"format\": \"kvd-export\", \"format_version\": 2, \"tenant\": \"o\", "
+	        "\"as_of\": 9, \"history\": true}\n"
+	        "{\"key\": \"ZA==\", \"value\": null, \"version\": 1, \"timestamp_ms\": 1, "
+	        "\"expiry_ms\": 0}\n"
+	        "{\"version\": 2, \"key\": \"ZA==\", \"timestamp_ms\": 1, \"expiry_ms\": 0, "
+	        "\"blob\": {\"xxh64\": \"%016llx\", \"size\": 3}}\n"
+	        "{ \"blob_part\" : \"YWJj\" }\n"
+	        "{\"key\": \"ZA==\", \"value\": \"eA==\", \"version\": 3, \"timestamp_ms\": 1, "
+	        "\"expiry_ms\": 0}\n"
+	        "{\"end\": \"kvd-export\", \"keys\": 1, \"records\": 3, \"deletes\": 1, "
+	        "\"blobs\": 1, \"blob_bytes\": 3, \"sha256\":"
+	        "\"0000000000000000000000000000000000000000000000000000000000000000\"}\n",
+	        (unsigned long long)XXH64("abc", 3, 0));
+	assert_int_equal(fclose(f), 0);
+	rehash(file);
+	create_tenant(cb, "bother");
+	{
+		struct kvc_blob_writer *w;
+
+		assert_int_equal(kvc_blob_writer_open(cb, &call, "d", 1, NULL, &w), 0);
+		assert_int_equal(kvc_blob_write(w, "abc", 3), 0);
+		assert_int_equal(kvc_blob_commit(w, NULL), 0);
+		kvc_blob_writer_close(w);
+	}
+	assert_int_equal(run_kvctl(NULL, 0, "-e", kvd_b.surl, "-t", "bother", "import", "--file",
+	                           file, NULL),
+	                 0);
+	assert_int_equal(kvc_versions_ex(cb, &call, "d", 1, 100, 0, true, &t, &n, &trunc, &sizes),
+	                 0);
+	assert_int_equal(n, 2); /* "x", then the blob: not written twice */
+	assert_int_equal(sizes[0], KVC_NOT_BLOB);
+	assert_int_equal(t[0].len, 1);
+	assert_memory_equal(t[0].data, "x", 1);
+	assert_int_equal(sizes[1], 3);
+	kvc_versions_free(t, n);
+	free(sizes);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_history_round_trip),   cmocka_unit_test(test_as_of),
-	        cmocka_unit_test(test_interrupted_import),   cmocka_unit_test(test_damaged_refused),
+	        cmocka_unit_test(test_history_round_trip),
+	        cmocka_unit_test(test_as_of),
+	        cmocka_unit_test(test_interrupted_import),
+	        cmocka_unit_test(test_damaged_refused),
 	        cmocka_unit_test(test_big_keys_from_a_pipe),
 	        cmocka_unit_test(test_blob_round_trip),
 	        cmocka_unit_test(test_blob_resumed_inside_a_key),
 	        cmocka_unit_test(test_blob_interrupted_import),
 	        cmocka_unit_test(test_blob_damaged_refused),
 	        cmocka_unit_test(test_format_version_1),
+	        cmocka_unit_test(test_blob_other_writer_resumed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
