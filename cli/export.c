@@ -11,6 +11,14 @@
  * history, by EXPORT_JOBS threads sharing the handle (it is thread-safe).
  * The page's lines are then written in key order by the main thread, which
  * alone touches the output and its SHA-256.
+ *
+ * A blob never sits in memory whole: a worker writes its record line (size
+ * and XXH64 from BlobInfo of the exact version) and leaves a marker in the
+ * key's buffer; the main thread, writing the buffer out, streams the
+ * blob's bytes there with BlobRead of that version, EXPORT_BLOB_PART bytes
+ * per part line, and checks their XXH64 against the record's. A blob
+ * version that expires or is compacted away between its listing and its
+ * streaming fails the export (its record line is out already).
  */
 #include "exportfmt.h"
 #include "kvctl.h"
@@ -23,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define EXPORT_PAGE          1000 /* keys per scan page, read in parallel */
 #define EXPORT_JOBS          8    /* threads reading one page's keys (history) */
@@ -30,6 +39,12 @@
 #define EXPORT_VERSIONS_PAGE 1000 /* the protocol's Versions maximum */
 
 enum { OPT_HISTORY = KVCTL_OPT_OWN, OPT_AS_OF, OPT_FILE };
+
+/* A blob whose part lines go at offset at of its key's buffer. */
+struct eblob {
+	size_t at;
+	uint64_t version, size, xxh64;
+};
 
 /* One key of a page: read by a worker, written out by the main thread. */
 struct ekey {
@@ -41,6 +56,9 @@ struct ekey {
 	uint64_t deletes;  /* of them, deletes */
 	uint64_t gone;     /* versions listed but expired or dropped before read */
 	uint64_t value_bytes;
+	struct eblob *blobs; /* markers in out, in order */
+	size_t nblobs, blobs_cap;
+	uint64_t blob_bytes;
 	int rv; /* 0 or the failed call's return */
 	struct kvc_status st;
 	/* the newest value, read by kvc_get_async (without history) */
@@ -81,23 +99,83 @@ static int record_line(struct ef_buf *b, const void *key, size_t klen, const voi
 	return rv;
 }
 
-/* A put version of e's key: Get of exactly that version gives its value,
- * time and expiry. One that expired (or was compacted away) since it was
- * listed is counted in e->gone and not written. */
-static int export_put(struct epage *pg, struct ekey *e, uint64_t version, bool *ret_written)
+/* A blob's record line, and its marker: the part lines follow it. */
+static int blob_line(struct ekey *e, const struct kvc_blob_info *bi)
+{
+	struct ef_buf *b = &e->out;
+	uint64_t expiry = bi->expiry_ms > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : bi->expiry_ms;
+	char tmp[96];
+	int rv = ef_buf_add(b, "{\"key\":", 7);
+
+	rv = rv != 0 ? rv : ef_buf_b64(b, e->key, e->len);
+	snprintf(tmp, sizeof(tmp), ",\"blob\":{\"size\":%" PRIu64 ",\"xxh64\":\"%016" PRIx64 "\"}",
+	         bi->size, bi->xxh64);
+	rv = rv != 0 ? rv : ef_buf_add(b, tmp, strlen(tmp));
+	rv = rv != 0 ? rv : ef_buf_u64(b, "version", bi->version);
+	rv = rv != 0 ? rv : ef_buf_u64(b, "timestamp_ms", bi->timestamp_ms);
+	rv = rv != 0 ? rv : ef_buf_u64(b, "expiry_ms", expiry);
+	rv = rv != 0 ? rv : ef_buf_add(b, "}\n", 2);
+	if (rv == 0 && e->nblobs == e->blobs_cap) {
+		size_t cap = e->blobs_cap != 0 ? e->blobs_cap * 2 : 2;
+		struct eblob *grown = realloc(e->blobs, cap * sizeof(*grown));
+
+		if (grown == NULL)
+			return -ENOMEM;
+		e->blobs = grown;
+		e->blobs_cap = cap;
+	}
+	if (rv != 0)
+		return rv;
+	e->blobs[e->nblobs++] = (struct eblob){
+	        .at = b->n, .version = bi->version, .size = bi->size, .xxh64 = bi->xxh64};
+	e->records++;
+	e->blob_bytes += bi->size;
+	return 0;
+}
+
+/* A blob version of e's key: its record line and marker (BlobInfo of
+ * exactly that version). */
+static int export_blob(struct epage *pg, struct ekey *e, uint64_t version, bool *ret_written)
 {
 	struct kvc_call call = {.tenant = pg->tenant, .status = &e->st};
-	struct kvc_value v;
-	int rv;
+	struct kvc_blob_info bi;
+	int rv = kvc_blob_info(pg->c, &call, e->key, e->len, version, &bi);
 
-	*ret_written = false;
-	rv = kvc_get(pg->c, &call, e->key, e->len, version, 0, &v);
 	if (rv == -KVC_NOT_FOUND) {
 		e->gone++;
 		return 0;
 	}
 	if (rv != 0)
 		return rv;
+	if ((rv = blob_line(e, &bi)) != 0)
+		return -KVC_RESOURCE_EXHAUSTED;
+	*ret_written = true;
+	return 0;
+}
+
+/* A put version of e's key: Get of exactly that version gives its value,
+ * time and expiry (or says it is a blob: export_blob). One that expired
+ * (or was compacted away) since it was listed is counted in e->gone and
+ * not written. */
+static int export_put(struct epage *pg, struct ekey *e, uint64_t version, bool *ret_written)
+{
+	struct kvc_call call = {.tenant = pg->tenant, .status = &e->st};
+	struct kvc_value v;
+	bool blob = false;
+	int rv;
+
+	*ret_written = false;
+	rv = kvc_get_ex(pg->c, &call, e->key, e->len, version, 0, &v, &blob, NULL);
+	if (rv == -KVC_NOT_FOUND) {
+		e->gone++;
+		return 0;
+	}
+	if (rv != 0)
+		return rv;
+	if (blob) {
+		kvc_value_free(&v);
+		return export_blob(pg, e, version, ret_written);
+	}
 	rv = record_line(&e->out, e->key, e->len, v.data, v.len, v.version, v.timestamp_ms,
 	                 v.expiry_ms);
 	if (rv == 0) {
@@ -163,7 +241,8 @@ static int export_history(struct epage *pg, struct ekey *e)
 		if (newest && !written) {
 			/* the key expired while it was read: none of it */
 			e->out.n = 0;
-			e->records = e->deletes = e->value_bytes = 0;
+			e->records = e->deletes = e->value_bytes = e->blob_bytes = 0;
+			e->nblobs = 0;
 		}
 	}
 out:
@@ -249,7 +328,9 @@ static int export_page_newest(struct epage *pg)
 			}
 			e->records = 1;
 			e->value_bytes = v->len;
-		} else if (e->newest_rv == 0 || e->newest_rv == -KVC_NOT_FOUND) {
+		} else if (e->newest_rv == 0 || e->newest_rv == -KVC_NOT_FOUND ||
+		           e->newest_rv == -KVC_FAILED_PRECONDITION) {
+			/* changed since the snapshot, gone, or a blob */
 			if ((e->rv = export_put(pg, e, e->version, &written)) != 0)
 				break;
 		} else {
@@ -286,6 +367,9 @@ struct export_out {
 	FILE *f;
 	EVP_MD_CTX *sha;
 	uint64_t bytes;
+	char *part;         /* EXPORT_BLOB_PART bytes of a blob, read */
+	struct ef_buf line; /* a part line */
+	XXH64_state_t *xxh;
 };
 
 static int out_write(struct export_out *o, const void *p, size_t n, bool hashed)
@@ -311,14 +395,95 @@ static int out_json_line(struct export_out *o, json_t *doc, bool hashed)
 }
 
 struct export_counts {
-	uint64_t keys, records, deletes, gone, value_bytes;
+	uint64_t keys, records, deletes, gone, value_bytes, blobs, blob_bytes;
 };
+
+/* Streams blob b of e's key as part lines: BlobRead of its version,
+ * EXPORT_BLOB_PART bytes at a time, checked against its size and XXH64.
+ * 0, or an exit code with the error reported. */
+static int stream_blob(struct kvctl *k, struct export_out *o, const struct ekey *e,
+                       const struct eblob *b, struct ef_progress *pr,
+                       const struct export_counts *cnt)
+{
+	struct kvc_status st = {0};
+	struct kvc_call call = {.tenant = k->opts.tenant, .status = &st};
+	uint64_t off = 0, got;
+	size_t want, n;
+	int rv;
+
+	if (XXH64_reset(o->xxh, 0) != XXH_OK)
+		return kvctl_error(k, "cannot set up XXH64");
+	while (off < b->size) {
+		want = b->size - off < EXPORT_BLOB_PART ? (size_t)(b->size - off)
+		                                        : EXPORT_BLOB_PART;
+		rv = kvc_blob_read(k->c, &call, e->key, e->len, b->version, off, o->part, want, &n);
+		if (rv != 0) {
+			kvctl_what(k, "export", e->key, e->len);
+			if (rv == -KVC_NOT_FOUND)
+				return kvctl_error(k,
+				                   "the blob at version %" PRIu64
+				                   " expired or was compacted away while it was "
+				                   "exported; run the export again",
+				                   b->version);
+			return kvctl_fail(k, rv, &st);
+		}
+		if (n != want) {
+			kvctl_what(k, "export", e->key, e->len);
+			return kvctl_error(k,
+			                   "the blob at version %" PRIu64 " ends at %" PRIu64
+			                   " bytes, its BlobInfo said %" PRIu64,
+			                   b->version, off + n, b->size);
+		}
+		XXH64_update(o->xxh, o->part, n);
+		o->line.n = 0;
+		if (ef_buf_add(&o->line, "{\"blob_part\":", 13) != 0 ||
+		    ef_buf_b64(&o->line, o->part, n) != 0 || ef_buf_add(&o->line, "}\n", 2) != 0)
+			return kvctl_error(k, "out of memory");
+		if (out_write(o, o->line.p, o->line.n, true) != 0)
+			return kvctl_error(k, "cannot write the export: %s",
+			                   strerror(errno != 0 ? errno : EIO));
+		off += n;
+		ef_progress_show(pr, cnt->keys, cnt->records, o->bytes);
+	}
+	if ((got = XXH64_digest(o->xxh)) != b->xxh64) {
+		kvctl_what(k, "export", e->key, e->len);
+		return kvctl_error(k,
+		                   "the blob at version %" PRIu64
+		                   " read back with XXH64 %016" PRIx64
+		                   ", its BlobInfo says %016" PRIx64,
+		                   b->version, got, b->xxh64);
+	}
+	return 0;
+}
+
+/* e's lines, with its blobs' part lines streamed in at their markers. 0,
+ * or an exit code with the error reported. */
+static int write_key(struct kvctl *k, struct export_out *o, const struct ekey *e,
+                     struct ef_progress *pr, const struct export_counts *cnt)
+{
+	size_t at = 0;
+	int rv;
+
+	for (size_t i = 0; i < e->nblobs; i++) {
+		if (out_write(o, e->out.p + at, e->blobs[i].at - at, true) != 0)
+			goto write_failed;
+		at = e->blobs[i].at;
+		if ((rv = stream_blob(k, o, e, &e->blobs[i], pr, cnt)) != 0)
+			return rv;
+	}
+	if (out_write(o, e->out.p + at, e->out.n - at, true) != 0)
+		goto write_failed;
+	return 0;
+write_failed:
+	return kvctl_error(k, "cannot write the export: %s", strerror(errno != 0 ? errno : EIO));
+}
 
 static void ekeys_reset(struct ekey *keys, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(keys[i].key);
 		free(keys[i].out.p);
+		free(keys[i].blobs);
 		memset(&keys[i], 0, sizeof(keys[i]));
 	}
 }
@@ -398,26 +563,29 @@ static int export_run(struct kvctl *k, struct export_out *o, bool history, uint6
 				rv = kvctl_fail(k, e->rv, &e->st);
 				goto out;
 			}
-			if ((rv = out_write(o, e->out.p, e->out.n, true)) != 0)
-				goto write_failed;
+			if ((rv = write_key(k, o, e, &pr, cnt)) != 0)
+				goto out;
 			cnt->keys += e->records > 0;
 			cnt->records += e->records;
 			cnt->deletes += e->deletes;
 			cnt->gone += e->gone;
 			cnt->value_bytes += e->value_bytes;
+			cnt->blobs += e->nblobs;
+			cnt->blob_bytes += e->blob_bytes;
 		}
 		ekeys_reset(keys, pg.n);
 		ef_progress_show(&pr, cnt->keys, cnt->records, o->bytes);
 	}
 	ef_progress_end(&pr);
 	ef_sha_hex(o->sha, hex);
-	rv = out_json_line(o,
-	                   json_pack("{s:s,s:o,s:o,s:o,s:o,s:s}", "end", EXPORT_FORMAT, "keys",
-	                             kvctl_json_u64(cnt->keys), "records",
-	                             kvctl_json_u64(cnt->records), "deletes",
-	                             kvctl_json_u64(cnt->deletes), "value_bytes",
-	                             kvctl_json_u64(cnt->value_bytes), "sha256", hex),
-	                   false);
+	rv = out_json_line(
+	        o,
+	        json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s}", "end", EXPORT_FORMAT, "keys",
+	                  kvctl_json_u64(cnt->keys), "records", kvctl_json_u64(cnt->records),
+	                  "deletes", kvctl_json_u64(cnt->deletes), "value_bytes",
+	                  kvctl_json_u64(cnt->value_bytes), "blobs", kvctl_json_u64(cnt->blobs),
+	                  "blob_bytes", kvctl_json_u64(cnt->blob_bytes), "sha256", hex),
+	        false);
 	if (rv != 0 || fflush(o->f) != 0)
 		goto write_failed;
 	*ret_as_of = pg.as_of;
@@ -485,6 +653,10 @@ int cmd_export(struct kvctl *k, int argc, char **argv)
 		rv = kvctl_error(k, "cannot set up SHA-256");
 		goto out;
 	}
+	if ((o.part = malloc(EXPORT_BLOB_PART)) == NULL || (o.xxh = XXH64_createState()) == NULL) {
+		rv = kvctl_error(k, "out of memory");
+		goto out;
+	}
 	t0 = ef_mono_ms();
 	rv = export_run(k, &o, history, as_of, &cnt, &at);
 	if (file != NULL && fclose(o.f) != 0 && rv == 0)
@@ -501,26 +673,31 @@ int cmd_export(struct kvctl *k, int argc, char **argv)
 	if (k->json) {
 		rv = kvctl_emit_json(
 		        k,
-		        json_pack("{s:s,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "file", file,
+		        json_pack("{s:s,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "file", file,
 		                  "as_of", kvctl_json_u64(at), "history", history, "keys",
 		                  kvctl_json_u64(cnt.keys), "records", kvctl_json_u64(cnt.records),
 		                  "deletes", kvctl_json_u64(cnt.deletes), "expired",
 		                  kvctl_json_u64(cnt.gone), "value_bytes",
-		                  kvctl_json_u64(cnt.value_bytes), "bytes", kvctl_json_u64(o.bytes),
+		                  kvctl_json_u64(cnt.value_bytes), "blobs",
+		                  kvctl_json_u64(cnt.blobs), "blob_bytes",
+		                  kvctl_json_u64(cnt.blob_bytes), "bytes", kvctl_json_u64(o.bytes),
 		                  "elapsed_ms", kvctl_json_u64((uint64_t)(s * 1000))));
 		goto out;
 	}
 	/* the summary: on stdout when the stream went to a file */
 	fprintf(file != NULL ? stdout : stderr,
 	        "exported %" PRIu64 " keys, %" PRIu64 " records (%" PRIu64 " deletes, %" PRIu64
-	        " expired while read) at version %" PRIu64 ": %" PRIu64
-	        " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
-	        cnt.keys, cnt.records, cnt.deletes, cnt.gone, at, o.bytes, s, (double)cnt.keys / s,
-	        (double)o.bytes / 1e6 / s);
+	        " blobs of %" PRIu64 " bytes, %" PRIu64 " expired while read) at version %" PRIu64
+	        ": %" PRIu64 " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
+	        cnt.keys, cnt.records, cnt.deletes, cnt.blobs, cnt.blob_bytes, cnt.gone, at,
+	        o.bytes, s, (double)cnt.keys / s, (double)o.bytes / 1e6 / s);
 	rv = kvctl_finish(k);
 out:
 	if (o.f != NULL && o.f != stdout)
 		fclose(o.f);
 	EVP_MD_CTX_free(o.sha);
+	XXH64_freeState(o.xxh);
+	free(o.part);
+	free(o.line.p);
 	return rv;
 }

@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EXPORT_FORMAT         "kvd-export"
-#define EXPORT_FORMAT_VERSION 1
-#define PROGRESS_MIN_RECORDS  10000 /* a smaller transfer shows no progress */
-#define PROGRESS_MIN_BYTES    ((uint64_t)16 << 20)
-#define PROGRESS_EVERY_MS     250
+#define EXPORT_FORMAT             "kvd-export"
+#define EXPORT_FORMAT_VERSION     2                 /* written; 2 added blobs */
+#define EXPORT_FORMAT_VERSION_MIN 1                 /* the oldest import reads */
+#define EXPORT_BLOB_PART          ((size_t)1 << 20) /* a blob's bytes per part line */
+#define PROGRESS_MIN_RECORDS      10000             /* a smaller transfer shows no progress */
+#define PROGRESS_MIN_BYTES        ((uint64_t)16 << 20)
+#define PROGRESS_EVERY_MS         250
 
 /* ---- growing buffers --------------------------------------------------------- */
 

@@ -9,6 +9,15 @@
  * they are more than one Batch holds), and skips a key whose value in the
  * target already equals the newest value the file has for it: that makes a
  * second run after an interruption, or after success, write nothing twice.
+ *
+ * A blob (format_version 2) is a record line followed by its part lines.
+ * The check decodes the parts and compares their XXH64 with the record's;
+ * the writing pass skips them, remembering where they start, and streams
+ * them from the file into a blob writer when the key is written (never a
+ * whole blob in memory). A key with a blob cannot go in one Batch: its
+ * records are written in order, Batches split at each blob's commit, and a
+ * second run resumes after the records the target's history already ends
+ * with (resume_point), so no version is written twice.
  */
 #include "exportfmt.h"
 #include "kvctl.h"
@@ -20,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define IMPORT_BATCH_DEFAULT 1000  /* records per Batch */
 #define IMPORT_BATCH_MAX     10000 /* the protocol's Batch maximum */
@@ -29,12 +39,21 @@ enum { OPT_FILE = KVCTL_OPT_OWN, OPT_BATCH };
 /* ---- import: reading and checking the stream ------------------------------------ */
 
 struct irec {
-	char *key;
+	char *key; /* NULL for a part line */
 	size_t klen;
-	char *value; /* NULL: a delete */
+	char *value; /* NULL: a delete or a blob; a part line's bytes */
 	size_t vlen;
 	uint64_t expiry_ms;
+	bool blob;                      /* a blob's record: its parts follow */
+	uint64_t blob_size, blob_xxh64; /* from the record */
+	off_t parts_at;                 /* where its part lines begin in the file */
 };
+
+/* A delete: neither a value nor a blob. */
+static bool rec_delete(const struct irec *r)
+{
+	return r->value == NULL && !r->blob;
+}
 
 static void irec_free(struct irec *r)
 {
@@ -124,6 +143,21 @@ static const char *fast_u64(const char *p, const char *end, uint64_t *ret)
 	return p;
 }
 
+/* {"blob_part":"B64"} as kvctl export writes it: 2 with the bytes in
+ * r->value; 0 otherwise (the JSON parser then reads it). */
+static int parse_fast_part(const char *line, size_t len, struct irec *r)
+{
+	const char *end = line + len, *p;
+
+	memset(r, 0, sizeof(*r));
+	p = fast_b64(fast_lit(line, end, "{\"blob_part\":"), end, &r->value, &r->vlen);
+	if (p == NULL || end - p != 2 || p[0] != '}' || p[1] != '\n') {
+		irec_free(r);
+		return 0;
+	}
+	return 2;
+}
+
 static int parse_fast(const char *line, size_t len, struct irec *r)
 {
 	const char *p = line, *end = line + len;
@@ -149,14 +183,17 @@ no:
 	return 0;
 }
 
-/* A record or the trailer: 1 for a record in r, 0 for the trailer (its
- * document in *ret_doc when ret_doc is not NULL), -1 with in->err set. */
+/* A record, a blob's part or the trailer: 1 for a record in r, 2 for a
+ * part line (its bytes in r->value), 0 for the trailer (its document in
+ * *ret_doc when ret_doc is not NULL), -1 with in->err set. */
 static int parse_line(struct istream *in, struct irec *r, json_t **ret_doc);
 
 /* A record line into r; -1 with in->err set. */
 static int parse_record(struct istream *in, json_t *doc, struct irec *r)
 {
-	json_t *value = json_object_get(doc, "value");
+	json_t *value = json_object_get(doc, "value"), *blob = json_object_get(doc, "blob");
+	const char *hex;
+	char *end;
 	uint64_t version, ts;
 
 	memset(r, 0, sizeof(*r));
@@ -166,7 +203,25 @@ static int parse_record(struct istream *in, json_t *doc, struct irec *r)
 		         WIRE_KEY_MAX);
 		goto fail;
 	}
-	if (value == NULL || (!json_is_null(value) && bytes_of(value, &r->value, &r->vlen) != 0)) {
+	if (blob != NULL) {
+		hex = json_string_value(json_object_get(blob, "xxh64"));
+		if (value != NULL || !json_is_object(blob) ||
+		    json_u64_of(json_object_get(blob, "size"), &r->blob_size) != 0 || hex == NULL ||
+		    strlen(hex) != 16 || hex[0] == '-' || hex[0] == '+') {
+			snprintf(in->err, sizeof(in->err),
+			         "\"blob\" is not {\"size\": N, \"xxh64\": \"16 hex digits\"} "
+			         "(or the record also has a \"value\")");
+			goto fail;
+		}
+		errno = 0;
+		r->blob_xxh64 = strtoull(hex, &end, 16);
+		if (errno != 0 || *end != '\0') {
+			snprintf(in->err, sizeof(in->err), "\"xxh64\" is not 16 hex digits");
+			goto fail;
+		}
+		r->blob = true;
+	} else if (value == NULL ||
+	           (!json_is_null(value) && bytes_of(value, &r->value, &r->vlen) != 0)) {
 		snprintf(in->err, sizeof(in->err), "\"value\" is neither base64 nor null");
 		goto fail;
 	}
@@ -183,14 +238,26 @@ fail:
 	return -1;
 }
 
+static int parse_part(struct istream *in, json_t *part, struct irec *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (bytes_of(part, &r->value, &r->vlen) != 0) {
+		snprintf(in->err, sizeof(in->err), "\"blob_part\" is not base64");
+		return -1;
+	}
+	return 2;
+}
+
 static int parse_line(struct istream *in, struct irec *r, json_t **ret_doc)
 {
 	json_error_t jerr;
-	json_t *doc;
+	json_t *doc, *part;
 	int rv;
 
 	if (in->len > 0 && in->line[0] == '{' && parse_fast(in->line, in->len, r) == 1)
 		return 1;
+	if (in->len > 1 && in->line[1] == '"' && parse_fast_part(in->line, in->len, r) == 2)
+		return 2;
 	if ((doc = json_loadb(in->line, in->len, 0, &jerr)) == NULL || !json_is_object(doc)) {
 		snprintf(in->err, sizeof(in->err), "not a JSON object (%s)",
 		         doc == NULL ? jerr.text : "another JSON value");
@@ -204,6 +271,11 @@ static int parse_line(struct istream *in, struct irec *r, json_t **ret_doc)
 			json_decref(doc);
 		return 0;
 	}
+	if ((part = json_object_get(doc, "blob_part")) != NULL) {
+		rv = parse_part(in, part, r);
+		json_decref(doc);
+		return rv;
+	}
 	rv = parse_record(in, doc, r);
 	json_decref(doc);
 	return rv == 0 ? 1 : -1;
@@ -213,8 +285,51 @@ struct ihead {
 	bool history;
 	uint64_t as_of;
 	char tenant[80];
+	uint64_t format_version;
 	uint64_t keys, records, deletes, value_bytes; /* from the trailer */
+	uint64_t blobs, blob_bytes;
 };
+
+/* The blob whose part lines the check is reading. */
+struct iblob {
+	bool open;
+	uint64_t line; /* its record's */
+	uint64_t size, left, xxh64;
+	XXH64_state_t *xxh;
+};
+
+/* A part line for the open blob: its length must be EXPORT_BLOB_PART, or
+ * what is left when that is less. -1 with in->err set. */
+static int blob_part_take(struct istream *in, struct iblob *b, const struct irec *r)
+{
+	uint64_t want = b->left < EXPORT_BLOB_PART ? b->left : EXPORT_BLOB_PART;
+	uint64_t got;
+
+	if (!b->open) {
+		snprintf(in->err, sizeof(in->err), "a blob_part line outside a blob");
+		return -1;
+	}
+	if (r->vlen != want) {
+		snprintf(in->err, sizeof(in->err),
+		         "a blob_part of %zu bytes where the blob of line %" PRIu64
+		         " wants %" PRIu64,
+		         r->vlen, b->line, want);
+		return -1;
+	}
+	XXH64_update(b->xxh, r->value, r->vlen);
+	b->left -= want;
+	if (b->left > 0)
+		return 0;
+	b->open = false;
+	if ((got = XXH64_digest(b->xxh)) != b->xxh64) {
+		snprintf(in->err, sizeof(in->err),
+		         "the blob of line %" PRIu64 " has XXH64 %016" PRIx64
+		         ", its record says %016" PRIx64 ": damaged",
+		         b->line, got, b->xxh64);
+		return -1;
+	}
+	return 0;
+}
 
 /* Reads the whole stream once: header, records, trailer. 0, or an exit
  * code with the error reported. */
@@ -224,13 +339,15 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 	json_error_t jerr;
 	json_t *doc = NULL, *v;
 	struct irec r, prev = {0};
-	uint64_t keys = 0, records = 0, deletes = 0, value_bytes = 0, n, fv;
+	struct iblob blob = {.xxh = XXH64_createState()};
+	uint64_t keys = 0, records = 0, deletes = 0, value_bytes = 0, blobs = 0, blob_bytes = 0;
+	uint64_t n, fv;
 	char hex[65];
 	const char *want;
 	int rv;
 
-	if (sha == NULL || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1) {
-		rv = kvctl_error(k, "cannot set up SHA-256");
+	if (sha == NULL || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1 || blob.xxh == NULL) {
+		rv = kvctl_error(k, "cannot set up SHA-256 and XXH64");
 		goto out;
 	}
 	if ((rv = next_line(in)) != 0)
@@ -245,11 +362,13 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 		goto out;
 	}
 	if (json_u64_of(json_object_get(doc, "format_version"), &fv) != 0 ||
-	    fv != EXPORT_FORMAT_VERSION) {
-		rv = kvctl_error(k, "%s: format_version is not %d (written by a newer kvctl?)",
-		                 in->name, EXPORT_FORMAT_VERSION);
+	    fv < EXPORT_FORMAT_VERSION_MIN || fv > EXPORT_FORMAT_VERSION) {
+		rv = kvctl_error(k,
+		                 "%s: format_version is not %d to %d (written by a newer kvctl?)",
+		                 in->name, EXPORT_FORMAT_VERSION_MIN, EXPORT_FORMAT_VERSION);
 		goto out;
 	}
+	h->format_version = fv;
 	h->history = json_is_true(json_object_get(doc, "history"));
 	if (json_u64_of(json_object_get(doc, "as_of"), &h->as_of) != 0)
 		h->as_of = 0;
@@ -263,8 +382,49 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 			goto bad_line;
 		if ((rv = parse_line(in, &r, &doc)) < 0)
 			goto bad_record;
+		if (rv == 2) {
+			rv = blob_part_take(in, &blob, &r);
+			irec_free(&r);
+			if (rv != 0)
+				goto bad_record;
+			EVP_DigestUpdate(sha, in->line, in->len);
+			continue;
+		}
+		if (blob.open) {
+			irec_free(&r);
+			snprintf(in->err, sizeof(in->err),
+			         "the blob of line %" PRIu64 " is cut short: %" PRIu64
+			         " of its %" PRIu64 " bytes",
+			         blob.line, blob.size - blob.left, blob.size);
+			goto bad_record;
+		}
 		if (rv == 0)
 			break; /* the trailer, in doc */
+		if (r.blob && fv < 2) {
+			irec_free(&r);
+			snprintf(in->err, sizeof(in->err),
+			         "a blob in a format_version %" PRIu64 " file", fv);
+			goto bad_record;
+		}
+		if (r.blob) {
+			blob = (struct iblob){.open = true,
+			                      .line = in->lineno,
+			                      .size = r.blob_size,
+			                      .left = r.blob_size,
+			                      .xxh64 = r.blob_xxh64,
+			                      .xxh = blob.xxh};
+			XXH64_reset(blob.xxh, 0);
+			blobs++;
+			blob_bytes += r.blob_size;
+			if (r.blob_size == 0 && XXH64_digest(blob.xxh) != r.blob_xxh64) {
+				irec_free(&r);
+				snprintf(in->err, sizeof(in->err),
+				         "an empty blob with XXH64 %016" PRIx64 ": damaged",
+				         r.blob_xxh64);
+				goto bad_record;
+			}
+			blob.open = r.blob_size > 0;
+		}
 		if (prev.key != NULL && ef_key_cmp(prev.key, prev.klen, r.key, r.klen) > 0) {
 			irec_free(&r);
 			snprintf(in->err, sizeof(in->err), "keys out of order");
@@ -272,7 +432,7 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 		}
 		keys += prev.key == NULL || ef_key_cmp(prev.key, prev.klen, r.key, r.klen) != 0;
 		records++;
-		deletes += r.value == NULL;
+		deletes += rec_delete(&r);
 		value_bytes += r.vlen;
 		irec_free(&prev);
 		prev = r;
@@ -295,6 +455,11 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 	}
 	h->deletes = n;
 	h->value_bytes = value_bytes;
+	if (fv >= 2 && (json_u64_of(json_object_get(doc, "blobs"), &h->blobs) != 0 ||
+	                json_u64_of(json_object_get(doc, "blob_bytes"), &h->blob_bytes) != 0)) {
+		rv = kvctl_error(k, "%s: the trailer lacks blobs or blob_bytes", in->name);
+		goto out;
+	}
 	if (strcmp(want, hex) != 0) {
 		rv = kvctl_error(k,
 		                 "%s: checksum mismatch (sha256 %s, the trailer says %s): the "
@@ -302,11 +467,15 @@ static int import_check(struct kvctl *k, struct istream *in, struct ihead *h)
 		                 in->name, hex, want);
 		goto out;
 	}
-	if (h->keys != keys || h->records != records || h->deletes != deletes) {
+	if (h->keys != keys || h->records != records || h->deletes != deletes ||
+	    (fv >= 2 && (h->blobs != blobs || h->blob_bytes != blob_bytes))) {
 		rv = kvctl_error(k,
 		                 "%s: the trailer's counts (%" PRIu64 " keys, %" PRIu64
-		                 " records) differ from the file's (%" PRIu64 ", %" PRIu64 ")",
-		                 in->name, h->keys, h->records, keys, records);
+		                 " records, %" PRIu64 " blobs of %" PRIu64
+		                 " bytes) differ from the file's (%" PRIu64 ", %" PRIu64
+		                 ", %" PRIu64 ", %" PRIu64 ")",
+		                 in->name, h->keys, h->records, h->blobs, h->blob_bytes, keys,
+		                 records, blobs, blob_bytes);
 		goto out;
 	}
 	rv = 0;
@@ -317,9 +486,9 @@ bad_line:
 	else
 		rv = kvctl_error(k,
 		                 "%s is truncated: it ends at line %" PRIu64
-		                 " without the trailer line (an interrupted export?); refused, "
+		                 "%s without the trailer line (an interrupted export?); refused, "
 		                 "nothing was imported",
-		                 in->name, in->lineno);
+		                 in->name, in->lineno, blob.open ? ", inside a blob," : "");
 	goto out;
 bad_record:
 	rv = kvctl_error(k, "%s: line %" PRIu64 ": %s; refused, nothing was imported", in->name,
@@ -328,6 +497,7 @@ out:
 	irec_free(&prev);
 	json_decref(doc);
 	EVP_MD_CTX_free(sha);
+	XXH64_freeState(blob.xxh);
 	return rv;
 }
 
@@ -341,6 +511,9 @@ struct igroup {
 
 struct import_state {
 	struct kvctl *k;
+	struct istream *in;   /* the file, for the blobs' part lines */
+	struct istream parts; /* reads them: its line buffer */
+	XXH64_state_t *xxh;
 	size_t batch; /* records per Batch */
 	struct igroup *groups;
 	size_t ngroups, cap;
@@ -350,6 +523,7 @@ struct import_state {
 	struct ef_progress pr;
 	/* counts */
 	uint64_t keys, records, deletes, present, expired_keys, expired, bytes_read, value_bytes;
+	uint64_t blobs, blob_bytes;
 	uint64_t seen_keys, seen_records;
 };
 
@@ -371,9 +545,12 @@ static int lookup_present(struct import_state *is, bool *present)
 	                           .start_len = first->r[0].klen,
 	                           .page_size = IMPORT_BATCH_MAX};
 	struct kvc_item item;
+	struct kvc_blob_info bi;
 	kvc_iter *it;
 	char *end = NULL;
+	uint64_t bsize;
 	size_t g = 0;
+	bool tblob;
 	int rv, c;
 
 	/* the end bound: the last key followed by a zero byte (exclusive), when
@@ -393,19 +570,26 @@ static int lookup_present(struct import_state *is, bool *present)
 			c = ef_key_cmp(n->key, n->klen, item.key, item.key_len);
 			if (c > 0)
 				break; /* the next item */
-			if (c == 0)
-				present[g] = n->value != NULL && n->vlen == item.value_len &&
+			tblob = c == 0 && kvc_scan_blob(it, &bsize);
+			if (c == 0 && n->blob)
+				present[g] = tblob && bsize == n->blob_size &&
+				             kvc_blob_info(is->k->c, &call, item.key, item.key_len,
+				                           item.version, &bi) == 0 &&
+				             bi.xxh64 == n->blob_xxh64;
+			else if (c == 0)
+				present[g] = !tblob && n->value != NULL &&
+				             n->vlen == item.value_len &&
 				             (n->vlen == 0 ||
 				              memcmp(n->value, item.value, n->vlen) == 0);
 			else /* not in the target: present when the file's newest is a delete */
-				present[g] = n->value == NULL;
+				present[g] = rec_delete(n);
 			g++;
 			if (c == 0)
 				break;
 		}
 	}
 	for (; g < is->ngroups; g++)
-		present[g] = is->groups[g].r[is->groups[g].n - 1].value == NULL;
+		present[g] = rec_delete(&is->groups[g].r[is->groups[g].n - 1]);
 	rv = rv < 0 ? rv : 0;
 	kvc_scan_close(it);
 out:
@@ -413,7 +597,20 @@ out:
 	return rv;
 }
 
-/* An op for record r; false when r has expired (now is the wall clock). */
+/* Whether a value or blob record r has expired (now is the wall clock). */
+static bool rec_expired(const struct irec *r, uint64_t now)
+{
+	return !rec_delete(r) && r->expiry_ms != 0 && r->expiry_ms <= now;
+}
+
+/* The TTL that gives r's absolute expiry at now; none stays none even
+ * where the target tenant has a default TTL. */
+static uint64_t ttl_of(const struct irec *r, uint64_t now)
+{
+	return r->expiry_ms == 0 ? KVC_TTL_NONE : r->expiry_ms - now;
+}
+
+/* An op for record r (not a blob); false when r has expired. */
 static bool op_of(const struct irec *r, uint64_t now, struct kvc_op *op)
 {
 	memset(op, 0, sizeof(*op));
@@ -424,14 +621,12 @@ static bool op_of(const struct irec *r, uint64_t now, struct kvc_op *op)
 		op->type = KVC_OP_DELETE;
 		return true;
 	}
-	if (r->expiry_ms != 0 && r->expiry_ms <= now)
+	if (rec_expired(r, now))
 		return false;
 	op->type = KVC_OP_PUT;
 	op->value = r->value;
 	op->value_len = r->vlen;
-	/* the same absolute expiry; none stays none even where the target
-	 * tenant has a default TTL */
-	op->ttl_ms = r->expiry_ms == 0 ? KVC_TTL_NONE : r->expiry_ms - now;
+	op->ttl_ms = ttl_of(r, now);
 	return true;
 }
 
@@ -450,13 +645,15 @@ static void count_written(struct import_state *is, const struct igroup *g, size_
 
 	is->keys++;
 	for (size_t i = from; i < g->n; i++) {
-		if (!op_of(&g->r[i], now, &op)) {
+		if (rec_expired(&g->r[i], now) || (!g->r[i].blob && !op_of(&g->r[i], now, &op))) {
 			is->expired++;
 			continue;
 		}
 		is->records++;
-		is->deletes += g->r[i].value == NULL;
+		is->deletes += rec_delete(&g->r[i]);
 		is->value_bytes += g->r[i].vlen;
+		is->blobs += g->r[i].blob;
+		is->blob_bytes += g->r[i].blob ? g->r[i].blob_size : 0;
 	}
 }
 
@@ -469,7 +666,7 @@ static int flush_big(struct import_state *is, struct igroup *g, bool present)
 	struct kvc_value cur = {0};
 	size_t from = 0, n = 0, i;
 	uint64_t now = ef_now_ms();
-	bool newest_expired;
+	bool newest_expired, blob = false;
 	int rv;
 
 	newest_expired = g->r[g->n - 1].expiry_ms != 0 && g->r[g->n - 1].expiry_ms <= now;
@@ -478,10 +675,10 @@ static int flush_big(struct import_state *is, struct igroup *g, bool present)
 		is->expired_keys += !present;
 		return 0;
 	}
-	rv = kvc_get(is->k->c, &call, g->r[0].key, g->r[0].klen, 0, 0, &cur);
+	rv = kvc_get_ex(is->k->c, &call, g->r[0].key, g->r[0].klen, 0, 0, &cur, &blob, NULL);
 	if (rv != 0 && rv != -KVC_NOT_FOUND)
 		return rv;
-	for (i = g->n; rv == 0 && i-- > 0;) {
+	for (i = g->n; rv == 0 && !blob && i-- > 0;) { /* a blob is none of these values */
 		if (g->r[i].value != NULL && g->r[i].vlen == cur.len &&
 		    (cur.len == 0 || memcmp(g->r[i].value, cur.data, cur.len) == 0)) {
 			from = i + 1;
@@ -503,6 +700,200 @@ static int flush_big(struct import_state *is, struct igroup *g, bool present)
 	return send_ops(is, n);
 }
 
+/* Blob record r: its part lines, read again from the file where they
+ * begin, streamed into a blob writer and committed with r's expiry. The
+ * file's position is kept. -KVC_INTERNAL with no message when the parts
+ * are no longer what the check read. */
+static int upload_blob(struct import_state *is, const struct irec *r)
+{
+	struct kvc_call call = {.status = &is->st};
+	struct kvc_blob_opts o = KVC_BLOB_OPTS_INIT;
+	struct istream *p = &is->parts;
+	kvc_blob_writer *w = NULL;
+	struct irec part;
+	uint64_t left = r->blob_size, now = ef_now_ms();
+	off_t pos = ftello(is->in->f);
+	int rv;
+
+	if (rec_expired(r, now))
+		return 0; /* expired since it was counted: as a Put would be */
+	o.ttl_ms = ttl_of(r, now);
+	p->f = is->in->f;
+	if (pos < 0 || fseeko(p->f, r->parts_at, SEEK_SET) != 0)
+		return -KVC_INTERNAL;
+	if (XXH64_reset(is->xxh, 0) != XXH_OK) {
+		rv = -KVC_RESOURCE_EXHAUSTED;
+		goto out;
+	}
+	if ((rv = kvc_blob_writer_open(is->k->c, &call, r->key, r->klen, &o, &w)) != 0)
+		goto out;
+	while (left > 0) {
+		memset(&part, 0, sizeof(part));
+		if (next_line(p) != 0 || parse_line(p, &part, NULL) != 2 ||
+		    part.vlen != (left < EXPORT_BLOB_PART ? left : EXPORT_BLOB_PART)) {
+			irec_free(&part);
+			rv = -KVC_INTERNAL;
+			goto out;
+		}
+		XXH64_update(is->xxh, part.value, part.vlen);
+		rv = kvc_blob_write(w, part.value, part.vlen);
+		left -= part.vlen;
+		irec_free(&part);
+		if (rv != 0)
+			goto out;
+		is->bytes_read += p->len;
+		ef_progress_show(&is->pr, is->seen_keys, is->seen_records, is->bytes_read);
+	}
+	if (XXH64_digest(is->xxh) != r->blob_xxh64) {
+		rv = -KVC_INTERNAL;
+		goto out;
+	}
+	rv = kvc_blob_commit(w, NULL);
+out:
+	kvc_blob_writer_close(w); /* aborts one not committed */
+	if (fseeko(is->in->f, pos, SEEK_SET) != 0 && rv == 0)
+		rv = -KVC_INTERNAL;
+	if (rv == -KVC_INTERNAL)
+		is->st.message[0] = '\0';
+	return rv;
+}
+
+/* Whether the target's version t (blob size tsize, or KVC_NOT_BLOB) is
+ * record r. */
+static bool same_record(struct import_state *is, const struct irec *r, const struct kvc_version *t,
+                        uint64_t tsize)
+{
+	struct kvc_call call = {.status = &is->st};
+	struct kvc_blob_info bi;
+
+	if (t->deleted || rec_delete(r))
+		return t->deleted && rec_delete(r);
+	if (r->blob)
+		return tsize == r->blob_size &&
+		       kvc_blob_info(is->k->c, &call, r->key, r->klen, t->version, &bi) == 0 &&
+		       bi.xxh64 == r->blob_xxh64;
+	return tsize == KVC_NOT_BLOB && t->len == r->vlen &&
+	       (r->vlen == 0 || memcmp(t->data, r->value, r->vlen) == 0);
+}
+
+/* The largest j such that the target's versions t (newest first, count of
+ * them) end with w[0..j), w[j - 1] newest. */
+static size_t ends_with(struct import_state *is, struct irec **w, size_t m,
+                        const struct kvc_version *t, const uint64_t *sizes, size_t count)
+{
+	size_t j, i;
+
+	for (j = count < m ? count : m; j > 0; j--) {
+		for (i = 0; i < j && same_record(is, w[i], &t[j - 1 - i], sizes[j - 1 - i]); i++)
+			;
+		if (i == j)
+			break;
+	}
+	return j;
+}
+
+/*
+ * How many of w (the records of one key that are to be written, oldest
+ * first) the target has already: the largest j such that the target's
+ * history ends with w[0..j), newest last. A key written in several steps
+ * (Batches and blob commits) and interrupted resumes at w[j]. Deletes
+ * that lead w wrote nothing when the target had no such key: a history
+ * that ends with w[lead..j) counts as w[0..j) written.
+ */
+static int resume_point(struct import_state *is, struct irec **w, size_t m, size_t *ret)
+{
+	struct kvc_call call = {.status = &is->st};
+	struct kvc_version *t = NULL;
+	uint64_t *sizes = NULL;
+	size_t count = 0, j, i, lead;
+	bool truncated;
+	int rv;
+
+	rv = kvc_versions_ex(is->k->c, &call, w[0]->key, w[0]->klen,
+	                     (uint32_t)(m < IMPORT_BATCH_DEFAULT ? m : IMPORT_BATCH_DEFAULT), 0,
+	                     true, &t, &count, &truncated, &sizes);
+	if (rv == -KVC_NOT_FOUND) {
+		*ret = 0;
+		return 0;
+	}
+	if (rv != 0)
+		return rv;
+	j = ends_with(is, w, m, t, sizes, count);
+	/* leading deletes of a key the target did not have wrote nothing */
+	for (lead = 0; lead < m && rec_delete(w[lead]); lead++)
+		;
+	if (lead > 0 && lead < m && (i = ends_with(is, w + lead, m - lead, t, sizes, count)) > 0 &&
+	    lead + i > j)
+		j = lead + i;
+	kvc_versions_free(t, count);
+	free(sizes);
+	*ret = j;
+	return 0;
+}
+
+/* A key with a blob: its records in order, Batches of the others split at
+ * each blob, after those the target has already (resume_point). */
+static int flush_mixed(struct import_state *is, struct igroup *g)
+{
+	struct irec **w = calloc(g->n, sizeof(*w));
+	size_t m = 0, from, n = 0, i;
+	uint64_t now = ef_now_ms();
+	int rv;
+
+	if (w == NULL)
+		return -KVC_RESOURCE_EXHAUSTED;
+	for (i = 0; i < g->n; i++) {
+		if (rec_expired(&g->r[i], now))
+			is->expired++;
+		else
+			w[m++] = &g->r[i];
+	}
+	if (m == 0 || (rv = resume_point(is, w, m, &from)) != 0) {
+		rv = m == 0 ? 0 : rv;
+		goto out;
+	}
+	if (from == m) {
+		is->present++;
+		goto out;
+	}
+	is->keys++;
+	for (i = from; i < m; i++) {
+		is->records++;
+		is->deletes += rec_delete(w[i]);
+		is->value_bytes += w[i]->vlen;
+		is->blobs += w[i]->blob;
+		is->blob_bytes += w[i]->blob ? w[i]->blob_size : 0;
+	}
+	for (i = from; i < m; i++) {
+		if (w[i]->blob) {
+			if ((rv = send_ops(is, n)) != 0 || (rv = upload_blob(is, w[i])) != 0)
+				goto out;
+			n = 0;
+			now = ef_now_ms();
+			continue;
+		}
+		n += op_of(w[i], now, &is->ops[n]);
+		if (n == is->batch) {
+			if ((rv = send_ops(is, n)) != 0)
+				goto out;
+			n = 0;
+			now = ef_now_ms();
+		}
+	}
+	rv = send_ops(is, n);
+out:
+	free(w);
+	return rv;
+}
+
+static bool group_has_blob(const struct igroup *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (g->r[i].blob)
+			return true;
+	return false;
+}
+
 /* Writes the pending keys: those not present in the target, in one Batch. */
 static int flush(struct import_state *is)
 {
@@ -522,6 +913,13 @@ static int flush(struct import_state *is)
 		struct igroup *gr = &is->groups[g];
 		const struct irec *newest = &gr->r[gr->n - 1];
 
+		if (group_has_blob(gr) && !present[g] && !rec_expired(newest, now)) {
+			if ((rv = send_ops(is, n)) != 0 || (rv = flush_mixed(is, gr)) != 0)
+				goto out;
+			n = 0;
+			now = ef_now_ms();
+			continue;
+		}
 		if (gr->n > is->batch) {
 			if ((rv = send_ops(is, n)) != 0 ||
 			    (rv = flush_big(is, gr, present[g])) != 0)
@@ -534,7 +932,7 @@ static int flush(struct import_state *is)
 			is->present++;
 			continue;
 		}
-		if (newest->value != NULL && newest->expiry_ms != 0 && newest->expiry_ms <= now) {
+		if (rec_expired(newest, now)) {
 			/* the key has expired: none of its history either */
 			is->expired_keys++;
 			continue;
@@ -625,11 +1023,21 @@ static int import_apply(struct import_state *is, struct istream *in, uint64_t to
 	for (;;) {
 		if (next_line(in) != 0)
 			return -KVC_INTERNAL; /* it was whole a moment ago */
-		is->bytes_read += in->len;
+		if (in->len > 13 && memcmp(in->line, "{\"blob_part\":", 13) == 0)
+			continue; /* a blob's part: read again by upload_blob, which counts it */
 		if ((rv = parse_line(in, &r, NULL)) < 0)
 			return -KVC_INTERNAL;
+		if (rv == 2) {
+			irec_free(&r);
+			continue;
+		}
+		is->bytes_read += in->len;
 		if (rv == 0)
 			break; /* the trailer */
+		if (r.blob && (r.parts_at = ftello(in->f)) < 0) {
+			irec_free(&r);
+			return -KVC_INTERNAL;
+		}
 		is->seen_records++;
 		if (cur == NULL || ef_key_cmp(cur->r[0].key, cur->r[0].klen, r.key, r.klen) != 0) {
 			is->seen_keys++;
@@ -731,8 +1139,13 @@ int cmd_import(struct kvctl *k, int argc, char **argv)
 	if (file != NULL && file[0] == '\0')
 		return kvctl_usage(k, "--file wants a file name");
 	ef_b64_init();
-	if ((is.ops = calloc(is.batch, sizeof(*is.ops))) == NULL)
+	if ((is.ops = calloc(is.batch, sizeof(*is.ops))) == NULL ||
+	    (is.xxh = XXH64_createState()) == NULL) {
+		free(is.ops);
 		return kvctl_error(k, "out of memory");
+	}
+	is.in = &in;
+	is.parts.name = "the blob parts";
 	if ((rv = open_input(k, file, &in.f)) != 0)
 		goto out;
 	in.name = file != NULL && strcmp(file, "-") != 0 ? file : "stdin";
@@ -754,24 +1167,27 @@ int cmd_import(struct kvctl *k, int argc, char **argv)
 	s = (double)(ef_mono_ms() - t0) / 1000;
 	s = s > 0 ? s : 0.001;
 	if (k->json) {
-		rv = kvctl_emit_json(k, json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		                                  "tenant", k->opts.tenant, "keys",
-		                                  kvctl_json_u64(is.keys), "records",
-		                                  kvctl_json_u64(is.records), "deletes",
-		                                  kvctl_json_u64(is.deletes), "present",
-		                                  kvctl_json_u64(is.present), "expired_keys",
-		                                  kvctl_json_u64(is.expired_keys), "expired",
-		                                  kvctl_json_u64(is.expired), "value_bytes",
-		                                  kvctl_json_u64(is.value_bytes), "bytes",
-		                                  kvctl_json_u64(is.bytes_read), "elapsed_ms",
-		                                  kvctl_json_u64((uint64_t)(s * 1000))));
+		rv = kvctl_emit_json(
+		        k,
+		        json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "tenant",
+		                  k->opts.tenant, "keys", kvctl_json_u64(is.keys), "records",
+		                  kvctl_json_u64(is.records), "deletes", kvctl_json_u64(is.deletes),
+		                  "present", kvctl_json_u64(is.present), "expired_keys",
+		                  kvctl_json_u64(is.expired_keys), "expired",
+		                  kvctl_json_u64(is.expired), "value_bytes",
+		                  kvctl_json_u64(is.value_bytes), "blobs", kvctl_json_u64(is.blobs),
+		                  "blob_bytes", kvctl_json_u64(is.blob_bytes), "bytes",
+		                  kvctl_json_u64(is.bytes_read), "elapsed_ms",
+		                  kvctl_json_u64((uint64_t)(s * 1000))));
 		goto out;
 	}
-	printf("imported %" PRIu64 " keys, %" PRIu64 " records (%" PRIu64 " deletes); %" PRIu64
-	       " keys already present, %" PRIu64 " keys and %" PRIu64
-	       " older versions expired: %" PRIu64 " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
-	       is.keys, is.records, is.deletes, is.present, is.expired_keys, is.expired,
-	       is.bytes_read, s, (double)h.keys / s, (double)is.bytes_read / 1e6 / s);
+	printf("imported %" PRIu64 " keys, %" PRIu64 " records (%" PRIu64 " deletes, %" PRIu64
+	       " blobs of %" PRIu64 " bytes); %" PRIu64 " keys already present, %" PRIu64
+	       " keys and %" PRIu64 " older versions expired: %" PRIu64
+	       " bytes in %.2f s (%.0f keys/s, %.1f MB/s)\n",
+	       is.keys, is.records, is.deletes, is.blobs, is.blob_bytes, is.present,
+	       is.expired_keys, is.expired, is.bytes_read, s, (double)h.keys / s,
+	       (double)is.bytes_read / 1e6 / s);
 	rv = kvctl_finish(k);
 out:
 	for (size_t g = 0; g < is.cap; g++) {
@@ -780,6 +1196,8 @@ out:
 	}
 	free(is.groups);
 	free(is.ops);
+	free(is.parts.line);
+	XXH64_freeState(is.xxh);
 	free(in.line);
 	if (in.f != NULL && in.f != stdin)
 		fclose(in.f);
