@@ -5,7 +5,7 @@
  *
  *   kvbench blob [--size B] [--chunk-size C] [--append-size A] [--sync S]
  *                [--transport T] [--repeat N] [--dir DIR] [--kvd PATH]
- *                [--quick] [--markdown] [--json]
+ *                [--cold] [--quick] [--markdown] [--json]
  *
  * Setup (not timed): a source file of B bytes (a xorshift stream: it does
  * not compress) in DIR, and a kvd (its data directory in DIR, so on the
@@ -22,7 +22,8 @@
  *   dd read    dd if=DIR/dd.out of=/dev/null bs=1M;
  *   kvd read   kvc_blob_read in 4 MiB pieces (what `kvctl blob get` does,
  *              less the write to its output).
- * Both reads find their data in the page cache (each was just written).
+ * Both reads find their data in the page cache (each was just written),
+ * or with --cold (root) neither does: the cache is emptied before each.
  * The blob read back is checked by XXH64 against the source (outside the
  * timed span); the run exits 1 on a mismatch.
  *
@@ -59,7 +60,7 @@ extern char **environ;
 struct bb_opts {
 	uint64_t size, chunk, append, repeat;
 	const char *sync, *transport, *dir, *kvd;
-	bool quick, size_set, json, markdown;
+	bool quick, size_set, json, markdown, cold;
 };
 
 struct bb_round {
@@ -214,6 +215,21 @@ out:
 	return rv;
 }
 
+/* --cold: the page cache emptied (root), so a read comes from the disk. */
+static int bb_drop_caches(void)
+{
+	FILE *f;
+
+	sync();
+	if ((f = fopen("/proc/sys/vm/drop_caches", "w")) == NULL)
+		return -errno;
+	if (fputs("3\n", f) == EOF) {
+		fclose(f);
+		return -EIO;
+	}
+	return fclose(f) == 0 ? 0 : -errno;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -260,6 +276,9 @@ int bench_blob(int argc, char **argv)
 	                   "where the file, dd's copy and kvd's data go (default .)")},
 	        {BENCH_OPT("kvd", BENCH_OPT_STRING, &o.kvd, "PATH",
 	                   "the kvd binary (default: the build tree's)")},
+	        {BENCH_OPT("cold", BENCH_OPT_FLAG, &o.cold, NULL,
+	                   "empty the page cache before each read (root), so both reads\n"
+	                   "come from the disk (default: both find the page cache warm)")},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o.quick, NULL,
 	                   "smoke run: 16 MiB, one round (explicit --size wins)")},
 	        BENCH_OPTS_REPORT(&o.markdown, &o.json),
@@ -350,8 +369,12 @@ int bench_blob(int argc, char **argv)
 			what = "dd write";
 		else if ((rv = bb_kvd_write(c, &call, &o, src, &r->kvd_w)) != 0)
 			what = "kvd write";
+		else if (o.cold && (rv = bb_drop_caches()) != 0)
+			what = "dropping the page cache";
 		else if ((rv = bb_dd(rargs, &r->dd_r)) != 0)
 			what = "dd read";
+		else if (o.cold && (rv = bb_drop_caches()) != 0)
+			what = "dropping the page cache";
 		else if ((rv = bb_kvd_read(c, &call, hash, &r->kvd_r)) != 0)
 			what = "kvd read";
 		if (what != NULL) {
@@ -375,13 +398,15 @@ int bench_blob(int argc, char **argv)
 		if (o.json) {
 			printf("{\"size\": %" PRIu64 ", \"chunk_size\": %" PRIu64
 			       ", \"append_size\": %" PRIu64 ", \"sync\": \"%s\", \"transport\": \"%s\""
-			       ", \"rounds\": %zu, \"dd_write_mbs\": %.1f, \"kvd_write_mbs\": %.1f"
-			       ", \"dd_read_mbs\": %.1f, \"kvd_read_mbs\": %.1f}\n",
-			       o.size, o.chunk, o.append, o.sync, o.transport, n, ddw, kw, ddr, kr);
+			       ", \"cold\": %s, \"rounds\": %zu, \"dd_write_mbs\": %.1f"
+			       ", \"kvd_write_mbs\": %.1f, \"dd_read_mbs\": %.1f, \"kvd_read_mbs\": %.1f}\n",
+			       o.size, o.chunk, o.append, o.sync, o.transport, o.cold ? "true" : "false", n,
+			       ddw, kw, ddr, kr);
 		} else {
 			printf("# kvbench blob: %" PRIu64 " bytes, chunk %" PRIu64 ", append %" PRIu64
-			       ", sync=%s, %s, median of %zu\n",
-			       o.size, o.chunk, o.append, o.sync, o.transport, n);
+			       ", sync=%s, %s, %s reads, median of %zu\n",
+			       o.size, o.chunk, o.append, o.sync, o.transport, o.cold ? "cold" : "warm",
+			       n);
 			printf("%s| what | dd MB/s | kvd MB/s | kvd/dd |\n|---|---|---|---|\n",
 			       o.markdown ? "\n" : "");
 			printf("| write | %.1f | %.1f | %.2f |\n", ddw, kw, kw / ddw);

@@ -1,5 +1,6 @@
 /* server.c — decoding requests, running methods, encoding replies. */
 #include "server.h"
+#include "server_internal.h"
 
 #include "mp.h"
 #include "wire.h"
@@ -160,10 +161,7 @@ void rpc_reply_ok(struct rpc_reply *rp, uint64_t id, uint32_t fields)
 	msgpack_pack_map(&rp->pk, fields);
 }
 
-static void reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
+void rpc_reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -258,7 +256,7 @@ void rpc_tenant_message(kv_store *s, const char *tenant, int err, char *buf, siz
 		snprintf(buf, size, "tenant '%s': %s", tenant, rpc_message_of(err));
 }
 
-static void reply_kv_error(struct rpc_reply *rp, uint64_t id, int err)
+void rpc_reply_kv_error(struct rpc_reply *rp, uint64_t id, int err)
 {
 	rpc_reply_error(rp, id, rpc_status_of(err), rpc_message_of(err));
 }
@@ -438,26 +436,26 @@ int rpc_req_role(const struct rpc_req *r)
 
 /* ---- arguments --------------------------------------------------------- */
 
-static int arg_key(const struct rpc_req *r, struct rpc_reply *out, const char *field,
-                   const void **ret, size_t *ret_len)
+int rpc_arg_key(const struct rpc_req *r, struct rpc_reply *out, const char *field,
+                const void **ret, size_t *ret_len)
 {
 	if (mp_field_bin(r->args, field, true, ret, ret_len) != 0) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' missing or not bin", field);
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' missing or not bin", field);
 		return -EINVAL;
 	}
 	if (*ret_len == 0 || *ret_len > KV_KEY_SIZE_MAX) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be 1..%u bytes", field,
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be 1..%u bytes", field,
 		             KV_KEY_SIZE_MAX);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *field,
-                    uint64_t *ret)
+int rpc_arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *field,
+                 uint64_t *ret)
 {
 	if (mp_field_uint(r->args, field, false, ret) != 0) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be an unsigned integer",
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be an unsigned integer",
 		             field);
 		return -EINVAL;
 	}
@@ -467,7 +465,7 @@ static int arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *
 static int arg_bool(const struct rpc_req *r, struct rpc_reply *out, const char *field, bool *ret)
 {
 	if (mp_field_bool(r->args, field, false, ret) != 0) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be a boolean", field);
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be a boolean", field);
 		return -EINVAL;
 	}
 	return 0;
@@ -477,11 +475,11 @@ static int arg_bin(const struct rpc_req *r, struct rpc_reply *out, const char *f
                    const void **ret, size_t *ret_len)
 {
 	if (mp_field_bin(r->args, field, false, ret, ret_len) != 0) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be bin", field);
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' must be bin", field);
 		return -EINVAL;
 	}
 	if (*ret != NULL && *ret_len > KV_KEY_SIZE_MAX + 1) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' is longer than a key can be",
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT, "'%s' is longer than a key can be",
 		             field);
 		return -EINVAL;
 	}
@@ -505,11 +503,11 @@ static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out
 	size_t klen;
 	int rv;
 
-	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
+	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) || rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
 		return;
 	if ((rv = kv_get(kv_tenant_db(t), key, klen, &ro, &val)) != 0) {
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	if (val.blob) {
@@ -555,8 +553,8 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	if (arg_bin(r, out, WIRE_F_START, &so.start, &so.start_len) ||
 	    arg_bin(r, out, WIRE_F_END, &so.end, &so.end_len) ||
 	    arg_bin(r, out, WIRE_F_PREFIX, &so.prefix, &so.prefix_len) ||
-	    arg_uint(r, out, WIRE_F_LIMIT, &limit) || arg_bool(r, out, WIRE_F_REVERSE, &so.reverse) ||
-	    arg_bool(r, out, WIRE_F_KEYS_ONLY, &so.keys_only) || arg_uint(r, out, WIRE_F_AS_OF, &so.as_of) ||
+	    rpc_arg_uint(r, out, WIRE_F_LIMIT, &limit) || arg_bool(r, out, WIRE_F_REVERSE, &so.reverse) ||
+	    arg_bool(r, out, WIRE_F_KEYS_ONLY, &so.keys_only) || rpc_arg_uint(r, out, WIRE_F_AS_OF, &so.as_of) ||
 	    arg_bin(r, out, WIRE_F_CONTINUATION, &cont, &cont_len))
 		return;
 	if (limit == 0 || limit > RPC_SCAN_PAGE_MAX)
@@ -571,7 +569,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 		if (!so.reverse) {
 			/* the smallest key after the last one returned */
 			if ((after = malloc(cont_len)) == NULL) {
-				reply_kv_error(out, r->id, -ENOMEM);
+				rpc_reply_kv_error(out, r->id, -ENOMEM);
 				return;
 			}
 			memcpy(after, c + 1, cont_len - 1);
@@ -587,7 +585,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	}
 	if ((rv = kv_iter_open(kv_tenant_db(t), &so, &it)) != 0) {
 		free(after);
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	rpc_reply_init(&items);
@@ -631,7 +629,7 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 		rpc_reply_release(&items);
 		free(after);
 		free(keep);
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	rpc_reply_ok(out, r->id, more ? 4 : 3);
@@ -657,8 +655,8 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 	bool values = true, truncated = false;
 	int rv;
 
-	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_LIMIT, &limit) ||
-	    arg_uint(r, out, WIRE_F_BEFORE, &before) || arg_bool(r, out, WIRE_F_VALUES, &values))
+	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) || rpc_arg_uint(r, out, WIRE_F_LIMIT, &limit) ||
+	    rpc_arg_uint(r, out, WIRE_F_BEFORE, &before) || arg_bool(r, out, WIRE_F_VALUES, &values))
 		return;
 	if (limit == 0)
 		limit = 10;
@@ -667,7 +665,7 @@ static void run_versions(kv_tenant *t, const struct rpc_req *r, struct rpc_reply
 	rv = kv_versions(kv_tenant_db(t), key, klen, (uint32_t)limit, before, values, &list, &n,
 	                 &truncated);
 	if (rv != 0) {
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	rpc_reply_ok(out, r->id, 2);
@@ -754,18 +752,18 @@ static void run_compact(kv_tenant *t, const struct rpc_req *r, struct rpc_reply 
 	uint64_t rev = 0;
 	int rv;
 
-	if (arg_uint(r, out, WIRE_F_REVISION, &rev))
+	if (rpc_arg_uint(r, out, WIRE_F_REVISION, &rev))
 		return;
 	kv_stats(kv_tenant_db(t), &before);
 	if (rev > before.last_version) {
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
 		             "revision %" PRIu64 " is in the future (last version %" PRIu64 ")", rev,
 		             before.last_version);
 		return;
 	}
 	rv = rev ? kv_compact(kv_tenant_db(t), rev) : kv_merge(kv_tenant_db(t));
 	if (rv != 0) {
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	kv_stats(kv_tenant_db(t), &after);
@@ -799,31 +797,31 @@ static void run_backup(kv_store *s, kv_tenant *t, const struct rpc_req *r, struc
 	case 0:
 		break;
 	case -EINVAL:
-		reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
+		rpc_reply_errorf(out, r->id, RPC_INVALID_ARGUMENT,
 		             "backup directory %s is inside kvd's data directory", dir);
 		return;
 	case -ENOTEMPTY:
 	case -EEXIST:
-		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		rpc_reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
 		             "backup directory %s exists and is not empty", dir);
 		return;
 	case -ENOTDIR:
-		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		rpc_reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
 		             "backup directory %s exists and is not a directory", dir);
 		return;
 	case -ENOENT:
-		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		rpc_reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
 		             "backup directory %s: its parent directory does not exist", dir);
 		return;
 	case -EACCES:
 	case -EPERM:
 	case -EROFS:
-		reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
+		rpc_reply_errorf(out, r->id, RPC_FAILED_PRECONDITION,
 		             "backup directory %s: %s (kvd's user must be able to write it)", dir,
 		             strerror(-rv));
 		return;
 	default:
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	rpc_reply_ok(out, r->id, 7);
@@ -834,161 +832,6 @@ static void run_backup(kv_store *s, kv_tenant *t, const struct rpc_req *r, struc
 	mp_kv_uint(&out->pk, WIRE_F_BYTES_COPIED, bi.bytes_copied);
 	mp_kv_uint(&out->pk, WIRE_F_FILES, bi.files);
 	mp_kv_uint(&out->pk, WIRE_F_ELAPSED_US, bi.elapsed_us);
-}
-
-/* ---- blobs ------------------------------------------------------------- */
-
-static void pack_blob_info(struct rpc_reply *out, const struct kv_blob_info *bi)
-{
-	mp_kv_uint(&out->pk, WIRE_F_SIZE, bi->size);
-	mp_kv_uint(&out->pk, WIRE_F_VERSION, bi->version);
-	mp_kv_uint(&out->pk, WIRE_F_TIMESTAMP_MS, bi->timestamp_ms);
-	mp_kv_uint(&out->pk, WIRE_F_EXPIRY_MS, bi->expiry_ms);
-}
-
-static void run_blob_info(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
-{
-	struct kv_read_opts ro = {0, 0};
-	struct kv_blob_info bi;
-	const void *key;
-	size_t klen;
-	int rv;
-
-	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
-		return;
-	if ((rv = kv_blob_info(kv_tenant_db(t), key, klen, &ro, &bi)) != 0) {
-		reply_kv_error(out, r->id, rv);
-		return;
-	}
-	rpc_reply_ok(out, r->id, 8);
-	pack_blob_info(out, &bi);
-	mp_kv_uint(&out->pk, WIRE_F_CHUNK_SIZE, bi.chunk_size);
-	mp_kv_uint(&out->pk, WIRE_F_CHUNKS, bi.chunks);
-	mp_kv_uint(&out->pk, WIRE_F_XXH64, bi.xxh64);
-	mp_kv_uint(&out->pk, WIRE_F_STORED_BYTES, bi.stored_bytes);
-}
-
-static void run_blob_read(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
-{
-	struct kv_read_opts ro = {0, 0};
-	struct kv_blob_info bi;
-	const void *key;
-	size_t klen, n = 0;
-	uint64_t offset = 0, length = WIRE_BLOB_READ_MAX;
-	void *buf;
-	int rv;
-
-	if (arg_key(r, out, WIRE_F_KEY, &key, &klen) || arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of) || arg_uint(r, out, WIRE_F_OFFSET, &offset) ||
-	    arg_uint(r, out, WIRE_F_LENGTH, &length))
-		return;
-	if (length > WIRE_BLOB_READ_MAX)
-		length = WIRE_BLOB_READ_MAX;
-	if ((buf = malloc(length ? length : 1)) == NULL) {
-		reply_kv_error(out, r->id, -ENOMEM);
-		return;
-	}
-	rv = kv_blob_read(kv_tenant_db(t), key, klen, &ro, offset, buf, (size_t)length, &n, &bi);
-	if (rv != 0) {
-		free(buf);
-		reply_kv_error(out, r->id, rv);
-		return;
-	}
-	rpc_reply_ok(out, r->id, 6);
-	mp_kv_bin(&out->pk, WIRE_F_DATA, buf, n);
-	mp_kv_uint(&out->pk, WIRE_F_OFFSET, offset);
-	pack_blob_info(out, &bi);
-	free(buf);
-}
-
-int rpc_blob_args(const struct rpc_req *r, struct rpc_blob_args *ret, struct rpc_reply *err_out)
-{
-	struct rpc_blob_args a;
-	const msgpack_object *o;
-
-	memset(&a, 0, sizeof(a));
-	a.opts.if_version = KV_ANY_VERSION;
-	if (r->args == NULL) {
-		rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT, "'args' missing");
-		return -EINVAL;
-	}
-	if (r->method == RPC_BLOB_BEGIN) {
-		if (arg_key(r, err_out, WIRE_F_KEY, &a.key, &a.key_len) ||
-		    arg_uint(r, err_out, WIRE_F_CHUNK_SIZE, &a.chunk_size))
-			return -EINVAL;
-		if (a.chunk_size != 0 &&
-		    (a.chunk_size < KV_BLOB_CHUNK_MIN || a.chunk_size > KV_BLOB_CHUNK_MAX)) {
-			reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
-			             "'chunk_size' must be %u..%u (or absent: %u)", KV_BLOB_CHUNK_MIN,
-			             KV_BLOB_CHUNK_MAX, KV_BLOB_CHUNK_DEFAULT);
-			return -EINVAL;
-		}
-		*ret = a;
-		return 0;
-	}
-	if (mp_field_uint(r->args, WIRE_F_UPLOAD, true, &a.upload) != 0) {
-		rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
-		                "'upload' missing or not an unsigned integer");
-		return -EINVAL;
-	}
-	if (r->method == RPC_BLOB_APPEND) {
-		if (mp_field_uint(r->args, WIRE_F_OFFSET, true, &a.offset) != 0) {
-			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
-			                "'offset' missing or not an unsigned integer");
-			return -EINVAL;
-		}
-		if (mp_field_bin(r->args, WIRE_F_DATA, true, &a.data, &a.len) != 0) {
-			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
-			                "'data' missing or not bin");
-			return -EINVAL;
-		}
-	} else if (r->method == RPC_BLOB_COMMIT) {
-		if (mp_field_uint(r->args, WIRE_F_SIZE, true, &a.size) != 0) {
-			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
-			                "'size' missing or not an unsigned integer");
-			return -EINVAL;
-		}
-		if ((o = mp_map_get(r->args, WIRE_F_IF_VERSION)) != NULL &&
-		    (mp_uint(o, &a.opts.if_version) != 0 || a.opts.if_version == KV_ANY_VERSION)) {
-			rpc_reply_error(err_out, r->id, RPC_INVALID_ARGUMENT,
-			                "'if_version' must be an unsigned integer below 2^64-1");
-			return -EINVAL;
-		}
-		if (arg_uint(r, err_out, WIRE_F_TTL_MS, &a.opts.ttl_ms))
-			return -EINVAL;
-		a.has_ttl = mp_map_get(r->args, WIRE_F_TTL_MS) != NULL;
-	}
-	*ret = a;
-	return 0;
-}
-
-void rpc_blob_reply_uint(struct rpc_reply *out, uint64_t id, const char *field, uint64_t v)
-{
-	if (field == NULL) {
-		rpc_reply_ok(out, id, 0);
-		return;
-	}
-	rpc_reply_ok(out, id, 1);
-	mp_kv_uint(&out->pk, field, v);
-}
-
-void rpc_blob_reply_begin(struct rpc_reply *out, uint64_t id, uint64_t upload, uint32_t chunk_size)
-{
-	rpc_reply_ok(out, id, 2);
-	mp_kv_uint(&out->pk, WIRE_F_UPLOAD, upload);
-	mp_kv_uint(&out->pk, WIRE_F_CHUNK_SIZE, chunk_size);
-}
-
-void rpc_reply_errorf(struct rpc_reply *rp, uint64_t id, int status, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	rpc_reply_error(rp, id, status, msg);
 }
 
 void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out)
@@ -1010,16 +853,16 @@ void rpc_run_read(kv_store *s, kv_tenant *t, const struct rpc_req *r, struct rpc
 		run_backup(s, t, r, out);
 		break;
 	case RPC_BLOB_INFO:
-		run_blob_info(t, r, out);
+		rpc_run_blob_info(t, r, out);
 		break;
 	case RPC_BLOB_READ:
-		run_blob_read(t, r, out);
+		rpc_run_blob_read(t, r, out);
 		break;
 	case RPC_STATS: {
 		struct kv_tenant_info info;
 		int rv = kv_store_info(s, kv_tenant_name(t), &info);
 		if (rv != 0)
-			reply_kv_error(out, r->id, rv);
+			rpc_reply_kv_error(out, r->id, rv);
 		else
 			pack_info(out, r->id, &info, true);
 		break;
@@ -1056,7 +899,7 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 		}
 	}
 	v = c->sync_interval_ms;
-	if (arg_uint(r, out, WIRE_F_SYNC_INTERVAL_MS, &v))
+	if (rpc_arg_uint(r, out, WIRE_F_SYNC_INTERVAL_MS, &v))
 		return -EINVAL;
 	if (v == 0 || v > 3600000) {
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT,
@@ -1065,15 +908,15 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 	}
 	c->sync_interval_ms = (uint32_t)v;
 	v = c->history_versions;
-	if (arg_uint(r, out, WIRE_F_HISTORY, &v))
+	if (rpc_arg_uint(r, out, WIRE_F_HISTORY, &v))
 		return -EINVAL;
 	if (v == 0 || v > 1000000) {
 		rpc_reply_error(out, r->id, RPC_INVALID_ARGUMENT, "'history' must be 1..1000000");
 		return -EINVAL;
 	}
 	c->history_versions = (uint32_t)v;
-	if (arg_uint(r, out, WIRE_F_TTL_MS, &c->default_ttl_ms) ||
-	    arg_uint(r, out, WIRE_F_MAX_KEYS, &c->max_keys))
+	if (rpc_arg_uint(r, out, WIRE_F_TTL_MS, &c->default_ttl_ms) ||
+	    rpc_arg_uint(r, out, WIRE_F_MAX_KEYS, &c->max_keys))
 		return -EINVAL;
 	if (mp_field_str(r->args, WIRE_F_COMPRESSION, false, &codec, &cl) != 0 ||
 	    (codec != NULL &&
@@ -1083,7 +926,7 @@ static int parse_config(const struct rpc_req *r, struct rpc_reply *out, struct k
 		                "\"zstd:LEVEL\" (1..22)");
 		return -EINVAL;
 	}
-	if (arg_uint(r, out, WIRE_F_MAX_BYTES, &c->max_bytes))
+	if (rpc_arg_uint(r, out, WIRE_F_MAX_BYTES, &c->max_bytes))
 		return -EINVAL;
 	if (mp_field_str(r->args, WIRE_F_EVICT, false, &evict, &el) != 0 ||
 	    (evict != NULL && kv_evict_parse(evict, el, &c->evict) != 0)) {
@@ -1215,10 +1058,10 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			return;
 		rv = kv_store_create(s, r->tenant, &c);
 		if (rv == -EEXIST)
-			reply_errorf(out, r->id, RPC_ALREADY_EXISTS, "tenant '%s' already exists",
+			rpc_reply_errorf(out, r->id, RPC_ALREADY_EXISTS, "tenant '%s' already exists",
 			             r->tenant);
 		else if (rv != 0)
-			reply_kv_error(out, r->id, rv);
+			rpc_reply_kv_error(out, r->id, rv);
 		else {
 			rpc_reply_ok(out, r->id, 1);
 			mp_kv_str(&out->pk, WIRE_F_NAME, r->tenant);
@@ -1230,7 +1073,7 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		struct rpc_owner *owners = NULL;
 		size_t n, i, shown = 0, nowners = 0;
 		if ((rv = kv_store_list(s, &list, &n)) != 0) {
-			reply_kv_error(out, r->id, rv);
+			rpc_reply_kv_error(out, r->id, rv);
 			return;
 		}
 		/* only the tenants the request's token has a grant on */
@@ -1240,7 +1083,7 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 		n = shown;
 		if (lim->owners != NULL && (rv = lim->owners(lim->owners_arg, &owners, &nowners)) != 0) {
 			free(list);
-			reply_errorf(out, r->id, RPC_UNAVAILABLE,
+			rpc_reply_errorf(out, r->id, RPC_UNAVAILABLE,
 			             "the tenants' owners cannot be read from etcd: %s", strerror(-rv));
 			return;
 		}
@@ -1274,7 +1117,7 @@ void rpc_run_local(kv_store *s, const struct rpc_limits *lim, const struct rpc_r
 			rpc_tenant_message(s, r->tenant, rv, msg, sizeof(msg));
 			rpc_reply_error(out, r->id, rpc_status_of(rv), msg);
 		} else if (rv != 0)
-			reply_kv_error(out, r->id, rv);
+			rpc_reply_kv_error(out, r->id, rv);
 		else
 			pack_info(out, r->id, &info, false);
 		break;
@@ -1317,7 +1160,7 @@ void rpc_run_tenant(kv_store *s, const struct rpc_req *r, struct rpc_reply *out)
 		return;
 	}
 	if (rv != 0) {
-		reply_kv_error(out, r->id, rv);
+		rpc_reply_kv_error(out, r->id, rv);
 		return;
 	}
 	if (r->method == RPC_TENANT_DROP) {
@@ -1408,12 +1251,12 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 		}
 		n = arr->via.array.size;
 		if (n == 0 || n > RPC_BATCH_OPS_MAX) {
-			reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+			rpc_reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
 			             "'ops' must hold 1..%u operations", RPC_BATCH_OPS_MAX);
 			return -EINVAL;
 		}
 		if ((ops = calloc(n, sizeof(*ops))) == NULL) {
-			reply_kv_error(err_out, r->id, -ENOMEM);
+			rpc_reply_kv_error(err_out, r->id, -ENOMEM);
 			return -ENOMEM;
 		}
 		for (i = 0; i < n; i++) {
@@ -1423,7 +1266,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 			enum kv_op_type type;
 			if (m->type != MSGPACK_OBJECT_MAP ||
 			    mp_field_str(m, WIRE_F_OP, true, &opn, &ol) != 0) {
-				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+				rpc_reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
 				             "op %zu: not a map with an 'op' string", i);
 				free(ops);
 				return -EINVAL;
@@ -1433,13 +1276,13 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 			else if (ol == 6 && memcmp(opn, "delete", 6) == 0)
 				type = KV_OP_DELETE;
 			else {
-				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
+				rpc_reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
 				             "op %zu: 'op' must be \"put\" or \"delete\"", i);
 				free(ops);
 				return -EINVAL;
 			}
 			if ((rv = prepare_op(m, type, cfg, lim, &ops[i], err, sizeof(err))) != 0) {
-				reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT, "op %zu: %s", i, err);
+				rpc_reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT, "op %zu: %s", i, err);
 				free(ops);
 				return rv;
 			}
@@ -1447,7 +1290,7 @@ int rpc_write_prepare(const struct rpc_req *r, const struct kv_tenant_config *cf
 	} else {
 		n = 1;
 		if ((ops = calloc(1, sizeof(*ops))) == NULL) {
-			reply_kv_error(err_out, r->id, -ENOMEM);
+			rpc_reply_kv_error(err_out, r->id, -ENOMEM);
 			return -ENOMEM;
 		}
 		rv = prepare_op(r->args, r->method == RPC_PUT ? KV_OP_PUT : KV_OP_DELETE, cfg, lim,
@@ -1484,7 +1327,7 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 				return;
 			}
 		}
-		reply_kv_error(out, r->id, status);
+		rpc_reply_kv_error(out, r->id, status);
 		return;
 	}
 	if (r->method == RPC_BATCH) {
@@ -1496,7 +1339,7 @@ void rpc_write_reply(const struct rpc_req *r, int status, const struct kv_op *op
 		return;
 	}
 	if (r->method == RPC_DELETE && ops[0].version == 0) {
-		reply_kv_error(out, r->id, KV_ENOTFOUND);
+		rpc_reply_kv_error(out, r->id, KV_ENOTFOUND);
 		return;
 	}
 	rpc_reply_ok(out, r->id, 1);
