@@ -981,6 +981,7 @@ int cl_check(struct cl_model *m, const char *url, bool full)
 		resolve(c);
 		check_batches(c);
 		check_holes(c);
+		c->live_keys += cl_blobs_live(m, url); /* Stats counts the blob keys too */
 		check_stats(c, &ti);
 	}
 	if (full && !atomic_load(&run.dead))

@@ -11,6 +11,7 @@
  *                key, maybe batches, violations
  *   writer.c     the client threads
  *   check.c      what is verified against the restarted kvd
+ *   blobs.c      blob uploads beside the writers, and their check
  *
  * Threads: the writer threads record into the model during a round (each
  * key has its own mutex; batches and counters have theirs). The check runs
@@ -209,6 +210,18 @@ int cl_writers_start(struct cl_round *r, uint32_t n, pthread_t *ret_threads);
 void cl_writers_join(pthread_t *threads, uint32_t n);
 /* Frees the writers' buffers at the end of the run. */
 void cl_writers_free(void);
+
+/* ---- blob uploads (blobs.c) ------------------------------------------------- */
+
+/* Starts the round's uploader thread; cl_blobs_join waits for it. */
+int cl_blobs_start(struct cl_round *r);
+void cl_blobs_join(void);
+/* After the restart: the blob keys against what was committed. */
+void cl_blobs_check(struct cl_model *m, const char *url);
+/* How many blob keys exist now (Stats counts them with the others). */
+uint64_t cl_blobs_live(struct cl_model *m, const char *url);
+void cl_blobs_report(void);
+void cl_blobs_free(void);
 
 /* ---- the check (check.c) ------------------------------------------------------ */
 

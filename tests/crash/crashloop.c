@@ -866,6 +866,7 @@ static void report(const struct cl_model *m, const struct times *t)
 	printf("  refused (condition, NOT_FOUND) %" PRIu64 ", batch no-op deletes %" PRIu64
 	       ", unexpected statuses %" PRIu64 "\n",
 	       (uint64_t)n->rejected, (uint64_t)n->batch_noops, (uint64_t)n->errors);
+	cl_blobs_report();
 	printf("  time                       %.1f s (writing %.1f s, restarting %.1f s of which "
 	       "%.1f s %s, checking %.1f s)\n",
 	       t->total_s, t->write_s, t->restart_s, t->snapshot_s,
@@ -1121,7 +1122,7 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &since);
 		since.tv_sec -= 1; /* mtime granularity: a little early is harmless */
 		t0 = cl_now_us(&m);
-		if (cl_writers_start(&r, o.clients, threads) != 0) {
+		if (cl_writers_start(&r, o.clients, threads) != 0 || cl_blobs_start(&r) != 0) {
 			fprintf(stderr, "crashloop: cannot start the writer threads\n");
 			harness_failed = true;
 			goto out;
@@ -1140,6 +1141,7 @@ int main(int argc, char **argv)
 		if (k.pid > 0)
 			kill_kvd(&k);
 		cl_writers_join(threads, o.clients);
+		cl_blobs_join();
 		t1 = cl_now_us(&m);
 		data = tu_path(dir, "data");
 		snap = tu_path(dir, CL_SNAPSHOT);
@@ -1167,6 +1169,8 @@ int main(int argc, char **argv)
 			cl_check(&m, k.surl,
 			         round == o.iterations ||
 			                 (o.full_every && round % o.full_every == 0));
+		if (up)
+			cl_blobs_check(&m, k.surl);
 		if (up && m.violations == 0 && o.damage_every && round % o.damage_every == 0)
 			t.damaged += damage_probe(&m, dir, k.pid, round / o.damage_every);
 		t3 = cl_now_us(&m);
@@ -1245,6 +1249,7 @@ out:
 		rv = 0;
 	}
 	cl_writers_free();
+	cl_blobs_free();
 	free(m.kills);
 	cl_model_fini(&m);
 	free(dir);
