@@ -139,7 +139,8 @@ static int blob_heads_load(kv_db *db, struct rctx *c)
 		struct kd_entry e;
 		struct rec_read r;
 		struct blob_desc d;
-		if (keydir_get(db->kd, b->key, b->key_len, &e) != 0 || loc_make(e.seg, e.off) != b->loc)
+		if (keydir_get(db->kd, b->key, b->key_len, &e) != 0 ||
+		    loc_make(e.seg, e.off) != b->loc)
 			continue;
 		rv = read_at(db, b->loc, b->key, b->key_len, true, &r);
 		if (rv == -ENOMEM)
@@ -193,7 +194,8 @@ static int index_source(struct rctx *c, uint8_t type, uint8_t flags, const uint8
 		pend_clear(c);
 		return 0;
 	}
-	if (type == REC_BLOB && (rv = blob_cand_add(c, key, key_len, loc_make(c->seg, (uint32_t)off))) != 0)
+	if (type == REC_BLOB &&
+	    (rv = blob_cand_add(c, key, key_len, loc_make(c->seg, (uint32_t)off))) != 0)
 		return rv;
 	if (flags & REC_F_BATCH_MORE) {
 		struct pend *p;

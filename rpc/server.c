@@ -503,7 +503,8 @@ static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out
 	size_t klen;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) || rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
+	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
 	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
 		return;
 	if ((rv = kv_get(kv_tenant_db(t), key, klen, &ro, &val)) != 0) {
@@ -553,8 +554,10 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 	if (arg_bin(r, out, WIRE_F_START, &so.start, &so.start_len) ||
 	    arg_bin(r, out, WIRE_F_END, &so.end, &so.end_len) ||
 	    arg_bin(r, out, WIRE_F_PREFIX, &so.prefix, &so.prefix_len) ||
-	    rpc_arg_uint(r, out, WIRE_F_LIMIT, &limit) || arg_bool(r, out, WIRE_F_REVERSE, &so.reverse) ||
-	    arg_bool(r, out, WIRE_F_KEYS_ONLY, &so.keys_only) || rpc_arg_uint(r, out, WIRE_F_AS_OF, &so.as_of) ||
+	    rpc_arg_uint(r, out, WIRE_F_LIMIT, &limit) ||
+	    arg_bool(r, out, WIRE_F_REVERSE, &so.reverse) ||
+	    arg_bool(r, out, WIRE_F_KEYS_ONLY, &so.keys_only) ||
+	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &so.as_of) ||
 	    arg_bin(r, out, WIRE_F_CONTINUATION, &cont, &cont_len))
 		return;
 	if (limit == 0 || limit > RPC_SCAN_PAGE_MAX)

@@ -30,7 +30,8 @@ void rpc_run_blob_info(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *
 	size_t klen;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) || rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
+	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
 	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
 		return;
 	if ((rv = kv_blob_info(kv_tenant_db(t), key, klen, &ro, &bi)) != 0) {
@@ -55,8 +56,10 @@ void rpc_run_blob_read(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *
 	void *buf;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) || rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of) || rpc_arg_uint(r, out, WIRE_F_OFFSET, &offset) ||
+	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
+	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
+	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of) ||
+	    rpc_arg_uint(r, out, WIRE_F_OFFSET, &offset) ||
 	    rpc_arg_uint(r, out, WIRE_F_LENGTH, &length))
 		return;
 	if (length > WIRE_BLOB_READ_MAX)
@@ -96,8 +99,9 @@ int rpc_blob_args(const struct rpc_req *r, struct rpc_blob_args *ret, struct rpc
 		if (a.chunk_size != 0 &&
 		    (a.chunk_size < KV_BLOB_CHUNK_MIN || a.chunk_size > KV_BLOB_CHUNK_MAX)) {
 			rpc_reply_errorf(err_out, r->id, RPC_INVALID_ARGUMENT,
-			             "'chunk_size' must be %u..%u (or absent: %u)", KV_BLOB_CHUNK_MIN,
-			             KV_BLOB_CHUNK_MAX, KV_BLOB_CHUNK_DEFAULT);
+			                 "'chunk_size' must be %u..%u (or absent: %u)",
+			                 KV_BLOB_CHUNK_MIN, KV_BLOB_CHUNK_MAX,
+			                 KV_BLOB_CHUNK_DEFAULT);
 			return -EINVAL;
 		}
 		*ret = a;
