@@ -526,10 +526,17 @@ int kvc_tenant_list(kvc *c, const struct kvc_call *call, struct kvc_tenant_entry
 	return 0;
 }
 
-int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
+/* A tenant's Stats, decoded by one of the crep_*_info decoders into out
+ * (size bytes; untouched on failure). */
+static int tenant_stats(kvc *c, const struct kvc_call *call,
+                        int (*decode)(const msgpack_object *, void *), void *out, size_t size)
 {
 	struct client_op op;
-	struct kvc_tenant_info ti;
+	union {
+		struct kvc_tenant_info ti;
+		struct kvc_codec_info ci;
+		struct kvc_evict_info ei;
+	} got;
 	int rv;
 
 	client_op_init(&op, c, call, WIRE_M_STATS);
@@ -537,47 +544,41 @@ int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
 		return client_op_end(&op, call, rv);
 	creq_stats(&op.pk, false);
 	if ((rv = client_op_run(&op)) == 0)
-		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
+		rv = client_op_decoded(&op, decode(op.env.result, &got));
 	rv = client_op_end(&op, call, rv);
-	if (rv == 0 && ret != NULL)
-		*ret = ti;
+	if (rv == 0 && out != NULL)
+		memcpy(out, &got, size);
 	return rv;
+}
+
+static int decode_tenant_info(const msgpack_object *result, void *ret)
+{
+	return crep_tenant_info(result, ret);
+}
+
+static int decode_codec_info(const msgpack_object *result, void *ret)
+{
+	return crep_codec_info(result, ret);
+}
+
+static int decode_evict_info(const msgpack_object *result, void *ret)
+{
+	return crep_evict_info(result, ret);
+}
+
+int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
+{
+	return tenant_stats(c, call, decode_tenant_info, ret, sizeof(*ret));
 }
 
 int kvc_stats_codec(kvc *c, const struct kvc_call *call, struct kvc_codec_info *ret)
 {
-	struct client_op op;
-	struct kvc_codec_info ci;
-	int rv;
-
-	client_op_init(&op, c, call, WIRE_M_STATS);
-	if ((rv = client_op_request(&op, call, true, 0)) != 0)
-		return client_op_end(&op, call, rv);
-	creq_stats(&op.pk, false);
-	if ((rv = client_op_run(&op)) == 0)
-		rv = client_op_decoded(&op, crep_codec_info(op.env.result, &ci));
-	rv = client_op_end(&op, call, rv);
-	if (rv == 0 && ret != NULL)
-		*ret = ci;
-	return rv;
+	return tenant_stats(c, call, decode_codec_info, ret, sizeof(*ret));
 }
 
 int kvc_stats_evict(kvc *c, const struct kvc_call *call, struct kvc_evict_info *ret)
 {
-	struct client_op op;
-	struct kvc_evict_info ei;
-	int rv;
-
-	client_op_init(&op, c, call, WIRE_M_STATS);
-	if ((rv = client_op_request(&op, call, true, 0)) != 0)
-		return client_op_end(&op, call, rv);
-	creq_stats(&op.pk, false);
-	if ((rv = client_op_run(&op)) == 0)
-		rv = client_op_decoded(&op, crep_evict_info(op.env.result, &ei));
-	rv = client_op_end(&op, call, rv);
-	if (rv == 0 && ret != NULL)
-		*ret = ei;
-	return rv;
+	return tenant_stats(c, call, decode_evict_info, ret, sizeof(*ret));
 }
 
 int kvc_stats_daemon(kvc *c, const struct kvc_call *call, struct kvc_daemon_stats *ret)
