@@ -13,7 +13,10 @@
  * write itself is not on the ring). When the write reported full length and the
  * sync succeeded it applies the overlay to the key directory and completes
  * the requests. Nothing is visible to readers and no request is answered
- * before its batch is as durable as the database's sync mode promises.
+ * before its batch is as durable as the database's sync mode promises —
+ * but for a batch of blob chunks alone, which nothing reads until their
+ * blob's commit: under KV_SYNC_ALWAYS it is not synced, and the commit's
+ * batch syncs what came before it (form_and_start, write_roll).
  * A put that would take the database past max_keys or max_bytes fails with
  * KV_EMAXKEYS or, under evict=oldest, first evicts the least recently
  * written keys the batch does not write: their tombstones join the
@@ -546,6 +549,32 @@ static uint64_t expiry_of(uint64_t now, uint64_t ttl_ms)
 	return ttl_ms >= KV_EXPIRY_MAX - now ? KV_EXPIRY_MAX : now + ttl_ms;
 }
 
+/* The value of a put or a blob chunk about to be encoded at the end of the
+ * batch (rh->value_len its length as given): compressed in place, where
+ * the value goes (batch_reserve made room for it uncompressed), when the
+ * codec makes it shorter, with rh's length and codec bits set; else the
+ * caller's bytes. Counts it in the batch's value figures. */
+static const void *encode_value(kv_db *db, struct batch *b, const struct kv_op *op,
+                                enum kv_codec codec, int level, struct rec_header *rh)
+{
+	const void *value = op->value;
+
+	if (codec != KV_CODEC_NONE) {
+		uint8_t *dst = b->buf + b->len + REC_HEADER_SIZE + op->key_len;
+		size_t n = codec_compress(&db->codec, codec, level, op->value, op->value_len, dst,
+		                          op->value_len);
+		if (n != 0) {
+			value = dst;
+			rh->value_len = (uint32_t)n;
+			rh->flags |= (uint8_t)(codec << REC_F_CODEC_SHIFT);
+			b->val_compressed++;
+		}
+	}
+	b->val_logical += op->value_len;
+	b->val_stored += rh->value_len;
+	return value;
+}
+
 /* Encodes a blob chunk at the end of the batch (blob.h): no version, no
  * condition, no key-directory change; its value compressed as a put's is.
  * Returns its size. */
@@ -553,26 +582,14 @@ static size_t encode_chunk(kv_db *db, struct batch *b, struct kv_op *op, uint64_
                            enum kv_codec codec, int level)
 {
 	struct rec_header rh;
-	const void *value = op->value;
+	const void *value;
 
 	memset(&rh, 0, sizeof(rh));
 	rh.type = REC_CHUNK;
 	rh.flags = REC_F_BATCH_MORE;
 	rh.key_len = (uint32_t)op->key_len;
 	rh.value_len = (uint32_t)op->value_len;
-	if (codec != KV_CODEC_NONE) {
-		uint8_t *dst = b->buf + b->len + REC_HEADER_SIZE + op->key_len;
-		size_t n = codec_compress(&db->codec, codec, level, op->value, op->value_len, dst,
-		                          op->value_len);
-		if (n != 0) {
-			value = dst;
-			rh.value_len = (uint32_t)n;
-			rh.flags |= (uint8_t)(codec << REC_F_CODEC_SHIFT);
-			b->val_compressed++;
-		}
-	}
-	b->val_logical += op->value_len;
-	b->val_stored += rh.value_len;
+	value = encode_value(db, b, op, codec, level, &rh);
 	b->blobs++;
 	rh.timestamp_ms = now;
 	rec_encode(b->buf + b->len, &rh, op->key, value, db->active->crc_seed);
@@ -784,23 +801,8 @@ static int form_req_once(kv_db *db, struct kv_req *req, uint64_t now)
 		rh.flags = REC_F_BATCH_MORE;
 		rh.key_len = (uint32_t)op->key_len;
 		rh.value_len = puts ? (uint32_t)op->value_len : 0;
-		if (op->type == KV_OP_PUT && codec != KV_CODEC_NONE) {
-			/* compressed in place, where the value goes (batch_reserve made
-			 * room for it uncompressed); raw when that does not shrink it */
-			uint8_t *dst = b->buf + b->len + REC_HEADER_SIZE + op->key_len;
-			size_t n = codec_compress(&db->codec, codec, level, op->value,
-			                          op->value_len, dst, op->value_len);
-			if (n != 0) {
-				value = dst;
-				rh.value_len = (uint32_t)n;
-				rh.flags |= (uint8_t)(codec << REC_F_CODEC_SHIFT);
-				b->val_compressed++;
-			}
-		}
-		if (op->type == KV_OP_PUT) {
-			b->val_logical += op->value_len;
-			b->val_stored += rh.value_len;
-		}
+		if (op->type == KV_OP_PUT)
+			value = encode_value(db, b, op, codec, level, &rh);
 		rh.version = db->next_version++;
 		rh.timestamp_ms = now;
 		rh.expiry_ms = puts ? expiry_of(now, op->ttl_ms) : 0;
@@ -1116,19 +1118,22 @@ static bool form_and_start(kv_db *db)
 	{
 		int rv = reserve_space(db, b->len);
 		/* META promises no version above its mark was handed out, and
-		 * says (format 3) that values may be compressed before any is */
-		if (rv == 0 && b->val_compressed > 0 && !atomic_load(&db->meta_v3)) {
-			atomic_store(&db->meta_v3, true);
-			if ((rv = manifest_write(db)) != 0)
-				atomic_store(&db->meta_v3, false); /* tried again next batch */
-		}
-		/* and (format 4) that blobs may be there */
-		if (rv == 0 && b->blobs > 0 && !atomic_load(&db->meta_v4)) {
-			atomic_store(&db->meta_v4, true);
-			if ((rv = manifest_write(db)) != 0)
-				atomic_store(&db->meta_v4, false);
-		} else if (rv == 0 && db->next_version - 1 > db->version_mark) {
-			rv = manifest_write(db);
+		 * says (format 3) that values may be compressed before any is,
+		 * (format 4) that blobs may be there before any is */
+		bool v3 = b->val_compressed > 0 && !atomic_load(&db->meta_v3);
+		bool v4 = b->blobs > 0 && !atomic_load(&db->meta_v4); /* (4: blobs may be there) */
+		if (rv == 0 && (v3 || v4 || db->next_version - 1 > db->version_mark)) {
+			if (v3)
+				atomic_store(&db->meta_v3, true);
+			if (v4)
+				atomic_store(&db->meta_v4, true);
+			if ((rv = manifest_write(db)) != 0) {
+				/* tried again with the next batch */
+				if (v3)
+					atomic_store(&db->meta_v3, false);
+				if (v4)
+					atomic_store(&db->meta_v4, false);
+			}
 		}
 		if (rv != 0) {
 			struct kv_stor_wres full = {rv, false};

@@ -368,9 +368,11 @@ const void *kv_upload_key(const kv_upload *u, size_t *ret_len);
 void kv_upload_close(kv_upload *u);
 
 /* Blocking form (not for an external_loop database's own loop thread). */
-/* Takes len more bytes; whole chunks are written now. Errors: -EFBIG (past
- * KV_BLOB_SIZE_MAX or KV_BLOB_CHUNKS_MAX chunks), -EBADFD (an earlier write of the upload failed, or it
- * is committed), the write path's errors (KV_EREADONLY, -ENOSPC, -EIO). */
+/* Takes len more bytes; whole chunks are written now (not synced: the
+ * commit makes them durable with the blob). Errors: -EFBIG (past
+ * KV_BLOB_SIZE_MAX or KV_BLOB_CHUNKS_MAX chunks), -EBADFD (an earlier
+ * write of the upload failed, or it is committed), the write path's errors
+ * (KV_EREADONLY, -ENOSPC, -EIO). */
 int kv_upload_write(kv_upload *u, const void *data, size_t len);
 /* Writes the last chunk and the descriptor, durable as the database's sync
  * mode promises, and gives its version. opts: if_version and ttl_ms as for
