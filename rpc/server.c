@@ -462,6 +462,16 @@ int rpc_arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *fie
 	return 0;
 }
 
+int rpc_arg_read(const struct rpc_req *r, struct rpc_reply *out, const void **ret_key,
+                 size_t *ret_len, struct kv_read_opts *ret_ro)
+{
+	return rpc_arg_key(r, out, WIRE_F_KEY, ret_key, ret_len) ||
+	               rpc_arg_uint(r, out, WIRE_F_VERSION, &ret_ro->version) ||
+	               rpc_arg_uint(r, out, WIRE_F_AS_OF, &ret_ro->as_of)
+	           ? -EINVAL
+	           : 0;
+}
+
 static int arg_bool(const struct rpc_req *r, struct rpc_reply *out, const char *field, bool *ret)
 {
 	if (mp_field_bool(r->args, field, false, ret) != 0) {
@@ -503,9 +513,7 @@ static void run_get(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *out
 	size_t klen;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
-	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
+	if (rpc_arg_read(r, out, &key, &klen, &ro))
 		return;
 	if ((rv = kv_get(kv_tenant_db(t), key, klen, &ro, &val)) != 0) {
 		rpc_reply_kv_error(out, r->id, rv);

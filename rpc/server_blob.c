@@ -30,9 +30,7 @@ void rpc_run_blob_info(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *
 	size_t klen;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
-	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of))
+	if (rpc_arg_read(r, out, &key, &klen, &ro))
 		return;
 	if ((rv = kv_blob_info(kv_tenant_db(t), key, klen, &ro, &bi)) != 0) {
 		rpc_reply_kv_error(out, r->id, rv);
@@ -56,9 +54,7 @@ void rpc_run_blob_read(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *
 	void *buf;
 	int rv;
 
-	if (rpc_arg_key(r, out, WIRE_F_KEY, &key, &klen) ||
-	    rpc_arg_uint(r, out, WIRE_F_VERSION, &ro.version) ||
-	    rpc_arg_uint(r, out, WIRE_F_AS_OF, &ro.as_of) ||
+	if (rpc_arg_read(r, out, &key, &klen, &ro) ||
 	    rpc_arg_uint(r, out, WIRE_F_OFFSET, &offset) ||
 	    rpc_arg_uint(r, out, WIRE_F_LENGTH, &length))
 		return;

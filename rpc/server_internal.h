@@ -15,6 +15,10 @@ int rpc_arg_key(const struct rpc_req *r, struct rpc_reply *out, const char *fiel
  * -EINVAL with the error reply in out. */
 int rpc_arg_uint(const struct rpc_req *r, struct rpc_reply *out, const char *field,
                  uint64_t *ret);
+/* The arguments of a read of one key: key, and version / as_of (absent:
+ * 0) into *ret_ro. 0, or -EINVAL with the error reply in out. */
+int rpc_arg_read(const struct rpc_req *r, struct rpc_reply *out, const void **ret_key,
+                 size_t *ret_len, struct kv_read_opts *ret_ro);
 /* The reply for an engine error (rpc_status_of, rpc_message_of). */
 void rpc_reply_kv_error(struct rpc_reply *rp, uint64_t id, int err);
 
