@@ -435,16 +435,40 @@ int kvc_tenant_activate(kvc *c, const struct kvc_call *call, const char *name,
 	return rv;
 }
 
-int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
-                    struct kvc_tenant_info *ret)
+static int decode_tenant_info(const msgpack_object *result, void *ret)
+{
+	return crep_tenant_info(result, ret);
+}
+
+static int decode_codec_info(const msgpack_object *result, void *ret)
+{
+	return crep_codec_info(result, ret);
+}
+
+static int decode_evict_info(const msgpack_object *result, void *ret)
+{
+	return crep_evict_info(result, ret);
+}
+
+/* TenantInfo of name, decoded by decode into got (kvc_tenant_info's,
+ * kvc_tenant_codec's or kvc_tenant_evict's struct). */
+static int tenant_info_call(kvc *c, const struct kvc_call *call, const char *name,
+                            int (*decode)(const msgpack_object *, void *), void *got)
 {
 	struct client_op op;
-	struct kvc_tenant_info ti;
 	int rv;
 
 	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
-		rv = client_op_decoded(&op, crep_tenant_info(op.env.result, &ti));
-	rv = client_op_end(&op, call, rv);
+		rv = client_op_decoded(&op, decode(op.env.result, got));
+	return client_op_end(&op, call, rv);
+}
+
+int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
+                    struct kvc_tenant_info *ret)
+{
+	struct kvc_tenant_info ti;
+	int rv = tenant_info_call(c, call, name, decode_tenant_info, &ti);
+
 	if (rv == 0 && ret != NULL) {
 		/* The Stats-only fields stay 0, as kvclient.h says. */
 		ti.dead_bytes = ti.segments = ti.tombstones = ti.merges = ti.compact_revision = 0;
@@ -456,13 +480,9 @@ int kvc_tenant_info(kvc *c, const struct kvc_call *call, const char *name,
 int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
                      struct kvc_codec_info *ret)
 {
-	struct client_op op;
 	struct kvc_codec_info ci;
-	int rv;
+	int rv = tenant_info_call(c, call, name, decode_codec_info, &ci);
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
-		rv = client_op_decoded(&op, crep_codec_info(op.env.result, &ci));
-	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
 		/* the counters are Stats's */
 		ci.value_logical_bytes = ci.value_stored_bytes = ci.values_compressed = 0;
@@ -474,13 +494,9 @@ int kvc_tenant_codec(kvc *c, const struct kvc_call *call, const char *name,
 int kvc_tenant_evict(kvc *c, const struct kvc_call *call, const char *name,
                      struct kvc_evict_info *ret)
 {
-	struct client_op op;
 	struct kvc_evict_info ei;
-	int rv;
+	int rv = tenant_info_call(c, call, name, decode_evict_info, &ei);
 
-	if ((rv = name_call(&op, c, call, WIRE_M_TENANT_INFO, name, NULL, NULL, NULL)) == 0)
-		rv = client_op_decoded(&op, crep_evict_info(op.env.result, &ei));
-	rv = client_op_end(&op, call, rv);
 	if (rv == 0 && ret != NULL) {
 		ei.evictions = ei.tombstone_bytes = 0; /* Stats's */
 		*ret = ei;
@@ -549,21 +565,6 @@ static int tenant_stats(kvc *c, const struct kvc_call *call,
 	if (rv == 0 && out != NULL)
 		memcpy(out, &got, size);
 	return rv;
-}
-
-static int decode_tenant_info(const msgpack_object *result, void *ret)
-{
-	return crep_tenant_info(result, ret);
-}
-
-static int decode_codec_info(const msgpack_object *result, void *ret)
-{
-	return crep_codec_info(result, ret);
-}
-
-static int decode_evict_info(const msgpack_object *result, void *ret)
-{
-	return crep_evict_info(result, ret);
 }
 
 int kvc_stats(kvc *c, const struct kvc_call *call, struct kvc_tenant_info *ret)
