@@ -329,12 +329,6 @@ uint64_t kv_upload_size(const kv_upload *u)
 	return u->size;
 }
 
-const void *kv_upload_key(const kv_upload *u, size_t *ret_len)
-{
-	*ret_len = u->key_len;
-	return u->key;
-}
-
 void kv_upload_close(kv_upload *u)
 {
 	kv_db *db;

@@ -60,6 +60,18 @@ static int seg_read_one(kv_db *db, struct seg *s, void *buf, size_t len, uint64_
 	return stor_read_batch(db->stor, &r, 1);
 }
 
+/* Reads len bytes at off of the pinned segment s: from its mapping when
+ * that can give them, else one read. */
+static int seg_read_bytes(kv_db *db, struct seg *s, void *buf, size_t len, uint64_t off)
+{
+	size_t map_len;
+	const uint8_t *map = seg_map(s, &map_len);
+
+	if (map != NULL && off + len <= map_len && io_map_copy(buf, map + off, len) == 0)
+		return 0;
+	return seg_read_one(db, s, buf, len, off);
+}
+
 /* Reads and checks the record at loc in segment s. size_hint: its size
  * when known (exact), or a guess (a key's older versions are usually the
  * size of its newer ones: one read instead of two when it is right), or 0. */
@@ -115,11 +127,7 @@ static int read_in_seg(kv_db *db, struct seg *s, uint64_t loc, uint32_t size_hin
 				return -ENOMEM;
 			}
 			buf = nb;
-			if (map != NULL && off + size <= map_len &&
-			    io_map_copy(buf + first, map + off + first, size - first) == 0)
-				rv = 0;
-			else
-				rv = seg_read_one(db, s, buf + first, size - first, off + first);
+			rv = seg_read_bytes(db, s, buf + first, size - first, off + first);
 			if (rv != 0) {
 				free(buf);
 				return rv == -EIO ? KV_ECORRUPT : rv;
@@ -167,17 +175,6 @@ int read_at(kv_db *db, uint64_t loc, const void *key, size_t key_len, bool want_
 	return rv;
 }
 
-/* Reads len bytes at off of the pinned segment s: from its mapping when
- * that can give them, else one read. */
-static int seg_read_bytes(kv_db *db, struct seg *s, void *buf, size_t len, uint64_t off)
-{
-	size_t map_len;
-	const uint8_t *map = seg_map(s, &map_len);
-
-	if (map != NULL && off + len <= map_len && io_map_copy(buf, map + off, len) == 0)
-		return 0;
-	return seg_read_one(db, s, buf, len, off);
-}
 
 int read_key_at(kv_db *db, uint64_t loc, struct rec_header *ret_h, uint8_t **ret_key)
 {

@@ -361,8 +361,6 @@ int kv_upload_open(kv_db *db, const void *key, size_t key_len, uint32_t chunk_si
                    kv_upload **ret);
 /* Bytes taken so far. */
 uint64_t kv_upload_size(const kv_upload *u);
-/* The key it uploads. */
-const void *kv_upload_key(const kv_upload *u, size_t *ret_len);
 /* Frees the upload; an upload not committed leaves nothing visible. NULL ok.
  * Every upload of a database is closed before kv_close. */
 void kv_upload_close(kv_upload *u);
