@@ -13,6 +13,8 @@
  *              holds it exclusively only to do so; the driver reads it without
  *              the lock. Everyone else reads it shared.
  *   seg_mu   — the segment table and the relocation map.
+ *   upload_mu — the open uploads and their chunk lists (blob.c); taken
+ *              alone, never with another of these held.
  * A reader looks up the key directory and takes its segment reference while
  * holding kd_lock shared, so a merge swap can never retire the segment
  * between the two.

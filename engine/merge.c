@@ -21,6 +21,10 @@
  *   new record's previous-location points at the old copy, and merge records
  *   the relocation old → new instead.
  *
+ *   A blob descriptor kept is copied after its chunks, naming their new
+ *   locations; the chunks of uploads open when the merge started are copied
+ *   too, each with a relocation old → new (blob.h invariant 2).
+ *
  *   Last, a barrier writes the commit file (retired segments, relocations),
  *   takes the retired segments out of the table and installs the relocation
  *   map; the files are unlinked after. A crash before the commit leaves old

@@ -29,6 +29,9 @@
  *   8. The newest non-merged segment becomes the active segment again if it
  *      was the active one and has room. Otherwise a new one is started.
  *      META is written anew when it changed.
+ *   9. Blob chunks are never indexed (step 4 passes them by); the
+ *      descriptors that ended up heads are read, and their chunk bytes
+ *      counted live (blob.h invariant 3).
  * recovery_run is this list: one function per step, in this order.
  * Runs single-threaded inside kv_open, before the handle is published.
  */
@@ -1103,7 +1106,7 @@ int recovery_run(kv_db *db)
 	set_next(&r);           /* 7 */
 	rv = resume_active(&r); /* 8 */
 	if (rv == 0)
-		rv = blob_heads_load(db, &r.c);
+		rv = blob_heads_load(db, &r.c); /* 9 */
 out:
 	blob_cands_release(&r.c);
 	pend_clear(&r.c);
