@@ -72,6 +72,17 @@ int blob_desc_parse(const uint8_t *v, size_t len, struct blob_desc *ret)
 	return 0;
 }
 
+int blob_desc_size(const uint8_t *v, size_t len, uint64_t *ret)
+{
+	struct blob_desc d;
+	int rv;
+
+	if ((rv = blob_desc_parse(v, len, &d)) != 0)
+		return rv;
+	*ret = d.size;
+	return 0;
+}
+
 uint64_t blob_desc_loc(const struct blob_desc *d, uint32_t i)
 {
 	return get_le64(d->locs + 8ull * i);

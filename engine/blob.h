@@ -48,6 +48,8 @@ struct blob_desc {
  * KV_ECORRUPT otherwise. */
 int blob_desc_parse(const uint8_t *v, size_t len, struct blob_desc *ret);
 uint64_t blob_desc_loc(const struct blob_desc *d, uint32_t i);
+/* The blob's size from a descriptor value (blob_desc_parse's errors). */
+int blob_desc_size(const uint8_t *v, size_t len, uint64_t *ret);
 void blob_desc_set_loc(uint8_t *v, uint32_t i, uint64_t loc);
 /* The stored-bytes field of a descriptor value. */
 void blob_desc_set_stored(uint8_t *v, uint64_t stored);

@@ -115,8 +115,7 @@ static int hint_walk(const uint8_t *p, size_t len, uint64_t count, uint64_t seg_
 		e.off = get_le32(p + off + 16);
 		e.size = get_le32(p + off + 20);
 		e.expiry_ms = get_le64(p + off + 24);
-		if (e.type != REC_PUT && e.type != REC_DELETE && e.type != REC_BLOB &&
-		    e.type != REC_CHUNK)
+		if (!rec_type_keyed(e.type))
 			return KV_ECORRUPT;
 		/* a chunk has no version; everything else has one */
 		if (e.key_len == 0 || e.key_len > max_key || (e.version == 0) != (e.type == REC_CHUNK))

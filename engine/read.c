@@ -234,18 +234,6 @@ static int head_lookup(kv_db *db, const void *key, size_t key_len, struct kd_ent
 	return 0;
 }
 
-/* A blob's size from its descriptor record (KV_ECORRUPT when damaged). */
-static int blob_size_of(const struct rec_read *r, uint64_t *ret)
-{
-	struct blob_desc d;
-	int rv;
-
-	if ((rv = blob_desc_parse(r->value, r->h.value_len, &d)) != 0)
-		return rv;
-	*ret = d.size;
-	return 0;
-}
-
 static int value_from(struct kv_value *v, struct rec_read *r)
 {
 	size_t len;
@@ -253,7 +241,7 @@ static int value_from(struct kv_value *v, struct rec_read *r)
 
 	if (r->h.type == REC_BLOB) {
 		memset(v, 0, sizeof(*v));
-		rv = blob_size_of(r, &v->blob_size);
+		rv = blob_desc_size(r->value, r->h.value_len, &v->blob_size);
 		v->blob = true;
 		v->version = r->h.version;
 		v->timestamp_ms = r->h.timestamp_ms;
@@ -495,7 +483,7 @@ restart:
 			x->tombstone = r.h.type == REC_DELETE;
 			x->blob = r.h.type == REC_BLOB;
 			if (with_values && x->blob &&
-			    (rv = blob_size_of(&r, &x->blob_size)) != 0) {
+			    (rv = blob_desc_size(r.value, r.h.value_len, &x->blob_size)) != 0) {
 				rec_read_release(&r);
 				goto fail;
 			}

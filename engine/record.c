@@ -55,8 +55,7 @@ int rec_check_header(const struct rec_header *h, uint32_t max_key, uint32_t max_
 		               REC_SYNC_SIZE <= avail
 		           ? 0
 		           : KV_ECORRUPT;
-	if (h->type != REC_PUT && h->type != REC_DELETE && h->type != REC_BLOB &&
-	    h->type != REC_CHUNK)
+	if (!rec_type_keyed(h->type))
 		return KV_ECORRUPT;
 	if (h->key_len == 0 || h->key_len > max_key)
 		return KV_ECORRUPT;

@@ -37,6 +37,13 @@ enum rec_type {
 	REC_SYNC = 5,
 };
 
+/* A record that carries a key: put, delete, blob descriptor, blob chunk
+ * (every type but the sync mark). */
+static inline bool rec_type_keyed(unsigned type)
+{
+	return type >= REC_PUT && type <= REC_CHUNK;
+}
+
 #define REC_SYNC_SIZE (REC_HEADER_SIZE + 8u)
 /* A descriptor's fixed part, before its chunk locations (blob.h). */
 #define BLOB_DESC_HEAD 32u

@@ -441,13 +441,11 @@ static void prefetch_page(kv_iter *it, uint64_t now)
  * carries no bytes (kvengine.h "blobs"). */
 static int blob_entry(struct kv_entry *ret)
 {
-	struct blob_desc d;
 	int rv;
 
-	if ((rv = blob_desc_parse(ret->value, ret->value_len, &d)) != 0)
+	if ((rv = blob_desc_size(ret->value, ret->value_len, &ret->blob_size)) != 0)
 		return rv;
 	ret->blob = true;
-	ret->blob_size = d.size;
 	ret->value = NULL;
 	ret->value_len = 0;
 	return 0;

@@ -428,7 +428,7 @@ static int record_at(struct window *w, uint64_t off, uint32_t max_key, uint32_t 
 /*
  * The first offset from off on where a record may start, judged by its type
  * byte (header offset 4) alone: rec_check_header refuses every type but
- * REC_PUT, REC_DELETE, REC_BLOB, REC_CHUNK and REC_SYNC, so record_at would refuse every offset
+ * the keyed types (rec_type_keyed) and REC_SYNC, so record_at would refuse every offset
  * skipped here. One byte loop over the window (loaded a window at a time,
  * never per offset). *ret is past file_size - REC_HEADER_SIZE when no
  * offset left has a record's type byte.
@@ -453,8 +453,7 @@ static int next_candidate(struct window *w, uint64_t off, uint64_t *ret)
 			n = last - off + 1;
 		for (i = 0; i < n; i++) {
 			uint8_t t = p[i + 4];
-			if (t == REC_PUT || t == REC_DELETE || t == REC_SYNC || t == REC_BLOB ||
-			    t == REC_CHUNK) {
+			if (rec_type_keyed(t) || t == REC_SYNC) {
 				*ret = off + i;
 				return 0;
 			}
