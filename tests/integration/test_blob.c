@@ -740,6 +740,70 @@ static void test_open_limit(void **state)
 	kvc_close(c);
 }
 
+/* A chunk damaged on disk: a read of its range is DATA_LOSS with a
+ * message, never other bytes, and the rest of the blob still reads; a
+ * chunk size out of range is refused before anything is sent. */
+static void test_damaged(void **state)
+{
+	struct kvd_opts o = {.config_text = config};
+	kvc *c = client(kvd.surl, "default");
+	struct kvc_status st = {0};
+	struct kvc_call call = {.status = &st};
+	struct kvc_blob_opts bo = KVC_BLOB_OPTS_INIT;
+	kvc_blob_writer *w = NULL;
+	uint8_t pattern[16], buf[4096];
+	char names[64][64], *tdir, *dir;
+	uint64_t v, xxh;
+	size_t n = 0;
+	int nseg, flipped = 0;
+
+	(void)state;
+	bo.chunk_size = 100;
+	assert_int_equal(kvc_blob_writer_open(c, &call, "bad", 3, &bo, &w),
+	                 -KVC_INVALID_ARGUMENT);
+	bo.chunk_size = 4096;
+	v = put_blob(c, NULL, "dmg", 80, 300000, 1u << 20, &bo, &xxh);
+	kvc_close(c);
+	kvd_up = false;
+	assert_int_equal(kvd_stop(&kvd), 0);
+	/* the bytes of chunk 10, found in a segment and changed */
+	gen(80, 10 * 4096 + 100, pattern, sizeof(pattern));
+	tdir = tu_path(kvd.data, "tenants/default");
+	nseg = tu_list_ext(tdir, ".seg", names, 64);
+	for (int i = 0; i < nseg && !flipped; i++) {
+		char *seg = tu_path(tdir, "%s", names[i]);
+		FILE *f = fopen(seg, "rb");
+		uint8_t *file = malloc(64u << 20);
+		size_t len;
+		assert_non_null(f);
+		assert_non_null(file);
+		len = fread(file, 1, 64u << 20, f);
+		fclose(f);
+		for (size_t at = 0; at + sizeof(pattern) <= len && !flipped; at++)
+			if (memcmp(file + at, pattern, sizeof(pattern)) == 0) {
+				tu_flip_byte(seg, (off_t)at);
+				flipped = 1;
+			}
+		free(file);
+		free(seg);
+	}
+	free(tdir);
+	assert_true(flipped);
+	dir = strdup(kvd.dir);
+	kvd_cleanup(&kvd, true);
+	o.reuse_dir = dir;
+	assert_int_equal(kvd_start(&kvd, &o), 0);
+	kvd_up = true;
+	free(dir);
+	c = client(kvd.surl, "default");
+	assert_int_equal(kvc_blob_read(c, &call, "dmg", 3, v, 10 * 4096, buf, sizeof(buf), &n),
+	                 -KVC_DATA_LOSS);
+	assert_true(st.message[0] != '\0');
+	check_range(c, NULL, "dmg", v, 80, 9 * 4096, 4096, 4096);
+	check_range(c, NULL, "dmg", v, 80, 11 * 4096, 4096, 4096);
+	kvc_close(c);
+}
+
 /* kvd killed (SIGKILL) with an upload open: nothing of it is visible before
  * or after the restart; a committed blob is whole after it. Then kvd
  * stopped with an upload open: it ends it and exits 0. */
@@ -818,6 +882,7 @@ int main(void)
 	        cmocka_unit_test(test_abandoned),
 	        cmocka_unit_test(test_passivate),
 	        cmocka_unit_test(test_open_limit),
+	        cmocka_unit_test(test_damaged),
 	        cmocka_unit_test(test_killed),
 	};
 
