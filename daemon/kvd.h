@@ -100,6 +100,7 @@ enum job_kind {
 	JOB_REQUEST, /* a client request */
 	JOB_ATTACH,  /* maintenance needs the owner to drive a tenant (merge barriers) */
 	JOB_DETACH,
+	JOB_ACTIVATED, /* activate.c: a tenant's activation ended (struct act_wait) */
 };
 
 struct job {
@@ -181,6 +182,7 @@ struct kvd {
 	uint32_t nconns;
 	struct stream *stream; /* stream.c's listeners and connections */
 	struct worker *workers;
+	struct activators *activators; /* activate.c */
 	uint32_t nworkers;
 	uint32_t nstarted; /* workers whose thread runs */
 	pthread_t maint;
@@ -202,6 +204,8 @@ struct kvd {
 	                            (KVD_TEST_WORKER_DELAY_MS) */
 	uint32_t compact_hold_ms; /* tests: Compact keeps its tenant attached this long
 	                             before it merges (KVD_TEST_COMPACT_HOLD_MS) */
+	uint32_t activate_hold_ms; /* tests: activators wait this long before each activation
+	                              (KVD_TEST_ACTIVATE_HOLD_MS) */
 	uint32_t write_delay_ms;  /* tests: a write of a key "kvd-test-delay..." is held this
 	                             long past the fencing check (KVD_TEST_WRITE_DELAY_MS) */
 	struct cluster *cluster; /* cluster.h: cluster mode; NULL: a single node */
@@ -264,13 +268,14 @@ bool worker_post(struct kvd *d, uint32_t w, struct job *j);
 uint32_t worker_id(const struct worker *w);
 /* Runs a request now, on w's own thread (w owns its tenant). */
 void worker_run(struct worker *w, struct job *j);
-/* For upload.c, on w's own thread: the daemon, the worker's de-duplication
- * table and upload table; the busy entry of t (watched, with a store
- * reference; NULL when it cannot be watched), and a write of it going in
- * flight (+1) or answered (-1). */
+/* For upload.c and activate.c, on w's own thread: the daemon, the worker's
+ * de-duplication table, upload table and parked requests; the busy entry of
+ * t (watched, with a store reference; NULL when it cannot be watched), and a
+ * write of it going in flight (+1) or answered (-1). */
 struct kvd *worker_kvd(struct worker *w);
 struct dedup *worker_dedup(struct worker *w);
 struct uploads *worker_uploads(struct worker *w);
+struct acts *worker_acts(struct worker *w); /* activate.c's */
 struct busy *worker_busy(struct worker *w, kv_tenant *t);
 void worker_busy_inflight(struct busy *b, int delta);
 /* epoll_ctl on worker wi's loop: tag (a struct watch first) comes back to

@@ -18,6 +18,7 @@
  */
 #include "kvd.h"
 
+#include "activate.h"
 #include "cluster.h"
 
 #include "device.h"
@@ -589,8 +590,9 @@ static int parse_args(struct kvd *d, int argc, char **argv)
 /*
  * Test hooks, compiled into the test build of kvd alone (build/daemon/
  * kvd-test, never installed): environment variables that hold replies,
- * slow workers or hold a Compact (KVD_TEST_REPLY_DELAY_MS,
- * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_COMPACT_HOLD_MS), hold a write whose
+ * slow workers, activations or a Compact (KVD_TEST_REPLY_DELAY_MS,
+ * KVD_TEST_WORKER_DELAY_MS, KVD_TEST_ACTIVATE_HOLD_MS in activate.c,
+ * KVD_TEST_COMPACT_HOLD_MS), hold a write whose
  * first key starts with "kvd-test-delay" between the fencing check and the
  * engine, so that it comes after its node was fenced and another took the
  * tenant (KVD_TEST_WRITE_DELAY_MS, worker.c), and fault injection:
@@ -688,6 +690,10 @@ static void test_hooks_daemon(struct kvd *d)
 		d->job_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
 		klog(LOG_WARNING, "test mode: workers wait %u ms before each request",
 		     d->job_delay_ms);
+	}
+	if ((delay = getenv("KVD_TEST_ACTIVATE_HOLD_MS")) != NULL) {
+		d->activate_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
+		klog(LOG_WARNING, "test mode: activations wait %u ms first", d->activate_hold_ms);
 	}
 	if ((delay = getenv("KVD_TEST_COMPACT_HOLD_MS")) != NULL) {
 		d->compact_hold_ms = (uint32_t)strtoul(delay, NULL, 10);
@@ -1086,7 +1092,8 @@ int main(int argc, char **argv)
 		kv_store_close(d.store);
 		goto out_signals;
 	}
-	if ((e = workers_start(&d)) != 0 || (e = maint_start(&d)) != 0) {
+	if ((e = activators_start(&d)) != 0 || (e = workers_start(&d)) != 0 ||
+	    (e = maint_start(&d)) != 0) {
 		kvd_say(stderr, LOG_ERR, "cannot start threads: %s", strerror(-e));
 		goto out_threads;
 	}
@@ -1142,7 +1149,9 @@ out_transports:
 			transports[i].close(&d);
 out_threads:
 	maint_stop(&d);
+	activators_stop(&d);
 	workers_stop(&d);
+	activators_free(&d);
 	for (i = 0; i < NTRANSPORTS; i++)
 		transports[i].stop(&d);
 	cluster_store_closing(&d);

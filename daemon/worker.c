@@ -34,6 +34,7 @@
  */
 #include "kvd.h"
 
+#include "activate.h"
 #include "cluster.h"
 #include "dedup.h"
 #include "log.h"
@@ -82,6 +83,7 @@ struct worker {
 	struct dedup dd;     /* writes with a client id (invariant 2) */
 	struct job *waiting; /* tenant operations waiting for a merge to end */
 	struct uploads ups;  /* blob uploads of its tenants (upload.c) */
+	struct acts acts;    /* requests waiting for their tenant's activation (activate.c) */
 };
 
 uint32_t worker_of(const struct kvd *d, const char *tenant)
@@ -143,6 +145,11 @@ struct dedup *worker_dedup(struct worker *w)
 struct uploads *worker_uploads(struct worker *w)
 {
 	return &w->ups;
+}
+
+struct acts *worker_acts(struct worker *w)
+{
+	return &w->acts;
 }
 
 int worker_watch(struct kvd *d, uint32_t wi, int op, int fd, uint32_t events, void *tag)
@@ -343,11 +350,11 @@ static void write_done(struct kv_req *kreq, int status)
 	job_reply(j, &rp); /* j may be reused from here on */
 }
 
-static void run_write(struct worker *w, struct job *j)
+/* t: a reference on the request's tenant (acts_gate), taken over */
+static void run_write(struct worker *w, struct job *j, kv_tenant *t)
 {
 	struct kvd *d = w->d;
 	struct rpc_reply rp;
-	kv_tenant *t;
 	int rv;
 
 	if (j->req.has_client) {
@@ -357,22 +364,21 @@ static void run_write(struct worker *w, struct job *j)
 			e->pending->dup_next = j;
 			klog(LOG_DEBUG, "write %llu of client %016llx repeated while in flight",
 			     (unsigned long long)j->req.id, (unsigned long long)j->req.client);
+			kv_store_put(d->store, t);
 			return;
 		}
 		if (e != NULL && e->reply != NULL) {
 			klog(LOG_DEBUG, "write %llu of client %016llx repeated: answered again",
 			     (unsigned long long)j->req.id, (unsigned long long)j->req.client);
+			kv_store_put(d->store, t);
 			reply_bytes(j, e->reply, e->len);
 			return;
 		}
 	}
 	if (!cluster_may_write(d->cluster)) { /* cluster.c, invariant 2 */
+		kv_store_put(d->store, t);
 		job_reply_error(j, j->req.id, RPC_UNAVAILABLE,
 		                "this node is fenced: its etcd lease is not confirmed");
-		return;
-	}
-	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(d, j, rv);
 		return;
 	}
 	rpc_reply_init(&rp);
@@ -420,17 +426,12 @@ static void run_write(struct worker *w, struct job *j)
 		dedup_insert(&w->dd, j->req.client, j->req.id, j, now_ms());
 }
 
-static void run_read(struct worker *w, struct job *j)
+/* t: as run_write's */
+static void run_read(struct worker *w, struct job *j, kv_tenant *t)
 {
 	struct kvd *d = w->d;
 	struct rpc_reply rp;
-	kv_tenant *t;
-	int rv;
 
-	if ((rv = kv_store_get(d->store, j->req.tenant, &t)) != 0) {
-		reply_tenant_error(d, j, rv);
-		return;
-	}
 	rpc_reply_init(&rp);
 	rpc_run_read(d->store, t, &j->req, &rp);
 	kv_store_put(d->store, t);
@@ -492,8 +493,39 @@ static void run_attach(struct worker *w, struct job *j)
 	sem_post(j->done);
 }
 
+/* Requests that need their tenant active: reads, writes, blobs, and
+ * TenantActivate of a tenant that exists (of one that does not, it says so
+ * without creating it). */
+static bool needs_active(struct worker *w, const struct job *j)
+{
+	kv_tenant *t;
+	int rv;
+
+	switch (j->req.kind) {
+	case RPC_KIND_WRITE:
+	case RPC_KIND_READ:
+	case RPC_KIND_BLOB:
+		return true;
+	default:
+		break;
+	}
+	if (j->req.method != RPC_TENANT_ACTIVATE)
+		return false;
+	rv = kv_store_get_active(w->d->store, j->req.tenant, &t);
+	if (rv == 0)
+		kv_store_put_unused(w->d->store, t);
+	return rv == -EAGAIN;
+}
+
 void worker_run(struct worker *w, struct job *j)
 {
+	kv_tenant *t = NULL;
+	int rv;
+
+	if (j->kind == JOB_ACTIVATED) {
+		acts_done(w, j);
+		return;
+	}
 	if (j->kind != JOB_REQUEST) {
 		run_attach(w, j);
 		return;
@@ -506,23 +538,46 @@ void worker_run(struct worker *w, struct job *j)
 		                "deadline passed before the request ran; nothing was done");
 		return;
 	}
+	/* a tenant that is not active is activated off the worker, and the
+	 * request parked until it is (activate.c) */
+	if (needs_active(w, j)) {
+		if ((rv = acts_gate(w, j, &t)) == 1)
+			return;
+		if (rv != 0) {
+			reply_tenant_error(w->d, j, rv);
+			return;
+		}
+	}
 	switch (j->req.kind) {
 	case RPC_KIND_WRITE:
-		run_write(w, j);
+		run_write(w, j, t);
 		break;
 	case RPC_KIND_READ:
-		run_read(w, j);
+		run_read(w, j, t);
 		break;
 	case RPC_KIND_TENANT:
+		kv_store_put(w->d->store, t);
 		run_tenant_op(w, j);
 		break;
 	case RPC_KIND_BLOB:
+		kv_store_put(w->d->store, t);
 		uploads_run(w, j);
 		break;
 	default:
 		job_reply_error(j, j->req.id, RPC_INTERNAL, "request on the wrong thread");
 		break;
 	}
+}
+
+/* How long a turn waits for events: half a second, or until the first
+ * deadline of a request waiting for its tenant's activation. */
+static int loop_timeout(struct worker *w, uint64_t now)
+{
+	uint64_t first = acts_next_deadline(w);
+
+	if (first == 0 || first >= now + 500)
+		return 500;
+	return first > now ? (int)(first - now) + 1 : 1;
 }
 
 static void *worker_main(void *arg)
@@ -538,7 +593,7 @@ static void *worker_main(void *arg)
 		atomic_store(&w->beat, now);
 		bool queued = false;
 		busy_reap(w);
-		n = epoll_wait(w->epfd, evs, 64, 500);
+		n = epoll_wait(w->epfd, evs, 64, loop_timeout(w, now));
 		for (int i = 0; i < n; i++) {
 			struct watch *wt = evs[i].data.ptr;
 			if (wt == NULL)
@@ -566,6 +621,7 @@ static void *worker_main(void *arg)
 		}
 		drive_busy(w);
 		uploads_tick(w);
+		acts_expire(w, now_ms());
 		if (w->waiting != NULL) {
 			/* again; each goes back to the list if the merge still runs,
 			 * or is answered (DEADLINE_EXCEEDED once its time is up) */
@@ -599,6 +655,7 @@ static void *worker_main(void *arg)
 		drive_busy(w);
 	}
 	uploads_close_all(w);
+	acts_close_all(w);
 	busy_reap(w);
 	return NULL;
 }

@@ -974,6 +974,27 @@ int kv_store_get(kv_store *s, const char *name, kv_tenant **ret)
 	return rv;
 }
 
+int kv_store_get_ready(kv_store *s, const char *name, kv_tenant **ret)
+{
+	struct kv_tenant *t;
+
+	pthread_mutex_lock(&s->mu);
+	t = find(s, name);
+	if (t != NULL && t->state == T_ACTIVE) {
+		t->refs++;
+		t->last_used_ms = mono_ms();
+		pthread_mutex_unlock(&s->mu);
+		*ret = t;
+		return 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!kv_tenant_name_valid(name, strlen(name)))
+		return -EINVAL;
+	if (t == NULL && !s->opt.auto_create)
+		return -ENOENT;
+	return -EAGAIN; /* created, activated or settled by kv_store_get */
+}
+
 int kv_store_get_active(kv_store *s, const char *name, kv_tenant **ret)
 {
 	struct kv_tenant *t;

@@ -750,6 +750,11 @@ int kv_tenant_file_read(const char *dir, const struct kv_tenant_config *defaults
  * kv_open's errors). Hold it while using the database. */
 int kv_store_get(kv_store *s, const char *name, kv_tenant **ret);
 void kv_store_put(kv_store *s, kv_tenant *t);
+/* Like kv_store_get while the tenant is active (the same reference, a use);
+ * -EAGAIN when kv_store_get would have to create, activate or wait for it
+ * (an event loop hands that to another thread), -ENOENT and -EINVAL as
+ * kv_store_get. Never blocks on I/O. */
+int kv_store_get_ready(kv_store *s, const char *name, kv_tenant **ret);
 /* Like kv_store_get, but never activates (-EAGAIN when the tenant is
  * passive) and does not count as a use: release it with
  * kv_store_put_unused, so maintenance does not keep idle tenants young. */
