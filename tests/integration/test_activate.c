@@ -81,7 +81,8 @@ static void *slow_get_main(void *arg)
 	if (c != NULL) {
 		g->rv = kvc_get(c, NULL, "k", 1, 0, 0, &v);
 		if (g->rv == 0) {
-			snprintf(g->value, sizeof(g->value), "%.*s", (int)v.len, (const char *)v.data);
+			snprintf(g->value, sizeof(g->value), "%.*s", (int)v.len,
+			         (const char *)v.data);
 			kvc_value_free(&v);
 		}
 		kvc_close(c);
@@ -171,9 +172,8 @@ static void test_parked_requests_keep_their_order(void **state)
 	passivate(c, "big");
 	for (int i = 1; i <= 20; i++) {
 		snprintf(val, sizeof(val), "v%d", i);
-		assert_int_equal(kvc_put_async(c, NULL, "k", 1, val, strlen(val), NULL, put_done,
-		                               &ord),
-		                 0);
+		assert_int_equal(
+		        kvc_put_async(c, NULL, "k", 1, val, strlen(val), NULL, put_done, &ord), 0);
 	}
 	kvc_drain(c);
 	assert_int_equal(ord.answered, 20);
@@ -202,11 +202,28 @@ static void test_deadline_while_parked(void **state)
 	assert_non_null(c);
 	put_str(c, "big", "k", "v");
 	passivate(c, "big");
-	/* a put that cannot wait the activation out is answered and not
-	 * applied: the Get after it parks behind it, so it would see it */
-	assert_int_equal(kvc_put(c, &(struct kvc_call){.timeout_ms = 300, .status = &st}, "late",
-	                         4, "x", 1, NULL, NULL),
-	                 -KVC_DEADLINE_EXCEEDED);
+	/* a put that cannot wait the activation out is answered by kvd once its
+	 * deadline passes (the client waits longer), and not applied: the Get
+	 * after it parks behind it, so it would see it */
+	{
+		struct h_req q;
+		struct h_reply r;
+		void *rep = NULL;
+		size_t n = 0;
+		uint64_t t0 = h_now_ms();
+		h_req_begin(&q, "Put", "big", 7, 2, 1);
+		mp_kv_uint(&q.pk, "timeout_ms", 300);
+		h_req_args(&q, 2);
+		mp_kv_str(&q.pk, "key", "late");
+		mp_kv_str(&q.pk, "value", "x");
+		assert_int_equal(kvc_raw(c, 10000, q.sb.data, q.sb.size, &rep, &n), 0);
+		msgpack_sbuffer_destroy(&q.sb);
+		assert_int_equal(h_parse(rep, n, &r), 0);
+		assert_int_equal(r.status, KVC_DEADLINE_EXCEEDED);
+		assert_true(h_now_ms() - t0 < HOLD_MS - 300);
+		h_reply_free(&r);
+		free(rep);
+	}
 	assert_int_equal(kvc_get(c, NULL, "late", 4, 0, 0, &v), -KVC_NOT_FOUND);
 	assert_int_equal(kvc_get(c, NULL, "k", 1, 0, 0, &v), 0);
 	kvc_value_free(&v);
