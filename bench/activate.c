@@ -9,18 +9,20 @@
  *   1. load: a store in a fresh directory (kv_store_open), tenant "bench"
  *      (sync=none), N distinct keys in random order through kv_batch on the
  *      tenant's database, kv_store_close — the tenant is now passive, with a
- *      hint file per sealed segment.
+ *      hint file per sealed segment and the key-directory image.
  *   2. in process: the store reopened with kvd's options (external event
  *      loop, no background thread); kv_store_activate timed R times for each
- *      of: from hint files with the files in the page cache (warm), the same
- *      after POSIX_FADV_DONTNEED on every file of the tenant (cold), and by
- *      full log replay (every .hint file deleted first), warm and cold. Each
- *      activation is followed by kv_store_passivate. After the first
+ *      of: from the key-directory image with the files in the page cache
+ *      (warm), the same after POSIX_FADV_DONTNEED on every file of the
+ *      tenant (cold), from hint files (the image deleted first), warm and
+ *      cold, and by full log replay (every .hint file deleted too), warm and
+ *      cold; recovery's report must say the image was used in the image
+ *      cases alone. Each activation is followed by kv_store_passivate. After the first
  *      activation from hints: key-directory bytes per key (kv_store_info's
  *      stats.keydir_bytes / keys) and, as a cross-check, the bytes malloc
  *      handed out during the activation (mallinfo2) per key.
  *   3. through kvd (unless --no-kvd): kvd started on the directory (the
- *      tenant is passive at start), the same four cases R times each: the
+ *      tenant is passive at start), the same six cases R times each: the
  *      first kvc_get of an existing key timed end to end (it includes the
  *      activation), then a second Get, then the median of 1000 more Gets;
  *      then the same activation by TenantActivate (kvd's own activation_us);
@@ -66,11 +68,22 @@
 #define AB_ERR_MAX        512
 #define AB_TIMEOUT_MS     120000 /* a first Get may activate a large tenant */
 
-enum ab_case { C_HINT_WARM, C_HINT_COLD, C_SCAN_WARM, C_SCAN_COLD, C_COUNT };
+enum ab_case {
+	C_IMAGE_WARM,
+	C_IMAGE_COLD,
+	C_HINT_WARM,
+	C_HINT_COLD,
+	C_SCAN_WARM,
+	C_SCAN_COLD,
+	C_COUNT
+};
 
-static const char *const ab_case_path[C_COUNT] = {"hint files", "hint files", "log replay",
-                                                  "log replay"};
-static const char *const ab_case_cache[C_COUNT] = {"warm", "cold", "warm", "cold"};
+static const char *const ab_case_path[C_COUNT] = {
+        "key-directory image", "key-directory image", "hint files",
+        "hint files",          "log replay",          "log replay"};
+static const char *const ab_case_from[C_COUNT] = {"image", "image",  "hints",
+                                                  "hints", "replay", "replay"};
+static const char *const ab_case_cache[C_COUNT] = {"warm", "cold", "warm", "cold", "warm", "cold"};
 
 /* R samples and their summary. */
 struct ab_series {
@@ -258,18 +271,27 @@ static int count_file(const char *path, const char *name, void *arg)
 	return 0;
 }
 
-/* Gets the tenant into the state a case starts from: hint files removed for
- * the log-replay cases, page cache dropped for the cold ones. */
+/* Gets the tenant into the state a case starts from: the key-directory
+ * image (written at every passivation) removed but for the image cases, hint
+ * files removed for the log-replay cases, page cache dropped for the cold
+ * ones. */
 static int prepare(const char *tdir, enum ab_case k, char *err, size_t errlen)
 {
+	char path[AB_PATH_MAX];
 	int rv;
 
+	snprintf(path, sizeof(path), "%s/KEYDIR", tdir);
+	if (k >= C_HINT_WARM && unlink(path) != 0 && errno != ENOENT) {
+		rv = -errno;
+		bench_fmt(err, errlen, "removing %s: %s", path, strerror(-rv));
+		return rv;
+	}
 	if ((k == C_SCAN_WARM || k == C_SCAN_COLD) &&
 	    (rv = each_file(tdir, drop_hint, NULL)) != 0) {
 		bench_fmt(err, errlen, "removing hint files in %s: %s", tdir, strerror(-rv));
 		return rv;
 	}
-	if ((k == C_HINT_COLD || k == C_SCAN_COLD) &&
+	if ((k == C_IMAGE_COLD || k == C_HINT_COLD || k == C_SCAN_COLD) &&
 	    (rv = each_file(tdir, drop_cache, NULL)) != 0) {
 		bench_fmt(err, errlen, "dropping %s from the page cache: %s", tdir, strerror(-rv));
 		return rv;
@@ -423,6 +445,13 @@ static int in_process(struct ab_bench *b, struct ab_size *z, const char *dir, co
 			if (rv != 0) {
 				bench_fmt(z->err, sizeof z->err, "kv_recovery_info: %s",
 				          kv_strerror(rv));
+				goto out;
+			}
+			if (ri.keydir_image != (k < C_HINT_WARM)) {
+				bench_fmt(z->err, sizeof z->err,
+				          "activation from %s: the key-directory image was %sused",
+				          ab_case_path[k], ri.keydir_image ? "" : "not ");
+				rv = -EIO;
 				goto out;
 			}
 			if (ti.stats.keys != z->keys) {
@@ -677,7 +706,8 @@ static void header(const struct ab_bench *b, FILE *f, bool md)
 	fprintf(f,
 	        "%sdata%stenant \"%s\" (sync=none), N distinct keys of %d bytes (zero-padded "
 	        "decimal) in random order, %d-byte random values, loaded with kv_batch (%d ops), "
-	        "then kv_store_close: passive with a hint file per sealed segment\n",
+	        "then kv_store_close: passive with a hint file per sealed segment and the "
+	        "key-directory image\n",
 	        lead, mid, AB_TENANT, AB_KEY_SIZE, AB_VALUE_SIZE, AB_BATCH);
 	fprintf(f,
 	        "%sin process%skv_store_open with kvd's options (external_loop, no background "
@@ -690,8 +720,15 @@ static void header(const struct ab_bench *b, FILE *f, bool md)
 	        "fdatasync + POSIX_FADV_DONTNEED on every file of the tenant first\n",
 	        lead, mid);
 	fprintf(f,
-	        "%slog replay%severy .hint file of the tenant deleted before the activation (they "
-	        "are written again at passivation)\n",
+	        "%skey-directory image%sthe KEYDIR file the last passivation wrote: the directory "
+	        "as it was in memory, loaded whole when the segments are as it says\n",
+	        lead, mid);
+	fprintf(f,
+	        "%shint files%sKEYDIR deleted before the activation (written again at passivation)\n",
+	        lead, mid);
+	fprintf(f,
+	        "%slog replay%sKEYDIR and every .hint file of the tenant deleted before the "
+	        "activation (they are written again at passivation)\n",
 	        lead, mid);
 	if (b->o.use_kvd)
 		fprintf(f,
@@ -831,7 +868,7 @@ static json_t *json_cases(const struct ab_size *z)
 			continue;
 		json_array_append_new(
 		        cases, json_pack("{s:s,s:s,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		                         "from", k < C_SCAN_WARM ? "hints" : "replay", "cache",
+		                         "from", ab_case_from[k], "cache",
 		                         ab_case_cache[k], "hints_loaded", (int)r->hints_loaded,
 		                         "segments_replayed", (int)r->segments_scanned, "segments",
 		                         (int)r->segments, "records", report_u64(r->records),
@@ -920,8 +957,9 @@ static int parse(int argc, char **argv, struct ab_opts *o)
 	};
 	const struct bench_cmd cmd = {
 	        "activate",
-	        "Time to activate a passive tenant of N keys: in process from hint files and by\n"
-	        "log replay, warm and cold page cache; key-directory bytes per key; the first Get\n"
+	        "Time to activate a passive tenant of N keys: in process from the key-directory\n"
+	        "image, from hint files and by log replay, warm and cold page cache;\n"
+	        "key-directory bytes per key; the first Get\n"
 	        "through kvd (which activates the tenant) against the second.\n",
 	        "Exits 0 only when every step worked, every Get found its value and kvd exited "
 	        "0.\n",

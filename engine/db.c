@@ -18,6 +18,8 @@
  */
 #include "db.h"
 
+#include "kdimage.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -509,7 +511,9 @@ int kv_close(kv_db *db)
 	 * error writing them does not fail the close */
 	if (rv == 0 && !atomic_load(&db->read_only))
 		r2 = db_write_hints(db);
-	(void)r2;
+	/* so is the key-directory image (kdimage.c) */
+	if (rv == 0 && r2 == 0 && !atomic_load(&db->read_only))
+		(void)kdimage_save(db);
 	db_free(db);
 	return rv;
 }

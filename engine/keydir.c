@@ -665,6 +665,47 @@ size_t keydir_memory(const struct keydir *kd)
 	return sizeof *kd + kd_arena_memory(&kd->arena);
 }
 
+/* image: u32 root, u32 0, u64 count, the arena's image */
+size_t keydir_image_size(const struct keydir *kd)
+{
+	return 16 + kd_arena_image_size(&kd->arena);
+}
+
+void keydir_image_write(const struct keydir *kd, uint8_t *p)
+{
+	uint32_t head[2] = {kd->root, 0};
+	uint64_t count = kd->count;
+
+	memcpy(p, head, 8);
+	memcpy(p + 8, &count, 8);
+	kd_arena_image_write(&kd->arena, p + 16);
+}
+
+int keydir_image_read(const uint8_t *p, size_t len, struct keydir **ret)
+{
+	struct keydir *kd;
+	uint32_t head[2];
+	uint64_t count;
+	int rv;
+
+	if (len < 16)
+		return -EINVAL;
+	memcpy(head, p, 8);
+	memcpy(&count, p + 8, 8);
+	if ((head[0] == 0) != (count == 0))
+		return -EINVAL;
+	if ((rv = keydir_new(&kd)) != 0)
+		return rv;
+	if ((rv = kd_arena_image_read(&kd->arena, p + 16, len - 16)) != 0) {
+		keydir_free(kd);
+		return rv;
+	}
+	kd->root = head[0];
+	kd->count = (size_t)count;
+	*ret = kd;
+	return 0;
+}
+
 int keydir_get(const struct keydir *kd, const void *key_, size_t len, struct kd_entry *ret)
 {
 	const uint8_t *key = key_;

@@ -75,6 +75,15 @@ int keydir_walk(const struct keydir *kd, const void *from, size_t from_len, bool
 
 size_t keydir_count(const struct keydir *kd);
 
+/* An image of the directory, for this host alone: keydir_image_size bytes
+ * written by keydir_image_write, read back whole by keydir_image_read into a
+ * new directory (0, -EINVAL when it does not add up, -ENOMEM). The image's
+ * integrity is the caller's to check (a checksum): a damaged tree is not
+ * detected here. */
+size_t keydir_image_size(const struct keydir *kd);
+void keydir_image_write(const struct keydir *kd, uint8_t *p);
+int keydir_image_read(const uint8_t *p, size_t len, struct keydir **ret);
+
 /* Bytes of memory the directory holds (arena chunks, free space included,
  * and the handle itself). */
 size_t keydir_memory(const struct keydir *kd);

@@ -131,6 +131,10 @@ static int arena_grow(struct kd_arena *a, uint32_t u)
 		if (t == NULL)
 			return -ENOMEM;
 		a->chunks = t;
+		uint32_t *sz = realloc(a->sizes, cap * sizeof *sz);
+		if (sz == NULL)
+			return -ENOMEM;
+		a->sizes = sz;
 		a->chunk_cap = cap;
 	}
 	/* About 1/32 of what the arena holds: the unused tail of the newest
@@ -149,6 +153,7 @@ static int arena_grow(struct kd_arena *a, uint32_t u)
 		return -ENOMEM;
 	uint32_t idx = a->nchunks++;
 	a->chunks[idx] = c;
+	a->sizes[idx] = (uint32_t)bytes;
 	a->bytes += bytes;
 	if (a->wild_units)
 		fl_push(a, a->wild, a->wild_units);
@@ -215,7 +220,9 @@ void kd_arena_release(struct kd_arena *a)
 	for (uint32_t i = 0; i < a->nchunks; i++)
 		free(a->chunks[i]);
 	free(a->chunks);
+	free(a->sizes);
 	a->chunks = NULL;
+	a->sizes = NULL;
 	a->nchunks = 0;
 	a->chunk_cap = 0;
 	a->bytes = 0;
@@ -227,5 +234,91 @@ void kd_arena_release(struct kd_arena *a)
 
 size_t kd_arena_memory(const struct kd_arena *a)
 {
-	return a->chunk_cap * sizeof *a->chunks + a->bytes;
+	return a->chunk_cap * (sizeof *a->chunks + sizeof *a->sizes) + a->bytes;
+}
+
+/* ---- images ---------------------------------------------------------------
+ *
+ *   u32 nchunks, wild, wild_units, 0; u64 bytes; u64 free_map[]; u32
+ *   free_head[]; u32 size[nchunks]; the chunks' bytes, one after the other.
+ */
+
+#define IMG_HEAD (16 + 8 + sizeof(((struct kd_arena *)0)->free_map) + \
+                  sizeof(((struct kd_arena *)0)->free_head))
+
+size_t kd_arena_image_size(const struct kd_arena *a)
+{
+	return IMG_HEAD + a->nchunks * sizeof(uint32_t) + a->bytes;
+}
+
+void kd_arena_image_write(const struct kd_arena *a, uint8_t *p)
+{
+	uint32_t head[4] = {a->nchunks, a->wild, a->wild_units, 0};
+	uint64_t bytes = a->bytes;
+
+	memcpy(p, head, sizeof head);
+	memcpy(p + 16, &bytes, 8);
+	memcpy(p + 24, a->free_map, sizeof a->free_map);
+	memcpy(p + 24 + sizeof a->free_map, a->free_head, sizeof a->free_head);
+	p += IMG_HEAD;
+	memcpy(p, a->sizes, a->nchunks * sizeof(uint32_t));
+	p += a->nchunks * sizeof(uint32_t);
+	for (uint32_t i = 0; i < a->nchunks; i++) {
+		memcpy(p, a->chunks[i], a->sizes[i]);
+		p += a->sizes[i];
+	}
+}
+
+int kd_arena_image_read(struct kd_arena *a, const uint8_t *p, size_t len)
+{
+	uint32_t head[4];
+	uint64_t bytes, sum = 0;
+	const uint8_t *sizes;
+
+	if (len < IMG_HEAD)
+		return -EINVAL;
+	memcpy(head, p, sizeof head);
+	memcpy(&bytes, p + 16, 8);
+	if (head[0] > KD_MAX_CHUNKS || len - IMG_HEAD < (size_t)head[0] * 4)
+		return -EINVAL;
+	sizes = p + IMG_HEAD;
+	for (uint32_t i = 0; i < head[0]; i++) {
+		uint32_t sz;
+		memcpy(&sz, sizes + (size_t)i * 4, 4);
+		if (sz < KD_MIN_BLOCK * 4 || sz > ((size_t)1 << CHUNK_MAX_SHIFT) - CHUNK_SLACK)
+			return -EINVAL;
+		sum += sz;
+	}
+	if (sum != bytes || len != IMG_HEAD + (size_t)head[0] * 4 + bytes)
+		return -EINVAL;
+	/* the wilderness lies in the newest chunk, if anywhere */
+	if (head[2] != 0 &&
+	    (head[0] == 0 || (head[1] >> KD_OFF_BITS) != head[0] - 1 ||
+	     (uint64_t)(head[1] & KD_OFF_MASK) + head[2] > sum /* loose */))
+		return -EINVAL;
+	kd_arena_release(a);
+	uint32_t cap = head[0] < 8 ? 8 : head[0];
+	if ((a->chunks = calloc(cap, sizeof *a->chunks)) == NULL ||
+	    (a->sizes = calloc(cap, sizeof *a->sizes)) == NULL) {
+		kd_arena_release(a);
+		return -ENOMEM;
+	}
+	a->chunk_cap = cap;
+	memcpy(a->sizes, sizes, (size_t)head[0] * 4);
+	p = sizes + (size_t)head[0] * 4;
+	for (uint32_t i = 0; i < head[0]; i++) {
+		if ((a->chunks[i] = malloc(a->sizes[i])) == NULL) {
+			kd_arena_release(a);
+			return -ENOMEM;
+		}
+		a->nchunks = i + 1;
+		memcpy(a->chunks[i], p, a->sizes[i]);
+		p += a->sizes[i];
+	}
+	a->bytes = bytes;
+	a->wild = head[1];
+	a->wild_units = head[2];
+	memcpy(a->free_map, sizes - sizeof a->free_head - sizeof a->free_map, sizeof a->free_map);
+	memcpy(a->free_head, sizes - sizeof a->free_head, sizeof a->free_head);
+	return 0;
 }

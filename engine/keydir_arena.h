@@ -39,6 +39,7 @@ struct kd_arena {
 	uint32_t wild;       /* the untouched tail of the newest chunk ... */
 	uint32_t wild_units; /* ... and its length: 0 or >= KD_MIN_BLOCK */
 	uint8_t **chunks;
+	uint32_t *sizes; /* bytes of each chunk (chunk_cap entries) */
 	uint64_t free_map[KD_NCLASS / 64];
 	uint32_t free_head[KD_NCLASS];
 };
@@ -105,5 +106,14 @@ void kd_arena_release(struct kd_arena *a);
 
 /* Bytes the arena holds: its chunks (free space included) and chunk table. */
 size_t kd_arena_memory(const struct kd_arena *a);
+
+/* An image of the arena, for this host alone (host byte order): its state
+ * and every chunk's bytes, free blocks included. kd_arena_image_size bytes
+ * are written by kd_arena_image_write; kd_arena_image_read makes an empty
+ * arena the same again: 0, -EINVAL when the image does not
+ * add up (the arena left empty), -ENOMEM. */
+size_t kd_arena_image_size(const struct kd_arena *a);
+void kd_arena_image_write(const struct kd_arena *a, uint8_t *p);
+int kd_arena_image_read(struct kd_arena *a, const uint8_t *p, size_t len);
 
 #endif

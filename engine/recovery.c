@@ -6,7 +6,10 @@
  *      still there (a merge interrupted after its commit), load relocations.
  *   3. Read META (manifest.h): compact revision, the sealed segments and
  *      their sizes, the version mark.
- *   4. Load every segment, oldest id first: from its hint file when the hint
+ *   4. When the key-directory image of the last clean close matches what
+ *      is there (kdimage.c), take the directory from it and open the
+ *      segments without reading them. Otherwise load every segment, oldest
+ *      id first: from its hint file when the hint
  *      checks out, otherwise by scanning its records. For every key the
  *      record with the highest version wins; an equal version (a copy left by
  *      an interrupted merge) keeps the first one seen. A hint that cannot be
@@ -38,6 +41,7 @@
 #include "db.h"
 
 #include "hint.h"
+#include "kdimage.h"
 #include "manifest.h"
 
 #include <errno.h>
@@ -943,6 +947,92 @@ static int load_segments(struct recovery *r)
 	return 0;
 }
 
+/* 4 from the key-directory image (kdimage.c) instead of the segments' hints:
+ * when the segments there are a trace of are exactly the image's, each is
+ * opened and put in the table as load_segment does, and none is read.
+ * *used stays false, and nothing changed, when there is no image or it does
+ * not match (it is gone all the same: kdimage.c invariant 2). */
+static int load_image(struct recovery *r, bool *used)
+{
+	kv_db *db = r->db;
+	struct kdimage im;
+	struct seg **v = NULL;
+	struct keydir *kd = NULL;
+	uint32_t n = 0, i;
+	size_t k = 0;
+	int rv;
+
+	*used = false;
+	if ((rv = kdimage_take(db, &im)) != 0)
+		return rv == -ENOMEM ? rv : 0;
+	if (r->c.merge_from != 0 || (v = calloc(im.nsegs + 1, sizeof(*v))) == NULL)
+		goto skip;
+	for (i = 0; i < im.nsegs; i++) {
+		uint32_t id, flags;
+		uint64_t size;
+		kdimage_seg(&im, i, &id, &flags, &size);
+		while (k < r->nids && k > 0 && r->ids[k] == r->ids[k - 1])
+			k++;
+		if (k == r->nids || r->ids[k] != id || !has_id(r->l.segs, r->l.nsegs, id) ||
+		    is_retired(r->retired, r->nretired, id))
+			goto skip;
+		k++;
+		if ((rv = seg_open(db->tn, id, &v[n])) != 0)
+			goto skip;
+		n++;
+		if (v[n - 1]->size != size ||
+		    (v[n - 1]->flags | (has_id(r->l.hints, r->l.nhints, id) ? KDIMAGE_SEG_HINT : 0)) !=
+		            flags)
+			goto skip;
+	}
+	while (k < r->nids && k > 0 && r->ids[k] == r->ids[k - 1])
+		k++;
+	if (k != r->nids || kdimage_keydir(&im, &kd) != 0)
+		goto skip; /* a segment the image does not know, or a damaged image */
+	keydir_free(db->kd);
+	db->kd = kd;
+	db->live_keys = im.live_keys;
+	db->tombstones = im.tombstones;
+	db->live_bytes = im.live_bytes;
+	db->tomb_bytes = im.tomb_bytes;
+	r->c.max_version = im.max_version;
+	r->c.records = im.records;
+	db->rinfo.keydir_image = true;
+	*used = true;
+	rv = 0;
+	for (i = 0; i < n; i++) {
+		struct seg *s = v[i];
+		v[i] = NULL;
+		if (s->id > r->max_id)
+			r->max_id = s->id;
+		if (s->base_version > r->max_base)
+			r->max_base = s->base_version;
+		s->has_hint = has_id(r->l.hints, r->l.nhints, s->id);
+		seg_unpin(s);
+		db->rinfo.segments++;
+		s->sealed = true;
+		db->disk_bytes += s->size;
+		if ((rv = segtab_insert_locked(db, s)) != 0) {
+			seg_unref(s);
+			break;
+		}
+		if (!(s->flags & SEG_F_MERGED))
+			r->tail = s;
+	}
+	for (; i < n; i++)
+		if (v[i] != NULL)
+			seg_unref(v[i]);
+	free(v);
+	kdimage_release(&im);
+	return rv;
+skip:
+	for (i = 0; i < n; i++)
+		seg_unref(v[i]);
+	free(v);
+	kdimage_release(&im);
+	return rv == -ENOMEM ? rv : 0;
+}
+
 /* 5. The segment META named active is gone: what was written to it is lost. */
 static void check_active_gone(struct recovery *r)
 {
@@ -1084,6 +1174,7 @@ static int resume_active(struct recovery *r)
 int recovery_run(kv_db *db)
 {
 	struct recovery r = {.db = db, .c = {.db = db}, .outputs_seen = true};
+	bool image;
 	int rv;
 
 	if ((rv = list_dir(db, &r.l)) != 0) /* 1 */
@@ -1094,7 +1185,9 @@ int recovery_run(kv_db *db)
 		goto out;
 	if ((rv = gather_ids(&r)) != 0)
 		goto out;
-	if ((rv = load_segments(&r)) != 0) /* 4, 5, 6 */
+	if ((rv = load_image(&r, &image)) != 0) /* 4 */
+		goto out;
+	if (!image && (rv = load_segments(&r)) != 0) /* 4, 5, 6 */
 		goto out;
 	check_active_gone(&r); /* 5 */
 	/* the outputs of a merge that never committed (only while its whole

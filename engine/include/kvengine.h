@@ -187,6 +187,8 @@ int kv_open(const char *path, const struct kv_options *opts, kv_db **ret_db);
 /* What the last kv_open() found and repaired; for logs and `kvd --check`. */
 struct kv_recovery_info {
 	uint32_t segments;          /* segments loaded */
+	bool keydir_image;          /* the key directory came from the image of the last clean
+	                               close (no segment or hint read) */
 	uint32_t hints_loaded;      /* segments loaded from hint files */
 	uint32_t hints_rejected;    /* hint files missing a checksum or bounds, segment scanned instead */
 	uint32_t segments_scanned;  /* segments replayed record by record */

@@ -302,6 +302,10 @@ static void test_segment_or_hint_is_a_directory(void **state)
 	f = check(dir);
 	assert_int_equal(f.damage, 0);
 	assert_true(f.notes >= 1);
+	/* the key-directory image would be taken instead of the hints */
+	p = tu_path(dir, "KEYDIR");
+	assert_int_equal(unlink(p), 0);
+	free(p);
 	opts(&o);
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_recovery_info(db, &ri), 0);
