@@ -26,7 +26,12 @@
  *      first kvc_get of an existing key timed end to end (it includes the
  *      activation), then a second Get, then the median of 1000 more Gets;
  *      then the same activation by TenantActivate (kvd's own activation_us);
- *      TenantPassivate between them; SIGTERM at the end, exit 0 checked.
+ *      TenantPassivate between them; then a neighbour: a small tenant the
+ *      same kvd worker owns, read back to back by its own connection, its
+ *      Get latency (p50, p99, max) over a second with nothing activating and
+ *      while the bench tenant activates R times from its hint files (kvd
+ *      activates off the worker: the neighbour should not notice); SIGTERM
+ *      at the end, exit 0 checked.
  * Every row reports the median of its R repetitions, with the fastest and
  * slowest. Exits 0 only when every step worked and every Get found its value.
  */
@@ -44,6 +49,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +60,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define AB_KEYS_DEFAULT   1000000ull
 #define AB_QUICK_KEYS     10000ull
@@ -78,9 +87,9 @@ enum ab_case {
 	C_COUNT
 };
 
-static const char *const ab_case_path[C_COUNT] = {
-        "key-directory image", "key-directory image", "hint files",
-        "hint files",          "log replay",          "log replay"};
+static const char *const ab_case_path[C_COUNT] = {"key-directory image", "key-directory image",
+                                                  "hint files",          "hint files",
+                                                  "log replay",          "log replay"};
 static const char *const ab_case_from[C_COUNT] = {"image", "image",  "hints",
                                                   "hints", "replay", "replay"};
 static const char *const ab_case_cache[C_COUNT] = {"warm", "cold", "warm", "cold", "warm", "cold"};
@@ -119,6 +128,14 @@ struct ab_size {
 	bool kvd_ran, kvd_exit_ok;
 	uint64_t passivate_retries;  /* TenantPassivate answered UNAVAILABLE "busy" */
 	double passivate_wait_max_s; /* longest TenantPassivate, retries included */
+	/* Gets of another tenant of the same kvd worker: with nothing activating,
+	 * and while this one activates from hint files (neighbour()) */
+	bool nb_ran;
+	char nb_tenant[32];
+	double nb_idle_p50_us, nb_idle_p99_us, nb_idle_max_us;
+	double nb_act_p50_us, nb_act_p99_us, nb_act_max_us;
+	uint64_t nb_idle_n, nb_act_n;
+	double nb_act_ms; /* the activations' first Gets, summed */
 };
 
 struct ab_opts {
@@ -543,6 +560,183 @@ static int passivate(kvc *c, struct ab_size *z)
 	return 0;
 }
 
+/* ---- 3a. a neighbour of the activating tenant ---------------------------------------- */
+
+#define NB_MAX     (1u << 21) /* latency samples kept */
+#define NB_IDLE_MS 1000       /* the window with nothing activating */
+
+struct nb_state {
+	const char *url, *tenant;
+	atomic_bool stop;
+	double *start, *lat; /* bench_now() at each Get's send, its latency (s) */
+	size_t n;
+	int rv;
+	char err[AB_ERR_MAX];
+};
+
+static void *nb_main(void *arg)
+{
+	struct nb_state *ns = arg;
+	struct kvc_options o;
+	struct kvc_status st;
+	struct kvc_call call = {.tenant = ns->tenant, .status = &st};
+	kvc *c = NULL;
+
+	kvc_options_init(&o);
+	o.endpoint = ns->url;
+	o.timeout_ms = AB_TIMEOUT_MS;
+	if ((ns->rv = kvc_open(&o, &c)) != 0) {
+		bench_fmt(ns->err, sizeof ns->err, "neighbour: connecting: %s",
+		          kvc_code_name(ns->rv));
+		return NULL;
+	}
+	while (!atomic_load(&ns->stop) && ns->n < NB_MAX) {
+		struct kvc_value v;
+		double t0 = bench_now();
+		if ((ns->rv = kvc_get(c, &call, "k", 1, 0, 0, &v)) != 0) {
+			bench_fmt(ns->err, sizeof ns->err, "neighbour: Get: %s: %s",
+			          kvc_code_name(ns->rv), st.message);
+			break;
+		}
+		ns->start[ns->n] = t0;
+		ns->lat[ns->n++] = bench_now() - t0;
+		kvc_value_free(&v);
+	}
+	kvc_close(c);
+	return NULL;
+}
+
+/* p50, p99 and max (µs) of the samples sent in [from, to); their count. */
+static uint64_t nb_window(const struct nb_state *ns, double from, double to, double *p50,
+                          double *p99, double *max)
+{
+	double *v = malloc((ns->n + 1) * sizeof(double));
+	uint64_t k = 0;
+
+	*p50 = *p99 = *max = 0;
+	if (v == NULL)
+		return 0;
+	for (size_t i = 0; i < ns->n; i++)
+		if (ns->start[i] >= from && ns->start[i] < to)
+			v[k++] = ns->lat[i] * 1e6;
+	if (k > 0) {
+		qsort(v, k, sizeof(double), cmp_double);
+		*p50 = v[k / 2];
+		*p99 = v[(k * 99) / 100];
+		*max = v[k - 1];
+	}
+	free(v);
+	return k;
+}
+
+/* A tenant that kvd's worker of the bench tenant also owns (kvd: the
+ * XXH3-64 of the name modulo the workers). */
+static void nb_name(char *out, size_t len, uint64_t workers)
+{
+	uint64_t want = XXH3_64bits(AB_TENANT, strlen(AB_TENANT)) % workers;
+
+	for (unsigned i = 0;; i++) {
+		snprintf(out, len, "neighbour%u", i);
+		if (XXH3_64bits(out, strlen(out)) % workers == want)
+			return;
+	}
+}
+
+/* Gets of the neighbour, one connection, back to back: NB_IDLE_MS with
+ * nothing activating, then R activations of the bench tenant from its hint
+ * files (KEYDIR removed: the longer path), each started by a Get. */
+static int neighbour(struct ab_bench *b, struct ab_size *z, kvc *c, const char *url,
+                     const char *tdir, uint64_t workers)
+{
+	struct kvc_status st;
+	struct kvc_call call = {.timeout_ms = AB_TIMEOUT_MS, .status = &st};
+	struct kvc_tenant_opts to = {0};
+	struct nb_state ns = {.url = url, .tenant = z->nb_tenant};
+	double idle0, idle1, *act = NULL, p50, p99, max;
+	char key[AB_KEY_SIZE];
+	pthread_t th;
+	uint64_t s = 11;
+	int rv;
+
+	nb_name(z->nb_tenant, sizeof z->nb_tenant, workers ? workers : 1);
+	if ((rv = kvc_tenant_create(c, &call, z->nb_tenant, &to)) != 0 ||
+	    (rv = kvc_put(c, &(struct kvc_call){.tenant = z->nb_tenant, .status = &st}, "k", 1, "v",
+	                  1, NULL, NULL)) != 0) {
+		bench_fmt(z->err, sizeof z->err, "neighbour %s: %s: %s", z->nb_tenant,
+		          kvc_code_name(rv), st.message);
+		return rv;
+	}
+	ns.start = malloc(NB_MAX * sizeof(double));
+	ns.lat = malloc(NB_MAX * sizeof(double));
+	act = calloc(2 * b->o.repeat, sizeof(double));
+	if (ns.start == NULL || ns.lat == NULL || act == NULL) {
+		rv = -ENOMEM;
+		bench_fmt(z->err, sizeof z->err, "neighbour: out of memory");
+		goto out;
+	}
+	if (pthread_create(&th, NULL, nb_main, &ns) != 0) {
+		rv = -EAGAIN;
+		bench_fmt(z->err, sizeof z->err, "neighbour: cannot start a thread");
+		goto out;
+	}
+	/* a window, not a wait for anything: the neighbour's Gets go on */
+	poll(NULL, 0, 100);
+	idle0 = bench_now();
+	poll(NULL, 0, NB_IDLE_MS);
+	idle1 = bench_now();
+	for (uint64_t r = 0; r < b->o.repeat && rv == 0; r++) {
+		double first;
+		if ((rv = passivate(c, z)) != 0 ||
+		    (rv = prepare(tdir, C_HINT_WARM, z->err, sizeof z->err)) != 0)
+			break;
+		ab_key(key, bench_rng_below(&s, z->keys));
+		act[2 * r] = bench_now();
+		rv = timed_get(c, key, &first, z->err, sizeof z->err);
+		act[2 * r + 1] = bench_now();
+		z->nb_act_ms += first * 1e3;
+	}
+	atomic_store(&ns.stop, true);
+	pthread_join(th, NULL);
+	if (rv == 0 && ns.rv != 0) {
+		rv = ns.rv;
+		bench_fmt(z->err, sizeof z->err, "%s", ns.err);
+	}
+	if (rv != 0)
+		goto out;
+	z->nb_idle_n = nb_window(&ns, idle0, idle1, &z->nb_idle_p50_us, &z->nb_idle_p99_us,
+	                         &z->nb_idle_max_us);
+	/* every activation's window together */
+	{
+		struct nb_state all = ns;
+		size_t k = 0;
+		for (size_t i = 0; i < ns.n; i++)
+			for (uint64_t r = 0; r < b->o.repeat; r++)
+				if (ns.start[i] >= act[2 * r] && ns.start[i] < act[2 * r + 1]) {
+					all.start[k] = 0.5; /* inside [0, 1) below */
+					all.lat[k++] = ns.lat[i];
+					break;
+				}
+		all.n = k;
+		z->nb_act_n = nb_window(&all, 0, 1, &p50, &p99, &max);
+		z->nb_act_p50_us = p50;
+		z->nb_act_p99_us = p99;
+		z->nb_act_max_us = max;
+	}
+	z->nb_ran = true;
+	fprintf(b->progress,
+	        "  %" PRIu64
+	        " keys, through kvd: neighbour %s on the same worker: p99 %.0f us idle "
+	        "(%" PRIu64 " Gets), %.0f us while the tenant activates from hints (%" PRIu64
+	        " Gets in %.0f ms)\n",
+	        z->keys, z->nb_tenant, z->nb_idle_p99_us, z->nb_idle_n, z->nb_act_p99_us,
+	        z->nb_act_n, z->nb_act_ms);
+out:
+	free(ns.start);
+	free(ns.lat);
+	free(act);
+	return rv;
+}
+
 static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, const char *tdir)
 {
 	char err[AB_ERR_MAX], key[AB_KEY_SIZE];
@@ -635,6 +829,16 @@ static int through_kvd(struct ab_bench *b, struct ab_size *z, const char *dir, c
 		        series_median(&row->steady_s, NULL, NULL) * 1e6);
 		fflush(b->progress);
 	}
+	{
+		struct kvc_daemon_stats ds;
+		if ((rv = kvc_stats_daemon(c, &call, &ds)) != 0) {
+			bench_fmt(z->err, sizeof z->err, "Stats: %s: %s", kvc_code_name(rv),
+			          st.message);
+			goto stop;
+		}
+		if ((rv = neighbour(b, z, c, k.url[KVD_RUN_IPC], tdir, ds.workers)) != 0)
+			goto stop;
+	}
 	rv = 0;
 stop:
 	kvc_close(c);
@@ -724,7 +928,8 @@ static void header(const struct ab_bench *b, FILE *f, bool md)
 	        "as it was in memory, loaded whole when the segments are as it says\n",
 	        lead, mid);
 	fprintf(f,
-	        "%shint files%sKEYDIR deleted before the activation (written again at passivation)\n",
+	        "%shint files%sKEYDIR deleted before the activation (written again at "
+	        "passivation)\n",
 	        lead, mid);
 	fprintf(f,
 	        "%slog replay%sKEYDIR and every .hint file of the tenant deleted before the "
@@ -828,6 +1033,19 @@ static void report_rows(const struct ab_bench *b, FILE *f, bool md)
 		if (!z->ok)
 			fprintf(f, "%s%" PRIu64 " keys FAILED: %s\n", md ? "\n" : "", z->keys,
 			        z->err);
+		if (z->nb_ran)
+			fprintf(f,
+			        "%s%" PRIu64
+			        " keys: Gets of %s, on the same kvd worker: p50 %.0f us, "
+			        "p99 %.0f us, max %.0f us with nothing activating (%" PRIu64
+			        " Gets); p50 %.0f us, p99 %.0f us, max %.0f us while the tenant "
+			        "activated from hint files (%" PRIu64 " Gets in %.0f ms); p99 "
+			        "ratio %.2f\n",
+			        md ? "\n" : "", z->keys, z->nb_tenant, z->nb_idle_p50_us,
+			        z->nb_idle_p99_us, z->nb_idle_max_us, z->nb_idle_n,
+			        z->nb_act_p50_us, z->nb_act_p99_us, z->nb_act_max_us, z->nb_act_n,
+			        z->nb_act_ms,
+			        z->nb_idle_p99_us > 0 ? z->nb_act_p99_us / z->nb_idle_p99_us : 0);
 		if (z->passivate_retries > 0)
 			fprintf(f,
 			        "%s%" PRIu64
@@ -868,17 +1086,17 @@ static json_t *json_cases(const struct ab_size *z)
 			continue;
 		json_array_append_new(
 		        cases, json_pack("{s:s,s:s,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		                         "from", ab_case_from[k], "cache",
-		                         ab_case_cache[k], "hints_loaded", (int)r->hints_loaded,
-		                         "segments_replayed", (int)r->segments_scanned, "segments",
-		                         (int)r->segments, "records", report_u64(r->records),
-		                         "activate_ms", json_series(&r->activate_s, 1e3),
-		                         "engine_ms", json_series(&r->engine_us, 1e-3),
-		                         "page_faults", json_series(&r->faults, 1),
-		                         "kvd_activate_ms", json_series(&r->kvd_activate_us, 1e-3),
-		                         "kvd_first_get_ms", json_series(&r->first_s, 1e3),
-		                         "kvd_second_get_us", json_series(&r->second_s, 1e6),
-		                         "kvd_steady_get_us", json_series(&r->steady_s, 1e6)));
+		                         "from", ab_case_from[k], "cache", ab_case_cache[k],
+		                         "hints_loaded", (int)r->hints_loaded, "segments_replayed",
+		                         (int)r->segments_scanned, "segments", (int)r->segments,
+		                         "records", report_u64(r->records), "activate_ms",
+		                         json_series(&r->activate_s, 1e3), "engine_ms",
+		                         json_series(&r->engine_us, 1e-3), "page_faults",
+		                         json_series(&r->faults, 1), "kvd_activate_ms",
+		                         json_series(&r->kvd_activate_us, 1e-3), "kvd_first_get_ms",
+		                         json_series(&r->first_s, 1e3), "kvd_second_get_us",
+		                         json_series(&r->second_s, 1e6), "kvd_steady_get_us",
+		                         json_series(&r->steady_s, 1e6)));
 	}
 	return cases;
 }
@@ -910,6 +1128,20 @@ static void activate_json(const struct ab_bench *b, struct report *rep, bool ok)
 		                "passivate_wait_max_s", report_real(z->passivate_wait_max_s, 3),
 		                "kvd_exit_ok", z->kvd_ran && z->kvd_exit_ok, "kvd_command",
 		                report_str(z->kvd_command), "cases", json_cases(z)));
+		if (z->nb_ran)
+			json_object_set_new(
+			        json_array_get(sizes, json_array_size(sizes) - 1), "neighbour",
+			        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "tenant",
+			                  report_str(z->nb_tenant), "idle_gets",
+			                  report_u64(z->nb_idle_n), "idle_p50_us",
+			                  report_real(z->nb_idle_p50_us, 1), "idle_p99_us",
+			                  report_real(z->nb_idle_p99_us, 1), "idle_max_us",
+			                  report_real(z->nb_idle_max_us, 1), "activating_gets",
+			                  report_u64(z->nb_act_n), "activating_p50_us",
+			                  report_real(z->nb_act_p50_us, 1), "activating_p99_us",
+			                  report_real(z->nb_act_p99_us, 1), "activating_max_us",
+			                  report_real(z->nb_act_max_us, 1), "activations_ms",
+			                  report_real(z->nb_act_ms, 1)));
 	}
 	report_set(rep->doc, "bench", json_string("activate"));
 	report_set(rep->doc, "ok", json_boolean(ok));

@@ -752,8 +752,10 @@ static void tenant_activated(void *arg, const char *tenant, kv_db *db, uint64_t 
 	else if (ri.truncated_bytes)
 		klog(LOG_NOTICE, "tenant %s: torn write of %" PRIu64 " bytes cut off the log",
 		     tenant, ri.truncated_bytes);
-	klog(LOG_DEBUG, "tenant %s: activated in %" PRIu64 " us, %" PRIu64 " records", tenant, us,
-	     ri.records);
+	klog(LOG_DEBUG, "tenant %s: activated in %" PRIu64 " us, %" PRIu64 " records, from %s",
+	     tenant, us, ri.records,
+	     ri.keydir_image ? "the key-directory image"
+	                     : (ri.segments_scanned ? "hint files and log scans" : "hint files"));
 }
 
 /* One line per tenant the store refused (a damaged or missing TENANT): the

@@ -33,6 +33,7 @@
  * barrier waits for it.
  */
 #include "backup.h"
+#include "kdimage.h"
 
 #include "db.h"
 #include "endian_util.h"
@@ -203,6 +204,7 @@ static int meta_name_fn(void *arg, const struct kv_stor_entry *e)
 
 	if (e->kind != KV_STOR_META || strcmp(e->name, "LOCK") == 0 ||
 	    strcmp(e->name, "META") == 0 || strcmp(e->name, BACKUP_MARK) == 0 ||
+	    strcmp(e->name, KDIMAGE_NAME) == 0 || /* a cache, rebuilt at the next close */
 	    strlen(e->name) > KV_STOR_NAME_MAX ||
 	    (m->skip_tenant && strcmp(e->name, "TENANT") == 0))
 		return 0;
@@ -218,7 +220,8 @@ static int meta_name_fn(void *arg, const struct kv_stor_entry *e)
 	return 0;
 }
 
-/* Copies every metadata blob but LOCK, META (and TENANT with skip_tenant). */
+/* Copies every metadata blob but LOCK, META, KEYDIR (and TENANT with
+ * skip_tenant). */
 static int metas_copy(struct kv_stor_tenant *src, struct kv_stor_tenant *dst, bool skip_tenant,
                       struct kv_backup_info *info)
 {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvengine.h"
+
 #define KDIMAGE_NAME     "KEYDIR"    /* the tenant's metadata blob that holds it */
 #define KDIMAGE_SEG_HINT 0x80000000u /* kdimage_seg's flags: the segment has a hint file */
 

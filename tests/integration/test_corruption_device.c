@@ -1,4 +1,8 @@
-/* test_corruption_device.c — bytes flipped at random in a device image a real kvd wrote (sealed segments' records and headers, hint data in AUX extents, extent headers): kvd --check names the damage, a read returns the exact value or DATA_LOSS and never other bytes, a record flip costs that record's key alone; a damaged superblock copy or catalog slot falls back to the other, both refuse clearly. */
+/* test_corruption_device.c — bytes flipped at random in a device image a real kvd wrote (sealed
+ * segments' records and headers, hint data in AUX extents, extent headers): kvd --check names the
+ * damage, a read returns the exact value or DATA_LOSS and never other bytes, a record flip costs
+ * that record's key alone; a damaged superblock copy or catalog slot falls back to the other, both
+ * refuse clearly. */
 /*
  * A kvd formats nothing: `kvd --format IMG --extent-size 1M` does, then a
  * kvd serving `--device IMG` writes a tenant of N keys (values of random
@@ -44,7 +48,6 @@
 #define ROUNDS_DEFAULT  60
 #define ROUNDS_WITH_KVD 20
 #define IMG_SIZE        (64ll << 20)
-
 
 static const char *kvd_bin(void)
 {
@@ -294,7 +297,6 @@ static kvc *client(struct kvd_proc *k)
 	return c;
 }
 
-
 /* A kvd serving img: DATA_LOSS for as many keys as the engine lost; the
  * log says so when it read a damaged record, and has log_want (what
  * activation found) when given. */
@@ -407,7 +409,9 @@ static void test_random_flips(void **state)
 			kind = "hint";
 			n_hint++;
 			want_exit = 0;
-			log_want = "hint file(s) unusable";
+			/* kvd takes the key-directory image of the last close and
+			 * need not read the hint (kvd --check names it, below) */
+			log_want = NULL;
 		} else { /* an extent header's 60 bytes and CRC */
 			int e = (int)(next_rand() % (uint64_t)l.nexts);
 			at = l.ext_hdr[e] + next_rand() % DEV_EXT_HEADER;
