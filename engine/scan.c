@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_KEYS     128
-#define PREFETCH_GAP  4096u          /* read across holes up to this size */
-#define PREFETCH_SPAN (256u * 1024u) /* one read covers at most this much */
+#define PAGE_KEYS      128
+#define PREFETCH_GAP   4096u          /* read across holes up to this size */
+#define PREFETCH_SPAN  (256u * 1024u) /* one read covers at most this much */
+#define PREFETCH_LINES 2u             /* cache lines of each mapped record touched ahead */
 
 struct page_ent {
 	size_t key_off;
@@ -413,6 +414,18 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 		segs[nseg++] = s;
 		map = seg_map(s, &map_len);
 		gap = map != NULL ? 0 : PREFETCH_GAP;
+		if (map != NULL) {
+			/* the records lie far apart in memory: start every one's
+			 * cache and TLB misses before the first copy waits on its
+			 * own (a prefetch never faults) */
+			for (size_t k = i; k < run; k++) {
+				const struct kd_entry *e = &it->pe[it->order[k]].e;
+				for (uint32_t o = 0; o < e->size && o < PREFETCH_LINES * 64u &&
+				                     (uint64_t)e->off + o < map_len;
+				     o += 64)
+					__builtin_prefetch(map + e->off + o);
+			}
+		}
 		while (i < run) {
 			const struct kd_entry *first = &it->pe[it->order[i]].e;
 			uint64_t start = first->off, end = (uint64_t)first->off + first->size;
