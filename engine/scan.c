@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_KEYS     128
-#define PREFETCH_GAP  4096u          /* read across holes up to this size */
-#define PREFETCH_SPAN (256u * 1024u) /* one read covers at most this much */
+#define PAGE_KEYS      128
+#define PREFETCH_GAP   4096u          /* read across holes up to this size */
+#define PREFETCH_SPAN  (256u * 1024u) /* one read covers at most this much */
+#define PREFETCH_LINES 2u             /* cache lines of each mapped record touched ahead */
 
 struct page_ent {
 	size_t key_off;
@@ -53,6 +54,7 @@ struct kv_iter {
 
 	struct page_ent *pe;
 	size_t np, pi;
+	size_t page_max; /* keys the page being filled may take */
 	uint8_t *keys;
 	size_t keys_len, keys_cap;
 
@@ -267,7 +269,7 @@ static int fill_visit(void *arg, const uint8_t *key, size_t len, const struct kd
 	pe->key_len = (uint32_t)len;
 	pe->e = *e;
 	it->keys_len += len;
-	return it->np == PAGE_KEYS ? 2 : 0;
+	return it->np == it->page_max ? 2 : 0;
 }
 
 static int fill_page(kv_iter *it)
@@ -282,6 +284,10 @@ static int fill_page(kv_iter *it)
 		return -ENOMEM;
 	it->np = it->pi = 0;
 	it->keys_len = 0;
+	/* no more keys than the limit leaves: each one may cost a read */
+	it->page_max = PAGE_KEYS;
+	if (it->limit && it->limit - it->returned < PAGE_KEYS)
+		it->page_max = (size_t)(it->limit - it->returned);
 	if (it->started) {
 		from = it->cursor;
 		from_len = it->cursor_len;
@@ -329,18 +335,37 @@ static int by_location(const void *a, const void *b, void *arg)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Marks the records order[first, last) as read into it->pbuf at buf, a copy
+ * of their segment from off on. */
+static void prefetch_mark(kv_iter *it, size_t first, size_t last, const uint8_t *buf, uint64_t off,
+                          uint32_t seed)
+{
+	for (size_t k = first; k < last; k++) {
+		struct page_ent *pe = &it->pe[it->order[k]];
+		pe->pf = true;
+		pe->pf_seed = seed;
+		pe->pf_off = (size_t)(buf - it->pbuf) + (size_t)(pe->e.off - off);
+	}
+}
+
 /*
  * Reads the records a page will return from their newest version with as few
- * reads as possible, all submitted at once (one io_uring submission for the
- * page): sorted by location, neighbours less than PREFETCH_GAP apart are read
- * together. After a merge, records lie in key order, so a scan reads whole
- * runs at once. Anything not read here (or that fails its check later) is
- * read on its own by resolve().
+ * reads as possible. Sorted by location, they are taken segment by segment
+ * (one pin each). Through a segment's mapping each run of adjacent records is
+ * one copy and the bytes between runs are never touched; without one,
+ * neighbours less than PREFETCH_GAP apart are read together (a hole costs
+ * less than a request) and all the page's reads are submitted at once (one
+ * io_uring submission). After a merge, records lie in key order, so a scan
+ * reads whole runs at once. Anything not read here (or that fails its check
+ * later) is read on its own by resolve().
  */
 static void prefetch_page(kv_iter *it, uint64_t now)
 {
 	kv_db *db = it->db;
-	size_t n = 0, i, total = 0;
+	size_t n = 0, i, total = 0, nseg = 0, ng = 0, g;
+	struct kv_stor_rd rd[PAGE_KEYS];
+	struct seg *segs[PAGE_KEYS], *gseg[PAGE_KEYS];
+	size_t gfirst[PAGE_KEYS], glast[PAGE_KEYS];
 
 	if (it->keys_only)
 		return;
@@ -355,7 +380,8 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 	}
 	if (n == 0)
 		return;
-	qsort_r(it->order, n, sizeof(it->order[0]), by_location, it->pe);
+	if (n > 1)
+		qsort_r(it->order, n, sizeof(it->order[0]), by_location, it->pe);
 	/* room for the worst case: every record read separately */
 	for (i = 0; i < n; i++)
 		total += it->pe[it->order[i]].e.size + PREFETCH_GAP;
@@ -366,75 +392,78 @@ static void prefetch_page(kv_iter *it, uint64_t now)
 		it->pbuf = nb;
 		it->pbuf_cap = total;
 	}
-	/* plan the groups, pin their segments, then read them all at once */
-	{
-		struct kv_stor_rd rd[PAGE_KEYS];
-		struct seg *segs[PAGE_KEYS];
-		size_t gfirst[PAGE_KEYS], glast[PAGE_KEYS], ng = 0, g;
+	total = 0;
+	for (i = 0; i < n;) {
+		uint32_t sid = it->pe[it->order[i]].e.seg;
+		size_t run = i, map_len;
+		const uint8_t *map;
+		uint64_t gap, loc;
+		struct seg *s;
 
-		total = 0;
-		for (i = 0; i < n;) {
+		while (run < n && it->pe[it->order[run]].e.seg == sid)
+			run++;
+		if (db_seg_acquire(db, loc_make(sid, it->pe[it->order[i]].e.off), &s, &loc) != 0) {
+			i = run;
+			continue;
+		}
+		if (loc_seg(loc) != sid) { /* merged away since the page was copied */
+			db_seg_release(s);
+			i = run;
+			continue;
+		}
+		segs[nseg++] = s;
+		map = seg_map(s, &map_len);
+		gap = map != NULL ? 0 : PREFETCH_GAP;
+		if (map != NULL) {
+			/* the records lie far apart in memory: start every one's
+			 * cache and TLB misses before the first copy waits on its
+			 * own (a prefetch never faults) */
+			for (size_t k = i; k < run; k++) {
+				const struct kd_entry *e = &it->pe[it->order[k]].e;
+				for (uint32_t o = 0; o < e->size && o < PREFETCH_LINES * 64u &&
+				                     (uint64_t)e->off + o < map_len;
+				     o += 64)
+					__builtin_prefetch(map + e->off + o);
+			}
+		}
+		while (i < run) {
 			const struct kd_entry *first = &it->pe[it->order[i]].e;
-			uint64_t start = first->off, end = (uint64_t)first->off + first->size, loc;
+			uint64_t start = first->off, end = (uint64_t)first->off + first->size;
+			uint8_t *buf = it->pbuf + total;
 			size_t j = i + 1;
-			struct seg *s;
 
-			while (j < n) {
+			while (j < run) {
 				const struct kd_entry *e = &it->pe[it->order[j]].e;
-				if (e->seg != first->seg || e->off > end + PREFETCH_GAP ||
+				if (e->off > end + gap ||
 				    (uint64_t)e->off + e->size - start > PREFETCH_SPAN)
 					break;
 				if ((uint64_t)e->off + e->size > end)
 					end = (uint64_t)e->off + e->size;
 				j++;
 			}
-			if (db_seg_acquire(db, loc_make(first->seg, first->off), &s, &loc) == 0) {
-				if (loc_seg(loc) == first->seg) {
-					rd[ng] = (struct kv_stor_rd){s->h, it->pbuf + total,
-					                             (size_t)(end - start), start,
-					                             0};
-					segs[ng] = s;
-					gfirst[ng] = i;
-					glast[ng] = j;
-					ng++;
-					total += (size_t)(end - start);
-				} else {
-					db_seg_release(s);
-				}
+			total += (size_t)(end - start);
+			if (map != NULL && end <= map_len &&
+			    io_map_copy(buf, map + start, (size_t)(end - start)) == 0) {
+				prefetch_mark(it, i, j, buf, start, s->crc_seed);
+			} else {
+				rd[ng] = (struct kv_stor_rd){s->h, buf, (size_t)(end - start),
+				                             start, 0};
+				gseg[ng] = s;
+				gfirst[ng] = i;
+				glast[ng] = j;
+				ng++;
 			}
 			i = j;
 		}
-		/* groups a mapping covers are copied; the others go out at once */
-		{
-			struct kv_stor_rd rest[PAGE_KEYS];
-			size_t nrest = 0, map_len, idx[PAGE_KEYS];
-			for (g = 0; g < ng; g++) {
-				const uint8_t *map = seg_map(segs[g], &map_len);
-				if (map != NULL && rd[g].off + rd[g].len <= map_len &&
-				    io_map_copy(rd[g].buf, map + rd[g].off, rd[g].len) == 0) {
-					rd[g].res = 0;
-					continue;
-				}
-				idx[nrest] = g;
-				rest[nrest++] = rd[g];
-			}
-			stor_read_batch(db->stor, rest, nrest);
-			for (size_t r = 0; r < nrest; r++)
-				rd[idx[r]].res = rest[r].res;
-		}
-		for (g = 0; g < ng; g++) {
-			if (rd[g].res == 0) {
-				for (size_t k = gfirst[g]; k < glast[g]; k++) {
-					struct page_ent *pe = &it->pe[it->order[k]];
-					pe->pf = true;
-					pe->pf_seed = segs[g]->crc_seed;
-					pe->pf_off = (size_t)((uint8_t *)rd[g].buf - it->pbuf) +
-					             (pe->e.off - rd[g].off);
-				}
-			}
-			db_seg_release(segs[g]);
-		}
 	}
+	if (ng > 0)
+		stor_read_batch(db->stor, rd, ng);
+	for (g = 0; g < ng; g++)
+		if (rd[g].res == 0)
+			prefetch_mark(it, gfirst[g], glast[g], rd[g].buf, rd[g].off,
+			              gseg[g]->crc_seed);
+	for (g = 0; g < nseg; g++)
+		db_seg_release(segs[g]);
 }
 
 /* An entry whose value is a descriptor: it says blob and its size, and
