@@ -594,6 +594,9 @@ static void run_scan(kv_tenant *t, const struct rpc_req *r, struct rpc_reply *ou
 			so.end_len = cont_len - 1;
 		}
 	}
+	/* the iterator reads no more records than the page can take; one past
+	 * the limit says whether there is more */
+	so.limit = limit + 1;
 	if ((rv = kv_iter_open(kv_tenant_db(t), &so, &it)) != 0) {
 		free(after);
 		rpc_reply_kv_error(out, r->id, rv);
