@@ -23,7 +23,8 @@ struct worker;
 struct job;
 struct act_wait;
 
-#define ACTIVATORS 2u /* activator threads: activations of different tenants at once */
+#define ACTIVATORS     2u /* activator threads: activations of different tenants at once */
+#define ACTIVATOR_NICE 10 /* their nice value (the workers keep the process's) */
 
 /* The tenants a worker waits for, each with its parked requests. */
 struct acts {
