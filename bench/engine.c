@@ -456,7 +456,8 @@ static const char *const eb_fairness[] = {
         "no compression on any backend",
         "same sync policy: sync=always is engine KV_SYNC_ALWAYS, RocksDB/LevelDB "
         "WriteOptions.sync=true, LMDB fdatasync at commit; sync=none is engine KV_SYNC_NONE, "
-        "RocksDB/LevelDB sync=false (the WAL/log is still written), LMDB MDB_NOSYNC",
+        "RocksDB/LevelDB sync=false (the WAL/log is still written), LMDB MDB_NOSYNC | "
+        "MDB_WRITEMAP",
         "RocksDB WAL on; write buffer 64 MiB on RocksDB (its default) and LevelDB (raised from "
         "4 MiB); block caches at their defaults",
         "bloom filters 10 bits/key on RocksDB and LevelDB reads (typical production "
