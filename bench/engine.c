@@ -151,7 +151,7 @@ struct eb_bench {
 	char *pool;             /* EB_POOL_BYTES + value_size random bytes */
 	uint64_t *exist;        /* key ids present after fillrandom (+ overwrite) */
 	uint64_t nexist;
-	uint8_t *exist_bits;    /* the same as a bitmap of [0, N) */
+	uint8_t *exist_bits; /* the same as a bitmap of [0, N) */
 	struct eb_info info[EB_BACKENDS_MAX];
 	struct yb_env env; /* base: the run's directory (yb_open's) */
 	eb_table *runs;    /* one table per repetition */
@@ -281,8 +281,9 @@ static void *eb_thread_main(void *arg)
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
 			size_t len = 0;
-			uint64_t id = o->read_any ? bench_rng_below(&rng, r->num)
-			                          : r->b->exist[bench_rng_below(&rng, r->b->nexist)];
+			uint64_t id = o->read_any
+			                      ? bench_rng_below(&rng, r->num)
+			                      : r->b->exist[bench_rng_below(&rng, r->b->nexist)];
 			bool there = !o->read_any || ((r->b->exist_bits[id >> 3] >> (id & 7)) & 1);
 			eb_key(key, ks, id);
 			if ((rv = yb->read(&t->w, key, ks, NULL, 0, &len)) < 0)
