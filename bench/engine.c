@@ -6,7 +6,8 @@
  *   kvbench engine [--num N] [--num-sync N] [--key-size B] [--value-size B]
  *                  [--threads T] [--sync none|always|both] [--seed S]
  *                  [--backends LIST] [--benchmarks LIST] [--dir DIR]
- *                  [--repeat R] [--quick] [--json | --markdown]
+ *                  [--repeat R] [--read-keys existing|any] [--quick]
+ *                  [--json | --markdown]
  *
  * A run, for each sync mode (none, then always), for each backend in turn
  * (the engine first: it is the reference of the ratios; with --repeat R
@@ -16,7 +17,11 @@
  *                  close; remove.
  *   2. fillrandom  fresh database; N puts of uniformly random keys in [0, N);
  *      overwrite   N more such puts (another random stream);
- *      readrandom  N gets of keys chosen uniformly among those that exist;
+ *      readrandom  N gets of keys chosen uniformly among those that exist
+ *                  (--read-keys existing, the default), or uniformly in
+ *                  [0, N) as db_bench's readrandom chooses them (--read-keys
+ *                  any: about 37% are absent after fillrandom, and an absent
+ *                  key that was never written is not a miss);
  *      readseq     one forward scan of every key with the iterator API;
  *                  close; remove.
  * Reads run under sync=none only: the write sync policy does not touch them.
@@ -105,6 +110,7 @@ struct eb_opts {
 	bool json;
 	bool markdown;
 	bool num_set, num_sync_set; /* given explicitly: --quick leaves them */
+	bool read_any;              /* --read-keys any: readrandom as db_bench's */
 };
 
 enum eb_state {
@@ -121,6 +127,7 @@ struct eb_result {
 	double seconds;        /* wall time */
 	double thread_seconds; /* summed over the threads */
 	uint64_t misses;       /* keys that should exist and were not found */
+	uint64_t absent;       /* --read-keys any: reads of keys never written */
 	uint64_t wrong;        /* wrong key or value lengths, surplus scan entries */
 	bool have_counters;
 	struct yb_counters counters; /* delta over the workload */
@@ -144,6 +151,7 @@ struct eb_bench {
 	char *pool;             /* EB_POOL_BYTES + value_size random bytes */
 	uint64_t *exist;        /* key ids present after fillrandom (+ overwrite) */
 	uint64_t nexist;
+	uint8_t *exist_bits; /* the same as a bitmap of [0, N) */
 	struct eb_info info[EB_BACKENDS_MAX];
 	struct yb_env env; /* base: the run's directory (yb_open's) */
 	eb_table *runs;    /* one table per repetition */
@@ -209,7 +217,7 @@ struct eb_thread {
 	uint64_t idx;
 	pthread_t tid;
 	struct yb_worker w;
-	uint64_t ops, misses, wrong;
+	uint64_t ops, misses, absent, wrong;
 	double start, end; /* CLOCK_MONOTONIC around the workload loop */
 	bool failed;
 };
@@ -273,12 +281,18 @@ static void *eb_thread_main(void *arg)
 		rng = eb_stream(o->seed, r->w, t->idx);
 		for (i = lo; i < hi; i++) {
 			size_t len = 0;
-			eb_key(key, ks, r->b->exist[bench_rng_below(&rng, r->b->nexist)]);
+			uint64_t id = o->read_any
+			                      ? bench_rng_below(&rng, r->num)
+			                      : r->b->exist[bench_rng_below(&rng, r->b->nexist)];
+			bool there = !o->read_any || ((r->b->exist_bits[id >> 3] >> (id & 7)) & 1);
+			eb_key(key, ks, id);
 			if ((rv = yb->read(&t->w, key, ks, NULL, 0, &len)) < 0)
 				break;
-			if (rv == YB_NOTFOUND)
+			if (rv == YB_NOTFOUND && there)
 				t->misses++;
-			else if (len != vs)
+			else if (rv == YB_NOTFOUND)
+				t->absent++;
+			else if (!there || len != vs)
 				t->wrong++;
 			t->ops++;
 		}
@@ -365,6 +379,7 @@ static void eb_run_workload(struct eb_bench *b, const struct yb_backend *yb, str
 	for (uint64_t i = 0; i < nt; i++) {
 		res->ops += th[i].ops;
 		res->misses += th[i].misses;
+		res->absent += th[i].absent;
 		res->wrong += th[i].wrong;
 		res->thread_seconds += th[i].end - th[i].start;
 		if (th[i].failed && res->state == RES_OK) {
@@ -411,7 +426,9 @@ static int eb_existing(struct eb_bench *b, uint64_t num, bool overwrite)
 	uint64_t n = 0;
 
 	free(b->exist);
+	free(b->exist_bits);
 	b->exist = NULL;
+	b->exist_bits = NULL;
 	b->nexist = 0;
 	if (bits == NULL)
 		return -ENOMEM;
@@ -429,7 +446,7 @@ static int eb_existing(struct eb_bench *b, uint64_t num, bool overwrite)
 		if ((bits[id >> 3] >> (id & 7)) & 1)
 			b->exist[n++] = id;
 	b->nexist = n;
-	free(bits);
+	b->exist_bits = bits;
 	return 0;
 }
 
@@ -440,7 +457,8 @@ static const char *const eb_fairness[] = {
         "no compression on any backend",
         "same sync policy: sync=always is engine KV_SYNC_ALWAYS, RocksDB/LevelDB "
         "WriteOptions.sync=true, LMDB fdatasync at commit; sync=none is engine KV_SYNC_NONE, "
-        "RocksDB/LevelDB sync=false (the WAL/log is still written), LMDB MDB_NOSYNC",
+        "RocksDB/LevelDB sync=false (the WAL/log is still written), LMDB MDB_NOSYNC | "
+        "MDB_WRITEMAP",
         "RocksDB WAL on; write buffer 64 MiB on RocksDB (its default) and LevelDB (raised from "
         "4 MiB); block caches at their defaults",
         "bloom filters 10 bits/key on RocksDB and LevelDB reads (typical production "
@@ -479,6 +497,12 @@ static void eb_header(const struct eb_bench *b, struct report *rep)
 	        o->num_sync);
 	EB_LINE("threads", "%" PRIu64 " (sharing one database)", o->threads);
 	EB_LINE("seed", "%" PRIu64, o->seed);
+	if (o->read_any)
+		EB_LINE("reads",
+		        "--read-keys any: readrandom reads keys uniformly in [0, %" PRIu64
+		        ") as db_bench's readrandom does; keys fillrandom never wrote are "
+		        "absent, not misses (the fairness line on readrandom does not apply)",
+		        o->num);
 	if (o->repeat > 1)
 		EB_LINE("repeat",
 		        "%" PRIu64 " runs, backend order rotated each run; every cell is its "
@@ -572,6 +596,10 @@ static void eb_text_row(const struct eb_bench *b, FILE *f, const eb_table *t, in
 		snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
 		         "%s%" PRIu64 " merge%s", notes[0] ? ", " : "", r->counters.merges,
 		         r->counters.merges == 1 ? "" : "s");
+	if (b->o.read_any && w == W_READRANDOM)
+		snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
+		         "%s%" PRIu64 " of %" PRIu64 " found", notes[0] ? "; " : "",
+		         r->ops - r->absent - r->misses, r->ops);
 	if (r->wrong)
 		snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
 		         "%sWRONG LENGTH/COUNT %" PRIu64, notes[0] ? "; " : "", r->wrong);
@@ -627,6 +655,8 @@ static void eb_json_ok(const struct eb_bench *b, json_t *row, int s, enum eb_wor
 	report_set(row, "micros_per_op", report_real(eb_micros(r), 4));
 	report_set(row, "misses", report_u64(r->misses));
 	report_set(row, "wrong", report_u64(r->wrong));
+	if (b->o.read_any && w == W_READRANDOM)
+		report_set(row, "found", report_u64(r->ops - r->absent - r->misses));
 	if (ref != NULL && r->ops > 0)
 		report_set(row, "engine_over_this",
 		           report_real(eb_ops_per_sec(ref) / eb_ops_per_sec(r), 4));
@@ -962,6 +992,18 @@ static int eb_parse_sync(const char *cmd, const char *name, const char *arg, voi
 	return 0;
 }
 
+static int eb_parse_read_keys(const char *cmd, const char *name, const char *arg, void *val)
+{
+	bool *any = val;
+
+	if (strcmp(arg, "existing") != 0 && strcmp(arg, "any") != 0) {
+		fprintf(stderr, "kvbench %s: %s is existing or any, not '%s'\n", cmd, name, arg);
+		return -EINVAL;
+	}
+	*any = strcmp(arg, "any") == 0;
+	return 0;
+}
+
 static int eb_parse_backends(const char *cmd, const char *name, const char *arg, void *val)
 {
 	(void)cmd;
@@ -1013,6 +1055,11 @@ static int eb_parse(int argc, char **argv, struct eb_opts *o)
 	        {BENCH_OPT("dir", BENCH_OPT_STRING, &o->dir, "DIR",
 	                   "make the run's directory in DIR (default /tmp); removed\n"
 	                   "afterwards")},
+	        {BENCH_OPT("read-keys", BENCH_OPT_FUNC, &o->read_any, "WHICH",
+	                   "readrandom's keys: existing (uniform among the keys\n"
+	                   "written; default) or any (uniform in [0, N), db_bench's:\n"
+	                   "about 37% absent after fillrandom)"),
+	         .parse = eb_parse_read_keys},
 	        {BENCH_OPT("quick", BENCH_OPT_FLAG, &o->quick, NULL, quick)},
 	        BENCH_OPTS_REPORT(&o->markdown, &o->json),
 	};
@@ -1168,6 +1215,7 @@ out:
 	if (b->base[0] != '\0' && (rv = bench_rmtree(b->base)) != 0)
 		fprintf(stderr, "kvbench engine: removing %s: %s\n", b->base, strerror(-rv));
 	free(b->exist);
+	free(b->exist_bits);
 	free(b->pool);
 	free(b->runs);
 	free(b);
