@@ -161,19 +161,43 @@ static char *make_dir(const char *given, const char *tag)
 	return p;
 }
 
+/* kv_open of dir timed (after emptying the page cache with cold), its
+ * recovery report, kv_close. 0, or 1 after saying why. */
+static int timed_open(const char *dir, const struct kv_options *o, bool cold, double *ret_s,
+                      struct kv_recovery_info *ri)
+{
+	kv_db *db;
+	double t0;
+	int rv;
+
+	if (cold && (rv = drop_caches()) != 0) {
+		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+		return 1;
+	}
+	t0 = bench_now();
+	if ((rv = kv_open(dir, o, &db)) != 0) {
+		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
+		return 1;
+	}
+	*ret_s = bench_now() - t0;
+	kv_recovery_info(db, ri);
+	kv_close(db);
+	return 0;
+}
+
 int bench_open(int argc, char **argv)
 {
 	static const char intro[] =
-		"Fills N keys, closes, then times kv_open from the key-directory image the close\n"
-		"wrote, from hint files (the image removed) and from a full log scan (the hints\n"
-		"removed too).\n"
-		"--cold empties the page cache before each open (root), so both read the disk.\n";
+	        "Fills N keys, closes, then times kv_open from the key-directory image the close\n"
+	        "wrote, from hint files (the image removed) and from a full log scan (the hints\n"
+	        "removed too).\n"
+	        "--cold empties the page cache before each open (root), so both read the disk.\n";
 	struct common c;
 	struct kv_options o;
 	struct kv_recovery_info ri_img, ri_hint, ri_scan;
 	struct kv_stats st;
 	kv_db *db;
-	double t0, t_img, t_hint, t_scan;
+	double t_img, t_hint, t_scan;
 	char *dir;
 	int rv;
 
@@ -192,62 +216,29 @@ int bench_open(int argc, char **argv)
 	kv_stats(db, &st);
 	kv_close(db);
 
-	if (c.cold && (rv = drop_caches()) != 0) {
-		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+	if (timed_open(dir, &o, c.cold, &t_img, &ri_img) != 0)
 		return 1;
-	}
-	t0 = bench_now();
-	if ((rv = kv_open(dir, &o, &db)) != 0) {
-		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
-		return 1;
-	}
-	t_img = bench_now() - t0;
-	kv_recovery_info(db, &ri_img);
-	kv_close(db);
 	if (!ri_img.keydir_image) {
 		fprintf(stderr, "kvbench open: the key-directory image was not used\n");
 		return 1;
 	}
-
 	remove_image(dir);
-	if (c.cold && (rv = drop_caches()) != 0) {
-		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+	if (timed_open(dir, &o, c.cold, &t_hint, &ri_hint) != 0)
 		return 1;
-	}
-	t0 = bench_now();
-	if ((rv = kv_open(dir, &o, &db)) != 0) {
-		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
-		return 1;
-	}
-	t_hint = bench_now() - t0;
-	kv_recovery_info(db, &ri_hint);
-	kv_close(db);
 	remove_image(dir);
-
 	remove_hints(dir);
-	if (c.cold && (rv = drop_caches()) != 0) {
-		fprintf(stderr, "kvbench open: --cold: %s\n", strerror(-rv));
+	if (timed_open(dir, &o, c.cold, &t_scan, &ri_scan) != 0)
 		return 1;
-	}
-	t0 = bench_now();
-	if ((rv = kv_open(dir, &o, &db)) != 0) {
-		fprintf(stderr, "kvbench open: %s\n", kv_strerror(rv));
-		return 1;
-	}
-	t_scan = bench_now() - t0;
-	kv_recovery_info(db, &ri_scan);
-	kv_close(db);
 	bench_rmtree(dir);
 
 	if (c.json) {
 		(void)report_print_packed(
-		        stdout, "{s:s,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o,s:o}", "bench", "open", "keys",
-		        report_u64(st.keys), "key_size", (int)c.key_size, "value_size",
+		        stdout, "{s:s,s:o,s:i,s:i,s:o,s:i,s:o,s:o,s:o,s:o}", "bench", "open",
+		        "keys", report_u64(st.keys), "key_size", (int)c.key_size, "value_size",
 		        (int)c.value_size, "disk_bytes", report_u64(st.disk_bytes), "segments",
 		        (int)ri_hint.segments, "open_image_s", report_real(t_img, 4),
-		        "open_hints_s", report_real(t_hint, 4),
-		        "open_scan_s", report_real(t_scan, 4), "records",
-		        report_u64(ri_scan.records));
+		        "open_hints_s", report_real(t_hint, 4), "open_scan_s",
+		        report_real(t_scan, 4), "records", report_u64(ri_scan.records));
 	} else {
 		printf("kvbench open --keys %" PRIu64 " --key-size %u --value-size %u%s\n", c.keys,
 		       c.key_size, c.value_size, c.cold ? " --cold" : "");
@@ -308,9 +299,9 @@ static void *writer_main(void *arg)
 int bench_merge(int argc, char **argv)
 {
 	static const char intro[] =
-		"Writes every key twice (half the log dead), then merges while a writer thread\n"
-		"keeps writing (sync=none); reports merge time, space reclaimed and the writer's\n"
-		"put latency before and during the merge.\n";
+	        "Writes every key twice (half the log dead), then merges while a writer thread\n"
+	        "keeps writing (sync=none); reports merge time, space reclaimed and the writer's\n"
+	        "put latency before and during the merge.\n";
 	struct common c;
 	struct kv_options o;
 	struct kv_stats before, after;

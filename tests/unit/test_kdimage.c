@@ -92,6 +92,21 @@ static void copy_file(const char *dir, const char *from, const char *to)
 	free(b);
 }
 
+/* NKEYS keys of tag "a" (then of tag b, when not NULL) in a database in dir,
+ * closed: its image written; a copy of it kept as old-image. */
+static void fill_closed(const char *dir, struct kv_options *o, const char *b)
+{
+	kv_db *db;
+
+	opts(o);
+	assert_int_equal(kv_open(dir, o, &db), 0);
+	put_n(db, 0, NKEYS, "a");
+	if (b != NULL)
+		put_n(db, 0, NKEYS, b);
+	assert_int_equal(kv_close(db), 0);
+	copy_file(dir, "KEYDIR", "old-image");
+}
+
 static void test_taken_at_open(void **state)
 {
 	char *dir = tu_mkdtemp("kdimage");
@@ -157,11 +172,7 @@ static void test_stale_image_after_writes(void **state)
 	kv_db *db;
 
 	(void)state;
-	opts(&o);
-	assert_int_equal(kv_open(dir, &o, &db), 0);
-	put_n(db, 0, NKEYS, "a");
-	assert_int_equal(kv_close(db), 0);
-	copy_file(dir, "KEYDIR", "old-image");
+	fill_closed(dir, &o, NULL);
 
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_true(image_used(db));
@@ -211,11 +222,7 @@ static void test_stale_image_after_crash(void **state)
 	kv_db *db;
 
 	(void)state;
-	opts(&o);
-	assert_int_equal(kv_open(dir, &o, &db), 0);
-	put_n(db, 0, NKEYS, "a");
-	assert_int_equal(kv_close(db), 0);
-	copy_file(dir, "KEYDIR", "old-image");
+	fill_closed(dir, &o, NULL);
 	write_and_crash(dir, &o);
 	/* as if the image's removal had not reached the disk */
 	copy_file(dir, "old-image", "KEYDIR");
@@ -235,12 +242,7 @@ static void test_stale_image_after_merge(void **state)
 	kv_db *db;
 
 	(void)state;
-	opts(&o);
-	assert_int_equal(kv_open(dir, &o, &db), 0);
-	put_n(db, 0, NKEYS, "a");
-	put_n(db, 0, NKEYS, "b");
-	assert_int_equal(kv_close(db), 0);
-	copy_file(dir, "KEYDIR", "old-image");
+	fill_closed(dir, &o, "b");
 	assert_int_equal(kv_open(dir, &o, &db), 0);
 	assert_int_equal(kv_merge(db), 0);
 	assert_int_equal(kv_close(db), 0);
@@ -264,10 +266,7 @@ static void test_hint_gone_or_image_damaged(void **state)
 	int nh;
 
 	(void)state;
-	opts(&o);
-	assert_int_equal(kv_open(dir, &o, &db), 0);
-	put_n(db, 0, NKEYS, "a");
-	assert_int_equal(kv_close(db), 0);
+	fill_closed(dir, &o, NULL);
 	/* a hint file deleted (an operator asking for a scan): scanned */
 	nh = tu_list_ext(dir, ".hint", names, 64);
 	assert_true(nh > 1);
@@ -293,9 +292,7 @@ static void test_hint_gone_or_image_damaged(void **state)
 	assert_int_equal(kv_close(db), 0);
 	tu_rmtree(dir);
 	assert_int_equal(mkdir(dir, 0700), 0);
-	assert_int_equal(kv_open(dir, &o, &db), 0);
-	put_n(db, 0, NKEYS, "a");
-	assert_int_equal(kv_close(db), 0);
+	fill_closed(dir, &o, NULL);
 	/* one byte of the image flipped: hints instead */
 	p = tu_path(dir, "KEYDIR");
 	tu_flip_byte(p, 4096);
