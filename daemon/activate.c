@@ -22,14 +22,24 @@
  *      is freed by its worker and no parked request is left unanswered.
  *   3. A parked request past its deadline is answered (acts_expire) and
  *      leaves the list; the act_wait stays until its activation ends.
+ *
+ * Priority: an activation starts at nice ACTIVATOR_NICE, so where the
+ * workers and an activation both want a CPU the workers' requests come first
+ * (on 2 CPUs, a neighbour tenant's p99 moved 1.6x during a 1M-key activation
+ * from hints, against 7.7x at nice 10: docs/BENCHMARKS.md section 6); one
+ * still running after ACTIVATOR_BOOST_MS goes on at nice 0 (activators_tick,
+ * from the main thread), so a busy node cannot starve it. Without the right
+ * to set nice 0 again (RLIMIT_NICE), activations run at nice 0 throughout.
  */
 #include "activate.h"
 
 #include "kvd.h"
+#include "log.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,21 +60,31 @@ struct activators {
 	struct kvd *d;
 	pthread_t th[ACTIVATORS];
 	uint32_t nth;
+	struct {
+		_Atomic pid_t tid;
+		_Atomic uint64_t since_ms; /* the activation running began then; 0: none */
+		atomic_bool boosted;       /* activators_tick set it to nice 0 */
+	} slot[ACTIVATORS];
+	int low_nice; /* what an activation starts at: ACTIVATOR_NICE, or 0 (can_raise) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct act_wait *qh, *qt;
 	bool quit;
 };
 
+struct activator_arg {
+	struct activators *a;
+	uint32_t i;
+};
+
 static void *activator_main(void *arg)
 {
-	struct activators *a = arg;
+	struct activators *a = ((struct activator_arg *)arg)->a;
+	uint32_t me = ((struct activator_arg *)arg)->i;
 	struct kvd *d = a->d;
 
-	/* the workers' requests come first where both want a CPU: an
-	 * activation is a few hundred ms of copying either way (a thread's own
-	 * nice value on Linux; nothing lost when it cannot be set) */
-	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), ACTIVATOR_NICE);
+	free(arg);
+	atomic_store(&a->slot[me].tid, gettid());
 
 	for (;;) {
 		struct act_wait *aw;
@@ -85,6 +105,13 @@ static void *activator_main(void *arg)
 		if (quit) {
 			aw->rv = -ESHUTDOWN;
 		} else {
+			/* the workers' requests come first where both want a CPU
+			 * (a thread's own nice value on Linux; nothing lost when
+			 * it cannot be set), until activators_tick says the
+			 * activation has waited long enough */
+			(void)setpriority(PRIO_PROCESS, (id_t)gettid(), a->low_nice);
+			atomic_store(&a->slot[me].boosted, false);
+			atomic_store(&a->slot[me].since_ms, now_ms());
 #ifdef KVD_TEST_HOOKS
 			/* KVD_TEST_ACTIVATE_HOLD_MS (main.c): a slow activation */
 			if (d->activate_hold_ms)
@@ -93,10 +120,23 @@ static void *activator_main(void *arg)
 			aw->rv = kv_store_get(d->store, aw->tenant, &t);
 			if (aw->rv == 0)
 				kv_store_put(d->store, t);
+			atomic_store(&a->slot[me].since_ms, 0);
 		}
 		worker_post(d, aw->worker, &aw->done); /* never refused: not a request */
 	}
 	return NULL;
+}
+
+/* Whether a thread set to a higher nice value may be set back to 0: root,
+ * or an RLIMIT_NICE that allows nice 0 (the unit's LimitNICE=+0). */
+static bool can_raise(void)
+{
+	struct rlimit rl;
+
+	if (geteuid() == 0)
+		return true;
+	return getrlimit(RLIMIT_NICE, &rl) == 0 &&
+	       (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20);
 }
 
 int activators_start(struct kvd *d)
@@ -106,13 +146,43 @@ int activators_start(struct kvd *d)
 	if (a == NULL)
 		return -ENOMEM;
 	a->d = d;
+	a->low_nice = ACTIVATOR_NICE;
+	if (!can_raise()) {
+		/* lowered for good, a long activation could starve on a busy
+		 * node: better none at all */
+		a->low_nice = 0;
+		klog(LOG_NOTICE, "activations run at the workers' priority: RLIMIT_NICE does "
+		                 "not allow raising them back to nice 0 (systemd: LimitNICE=+0)");
+	}
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	d->activators = a;
-	for (a->nth = 0; a->nth < ACTIVATORS; a->nth++)
-		if (pthread_create(&a->th[a->nth], NULL, activator_main, a) != 0)
+	for (a->nth = 0; a->nth < ACTIVATORS; a->nth++) {
+		struct activator_arg *arg = malloc(sizeof(*arg));
+		if (arg == NULL)
+			return -ENOMEM;
+		*arg = (struct activator_arg){a, a->nth};
+		if (pthread_create(&a->th[a->nth], NULL, activator_main, arg) != 0) {
+			free(arg);
 			return -EAGAIN;
+		}
+	}
 	return 0;
+}
+
+void activators_tick(struct kvd *d)
+{
+	struct activators *a = d->activators;
+	uint64_t now = now_ms();
+
+	if (a == NULL)
+		return;
+	for (uint32_t i = 0; i < a->nth; i++) {
+		uint64_t since = atomic_load(&a->slot[i].since_ms);
+		if (since != 0 && now - since >= ACTIVATOR_BOOST_MS &&
+		    !atomic_exchange(&a->slot[i].boosted, true))
+			(void)setpriority(PRIO_PROCESS, (id_t)atomic_load(&a->slot[i].tid), 0);
+	}
 }
 
 void activators_stop(struct kvd *d)

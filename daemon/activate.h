@@ -23,8 +23,9 @@ struct worker;
 struct job;
 struct act_wait;
 
-#define ACTIVATORS     2u /* activator threads: activations of different tenants at once */
-#define ACTIVATOR_NICE 10 /* their nice value (the workers keep the process's) */
+#define ACTIVATORS         2u   /* activator threads: activations of different tenants at once */
+#define ACTIVATOR_NICE     19   /* their nice value (the workers keep the process's) ... */
+#define ACTIVATOR_BOOST_MS 1000 /* ... for this long; then nice 0 (activators_tick) */
 
 /* The tenants a worker waits for, each with its parked requests. */
 struct acts {
@@ -35,6 +36,9 @@ struct acts {
 int activators_start(struct kvd *d);
 void activators_stop(struct kvd *d);
 void activators_free(struct kvd *d);
+/* Every second or so: an activation running for ACTIVATOR_BOOST_MS goes on
+ * at the workers' priority, so a busy node still gets it done. */
+void activators_tick(struct kvd *d);
 
 /* Before a request of j->req.tenant runs: 0 and *ret_t (a reference,
  * kv_store_put it) when the tenant is active; 1 when j was parked (it runs

@@ -1027,6 +1027,7 @@ static void serve(struct kvd *d, int sfd)
 				klog(LOG_ERR, "a worker has been stuck for %" PRIu64 " ms",
 				     now_ms() - oldest);
 			listeners_watch(d);
+			activators_tick(d);
 			continue;
 		}
 		n = read(sfd, &si, sizeof(si));

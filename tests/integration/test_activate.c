@@ -9,10 +9,13 @@
  *   - a request whose deadline passes while it waits is answered
  *     DEADLINE_EXCEEDED, and was not applied;
  *   - TenantActivate of a passive tenant waits for the activation too; of a
- *     tenant that does not exist it says NOT_FOUND without creating it.
+ *     tenant that does not exist it says NOT_FOUND without creating it;
+ *   - an activation runs at nice 19 for its first second, then at nice 0
+ *     (kvd's threads' nice values, from /proc).
  */
 #include "harness.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,12 +40,16 @@ static kvc *open_client(const char *url, const char *tenant, uint32_t timeout_ms
 	return kvc_open(&o, &c) == 0 ? c : NULL;
 }
 
-static void start(struct kvd_proc *k)
+static void start_hold(struct kvd_proc *k, const char *hold_env)
 {
-	struct kvd_opts o = {.extra = {"--workers", "1"},
-	                     .env = {"KVD_TEST_ACTIVATE_HOLD_MS=1500"}}; /* HOLD_MS */
+	struct kvd_opts o = {.extra = {"--workers", "1"}, .env = {hold_env}};
 
 	assert_int_equal(kvd_start(k, &o), 0);
+}
+
+static void start(struct kvd_proc *k)
+{
+	start_hold(k, "KVD_TEST_ACTIVATE_HOLD_MS=1500"); /* HOLD_MS */
 }
 
 static void put_str(kvc *c, const char *tenant, const char *key, const char *value)
@@ -239,12 +246,83 @@ static void test_deadline_while_parked(void **state)
 	kvd_cleanup(&k, false);
 }
 
+/* The threads of pid at nice value nice (field 19 of their stat). */
+static int threads_at_nice(pid_t pid, long nice)
+{
+	char path[320], buf[1024];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		FILE *f;
+		char *p;
+		long v = 0;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		p = fgets(buf, sizeof(buf), f);
+		fclose(f);
+		/* after "(comm)": state is field 3, nice field 19 */
+		if (p == NULL || (p = strrchr(buf, ')')) == NULL)
+			continue;
+		for (int field = 2; field < 19 && p != NULL; field++)
+			p = strchr(p + 1, ' ');
+		if (p != NULL && sscanf(p + 1, "%ld", &v) == 1 && v == nice)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void test_long_activation_raised_to_nice_0(void **state)
+{
+	struct kvd_proc k;
+	struct slow_get g = {0};
+	pthread_t th;
+	kvc *c;
+	uint64_t t0;
+	bool low = false, raised = false;
+
+	(void)state;
+	start_hold(&k, "KVD_TEST_ACTIVATE_HOLD_MS=4000");
+	c = open_client(k.surl, "small", 20000);
+	assert_non_null(c);
+	put_str(c, "big", "k", "big-value");
+	passivate(c, "big");
+	assert_int_equal(threads_at_nice(k.pid, 19), 0);
+	g.url = k.surl;
+	t0 = h_now_ms();
+	assert_int_equal(pthread_create(&th, NULL, slow_get_main, &g), 0);
+	/* the activator takes it at nice 19 ... */
+	while (!low && !atomic_load(&g.done) && h_now_ms() - t0 < 3000)
+		low = threads_at_nice(k.pid, 19) == 1;
+	/* ... and is raised once it has run a second, the Get still waiting */
+	while (low && !raised && !atomic_load(&g.done))
+		raised = threads_at_nice(k.pid, 19) == 0;
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(low);
+	assert_true(raised);
+	assert_true(h_now_ms() - t0 >= 4000);
+	assert_int_equal(g.rv, 0);
+	assert_string_equal(g.value, "big-value");
+	kvc_close(c);
+	assert_int_equal(kvd_stop(&k), 0);
+	kvd_cleanup(&k, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_other_tenants_served_while_one_activates),
 	        cmocka_unit_test(test_parked_requests_keep_their_order),
 	        cmocka_unit_test(test_deadline_while_parked),
+	        cmocka_unit_test(test_long_activation_raised_to_nice_0),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
