@@ -149,6 +149,7 @@ again:
 	d->ext[i].tenant = t->id; /* taken: no other caller gets it */
 	d->ext[i].kind = kind;
 	d->ext[i].position = position;
+	d->ext[i].taking = true; /* not in a catalog before its header is written */
 	gen = d->ext[i].generation;
 	pthread_mutex_unlock(&d->mu);
 
@@ -166,6 +167,7 @@ again:
 	free(blk);
 	dev_cache_drop_range(d->cache, dev_extent_off(&d->sb, i), d->sb.extent_size);
 	pthread_mutex_lock(&d->mu);
+	d->ext[i].taking = false;
 	if (rv != 0) {
 		d->ext[i].tenant = 0;
 		d->ext[i].kind = DEV_EXT_FREE;
@@ -281,8 +283,9 @@ static void cat_encode(struct dev_storage *d, struct wbuf *w)
 		const struct dev_extent *e = &d->ext[k];
 		/* a temporary segment's extent is written as free: after a crash
 		 * it is free (and its generation still counts); so is one another
-		 * node's tenant holds (its catalog says so) */
-		bool used = e->tenant != 0 && e->tenant != DEV_FOREIGN && !e->pending;
+		 * node's tenant holds (its catalog says so), and one being taken,
+		 * whose header is not written yet (nothing names it so far) */
+		bool used = e->tenant != 0 && e->tenant != DEV_FOREIGN && !e->pending && !e->taking;
 		w32(w, used ? e->tenant : 0);
 		w32(w, used ? e->position : 0);
 		w32(w, e->generation);

@@ -83,6 +83,8 @@ struct dev_extent {
 	uint32_t readers;    /* blob_get calls reading it right now (not reused meanwhile) */
 	uint64_t free_after; /* invariant 4: free once a catalog of this change count is durable */
 	bool pending;
+	bool taking; /* dev_ext_alloc took it and its header is not written yet: a catalog
+	                written meanwhile keeps it free */
 	uint64_t grace_until; /* shared: freed by another node; free from then (CLOCK_MONOTONIC ms) */
 };
 

@@ -6,6 +6,7 @@
  * runs kvd on real loop devices. */
 #include "testutil.h"
 
+#include "dev_internal.h"
 #include "dev_layout.h"
 #include "storage.h"
 
@@ -791,6 +792,96 @@ static void test_write_and_flush_failures(void **state)
 	assert_int_equal(kv_close(db), 0);
 }
 
+/* A catalog written while an extent is being taken, before its header is,
+ * must not name it: a crash right then would leave the catalog naming an
+ * extent whose header says something else. The child opens the tenant
+ * (which takes an extent for its new active segment); the write of that
+ * extent's header first writes the catalog, then the child dies as a
+ * SIGKILL would. kv_dev_check of what is left finds no damage. */
+struct taker {
+	struct kv_storage *st;
+	bool busy;
+};
+
+static struct taker taker;
+
+static int catalog_then_die(void *arg, int fd, uint64_t off, size_t len)
+{
+	struct taker *tk = arg;
+	struct dev_storage *d;
+
+	(void)fd;
+	if (tk->busy || tk->st == NULL)
+		return 0;
+	d = dev_of(tk->st);
+	if (len != d->B)
+		return 0;
+	for (uint32_t i = 0;; i++) {
+		if (i == d->sb.extent_count)
+			return 0; /* not an extent header */
+		if (off == dev_extent_off(&d->sb, i))
+			break;
+	}
+	tk->busy = true;
+	if (dev_cat_write(d) != 0)
+		_exit(12);
+	_exit(0);
+}
+
+static int count_damage_cb_n;
+
+static void count_damage(void *arg, const struct kv_dev_check_item *it)
+{
+	(void)arg;
+	if (it->damage) {
+		count_damage_cb_n++;
+		fprintf(stderr, "damage: %s: %s\n", it->where, it->what);
+	}
+}
+
+static void test_catalog_while_taking_an_extent(void **state)
+{
+	struct fx *f = *state;
+	struct kv_dev_check_summary sum;
+	struct kv_io_fault fault = {.on_write = catalog_then_die, .arg = &taker};
+	kv_db *db = pl_open(f->img, NULL);
+	int status;
+	pid_t pid;
+
+	assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, NULL), 0);
+	assert_int_equal(kv_close(db), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kv_options o;
+		kv_options_init(&o);
+		o.background = false;
+		o.segment_size = 8192;
+		if (kv_storage_dev_open(f->img, 1u << 20, false, &fault, &taker.st) != 0)
+			_exit(10);
+		if (db_open(taker.st, true, "t", &o, &db) != 0)
+			_exit(13);
+		for (int i = 0; i < 100; i++) /* until a segment is full */
+			(void)kv_put(db, "b", 1, "0123456789abcdef0123456789abcdef", 32, NULL, NULL);
+		_exit(11); /* no extent was taken */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	count_damage_cb_n = 0;
+	assert_int_equal(kv_dev_check(f->img, count_damage, NULL, &sum), 0);
+	assert_int_equal(sum.damaged, 0);
+	assert_int_equal(count_damage_cb_n, 0);
+	/* and the tenant opens with its put */
+	db = pl_open(f->img, NULL);
+	{
+		struct kv_value v;
+		assert_int_equal(kv_get(db, "a", 1, NULL, &v), 0);
+		kv_value_release(&v);
+	}
+	assert_int_equal(kv_close(db), 0);
+}
+
 static void power_cuts(void **state, int mode)
 {
 	struct fx *f = *state;
@@ -940,6 +1031,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_format_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_superblock_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_catalog_slots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_while_taking_an_extent, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_reuse_never_reads_old_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_activations_reuse_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
