@@ -10,12 +10,12 @@
 #include "dev_layout.h"
 #include "storage.h"
 
+#include <cmocka.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/wait.h>
-#include <cmocka.h>
 
 struct fx {
 	char *dir;
@@ -823,6 +823,10 @@ static int catalog_then_die(void *arg, int fd, uint64_t off, size_t len)
 			break;
 	}
 	tk->busy = true;
+	/* another thread's change, which the catalog write carries out */
+	pthread_mutex_lock(&d->mu);
+	d->changes++;
+	pthread_mutex_unlock(&d->mu);
 	if (dev_cat_write(d) != 0)
 		_exit(12);
 	_exit(0);
@@ -862,7 +866,8 @@ static void test_catalog_while_taking_an_extent(void **state)
 		if (db_open(taker.st, true, "t", &o, &db) != 0)
 			_exit(13);
 		for (int i = 0; i < 100; i++) /* until a segment is full */
-			(void)kv_put(db, "b", 1, "0123456789abcdef0123456789abcdef", 32, NULL, NULL);
+			(void)kv_put(db, "b", 1, "0123456789abcdef0123456789abcdef", 32, NULL,
+			             NULL);
 		_exit(11); /* no extent was taken */
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -936,7 +941,8 @@ static void power_cuts(void **state, int mode)
 				last_write = j;
 			else if (r.v[j].type == 3)
 				durable[r.v[j].acked - 1] =
-				        j < last_flush || (last_write != SIZE_MAX && r.v[last_write].fua);
+				        j < last_flush ||
+				        (last_write != SIZE_MAX && r.v[last_write].fua);
 		}
 
 		copy_file(base, cut);
@@ -984,7 +990,8 @@ static void power_cuts(void **state, int mode)
 					bool known = false;
 					for (uint32_t p = i; p < PL_PUTS; p += 40) {
 						pl_value(v, sizeof(v), p);
-						if (val.len == strlen(v) && memcmp(val.data, v, val.len) == 0) {
+						if (val.len == strlen(v) &&
+						    memcmp(val.data, v, val.len) == 0) {
 							known = true;
 							if (acked_one)
 								assert_true(p >= last);
@@ -1026,23 +1033,24 @@ static void test_power_cuts_flush(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_store_roundtrip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_locked, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_format_refusals, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_superblock_fallback, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_catalog_slots, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_catalog_while_taking_an_extent, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(test_reuse_never_reads_old_records, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_activations_reuse_segment, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cache_active_segment, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_leftover_extent_reclaimed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_device_full_crash, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_power_cuts_flush, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_store_roundtrip, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_locked, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_format_refusals, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_superblock_fallback, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_catalog_slots, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_catalog_while_taking_an_extent, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_reuse_never_reads_old_records, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_activations_reuse_segment, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_device_full, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_damaged_record, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_write_and_flush_failures, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_cache_active_segment, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_leftover_extent_reclaimed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_device_full_crash, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_power_cuts, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_power_cuts_flush, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
