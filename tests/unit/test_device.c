@@ -10,12 +10,13 @@
 #include "dev_layout.h"
 #include "storage.h"
 
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/wait.h>
+
+#include <cmocka.h> /* after the headers it needs */
 
 struct fx {
 	char *dir;
