@@ -52,19 +52,13 @@
 #define IMG_HEAD    88u
 #define IMG_SEG     16u
 
+/* META's bytes as they are on disk: the copy db keeps of what it last read
+ * (recovery step 3) or wrote (manifest_write); none for a META older than
+ * format 2, which nothing rewrites without setting the copy. */
 static uint64_t meta_hash(kv_db *db, bool *ret_present)
 {
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	uint64_t h;
-
-	*ret_present = false;
-	if (stor_meta_get(db->tn, "META", KV_STOR_META_MAX, &buf, &len) != 0)
-		return 0;
-	*ret_present = true;
-	h = XXH3_64bits(buf, len);
-	free(buf);
-	return h;
+	*ret_present = db->meta != NULL;
+	return db->meta != NULL ? XXH3_64bits(db->meta, db->meta_len) : 0;
 }
 
 int kdimage_save(kv_db *db)
