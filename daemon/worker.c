@@ -7,8 +7,11 @@
  *
  * Loop of a worker:
  *   epoll_wait on: the queue's eventfd, and the engine event fd of every
- *   tenant with writes in flight ("busy" tenants);
- *   take every queued job: reads run now, writes are kv_submit()ted;
+ *   tenant with writes in flight ("busy" tenants), at most until the first
+ *   deadline of a request parked for its tenant's activation;
+ *   take every queued job: a request of a tenant that is not active is
+ *   parked while an activator activates it (activate.c), reads run now,
+ *   writes are kv_submit()ted; an activation's end runs its parked requests;
  *   kv_process() every busy tenant: queued writes go out as one batch per
  *   tenant (group commit), finished batches complete their requests, whose
  *   callbacks send the replies.

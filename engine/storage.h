@@ -14,7 +14,7 @@
  *   segment     a 32-bit id, unique and never reused within a tenant (0 is
  *               never an id);
  *   hint        the hint data of one segment, by the segment's id;
- *   metadata    a small blob by name ("META", "TENANT", "STATS",
+ *   metadata    a blob by name ("META", "TENANT", "STATS", "KEYDIR",
  *               "merge-<seq>.commit"): at most KV_STOR_META_MAX bytes, read
  *               and written whole.
  * Callers hold opaque handles (struct kv_stor_tenant, struct kv_stor_seg);

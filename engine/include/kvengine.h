@@ -211,7 +211,8 @@ struct kv_recovery_info {
 /* Always 0. */
 int kv_recovery_info(kv_db *db, struct kv_recovery_info *ret);
 
-/* Finishes queued writes, syncs, writes missing hint files, closes. NULL ok.
+/* Finishes queued writes, syncs, writes missing hint files and (files
+ * backend) the key-directory image the next open may take, closes. NULL ok.
  * Errors (the handle is freed all the same): -EIO from the final sync or a
  * hint file, -ENOSPC (a hint file did not fit; it is only a cache). */
 int kv_close(kv_db *db);
