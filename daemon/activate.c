@@ -289,6 +289,18 @@ static struct job *unlink_wait(struct acts *as, struct act_wait *aw)
 	return q;
 }
 
+#define SHUTTING_DOWN "shutting down; the tenant was left as it was"
+
+/* Answers every request of the list q with status and msg. */
+static void reply_all(struct job *q, int status, const char *msg)
+{
+	while (q != NULL) {
+		struct job *next = q->next;
+		job_reply_error(q, q->req.id, status, msg);
+		q = next;
+	}
+}
+
 void acts_done(struct worker *w, struct job *done)
 {
 	struct kvd *d = worker_kvd(w);
@@ -297,18 +309,17 @@ void acts_done(struct worker *w, struct job *done)
 	int rv = aw->rv;
 	char msg[512];
 
-	if (rv != 0 && rv != -ESHUTDOWN)
+	if (rv == -ESHUTDOWN) {
+		reply_all(q, RPC_UNAVAILABLE, SHUTTING_DOWN);
+	} else if (rv != 0) {
 		rpc_tenant_message(d->store, aw->tenant, rv, msg, sizeof(msg));
-	while (q != NULL) {
-		struct job *next = q->next;
-		if (rv == 0)
+		reply_all(q, rpc_status_of(rv), msg);
+	} else {
+		while (q != NULL) {
+			struct job *next = q->next;
 			worker_run(w, q);
-		else if (rv == -ESHUTDOWN)
-			job_reply_error(q, q->req.id, RPC_UNAVAILABLE,
-			                "shutting down; the tenant was left as it was");
-		else
-			job_reply_error(q, q->req.id, rpc_status_of(rv), msg);
-		q = next;
+			q = next;
+		}
 	}
 	free(aw);
 }
@@ -363,13 +374,7 @@ void acts_close_all(struct worker *w)
 
 	while (as->head != NULL) {
 		struct act_wait *aw = as->head;
-		struct job *q = unlink_wait(as, aw);
-		while (q != NULL) {
-			struct job *next = q->next;
-			job_reply_error(q, q->req.id, RPC_UNAVAILABLE,
-			                "shutting down; the tenant was left as it was");
-			q = next;
-		}
+		reply_all(unlink_wait(as, aw), RPC_UNAVAILABLE, SHUTTING_DOWN);
 		free(aw);
 	}
 }
