@@ -98,6 +98,21 @@ static void *slow_get_main(void *arg)
 	return NULL;
 }
 
+/* A kvd (hold_env: its activation hold) with tenants "big", passive, and
+ * "small", a key each; a client of "small". */
+static kvc *big_passive(struct kvd_proc *k, const char *hold_env)
+{
+	kvc *c;
+
+	start_hold(k, hold_env);
+	c = open_client(k->surl, "small", 20000);
+	assert_non_null(c);
+	put_str(c, "big", "k", "big-value");
+	put_str(c, "small", "k", "small-value");
+	passivate(c, "big");
+	return c;
+}
+
 static void test_other_tenants_served_while_one_activates(void **state)
 {
 	struct kvd_proc k;
@@ -107,12 +122,7 @@ static void test_other_tenants_served_while_one_activates(void **state)
 	uint64_t t0, slowest = 0, during = 0;
 
 	(void)state;
-	start(&k);
-	c = open_client(k.surl, "small", 20000);
-	assert_non_null(c);
-	put_str(c, "big", "k", "big-value");
-	put_str(c, "small", "k", "small-value");
-	passivate(c, "big");
+	c = big_passive(&k, "KVD_TEST_ACTIVATE_HOLD_MS=1500"); /* HOLD_MS */
 	g.url = k.surl;
 	t0 = h_now_ms();
 	assert_int_equal(pthread_create(&th, NULL, slow_get_main, &g), 0);
@@ -290,11 +300,7 @@ static void test_long_activation_raised_to_nice_0(void **state)
 	bool low = false, raised = false;
 
 	(void)state;
-	start_hold(&k, "KVD_TEST_ACTIVATE_HOLD_MS=4000");
-	c = open_client(k.surl, "small", 20000);
-	assert_non_null(c);
-	put_str(c, "big", "k", "big-value");
-	passivate(c, "big");
+	c = big_passive(&k, "KVD_TEST_ACTIVATE_HOLD_MS=4000");
 	assert_int_equal(threads_at_nice(k.pid, 19), 0);
 	g.url = k.surl;
 	t0 = h_now_ms();
