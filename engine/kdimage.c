@@ -9,7 +9,7 @@
  * only by the host that wrote it, which the byte-order mark checks):
  *
  *   0   "KVKDIMG1"
- *   8   u32 version (1), u32 byte-order mark 0x01020304
+ *   8   u32 version (2: leaves with 32-bit versions), u32 byte-order mark 0x01020304
  *   16  u64 XXH3-64 of every byte from offset 24 to the end
  *   24  u64 XXH3-64 of META's bytes at the close (0 with no META)
  *   32  u32 segments, u32 META present
@@ -47,7 +47,7 @@
 #include <xxhash.h>
 
 #define IMG_MAGIC   "KVKDIMG1"
-#define IMG_VERSION 1u
+#define IMG_VERSION 2u
 #define IMG_BOM     0x01020304u
 #define IMG_HEAD    88u
 #define IMG_SEG     16u

@@ -19,9 +19,11 @@
  *             sorted(cap):  u8 key[cap] ascending (padded to 4), u32 child[cap]
  *             indexed(cap): u8 slot[256] (0 none, else index + 1), u32 child[cap]
  *             full:         u32 child[256] (0 none)
- *   leaf    u64 version; u32 seg; u32 off; u32 size | tombstone << 28 |
- *           ttl << 29 | slack << 30; [u64 expiry_ms, only with ttl];
- *           varint suffix length; suffix bytes; padding to 4.
+ *   leaf    u32 seg; u32 off; u32 size | tombstone << 28 | ttl << 29 |
+ *           slack << 30; varint (suffix length << 1 | wide); version: u32,
+ *           or u64 when wide (a version of 2^32 or more); [u64 expiry_ms,
+ *           only with ttl]; suffix bytes; padding to 4. (Most versions fit
+ *           32 bits: a leaf with a short suffix takes 20 bytes, not 24.)
  *
  *   "slack" (0..3) counts units the block has beyond the object's own size:
  *   the allocator may hand out a block up to 3 units too big rather than
@@ -74,7 +76,7 @@
 #define SF_TOMB        (1u << 28)
 #define SF_TTL         (1u << 29)
 #define SF_SLACK_SHIFT 30  /* units the block has beyond the leaf's size */
-#define LEAF_HEAD      20u /* version, seg, off, size|flags */
+#define LEAF_HEAD      12u /* seg, off, size|flags */
 
 #define POS_START (-2) /* walk frame: nothing visited yet (forward) */
 #define POS_END   (-1) /* walk frame: at the end leaf */
@@ -160,42 +162,72 @@ static inline uint32_t varint_get(const uint8_t *p, size_t *ret_n)
 	return v;
 }
 
-static inline uint32_t leaf_units(bool ttl, size_t slen)
+static inline bool version_wide(uint64_t version)
 {
-	size_t b = LEAF_HEAD + (ttl ? 8 : 0) + varint_len((uint32_t)slen) + slen;
+	return version > UINT32_MAX;
+}
+
+static inline uint32_t leaf_units(bool ttl, bool wide, size_t slen)
+{
+	size_t b = LEAF_HEAD + varint_len((uint32_t)slen << 1) + (wide ? 8 : 4) + (ttl ? 8 : 0) +
+	           slen;
 	uint32_t u = (uint32_t)((b + 3) >> KD_UNIT_SHIFT);
 	return u < KD_MIN_BLOCK ? KD_MIN_BLOCK : u;
+}
+
+/* The leaf's fields after its fixed head: where the version is, whether it
+ * is wide, and the suffix and its length. */
+struct leaf_tail {
+	const uint8_t *version;
+	bool wide;
+	const uint8_t *suffix;
+	size_t slen;
+};
+
+static inline void leaf_tail(const uint8_t *l, struct leaf_tail *t)
+{
+	uint32_t sf = rd32(l + 8);
+	size_t n;
+	uint32_t v = varint_get(l + LEAF_HEAD, &n);
+
+	t->wide = v & 1;
+	t->slen = v >> 1;
+	t->version = l + LEAF_HEAD + n;
+	t->suffix = t->version + (t->wide ? 8 : 4) + ((sf & SF_TTL) ? 8 : 0);
 }
 
 /* The leaf's suffix and its length. */
 static inline const uint8_t *leaf_suffix(const uint8_t *l, size_t *ret_len)
 {
-	uint32_t sf = rd32(l + 16);
-	const uint8_t *q = l + LEAF_HEAD + ((sf & SF_TTL) ? 8 : 0);
-	size_t n;
-	*ret_len = varint_get(q, &n);
-	return q + n;
+	struct leaf_tail t;
+
+	leaf_tail(l, &t);
+	*ret_len = t.slen;
+	return t.suffix;
 }
 
 static void leaf_entry(const uint8_t *l, struct kd_entry *e)
 {
-	uint32_t sf = rd32(l + 16);
+	uint32_t sf = rd32(l + 8);
+	struct leaf_tail t;
 
-	e->version = rd64(l);
-	e->seg = rd32(l + 8);
-	e->off = rd32(l + 12);
+	leaf_tail(l, &t);
+	e->version = t.wide ? rd64(t.version) : rd32(t.version);
+	e->seg = rd32(l);
+	e->off = rd32(l + 4);
 	e->size = sf & SF_SIZE_MASK;
 	e->flags = ((sf & SF_TOMB) ? KD_F_TOMBSTONE : 0) | ((sf & SF_TTL) ? KD_F_TTL : 0);
-	e->expiry_ms = (sf & SF_TTL) ? rd64(l + LEAF_HEAD) : 0;
+	e->expiry_ms = (sf & SF_TTL) ? rd64(t.version + (t.wide ? 8 : 4)) : 0;
 }
 
 /* The units of the leaf's block, slack included. */
 static uint32_t leaf_size_units(const uint8_t *l)
 {
-	size_t slen;
-	uint32_t sf = rd32(l + 16);
-	leaf_suffix(l, &slen);
-	return leaf_units(sf & SF_TTL, slen) + (sf >> SF_SLACK_SHIFT);
+	uint32_t sf = rd32(l + 8);
+	struct leaf_tail t;
+
+	leaf_tail(l, &t);
+	return leaf_units(sf & SF_TTL, t.wide, t.slen) + (sf >> SF_SLACK_SHIFT);
 }
 
 static inline uint32_t entry_sf(const struct kd_entry *e)
@@ -204,13 +236,27 @@ static inline uint32_t entry_sf(const struct kd_entry *e)
 	       ((e->flags & KD_F_TTL) ? SF_TTL : 0);
 }
 
+/* Writes e's version (and expiry) at p, the leaf's version field. */
+static void leaf_put_version(uint8_t *p, const struct kd_entry *e)
+{
+	bool wide = version_wide(e->version);
+
+	if (wide)
+		wr64(p, e->version);
+	else
+		wr32(p, (uint32_t)e->version);
+	if (e->flags & KD_F_TTL)
+		wr64(p + (wide ? 8 : 4), e->expiry_ms);
+}
+
 /* Allocates a leaf for e with a suffix of slen bytes, left for the caller
  * to fill at *ret_suffix. *ret_h is tagged. */
 static int leaf_new(struct keydir *kd, const struct kd_entry *e, size_t slen, uint32_t *ret_h,
                     uint8_t **ret_suffix)
 {
 	uint32_t sf = entry_sf(e);
-	uint32_t u = leaf_units(sf & SF_TTL, slen);
+	bool wide = version_wide(e->version);
+	uint32_t u = leaf_units(sf & SF_TTL, wide, slen);
 	uint32_t h, got;
 	int rv;
 
@@ -218,16 +264,12 @@ static int leaf_new(struct keydir *kd, const struct kd_entry *e, size_t slen, ui
 		return rv;
 	sf |= (got - u) << SF_SLACK_SHIFT;
 	uint8_t *l = at(kd, h);
-	wr64(l, e->version);
-	wr32(l + 8, e->seg);
-	wr32(l + 12, e->off);
-	wr32(l + 16, sf);
-	size_t o = LEAF_HEAD;
-	if (sf & SF_TTL) {
-		wr64(l + o, e->expiry_ms);
-		o += 8;
-	}
-	o += varint_put(l + o, (uint32_t)slen);
+	wr32(l, e->seg);
+	wr32(l + 4, e->off);
+	wr32(l + 8, sf);
+	size_t o = LEAF_HEAD + varint_put(l + LEAF_HEAD, (uint32_t)slen << 1 | wide);
+	leaf_put_version(l + o, e);
+	o += (wide ? 8 : 4) + ((sf & SF_TTL) ? 8 : 0);
 	*ret_h = h | LEAF_TAG;
 	*ret_suffix = l + o;
 	return 0;
@@ -743,24 +785,24 @@ int keydir_get(const struct keydir *kd, const void *key_, size_t len, struct kd_
 
 /* ---- public: writers ---------------------------------------------------- */
 
-/* Overwrites the entry of leaf h in *slot (reallocating when the TTL flag,
- * and so the leaf's size, changes). */
+/* Overwrites the entry of leaf h in *slot (reallocating when the TTL flag
+ * or the version's width, and so the leaf's size, changes). */
 static int leaf_replace(struct keydir *kd, uint8_t *slot, uint32_t h, const struct kd_entry *e,
                         struct kd_entry *ret_old)
 {
 	uint8_t *l = at(kd, h);
 	uint32_t sf = entry_sf(e);
 	struct kd_entry old;
+	struct leaf_tail t;
 	int rv;
 
 	leaf_entry(l, &old);
-	if ((rd32(l + 16) & SF_TTL) == (sf & SF_TTL)) {
-		wr64(l, e->version);
-		wr32(l + 8, e->seg);
-		wr32(l + 12, e->off);
-		wr32(l + 16, sf | (rd32(l + 16) & (3u << SF_SLACK_SHIFT)));
-		if (sf & SF_TTL)
-			wr64(l + LEAF_HEAD, e->expiry_ms);
+	leaf_tail(l, &t);
+	if ((rd32(l + 8) & SF_TTL) == (sf & SF_TTL) && t.wide == version_wide(e->version)) {
+		wr32(l, e->seg);
+		wr32(l + 4, e->off);
+		wr32(l + 8, sf | (rd32(l + 8) & (3u << SF_SLACK_SHIFT)));
+		leaf_put_version((uint8_t *)t.version, e);
 	} else {
 		size_t slen;
 		const uint8_t *s = leaf_suffix(l, &slen);

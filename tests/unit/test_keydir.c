@@ -640,6 +640,62 @@ static void test_ttl_and_maxima(void **state)
 	keydir_free(kd);
 }
 
+/* A version under 2^32 takes 4 bytes of its leaf, one above it 8; a leaf
+ * switches width in place of the old one, with or without a TTL and with
+ * a suffix long enough for a two-byte length. */
+static void test_version_widths(void **state)
+{
+	(void)state;
+	struct keydir *kd;
+	struct kd_entry old;
+	const uint64_t versions[] = {1, UINT32_MAX, (uint64_t)UINT32_MAX + 1, 5, UINT64_MAX, 7};
+	const size_t slens[] = {0, 3, 63, 64, 200};
+	char key[256];
+	size_t n = 0;
+
+	assert_int_equal(keydir_new(&kd), 0);
+	for (size_t s = 0; s < sizeof(slens) / sizeof(slens[0]); s++) {
+		for (int ttl = 0; ttl < 2; ttl++) {
+			size_t len = 2 + slens[s];
+			struct kd_entry prev = {0};
+			memset(key, 'a' + (int)s, sizeof(key));
+			key[0] = (char)('0' + ttl);
+			for (size_t v = 0; v < sizeof(versions) / sizeof(versions[0]); v++) {
+				struct kd_entry e = entry(versions[v]);
+				bool replaced;
+				if (ttl) {
+					e.flags = KD_F_TTL;
+					e.expiry_ms = versions[v] ^ 0x5a5a5a5a5a5aull;
+				}
+				assert_int_equal(keydir_put(kd, key, len, &e, &old, &replaced), 0);
+				assert_int_equal(replaced, v > 0);
+				if (v > 0)
+					assert_entry_equal(&old, &prev);
+				get_ok(kd, key, len, &e);
+				prev = e;
+			}
+			n++;
+		}
+	}
+	assert_int_equal(keydir_count(kd), n);
+	keydir_free(kd);
+
+	/* 4096 keys under one node, each leaf with a 2-byte suffix: narrow
+	 * versions take 4 bytes less per key than wide ones */
+	size_t mem[2];
+	for (int wide = 0; wide < 2; wide++) {
+		assert_int_equal(keydir_new(&kd), 0);
+		for (uint32_t i = 0; i < 4096; i++) {
+			uint8_t k[4] = {(uint8_t)(i >> 8), (uint8_t)i, 'x', 'y'};
+			struct kd_entry e = entry(wide ? (uint64_t)UINT32_MAX + 1 + i : 1 + i);
+			put_ok(kd, k, sizeof(k), &e, false);
+		}
+		mem[wide] = keydir_memory(kd);
+		keydir_free(kd);
+	}
+	assert_true(mem[1] - mem[0] >= 4 * 4096);
+}
+
 static void test_long_keys(void **state)
 {
 	(void)state;
@@ -1107,6 +1163,7 @@ int main(void)
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_replace_and_absent),
 		cmocka_unit_test(test_ttl_and_maxima),
+		cmocka_unit_test(test_version_widths),
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_deep_chain),
 		cmocka_unit_test(test_model_small_alphabet),
