@@ -5,7 +5,8 @@
  *     and count it had before, and goes on writing versions above the old;
  *   - an image that does not match what is there is not used, and nothing
  *     acknowledged is lost: an old image put back after writes, after a
- *     crash after writes, after a merge; with a hint file gone; damaged;
+ *     crash after writes, after a merge, after META alone changed; with a
+ *     hint file gone; damaged;
  *   - a store of tenants activates from it too.
  */
 #include "testutil.h"
@@ -235,6 +236,67 @@ static void test_stale_image_after_crash(void **state)
 	free(dir);
 }
 
+/* CRC32C, bit by bit (META's checksum, docs/FORMAT.md). */
+static uint32_t crc32c_bits(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+	while (n-- > 0) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
+	}
+	return ~c;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* An image is used only beside the META it was written with: META
+ * rewritten with another compact revision (and its checksum), nothing else
+ * touched since the close, and the image is not used. */
+static void test_stale_image_after_meta_change(void **state)
+{
+	char *dir = tu_mkdtemp("kdimage");
+	char *meta = tu_path(dir, "META");
+	struct kv_options o;
+	struct kv_stats st;
+	uint8_t buf[4096];
+	size_t n;
+	FILE *f;
+	kv_db *db;
+
+	(void)state;
+	fill_closed(dir, &o, NULL);
+	assert_non_null(f = fopen(meta, "r+b"));
+	n = fread(buf, 1, sizeof(buf), f);
+	assert_true(n >= 52 && n < sizeof(buf));
+	assert_int_equal(crc32c_bits(buf, n - 4), le32(buf + n - 4));
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(buf[16 + i], 0); /* compact revision 0 */
+	buf[16] = 5;
+	uint32_t c = crc32c_bits(buf, n - 4);
+	for (int i = 0; i < 4; i++)
+		buf[n - 4 + i] = (uint8_t)(c >> (8 * i));
+	assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+	assert_int_equal(fwrite(buf, 1, n, f), n);
+	assert_int_equal(fclose(f), 0);
+	assert_true(exists(dir, "KEYDIR"));
+
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_false(image_used(db));
+	assert_false(exists(dir, "KEYDIR"));
+	assert_int_equal(kv_stats(db, &st), 0);
+	assert_int_equal(st.compact_revision, 5);
+	assert_int_equal(count_tag(db, NKEYS, "a"), NKEYS);
+	assert_int_equal(kv_close(db), 0);
+	free(meta);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_stale_image_after_merge(void **state)
 {
 	char *dir = tu_mkdtemp("kdimage");
@@ -342,6 +404,7 @@ int main(void)
 	        cmocka_unit_test(test_stale_image_after_writes),
 	        cmocka_unit_test(test_stale_image_after_crash),
 	        cmocka_unit_test(test_stale_image_after_merge),
+	        cmocka_unit_test(test_stale_image_after_meta_change),
 	        cmocka_unit_test(test_hint_gone_or_image_damaged),
 	        cmocka_unit_test(test_store_activation),
 	};
