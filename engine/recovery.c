@@ -1132,7 +1132,9 @@ out:
  * and META does not list it as sealed) and the backend allows it (on a
  * device it is sealed at the length found instead); a segment that was sealed stays
  * sealed, with its hint, so that a damaged record in it is still known by
- * its key. Then META is written when it changed. */
+ * its key, and the first write starts a new one (write.c form_req), so an
+ * open that writes nothing adds no segment. Then META is written when it
+ * changed. */
 static int resume_active(struct recovery *r)
 {
 	kv_db *db = r->db;
@@ -1152,6 +1154,11 @@ static int resume_active(struct recovery *r)
 		db->active = tail;
 		db->tail = tail->size;
 		atomic_store(&db->written_loc, loc_make(tail->id, (uint32_t)tail->size));
+	} else if (tail != NULL && !tail->lost && !was_active && db->stor->append_reopened) {
+		/* sealed by a clean close: the first write starts the next
+		 * segment (form_req), so an open that writes nothing leaves no
+		 * empty segment behind and META as it was */
+		db->tail = 0;
 	} else {
 		if (was_active && !db->stor->append_reopened) {
 			/* its length is what recovery found (storage.h append_reopened) */

@@ -474,6 +474,63 @@ static void read_all(const char *path, uint8_t **ret, size_t *ret_len)
 	*ret_len = (size_t)n;
 }
 
+/* An open after a clean close that writes nothing starts no segment and
+ * leaves META as it was; the first write after one starts the next segment,
+ * with versions above the old ones, and a crash after it loses nothing. */
+static void test_reopen_without_writes(void **state)
+{
+	char *dir = tu_mkdtemp("recovery");
+	char *meta = tu_path(dir, "META");
+	char before[16][64], after[16][64];
+	uint8_t *m0, *m1;
+	size_t l0, l1;
+	struct kv_options o;
+	struct kv_value v;
+	uint64_t ver0, ver1;
+	kv_db *db;
+	int n0, n1;
+
+	(void)state;
+	opts(&o);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_put(db, "a", 1, "1", 1, NULL, &ver0), 0);
+	assert_int_equal(kv_close(db), 0);
+	/* (the first open lists in META the segment the close sealed) */
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_close(db), 0);
+	n0 = tu_list_ext(dir, ".seg", before, 16);
+	read_all(meta, &m0, &l0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kv_open(dir, &o, &db), 0);
+		assert_int_equal(kv_get(db, "a", 1, NULL, &v), 0);
+		kv_value_release(&v);
+		assert_int_equal(kv_close(db), 0);
+	}
+	n1 = tu_list_ext(dir, ".seg", after, 16);
+	assert_int_equal(n1, n0);
+	for (int i = 0; i < n0; i++)
+		assert_string_equal(after[i], before[i]);
+	read_all(meta, &m1, &l1);
+	assert_int_equal(l1, l0);
+	assert_memory_equal(m1, m0, l0);
+
+	crash_after(dir, &o, write_last, NULL);
+	assert_int_equal(tu_list_ext(dir, ".seg", after, 16), n0 + 1);
+	assert_int_equal(kv_open(dir, &o, &db), 0);
+	assert_int_equal(kv_get(db, "last", 4, NULL, &v), 0);
+	ver1 = v.version;
+	kv_value_release(&v);
+	assert_true(ver1 > ver0);
+	assert_int_equal(kv_get(db, "a", 1, NULL, &v), 0);
+	kv_value_release(&v);
+	assert_int_equal(kv_close(db), 0);
+	free(m0);
+	free(m1);
+	free(meta);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_hint_collected(void **state)
 {
 	char *dir = tu_mkdtemp("collect");
@@ -706,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_sealed_segment),
 		cmocka_unit_test(test_hint_fallback),
 		cmocka_unit_test(test_hint_collected),
+		cmocka_unit_test(test_reopen_without_writes),
 		cmocka_unit_test(test_damaged_segment_header),
 		cmocka_unit_test(test_stale_lock_after_crash),
 		cmocka_unit_test(test_leftover_tmp_files),
